@@ -1,0 +1,54 @@
+package inbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes: the values of a GraphQL error's extensions.code.
+const (
+	CodeUnauthenticated = "UNAUTHENTICATED"
+	CodeForbidden       = "FORBIDDEN"
+	CodeBadUserInput    = "BAD_USER_INPUT"
+	CodeNotFound        = "NOT_FOUND"
+	CodeThrottled       = "THROTTLED"
+	CodeInternal        = "INTERNAL_SERVER_ERROR"
+)
+
+// Error is a domain error whose Message is safe to show to the client and whose Code says
+// what kind of failure it is. Any other error reaching the client is reported as
+// CodeInternal with a generic message.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with the code and a formatted, client-safe message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, CodeInternal for any other
+// non-nil error, and "" for nil.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrorMessage returns the client-safe message of err: the *Error's message, or a generic
+// text for anything else, so internal details never reach the client.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal server error"
+}

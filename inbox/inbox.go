@@ -1,0 +1,188 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Viewer is the caller an operation acts for: a user of a tenant. Both ids come from the
+// verified token, never from client input, and every store call takes the Viewer explicitly
+// so that every key visibly belongs to the caller.
+type Viewer struct {
+	TenantID string
+	UserID   string
+}
+
+// Notification is one entry of a user's inbox.
+//
+// ID is a ULID (26 characters, Crockford base32): its order is creation order, so the
+// inbox is newest-first by ID. Read is the effective read state: read explicitly, or created
+// at or before the inbox's markAllRead watermark and not marked unread since.
+type Notification struct {
+	ID        string
+	Type      string
+	Category  string
+	Title     string
+	Body      string
+	Read      bool
+	ReadAt    *time.Time
+	CreatedAt time.Time
+	// ActorID names the actor profile, empty when the notification has none.
+	ActorID string
+	// TargetKind and TargetID name the target profile, both empty when it has none.
+	TargetKind string
+	TargetID   string
+	// Payload is the sender's JSON document, nil when none was given.
+	Payload JSON
+}
+
+// Actor is who caused a notification: a profile shared by a tenant's notifications.
+type Actor struct {
+	ActorID   string
+	Name      string
+	AvatarURL string
+	URL       string
+}
+
+// Target is what a notification is about (an issue, a pull request, a comment...).
+// TargetID is unique within its Kind.
+type Target struct {
+	TargetID string
+	Kind     string
+	Title    string
+	URL      string
+}
+
+// ProfileRef names an actor (TargetKind empty) or a target (TargetKind set) of a tenant.
+// It is comparable, so it serves as a dataloader key.
+type ProfileRef struct {
+	TargetKind string
+	ID         string
+}
+
+// Profile is a loaded actor or target; exactly one of the two is set.
+type Profile struct {
+	Actor  *Actor
+	Target *Target
+}
+
+// MaxPageSize is the largest first or last a connection accepts (Relay cursor connections).
+const MaxPageSize = 100
+
+// DefaultPageSize is the page size when neither first nor last is given.
+const DefaultPageSize = 20
+
+// PageQuery asks for one page of an inbox. At most one of First and Last is set (validated
+// by Validate). After and Before are opaque cursors produced by the store.
+type PageQuery struct {
+	First  *int
+	After  string
+	Last   *int
+	Before string
+	// UnreadOnly keeps only effectively unread notifications.
+	UnreadOnly bool
+	// Types, when non-empty, keeps only notifications whose Type is one of them.
+	Types []string
+}
+
+// Edge is one notification of a page with its opaque cursor.
+type Edge struct {
+	Cursor string
+	Node   *Notification
+}
+
+// PageInfo is Relay's page info for a page.
+type PageInfo struct {
+	HasNextPage     bool
+	HasPreviousPage bool
+	StartCursor     *string
+	EndCursor       *string
+}
+
+// Page is one page of an inbox, newest first, with the badge count read alongside it.
+type Page struct {
+	Edges    []Edge
+	PageInfo PageInfo
+	// UnreadCount is the badge count; valid only when HasUnreadCount is true (the store
+	// reads it with the page when the page's Query passes the inbox's META item).
+	UnreadCount    int
+	HasUnreadCount bool
+}
+
+// Nodes returns the page's notifications in edge order.
+func (p *Page) Nodes() []*Notification {
+	out := make([]*Notification, len(p.Edges))
+	for i := range p.Edges {
+		out[i] = p.Edges[i].Node
+	}
+	return out
+}
+
+// MarkResult is the outcome of marking notifications read or unread.
+type MarkResult struct {
+	// Notifications are the marked notifications, in the order of the distinct ids asked.
+	Notifications []*Notification
+	// Changed is how many of them changed state (the others already were in it).
+	Changed int
+	// UnreadCount is the badge count right after the write.
+	UnreadCount int
+}
+
+// MarkAllResult is the outcome of marking a whole inbox read.
+type MarkAllResult struct {
+	UnreadCount   int
+	ReadAllBefore time.Time
+}
+
+// SendInput is one notification to fan out to recipients of one tenant.
+type SendInput struct {
+	// IdempotencyKey is unique per logical event (1..256 bytes, no control characters).
+	IdempotencyKey string
+	// Recipients are user ids of the tenant, 1..MaxRecipients; repeats count once.
+	Recipients []string
+	Type       string
+	Category   string
+	Title      string
+	Body       string
+	// Actor and Target, when set, are upserted as profiles (fields left empty keep their
+	// stored value).
+	Actor   *Actor
+	Target  *Target
+	Payload JSON
+}
+
+// MaxRecipients is the most recipients one send accepts.
+const MaxRecipients = 100
+
+// MaxPayloadBytes is the largest payload a send accepts, encoded as JSON (16 KiB).
+const MaxPayloadBytes = 16 << 10
+
+// SendResult is the outcome of a send.
+type SendResult struct {
+	// NotificationIDs are the ids written, one per accepting recipient, in recipient order.
+	NotificationIDs []string
+	// Delivered pairs each accepting recipient with its notification, in recipient order.
+	Delivered []Delivery
+	// Accepted is len(NotificationIDs): recipients who opted out are skipped.
+	Accepted int
+	// Duplicate is true when the key had already completed: nothing was written.
+	Duplicate bool
+}
+
+// Delivery is one recipient's notification written by a send.
+type Delivery struct {
+	UserID       string
+	Notification *Notification
+	// New is false when an earlier call with the same idempotency key wrote it.
+	New bool
+}
+
+// Sender writes notifications; the store implements it, and importers use it.
+type Sender interface {
+	// Send fans in out to its recipients of tenantID, idempotently by in.IdempotencyKey.
+	Send(ctx context.Context, tenantID string, in SendInput) (SendResult, error)
+}
+
+// JSON is a raw JSON document carried through unchanged (a GraphQL JSON scalar).
+type JSON = json.RawMessage
