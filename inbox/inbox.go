@@ -186,3 +186,24 @@ type Sender interface {
 
 // JSON is a raw JSON document carried through unchanged (a GraphQL JSON scalar).
 type JSON = json.RawMessage
+
+// Change is what one committed write did to one inbox; the store publishes it after the
+// write commits, and brokers carry it to subscriptions.
+//
+// Changes are state, not deltas: when Version > 0, UnreadCount is the badge as of META's
+// Version, which grows with every write of META, so a subscriber ignores a Change whose
+// Version is not above the last it delivered. When Version == 0 the writer did not read the
+// badge back (a send's transaction returns no values); the subscriber reads it itself.
+type Change struct {
+	Viewer      Viewer
+	UnreadCount int
+	Version     int64
+	// Notification is set when the write added this notification to the inbox.
+	Notification *Notification
+}
+
+// Publisher receives every Change after its write commits. Publish must not block on slow
+// subscribers.
+type Publisher interface {
+	Publish(ctx context.Context, c Change)
+}

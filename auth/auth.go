@@ -1,0 +1,283 @@
+package auth
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// ScopeSend is the scope a caller needs to send notifications.
+const ScopeSend = "notifications:send"
+
+// DefaultTenant is the tenant of a token without a tenant claim.
+const DefaultTenant = "default"
+
+// MinSecretBytes is the shortest HS256 secret NewVerifier accepts (256 bits, the size of
+// the HMAC-SHA256 output, as RFC 7518 section 3.2 requires).
+const MinSecretBytes = 32
+
+// Config configures a Verifier.
+type Config struct {
+	// Secret is the HS256 key, at least MinSecretBytes long.
+	Secret []byte
+	// Issuer, when non-empty, is required as the token's iss and set by Sign.
+	Issuer string
+	// Audience, when non-empty, must be one of the token's aud values and is set by Sign.
+	Audience string
+	// Leeway is the clock skew tolerated when checking exp, nbf and iat.
+	Leeway time.Duration
+	// Now is the clock; nil means time.Now. Tests set it to control expiry.
+	Now func() time.Time
+}
+
+// Claims is what a verified token says about its caller.
+type Claims struct {
+	// TenantID is the tenant claim, DefaultTenant when the token has none.
+	TenantID string
+	// UserID is the sub claim.
+	UserID string
+	// Scopes are the space-separated values of the scope claim, in token order.
+	Scopes []string
+	// ExpiresAt is the exp claim.
+	ExpiresAt time.Time
+}
+
+// Viewer returns the caller as the domain's Viewer.
+func (c Claims) Viewer() inbox.Viewer {
+	return inbox.Viewer{TenantID: c.TenantID, UserID: c.UserID}
+}
+
+// HasScope reports whether the token granted scope s (exact, case-sensitive match).
+func (c Claims) HasScope(s string) bool {
+	return slices.Contains(c.Scopes, s)
+}
+
+// Verifier verifies and signs the gateway's HS256 tokens. It is safe for concurrent use.
+type Verifier struct {
+	secret   []byte
+	issuer   string
+	audience string
+	now      func() time.Time
+	parser   *jwt.Parser
+}
+
+// NewVerifier returns a Verifier for cfg. It fails when the secret is shorter than
+// MinSecretBytes or the leeway is negative.
+func NewVerifier(cfg Config) (*Verifier, error) {
+	if len(cfg.Secret) < MinSecretBytes {
+		return nil, fmt.Errorf("auth: JWT secret must be at least %d bytes, got %d", MinSecretBytes, len(cfg.Secret))
+	}
+	if cfg.Leeway < 0 {
+		return nil, errors.New("auth: JWT leeway must not be negative")
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(cfg.Leeway),
+		jwt.WithTimeFunc(now),
+	}
+	if cfg.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+	}
+	if cfg.Audience != "" {
+		opts = append(opts, jwt.WithAudience(cfg.Audience))
+	}
+	return &Verifier{
+		secret:   bytes.Clone(cfg.Secret),
+		issuer:   cfg.Issuer,
+		audience: cfg.Audience,
+		now:      now,
+		parser:   jwt.NewParser(opts...),
+	}, nil
+}
+
+// tokenClaims is the JSON shape of the token's payload.
+type tokenClaims struct {
+	jwt.RegisteredClaims
+	// Tenant is a pointer so that a present but empty tenant is rejected rather than
+	// silently defaulted.
+	Tenant *string    `json:"tenant,omitempty"`
+	Scope  scopeClaim `json:"scope,omitempty"`
+}
+
+// scopeClaim is the scope claim: a space-separated string (RFC 8693 section 4.2). A JSON
+// array of strings is accepted as well, since some issuers emit one.
+type scopeClaim []string
+
+// MarshalJSON encodes the scopes as one space-separated string.
+func (s scopeClaim) MarshalJSON() ([]byte, error) {
+	return json.Marshal(strings.Join(s, " "))
+}
+
+// UnmarshalJSON decodes a space-separated string or an array of strings.
+func (s *scopeClaim) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err == nil {
+		*s = strings.Fields(str)
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return errors.New("scope must be a string")
+	}
+	var out []string
+	for _, v := range list {
+		out = append(out, strings.Fields(v)...)
+	}
+	*s = out
+	return nil
+}
+
+// unauthenticated returns the UNAUTHENTICATED error with msg.
+func unauthenticated(msg string) error {
+	return &inbox.Error{Code: inbox.CodeUnauthenticated, Message: msg}
+}
+
+// Verify checks token and returns its claims. Every failure is an *inbox.Error with code
+// UNAUTHENTICATED.
+func (v *Verifier) Verify(token string) (Claims, error) {
+	if token == "" {
+		return Claims{}, unauthenticated("missing bearer token")
+	}
+	var tc tokenClaims
+	parsed, err := v.parser.ParseWithClaims(token, &tc, func(*jwt.Token) (any, error) {
+		return v.secret, nil
+	})
+	if err != nil {
+		return Claims{}, v.mapError(parsed, &tc, err)
+	}
+	if tc.Subject == "" {
+		return Claims{}, unauthenticated("token has no subject (sub)")
+	}
+	if inbox.CheckID("sub", tc.Subject) != nil {
+		return Claims{}, unauthenticated("token subject (sub) is not a valid user id")
+	}
+	tenant := DefaultTenant
+	if tc.Tenant != nil {
+		tenant = *tc.Tenant
+		if inbox.CheckID("tenant", tenant) != nil {
+			return Claims{}, unauthenticated("token tenant is not a valid tenant id")
+		}
+	}
+	return Claims{
+		TenantID:  tenant,
+		UserID:    tc.Subject,
+		Scopes:    []string(tc.Scope),
+		ExpiresAt: tc.ExpiresAt.Time,
+	}, nil
+}
+
+// mapError turns a jwt error into a client-safe UNAUTHENTICATED error. The library's own
+// text is never shown: it may quote claim values or name internal details.
+func (v *Verifier) mapError(parsed *jwt.Token, tc *tokenClaims, err error) error {
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return unauthenticated("malformed token")
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		if parsed != nil && parsed.Method != nil && parsed.Method.Alg() != jwt.SigningMethodHS256.Alg() {
+			return unauthenticated("unsupported token algorithm (want HS256)")
+		}
+		return unauthenticated("invalid token signature")
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		return unauthenticated("unverifiable token")
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return unauthenticated("token expired")
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return unauthenticated("token not valid yet")
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return unauthenticated("token issued in the future")
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return unauthenticated("token issuer (iss) not accepted")
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return unauthenticated("token audience (aud) not accepted")
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		switch {
+		case tc.ExpiresAt == nil:
+			return unauthenticated("token has no expiry (exp)")
+		case v.issuer != "" && tc.Issuer == "":
+			return unauthenticated("token has no issuer (iss)")
+		case v.audience != "" && len(tc.Audience) == 0:
+			return unauthenticated("token has no audience (aud)")
+		}
+		return unauthenticated("token is missing a required claim")
+	}
+	return unauthenticated("invalid token")
+}
+
+// Sign returns an HS256 token for c that Verify accepts: sub is c.UserID, tenant is
+// c.TenantID (omitted when empty, which Verify reads as DefaultTenant), scope is c.Scopes
+// joined by spaces, iat is now, and exp is now+ttl, or c.ExpiresAt when ttl is zero; iss
+// and aud are set when configured. It fails when the ids would not pass Verify or neither
+// ttl nor c.ExpiresAt is given.
+func (v *Verifier) Sign(c Claims, ttl time.Duration) (string, error) {
+	if err := inbox.CheckID("user", c.UserID); err != nil {
+		return "", fmt.Errorf("auth: sign: %w", err)
+	}
+	if c.TenantID != "" {
+		if err := inbox.CheckID("tenant", c.TenantID); err != nil {
+			return "", fmt.Errorf("auth: sign: %w", err)
+		}
+	}
+	for _, s := range c.Scopes {
+		if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r == ' ' || r < 0x21 || r == 0x7f }) {
+			return "", fmt.Errorf("auth: sign: scope %q must be non-empty printable text without spaces", s)
+		}
+	}
+	now := v.now()
+	exp := c.ExpiresAt
+	switch {
+	case ttl > 0:
+		exp = now.Add(ttl)
+	case ttl < 0 || exp.IsZero():
+		return "", errors.New("auth: sign: a positive ttl or an ExpiresAt is required")
+	}
+	tc := tokenClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   c.UserID,
+			Issuer:    v.issuer,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(exp),
+		},
+		Scope: scopeClaim(c.Scopes),
+	}
+	if v.audience != "" {
+		tc.Audience = jwt.ClaimStrings{v.audience}
+	}
+	if c.TenantID != "" {
+		tenant := c.TenantID
+		tc.Tenant = &tenant
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, tc).SignedString(v.secret)
+	if err != nil {
+		return "", fmt.Errorf("auth: sign: %w", err)
+	}
+	return s, nil
+}
+
+// FromHeader verifies the token of an Authorization header value "Bearer <token>" (the
+// scheme is case-insensitive, RFC 9110 section 11.1). It is also how WebSocket and SSE
+// connections authenticate with the Authorization value of their connection_init payload.
+func (v *Verifier) FromHeader(value string) (Claims, error) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return Claims{}, unauthenticated("missing bearer token")
+	}
+	scheme, token, _ := strings.Cut(value, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return Claims{}, unauthenticated("unsupported authorization scheme (want Bearer)")
+	}
+	return v.Verify(strings.TrimSpace(token))
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/inboxgw/gateway/auth"
+	ghimport "github.com/inboxgw/gateway/importer/github"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
+)
+
+// tokenCommand prints a signed token: token --user U [--tenant T] [--scope S] [--ttl D].
+func tokenCommand(cfg Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	user := fs.String("user", "", "user id (the token's sub); required")
+	tenant := fs.String("tenant", auth.DefaultTenant, "tenant id")
+	scope := fs.String("scope", "", "space-separated scopes, e.g. notifications:send")
+	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *user == "" {
+		return fmt.Errorf("token: --user is required")
+	}
+	v, err := newVerifier(cfg)
+	if err != nil {
+		return err
+	}
+	tok, err := v.Sign(auth.Claims{TenantID: *tenant, UserID: *user, Scopes: strings.Fields(*scope)}, *ttl)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, tok)
+	return err
+}
+
+// importCommand imports a GitHub webhook examples file: import-github FILE [--tenant T].
+func importCommand(ctx context.Context, cfg Config, log *slog.Logger, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("import-github", flag.ContinueOnError)
+	tenant := fs.String("tenant", cfg.DemoTenant, "tenant to import into")
+	if err := fs.Parse(reorder(args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("import-github: want one FILE (node_modules/@octokit/webhooks-examples/api.github.com/index.json)")
+	}
+	st, closeStore, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	res, stats, err := importFile(ctx, st, *tenant, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "events: %d, notifications: %d (sent %d, recipients accepted %d, duplicates %d), skipped: %d\n",
+		stats.Events, stats.Notifications, res.Sent, res.Accepted, res.Duplicates, stats.Skipped)
+	for _, r := range topRecipients(stats, 5) {
+		fmt.Fprintf(out, "  %-24s %d\n", r, stats.ByRecipient[r])
+	}
+	return nil
+}
+
+// reorder moves flags before positional arguments, so "FILE --tenant T" works too.
+func reorder(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		if strings.HasPrefix(args[i], "-") {
+			flags = append(flags, args[i])
+			if !strings.Contains(args[i], "=") && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		pos = append(pos, args[i])
+	}
+	return append(flags, pos...)
+}
+
+func importFile(ctx context.Context, s inbox.Sender, tenant, path string) (ghimport.ImportResult, ghimport.Stats, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return ghimport.ImportResult{}, ghimport.Stats{}, fmt.Errorf("import: %w (run npm install for @octokit/webhooks-examples)", err)
+	}
+	defer f.Close()
+	ns, stats, err := ghimport.Parse(f)
+	if err != nil {
+		return ghimport.ImportResult{}, stats, err
+	}
+	res, err := ghimport.Import(ctx, s, tenant, ns)
+	return res, stats, err
+}
+
+// topRecipients returns up to n logins with the most notifications, most first (ties by name).
+func topRecipients(stats ghimport.Stats, n int) []string {
+	users := make([]string, 0, len(stats.ByRecipient))
+	for u := range stats.ByRecipient {
+		users = append(users, u)
+	}
+	sort.Slice(users, func(i, j int) bool {
+		a, b := stats.ByRecipient[users[i]], stats.ByRecipient[users[j]]
+		if a != b {
+			return a > b
+		}
+		return users[i] < users[j]
+	})
+	return users[:min(n, len(users))]
+}
+
+// importDemo imports the demo file (idempotent: a second start adds nothing) and returns
+// the user with the most notifications.
+func importDemo(ctx context.Context, cfg Config, log *slog.Logger, st *store.Store) (string, error) {
+	res, stats, err := importFile(ctx, st, cfg.DemoTenant, cfg.DemoImport)
+	if err != nil {
+		return "", err
+	}
+	log.Info("demo import", "file", cfg.DemoImport, "notifications", stats.Notifications, "new", res.Sent-res.Duplicates, "duplicates", res.Duplicates)
+	top := topRecipients(stats, 1)
+	if len(top) == 0 {
+		return "", nil
+	}
+	return top[0], nil
+}

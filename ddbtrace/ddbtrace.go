@@ -1,0 +1,63 @@
+// Package ddbtrace records every DynamoDB operation a client sends, through an
+// aws-sdk-go-v2 middleware. Tests use it to prove access patterns (never a Scan) and to
+// count round trips; the bench command uses it to report calls per request.
+package ddbtrace
+
+import (
+	"context"
+	"sync"
+
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// Recorder collects the names of the operations sent ("Query", "BatchGetItem", ...), in the
+// order they were sent. It is safe for concurrent use.
+type Recorder struct {
+	mu  sync.Mutex
+	ops []string
+}
+
+// Option returns a dynamodb client option that records into r, for dynamodb.New or
+// dynamodb.NewFromConfig (or a single call's optFns).
+func (r *Recorder) Option() func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("ddbtrace",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					r.mu.Lock()
+					r.ops = append(r.ops, awsmiddleware.GetOperationName(ctx))
+					r.mu.Unlock()
+					return next.HandleInitialize(ctx, in)
+				}), middleware.After)
+		})
+	}
+}
+
+// Ops returns a copy of the operations recorded so far.
+func (r *Recorder) Ops() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.ops...)
+}
+
+// Count returns how many times op was recorded.
+func (r *Recorder) Count(op string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, o := range r.ops {
+		if o == op {
+			n++
+		}
+	}
+	return n
+}
+
+// Reset forgets what was recorded.
+func (r *Recorder) Reset() {
+	r.mu.Lock()
+	r.ops = r.ops[:0]
+	r.mu.Unlock()
+}

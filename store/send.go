@@ -1,0 +1,354 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// Send fans in out to its recipients of tenantID (AP7, AP8), idempotently.
+//
+// Each recipient gets one TransactWriteItems of three actions: Put its idempotency guard
+// (attribute_not_exists), Put the notification (attribute_not_exists), and Update its META
+// (ADD unreadCount 1, condition: the notification's id is above the markAllRead watermark;
+// when it is not, the notification is written already read and the count is left alone).
+// Recipients run concurrently, a bounded number at a time; recipients who muted the
+// category get a guard and no notification.
+//
+// The guards of one key are read first (one Query): recipients that have one are not
+// written again, so a replay after a complete send writes nothing and returns the first
+// result with Duplicate set, and a replay after a send that failed part-way completes the
+// remaining recipients and duplicates none. A key reused with different content is refused.
+// Actor and target are upserted as profiles (UpdateItem) before any notification.
+//
+// Errors: BAD_USER_INPUT for invalid input (see inbox.SendInput.Validate), a payload that is
+// not JSON, or a reused key; the first write error of a recipient otherwise (recipients
+// written before it stay written, and a replay completes the rest).
+func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error) {
+	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return inbox.SendResult{}, err
+	}
+	if err := in.Validate(); err != nil {
+		return inbox.SendResult{}, err
+	}
+	if len(in.Payload) > 0 {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, in.Payload); err != nil {
+			return inbox.SendResult{}, inbox.Errorf(inbox.CodeBadUserInput, "payload must be valid JSON")
+		}
+		if buf.String() == "null" {
+			in.Payload = nil
+		} else {
+			in.Payload = buf.Bytes()
+		}
+	}
+	recipients := make([]string, 0, len(in.Recipients))
+	for _, r := range in.Recipients {
+		if !slices.Contains(recipients, r) {
+			recipients = append(recipients, r)
+		}
+	}
+	hash := inputHash(in, recipients)
+
+	guards, err := s.guards(ctx, tenantID, in.IdempotencyKey)
+	if err != nil {
+		return inbox.SendResult{}, err
+	}
+	var pending []string
+	for _, r := range recipients {
+		g, ok := guards[r]
+		if ok && g.InputHash != hash {
+			return inbox.SendResult{}, inbox.Errorf(inbox.CodeBadUserInput,
+				"idempotencyKey was already used for a different notification")
+		}
+		if !ok {
+			pending = append(pending, r)
+		}
+	}
+	for _, g := range guards {
+		if g.InputHash != hash {
+			return inbox.SendResult{}, inbox.Errorf(inbox.CodeBadUserInput,
+				"idempotencyKey was already used for a different notification")
+		}
+	}
+	deliveries := make(map[string]inbox.Delivery, len(recipients))
+	for r, g := range guards {
+		if g.NotificationID != "" {
+			deliveries[r] = inbox.Delivery{UserID: r, Notification: &inbox.Notification{ID: g.NotificationID}}
+		}
+	}
+	if len(pending) > 0 {
+		if in.Actor != nil {
+			if err := s.upsertActor(ctx, tenantID, in.Actor); err != nil {
+				return inbox.SendResult{}, err
+			}
+		}
+		if in.Target != nil {
+			if err := s.upsertTarget(ctx, tenantID, in.Target); err != nil {
+				return inbox.SendResult{}, err
+			}
+		}
+		muted, err := s.mutedFor(ctx, tenantID, pending, in.Category)
+		if err != nil {
+			return inbox.SendResult{}, err
+		}
+		results := make([]inbox.Delivery, len(pending))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(s.sendConcurrency)
+		for i, r := range pending {
+			g.Go(func() error {
+				d, err := s.sendOne(gctx, tenantID, r, in, hash, muted[r])
+				results[i] = d
+				if err != nil {
+					return fmt.Errorf("send to a recipient: %w", err)
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return inbox.SendResult{}, err
+		}
+		for i, r := range pending {
+			if results[i].Notification != nil {
+				deliveries[r] = results[i]
+			}
+		}
+	}
+	res := inbox.SendResult{Duplicate: len(pending) == 0}
+	for _, r := range recipients {
+		if d, ok := deliveries[r]; ok {
+			res.NotificationIDs = append(res.NotificationIDs, d.Notification.ID)
+			res.Delivered = append(res.Delivered, d)
+		}
+	}
+	res.Accepted = len(res.NotificationIDs)
+	return res, nil
+}
+
+// inputHash identifies a send's content, so a reused key with other content is caught.
+func inputHash(in inbox.SendInput, recipients []string) string {
+	sorted := slices.Sorted(slices.Values(recipients))
+	b, _ := json.Marshal(struct {
+		Recipients                  []string
+		Type, Category, Title, Body string
+		Actor                       *inbox.Actor
+		Target                      *inbox.Target
+		Payload                     json.RawMessage
+	}{sorted, in.Type, in.Category, in.Title, in.Body, in.Actor, in.Target, json.RawMessage(in.Payload)})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// guards reads every recipient guard of an idempotency key (Query on its partition,
+// strongly consistent, following LastEvaluatedKey).
+func (s *Store) guards(ctx context.Context, tenantID, key string) (map[string]guardItem, error) {
+	out := map[string]guardItem{}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: guardPK(tenantID, key)}},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("query guards: %w", err)
+		}
+		for _, raw := range res.Items {
+			var g guardItem
+			if err := attributevalue.UnmarshalMap(raw, &g); err != nil {
+				return nil, fmt.Errorf("decode guard: %w", err)
+			}
+			out[g.UserID] = g
+		}
+		if res.LastEvaluatedKey == nil {
+			return out, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+}
+
+// mutedFor reads the preferences of users (one BatchGetItem) and reports who muted category.
+func (s *Store) mutedFor(ctx context.Context, tenantID string, users []string, category string) (map[string]bool, error) {
+	muted := map[string]bool{}
+	if category == "" {
+		return muted, nil
+	}
+	keys := make([]itemKey, len(users))
+	for i, u := range users {
+		keys[i] = itemKey{userPK(inbox.Viewer{TenantID: tenantID, UserID: u}), skPrefs}
+	}
+	got, err := s.batchGet(ctx, keys, batchGetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i, u := range users {
+		raw, ok := got[keys[i]]
+		if !ok {
+			continue
+		}
+		var p prefsItem
+		if err := attributevalue.UnmarshalMap(raw, &p); err != nil {
+			return nil, fmt.Errorf("decode preferences: %w", err)
+		}
+		muted[u] = slices.Contains(p.Muted, category)
+	}
+	return muted, nil
+}
+
+// sendOne writes one recipient's guard, notification and counter in one transaction,
+// retrying conflicts. When another call holds the guard already, its notification is
+// returned with New false.
+func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, muted bool) (inbox.Delivery, error) {
+	v := inbox.Viewer{TenantID: tenantID, UserID: user}
+	floor := ""
+	d, err := retryConflicts(ctx, func() (inbox.Delivery, error) {
+		now := s.now()
+		guard := guardItem{PK: guardPK(tenantID, in.IdempotencyKey), SK: guardSK(user), EntityType: entityGuard,
+			UserID: user, InputHash: hash, ExpiresAt: now.Add(s.idemTTL).Unix()}
+		var it *notificationItem
+		if !muted {
+			id := s.newID(floor)
+			guard.NotificationID = id
+			it = &notificationItem{PK: userPK(v), SK: notifSK(id), EntityType: entityNotification, ID: id,
+				Type: in.Type, Category: in.Category, Title: in.Title, Body: in.Body, Payload: string(in.Payload),
+				CreatedAt: now.UnixMilli(), GSI1PK: unreadPK(v), GSI1SK: notifSK(id)}
+			if in.Actor != nil {
+				it.ActorID = in.Actor.ActorID
+			}
+			if in.Target != nil {
+				it.TargetKind, it.TargetID = in.Target.Kind, in.Target.TargetID
+			}
+		}
+		acts, err := s.sendActions(v, &guard, it)
+		if err != nil {
+			return inbox.Delivery{}, err
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: acts})
+		if reasons := cancelReasons(err); reasons != nil {
+			switch {
+			case reasons[0] == "ConditionalCheckFailed":
+				// A concurrent call with the same key got here first: its result stands.
+				g, gerr := s.guard(ctx, tenantID, in.IdempotencyKey, user)
+				if gerr != nil {
+					return inbox.Delivery{}, gerr
+				}
+				if g.NotificationID == "" {
+					return inbox.Delivery{UserID: user}, nil
+				}
+				return inbox.Delivery{UserID: user, Notification: &inbox.Notification{ID: g.NotificationID}}, nil
+			case len(reasons) > 2 && reasons[2] == "ConditionalCheckFailed":
+				// The inbox's clock (or watermark) passed this id between generating it and
+				// committing: take a new id above it. The notification commits after that
+				// markAllRead, so its user has not seen it: it stays unread.
+				floor = metaFloor(err)
+			}
+		}
+		if err != nil {
+			return inbox.Delivery{}, err
+		}
+		if it == nil {
+			return inbox.Delivery{UserID: user}, nil
+		}
+		return inbox.Delivery{UserID: user, Notification: toNotification(it, ""), New: true}, nil
+	})
+	if err != nil {
+		return inbox.Delivery{}, err
+	}
+	if d.New {
+		s.publish(ctx, inbox.Change{Viewer: v, Notification: d.Notification})
+	}
+	return d, nil
+}
+
+// sendActions are the actions of one recipient's send transaction: guard, notification,
+// META (in that order; cancellation reasons are read by position). META's update requires
+// the id to be above both the watermark and the clock, so the clock only ever grows and a
+// markAllRead can rely on it (see MarkAll).
+func (s *Store) sendActions(v inbox.Viewer, guard *guardItem, it *notificationItem) ([]types.TransactWriteItem, error) {
+	notExists := aws.String("attribute_not_exists(#pk)")
+	pkName := map[string]string{"#pk": attrPK}
+	g, err := attributevalue.MarshalMap(guard)
+	if err != nil {
+		return nil, fmt.Errorf("encode guard: %w", err)
+	}
+	acts := []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(s.table), Item: g,
+		ConditionExpression: notExists, ExpressionAttributeNames: pkName}}}
+	if it == nil {
+		return acts, nil
+	}
+	n, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return nil, fmt.Errorf("encode notification: %w", err)
+	}
+	acts = append(acts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: n,
+		ConditionExpression: notExists, ExpressionAttributeNames: pkName}})
+	return append(acts, types.TransactWriteItem{Update: &types.Update{
+		TableName:           aws.String(s.table),
+		Key:                 itemKey{userPK(v), skMeta}.av(),
+		UpdateExpression:    aws.String("ADD #count :one, #ver :one SET #clock = :id, #g1pk = :g1pk, #g1sk = :g1sk, #et = :et"),
+		ConditionExpression: aws.String("(attribute_not_exists(#wm) OR #wm < :id) AND (attribute_not_exists(#clock) OR #clock < :id)"),
+		ExpressionAttributeNames: map[string]string{"#count": "unreadCount", "#ver": "version", "#clock": "clock",
+			"#wm": "readAllBefore", "#g1pk": attrGSI1PK, "#g1sk": attrGSI1SK, "#et": "entityType"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":one":  &types.AttributeValueMemberN{Value: "1"},
+			":id":   &types.AttributeValueMemberS{Value: it.ID},
+			":g1pk": &types.AttributeValueMemberS{Value: unreadPK(v)},
+			":g1sk": &types.AttributeValueMemberS{Value: skMeta},
+			":et":   &types.AttributeValueMemberS{Value: entityMeta},
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}), nil
+}
+
+// metaFloor returns the larger of clock and watermark of the META item a cancelled
+// transaction reports (ReturnValuesOnConditionCheckFailure), or "" when it reports none.
+func metaFloor(err error) string {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return ""
+	}
+	floor := ""
+	for _, r := range tce.CancellationReasons {
+		var m metaItem
+		if r.Item == nil || attributevalue.UnmarshalMap(r.Item, &m) != nil || m.EntityType != entityMeta {
+			continue
+		}
+		floor = max(floor, m.Clock, m.ReadAllBefore)
+	}
+	return floor
+}
+
+// guard reads one recipient's guard (strongly consistent GetItem).
+func (s *Store) guard(ctx context.Context, tenantID, key, user string) (guardItem, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            itemKey{guardPK(tenantID, key), guardSK(user)}.av(),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return guardItem{}, fmt.Errorf("get guard: %w", err)
+	}
+	if out.Item == nil {
+		return guardItem{}, errors.New("guard vanished after a conflict")
+	}
+	var g guardItem
+	if err := attributevalue.UnmarshalMap(out.Item, &g); err != nil {
+		return guardItem{}, fmt.Errorf("decode guard: %w", err)
+	}
+	return g, nil
+}

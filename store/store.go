@@ -1,0 +1,288 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/cenkalti/backoff/v5"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// API is the subset of *dynamodb.Client the store uses. There is no Scan in it on purpose.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+// Store reads and writes the inbox table. It is safe for concurrent use.
+type Store struct {
+	db              API
+	table           string
+	now             func() time.Time
+	ids             *idSource
+	log             *slog.Logger
+	idemTTL         time.Duration
+	sweeper         *sweeper
+	sendConcurrency int
+	pub             inbox.Publisher
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock sets the clock used for createdAt, readAt and TTLs (default time.Now).
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithEntropy sets the randomness of generated ULIDs (default crypto/rand). Tests pass a
+// seeded reader for repeatable ids.
+func WithEntropy(r io.Reader) Option { return func(s *Store) { s.ids = newIDSource(r) } }
+
+// WithLogger sets the logger for background work (the sweep). Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// WithIdempotencyTTL sets how long idempotency guards are kept (TTL attribute expiresAt;
+// default 30 days). A replay after that notifies again.
+func WithIdempotencyTTL(d time.Duration) Option { return func(s *Store) { s.idemTTL = d } }
+
+// WithSweepWorkers sets how many goroutines run the background sweep after markAllRead
+// (default 2; 0 disables it, which changes nothing a user sees, only GSI1's size).
+func WithSweepWorkers(n int) Option {
+	return func(s *Store) { s.sweeper = newSweeper(n) }
+}
+
+// WithPublisher sets who hears of every committed change (badge moves, new
+// notifications); by default nobody.
+func WithPublisher(p inbox.Publisher) Option { return func(s *Store) { s.pub = p } }
+
+// publish hands c to the publisher, if any.
+func (s *Store) publish(ctx context.Context, c inbox.Change) {
+	if s.pub != nil {
+		s.pub.Publish(ctx, c)
+	}
+}
+
+// New returns a Store over table through db. Call Close to stop its background sweep.
+func New(db API, table string, opts ...Option) *Store {
+	s := &Store{
+		db:              db,
+		table:           table,
+		now:             time.Now,
+		ids:             newIDSource(rand.Reader),
+		log:             slog.Default(),
+		idemTTL:         30 * 24 * time.Hour,
+		sendConcurrency: 8,
+	}
+	s.sweeper = newSweeper(2)
+	for _, o := range opts {
+		o(s)
+	}
+	s.sweeper.start(s)
+	return s
+}
+
+// Close stops the background sweep, waiting for the item in progress.
+func (s *Store) Close() { s.sweeper.stop() }
+
+// Table returns the table name.
+func (s *Store) Table() string { return s.table }
+
+// idSource hands out strictly increasing ULIDs (oklog/ulid monotonic entropy): within one
+// process an id generated later always sorts after one generated earlier, which is what
+// lets a send and a markAllRead race without ever miscounting (see the package doc).
+type idSource struct {
+	mu      sync.Mutex
+	entropy *ulid.MonotonicEntropy
+	last    ulid.ULID
+}
+
+func newIDSource(r io.Reader) *idSource {
+	return &idSource{entropy: ulid.Monotonic(r, 0)}
+}
+
+// next returns a new ULID for time t, strictly greater than every id this source returned
+// and than after (a ULID string, or "").
+func (g *idSource) next(t time.Time, after string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id, err := ulid.New(ulid.Timestamp(t), g.entropy)
+	if err != nil || id.Compare(g.last) <= 0 {
+		// Clock went backwards or entropy overflowed in this millisecond: step from last.
+		id = increment(g.last)
+	}
+	if after != "" {
+		if a, err := ulid.ParseStrict(after); err == nil && id.Compare(a) <= 0 {
+			id = increment(a)
+		}
+	}
+	g.last = id
+	return id.String()
+}
+
+// increment returns the ULID one above u (the 128-bit value plus one).
+func increment(u ulid.ULID) ulid.ULID {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]++
+		if u[i] != 0 {
+			break
+		}
+	}
+	return u
+}
+
+// newID returns a fresh ULID string above after (which may be "").
+func (s *Store) newID(after string) string { return s.ids.next(s.now(), after) }
+
+// ulidTime returns the time encoded in a ULID string, or the zero time.
+func ulidTime(id string) time.Time {
+	u, err := ulid.ParseStrict(id)
+	if err != nil {
+		return time.Time{}
+	}
+	return ulid.Time(u.Time()).UTC()
+}
+
+// ValidNotificationID reports whether id is a well-formed notification id (a ULID).
+func ValidNotificationID(id string) bool {
+	_, err := ulid.ParseStrict(id)
+	return err == nil && len(id) == ulid.EncodedSize
+}
+
+// retryConflicts runs op until it succeeds, fails with an error that is not a transient
+// conflict (TransactionCanceledException whose reasons are conflicts or conditions that a
+// re-read resolves, TransactionConflictException, throttling), or ctx ends. Backoff is
+// exponential from 5 ms, capped at 200 ms, with jitter (cenkalti/backoff), at most 12 tries.
+func retryConflicts[T any](ctx context.Context, op func() (T, error)) (T, error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 5 * time.Millisecond
+	b.MaxInterval = 200 * time.Millisecond
+	b.RandomizationFactor = 0.5
+	return backoff.Retry(ctx, func() (T, error) {
+		v, err := op()
+		if err != nil && !isRetryable(err) {
+			return v, backoff.Permanent(err)
+		}
+		return v, err
+	}, backoff.WithBackOff(b), backoff.WithMaxTries(12), backoff.WithMaxElapsedTime(10*time.Second))
+}
+
+// errRetry marks an optimistic-concurrency miss found by the store itself.
+var errRetry = errors.New("store: state changed during the operation; retrying")
+
+func isRetryable(err error) bool {
+	if errors.Is(err, errRetry) {
+		return true
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		return true
+	}
+	var tc *types.TransactionConflictException
+	if errors.As(err, &tc) {
+		return true
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return true
+	}
+	var pte *types.ProvisionedThroughputExceededException
+	if errors.As(err, &pte) {
+		return true
+	}
+	var rle *types.RequestLimitExceeded
+	if errors.As(err, &rle) {
+		return true
+	}
+	var tip *types.TransactionInProgressException
+	return errors.As(err, &tip)
+}
+
+// cancelReasons returns the per-action cancellation codes of a TransactionCanceledException
+// ("None", "ConditionalCheckFailed", "TransactionConflict", ...), aligned with the
+// transaction's actions, or nil when err is not one.
+func cancelReasons(err error) []string {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil
+	}
+	out := make([]string, len(tce.CancellationReasons))
+	for i, r := range tce.CancellationReasons {
+		out[i] = aws.ToString(r.Code)
+	}
+	return out
+}
+
+// CreateTable creates the table with GSI1 (sparse, projection ALL), streams
+// (NEW_AND_OLD_IMAGES) and on-demand billing, waits until it is ACTIVE, and enables TTL on
+// expiresAt. An existing table is left as it is.
+func (s *Store) CreateTable(ctx context.Context) error {
+	str := func(n string) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+	}
+	_, err := s.db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(s.table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{str(attrPK), str(attrSK), str(attrGSI1PK), str(attrGSI1SK)},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
+		},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(gsi1Name),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(attrGSI1PK), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(attrGSI1SK), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}},
+		StreamSpecification: &types.StreamSpecification{
+			StreamEnabled:  aws.Bool(true),
+			StreamViewType: types.StreamViewTypeNewAndOldImages,
+		},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", s.table, err)
+	}
+	w := dynamodb.NewTableExistsWaiter(s.db)
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)}, 2*time.Minute,
+		func(o *dynamodb.TableExistsWaiterOptions) {
+			o.MinDelay = 100 * time.Millisecond
+			o.MaxDelay = time.Second
+		}); err != nil {
+		return fmt.Errorf("wait for table %s: %w", s.table, err)
+	}
+	if err == nil {
+		_, err = s.db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+			TableName: aws.String(s.table),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{
+				AttributeName: aws.String("expiresAt"),
+				Enabled:       aws.Bool(true),
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("enable TTL on %s: %w", s.table, err)
+		}
+	}
+	return nil
+}
+
+// checkViewer rejects a viewer whose ids could break out of their key.
+func checkViewer(v inbox.Viewer) error { return inbox.CheckViewer(v) }

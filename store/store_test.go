@@ -1,0 +1,595 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	smithymw "github.com/aws/smithy-go/middleware"
+
+	"github.com/inboxgw/gateway/ddbtrace"
+	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
+)
+
+type fixture struct {
+	s      *store.Store
+	db     *dynamodb.Client
+	rec    *ddbtrace.Recorder
+	table  string
+	tenant string
+}
+
+// newFixture makes a store over a fresh table on DynamoDB Local, recording every operation;
+// at the end of the test it fails if any operation was a Scan.
+func newFixture(t *testing.T, opts ...store.Option) *fixture {
+	t.Helper()
+	rec := &ddbtrace.Recorder{}
+	db := dynlocaltest.Client(t, rec.Option())
+	f := &fixture{db: db, rec: rec, table: dynlocaltest.TableName(t), tenant: "acme"}
+	f.s = store.New(db, f.table, opts...)
+	t.Cleanup(f.s.Close)
+	if err := f.s.CreateTable(context.Background()); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	t.Cleanup(func() {
+		if slices.Contains(rec.Ops(), "Scan") {
+			t.Errorf("the store sent a Scan: %v", rec.Ops())
+		}
+	})
+	rec.Reset()
+	return f
+}
+
+func (f *fixture) viewer(u string) inbox.Viewer { return inbox.Viewer{TenantID: f.tenant, UserID: u} }
+
+// send delivers n notifications to users, one send each, and returns their ids in send order.
+func (f *fixture) send(t *testing.T, n int, typ string, users ...string) []string {
+	t.Helper()
+	var ids []string
+	for i := 0; i < n; i++ {
+		res, err := f.s.Send(context.Background(), f.tenant, inbox.SendInput{
+			IdempotencyKey: fmt.Sprintf("k-%s-%d-%s", typ, i, users[0]) + randSuffix(),
+			Recipients:     users, Type: typ, Title: fmt.Sprintf("%s %d", typ, i),
+			Actor:  &inbox.Actor{ActorID: "bob", Name: "Bob"},
+			Target: &inbox.Target{Kind: "issue", TargetID: "42", Title: "Issue 42"},
+		})
+		if err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		ids = append(ids, res.NotificationIDs...)
+	}
+	return ids
+}
+
+var suffix atomic.Int64
+
+func randSuffix() string { return fmt.Sprintf("-%d", suffix.Add(1)) }
+
+func ptr(i int) *int { return &i }
+
+func (f *fixture) page(t *testing.T, u string, q inbox.PageQuery) *inbox.Page {
+	t.Helper()
+	p, err := f.s.Inbox(context.Background(), f.viewer(u), q)
+	if err != nil {
+		t.Fatalf("inbox: %v", err)
+	}
+	return p
+}
+
+func ids(p *inbox.Page) []string {
+	var out []string
+	for _, e := range p.Edges {
+		out = append(out, e.Node.ID)
+	}
+	return out
+}
+
+func reversed(s []string) []string {
+	out := slices.Clone(s)
+	slices.Reverse(out)
+	return out
+}
+
+// unreadTruth counts v's effectively unread notifications by reading the whole inbox.
+func (f *fixture) unreadTruth(t *testing.T, u string) (unread int, count int) {
+	t.Helper()
+	q := inbox.PageQuery{First: ptr(100)}
+	for {
+		p := f.page(t, u, q)
+		count = p.UnreadCount
+		for _, e := range p.Edges {
+			if !e.Node.Read {
+				unread++
+			}
+		}
+		if !p.PageInfo.HasNextPage {
+			return unread, count
+		}
+		q.After = *p.PageInfo.EndCursor
+	}
+}
+
+func TestInboxEmpty(t *testing.T) {
+	f := newFixture(t)
+	for _, q := range []inbox.PageQuery{{}, {First: ptr(5)}, {Last: ptr(5)}, {UnreadOnly: true}, {Types: []string{"x"}}} {
+		p := f.page(t, "nobody", q)
+		if len(p.Edges) != 0 || p.PageInfo.HasNextPage || p.PageInfo.HasPreviousPage || p.UnreadCount != 0 || p.PageInfo.EndCursor != nil {
+			t.Errorf("%+v: got %+v", q, p)
+		}
+	}
+}
+
+func TestInboxPagination(t *testing.T) {
+	f := newFixture(t)
+	sent := f.send(t, 45, "issues.opened", "alice")
+	newest := reversed(sent)
+
+	f.rec.Reset()
+	p1 := f.page(t, "alice", inbox.PageQuery{First: ptr(20)})
+	if got := f.rec.Ops(); !slices.Equal(got, []string{"Query"}) {
+		t.Errorf("first page ops = %v, want one Query (badge and page together)", got)
+	}
+	if !slices.Equal(ids(p1), newest[:20]) || !p1.PageInfo.HasNextPage || p1.PageInfo.HasPreviousPage || p1.UnreadCount != 45 {
+		t.Fatalf("page 1 = %v next=%v prev=%v count=%d", ids(p1), p1.PageInfo.HasNextPage, p1.PageInfo.HasPreviousPage, p1.UnreadCount)
+	}
+	p2 := f.page(t, "alice", inbox.PageQuery{First: ptr(20), After: *p1.PageInfo.EndCursor})
+	if !slices.Equal(ids(p2), newest[20:40]) || !p2.PageInfo.HasNextPage || !p2.PageInfo.HasPreviousPage || p2.UnreadCount != 45 {
+		t.Fatalf("page 2 = %v", ids(p2))
+	}
+	p3 := f.page(t, "alice", inbox.PageQuery{First: ptr(20), After: *p2.PageInfo.EndCursor})
+	if !slices.Equal(ids(p3), newest[40:]) || p3.PageInfo.HasNextPage {
+		t.Fatalf("last page = %v next=%v", ids(p3), p3.PageInfo.HasNextPage)
+	}
+	// Backward from page 2's start gives page 1's last ten, newest first.
+	b := f.page(t, "alice", inbox.PageQuery{Last: ptr(10), Before: *p2.PageInfo.StartCursor})
+	if !slices.Equal(ids(b), newest[10:20]) || !b.PageInfo.HasPreviousPage || !b.PageInfo.HasNextPage {
+		t.Fatalf("backward = %v prev=%v", ids(b), b.PageInfo.HasPreviousPage)
+	}
+	// last without before: the oldest items.
+	tail := f.page(t, "alice", inbox.PageQuery{Last: ptr(5)})
+	if !slices.Equal(ids(tail), newest[40:]) || !tail.PageInfo.HasPreviousPage || tail.PageInfo.HasNextPage {
+		t.Fatalf("last 5 = %v", ids(tail))
+	}
+	// Exactly one page.
+	exact := f.page(t, "alice", inbox.PageQuery{First: ptr(45)})
+	if len(exact.Edges) != 45 || exact.PageInfo.HasNextPage {
+		t.Fatalf("first 45: %d edges, next=%v", len(exact.Edges), exact.PageInfo.HasNextPage)
+	}
+	// first: 0 still answers hasNextPage.
+	zero := f.page(t, "alice", inbox.PageQuery{First: ptr(0)})
+	if len(zero.Edges) != 0 || !zero.PageInfo.HasNextPage {
+		t.Fatalf("first 0: %+v", zero.PageInfo)
+	}
+	// Another user's inbox stays empty, even with alice's cursor.
+	other := f.page(t, "mallory", inbox.PageQuery{First: ptr(20), After: *p1.PageInfo.EndCursor})
+	if len(other.Edges) != 0 {
+		t.Fatalf("a cursor moved a query into another partition: %v", ids(other))
+	}
+}
+
+func TestInboxBadArguments(t *testing.T) {
+	f := newFixture(t)
+	for name, q := range map[string]inbox.PageQuery{
+		"first>100":  {First: ptr(101)},
+		"first<0":    {First: ptr(-1)},
+		"both":       {First: ptr(1), Last: ptr(1)},
+		"bad cursor": {First: ptr(1), After: "bm90IGEgY3Vyc29y"},
+		"garbage":    {After: "%%%"},
+	} {
+		_, err := f.s.Inbox(context.Background(), f.viewer("alice"), q)
+		if inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("%s: err = %v, want BAD_USER_INPUT", name, err)
+		}
+	}
+	for _, v := range []inbox.Viewer{{TenantID: "a#b", UserID: "u"}, {TenantID: "t", UserID: "u#META"}, {TenantID: "t", UserID: "x\n"}, {TenantID: "t", UserID: string(make([]byte, 257))}} {
+		if _, err := f.s.Inbox(context.Background(), v, inbox.PageQuery{}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("viewer %q: err = %v", v, err)
+		}
+	}
+}
+
+func TestTypeFilterNeverShort(t *testing.T) {
+	f := newFixture(t)
+	var wantB []string
+	for i := 0; i < 12; i++ {
+		f.send(t, 5, "a", "alice")
+		wantB = append(wantB, f.send(t, 1, "b", "alice")...)
+	}
+	newestB := reversed(wantB)
+	q := inbox.PageQuery{First: ptr(5), Types: []string{"b"}}
+	var got []string
+	for {
+		p := f.page(t, "alice", q)
+		if p.PageInfo.HasNextPage && len(p.Edges) != 5 {
+			t.Fatalf("short page of %d with more to come", len(p.Edges))
+		}
+		got = append(got, ids(p)...)
+		if !p.PageInfo.HasNextPage {
+			break
+		}
+		q.After = *p.PageInfo.EndCursor
+	}
+	if !slices.Equal(got, newestB) {
+		t.Fatalf("type filter = %v, want %v", got, newestB)
+	}
+	none := f.page(t, "alice", inbox.PageQuery{Types: []string{"zzz"}})
+	if len(none.Edges) != 0 || none.PageInfo.HasNextPage || none.UnreadCount != 72 {
+		t.Fatalf("filter matching nothing: %+v count=%d", none.PageInfo, none.UnreadCount)
+	}
+}
+
+func TestMarkReadExactAndIdempotent(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	sent := f.send(t, 5, "t", "alice")
+	res, err := f.s.Mark(ctx, f.viewer("alice"), []string{sent[0], sent[1], sent[0]}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changed != 2 || res.UnreadCount != 3 || len(res.Notifications) != 2 || !res.Notifications[0].Read || res.Notifications[0].ReadAt == nil {
+		t.Fatalf("mark read = %+v", res)
+	}
+	again, err := f.s.Mark(ctx, f.viewer("alice"), []string{sent[0], sent[1]}, true)
+	if err != nil || again.Changed != 0 || again.UnreadCount != 3 {
+		t.Fatalf("mark twice = %+v, %v", again, err)
+	}
+	// Not the viewer's: NOT_FOUND, and nothing is written for the ids that were valid.
+	f.send(t, 1, "t", "bob")
+	bobPage := f.page(t, "bob", inbox.PageQuery{})
+	_, err = f.s.Mark(ctx, f.viewer("alice"), []string{sent[2], bobPage.Edges[0].Node.ID}, true)
+	if inbox.ErrorCode(err) != inbox.CodeNotFound {
+		t.Fatalf("cross-user mark: %v", err)
+	}
+	if c, _ := f.s.UnreadCount(ctx, f.viewer("alice")); c != 3 {
+		t.Fatalf("count after refused mark = %d", c)
+	}
+	if c, _ := f.s.UnreadCount(ctx, f.viewer("bob")); c != 1 {
+		t.Fatalf("bob's count = %d", c)
+	}
+	un, err := f.s.Mark(ctx, f.viewer("alice"), []string{sent[0]}, false)
+	if err != nil || un.Changed != 1 || un.UnreadCount != 4 || un.Notifications[0].Read {
+		t.Fatalf("mark unread = %+v, %v", un, err)
+	}
+	if _, err := f.s.Mark(ctx, f.viewer("alice"), nil, true); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		t.Fatalf("empty ids: %v", err)
+	}
+	many := make([]string, 100)
+	for i := range many {
+		many[i] = fmt.Sprintf("01H00000000000000000000%03d", i)
+	}
+	if _, err := f.s.Mark(ctx, f.viewer("alice"), many, true); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		t.Fatalf("100 ids: %v", err)
+	}
+	// 99 ids in one transaction (98 + one duplicate of an existing id would be fewer).
+	ids99 := f.send(t, 94, "t", "alice")
+	ids99 = append(ids99, sent...)
+	r99, err := f.s.Mark(ctx, f.viewer("alice"), ids99, true)
+	if err != nil || r99.UnreadCount != 0 {
+		t.Fatalf("mark 99: %+v %v", r99.UnreadCount, err)
+	}
+}
+
+func TestMarkAllReadWatermarkAndSweep(t *testing.T) {
+	f := newFixture(t, store.WithSweepWorkers(0))
+	ctx := context.Background()
+	v := f.viewer("alice")
+	sent := f.send(t, 30, "t", "alice")
+	f.rec.Reset()
+	res, err := f.s.MarkAll(ctx, v)
+	if err != nil || res.UnreadCount != 0 || res.ReadAllBefore.IsZero() {
+		t.Fatalf("mark all = %+v, %v", res, err)
+	}
+	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"UpdateItem"}) {
+		t.Fatalf("markAllRead ops = %v, want one UpdateItem", ops)
+	}
+	if un, c := f.unreadTruth(t, "alice"); un != 0 || c != 0 {
+		t.Fatalf("after mark all: unread=%d count=%d", un, c)
+	}
+	// The unread list is empty before any sweep ran.
+	if p := f.page(t, "alice", inbox.PageQuery{UnreadOnly: true}); len(p.Edges) != 0 || p.UnreadCount != 0 {
+		t.Fatalf("unread list after mark all = %v", ids(p))
+	}
+	// markUnread on an item below the watermark wins over it, and the sweep keeps it.
+	if _, err := f.s.Mark(ctx, v, []string{sent[3]}, false); err != nil {
+		t.Fatal(err)
+	}
+	removed, next, err := f.s.Sweep(ctx, v, "", 1000)
+	if err != nil || removed != 29 || next != "" {
+		t.Fatalf("sweep removed %d next %q err %v; want 29", removed, next, err)
+	}
+	p := f.page(t, "alice", inbox.PageQuery{UnreadOnly: true})
+	if !slices.Equal(ids(p), []string{sent[3]}) || p.UnreadCount != 1 {
+		t.Fatalf("unread after markUnread below watermark = %v count %d", ids(p), p.UnreadCount)
+	}
+	if un, c := f.unreadTruth(t, "alice"); un != 1 || c != 1 {
+		t.Fatalf("truth unread=%d count=%d", un, c)
+	}
+	// New notifications after the watermark are unread and listed first.
+	newer := f.send(t, 2, "t", "alice")
+	p = f.page(t, "alice", inbox.PageQuery{UnreadOnly: true})
+	if !slices.Equal(ids(p), []string{newer[1], newer[0], sent[3]}) || p.UnreadCount != 3 {
+		t.Fatalf("unread = %v count %d", ids(p), p.UnreadCount)
+	}
+	// A second markAll covers the explicitly unread one too; the sweep is resumable in steps.
+	if _, err := f.s.MarkAll(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	total, from := 0, ""
+	for i := 0; ; i++ {
+		n, next, err := f.s.Sweep(ctx, v, from, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		if next == "" {
+			break
+		}
+		from = next
+		if i > 10 {
+			t.Fatal("sweep does not finish")
+		}
+	}
+	if total != 3 {
+		t.Fatalf("second sweep removed %d, want 3", total)
+	}
+	unreadIdx, err := f.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(f.table), IndexName: aws.String("GSI1"),
+		KeyConditionExpression:    aws.String("gsi1pk = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: "T#acme#U#alice#UNREAD"}},
+	})
+	if err != nil || unreadIdx.Count != 1 { // only META is left
+		t.Fatalf("GSI1 after sweep holds %d items, %v", unreadIdx.Count, err)
+	}
+}
+
+func TestUnreadFilterPages(t *testing.T) {
+	f := newFixture(t, store.WithSweepWorkers(0))
+	ctx := context.Background()
+	sent := f.send(t, 25, "t", "alice")
+	var readIDs []string
+	for i := 0; i < 25; i += 2 {
+		readIDs = append(readIDs, sent[i])
+	}
+	if _, err := f.s.Mark(ctx, f.viewer("alice"), readIDs, true); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := 24; i >= 0; i-- {
+		if i%2 == 1 {
+			want = append(want, sent[i])
+		}
+	}
+	q := inbox.PageQuery{First: ptr(5), UnreadOnly: true}
+	var got []string
+	for {
+		p := f.page(t, "alice", q)
+		if p.UnreadCount != 12 {
+			t.Fatalf("count = %d", p.UnreadCount)
+		}
+		for _, e := range p.Edges {
+			if e.Node.Read {
+				t.Fatalf("read item in unread list")
+			}
+		}
+		got = append(got, ids(p)...)
+		if !p.PageInfo.HasNextPage {
+			break
+		}
+		q.After = *p.PageInfo.EndCursor
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("unread pages = %v, want %v", got, want)
+	}
+	back := f.page(t, "alice", inbox.PageQuery{Last: ptr(3), UnreadOnly: true})
+	if !slices.Equal(ids(back), want[len(want)-3:]) {
+		t.Fatalf("last 3 unread = %v", ids(back))
+	}
+}
+
+func TestSendIdempotentAndResumable(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	in := inbox.SendInput{IdempotencyKey: "evt-1", Recipients: []string{"a", "b", "c", "a"}, Type: "t", Title: "hello",
+		Payload: inbox.JSON(`{"x": [1, 2]}`)}
+	first, err := f.s.Send(ctx, f.tenant, in)
+	if err != nil || first.Accepted != 3 || first.Duplicate || len(first.NotificationIDs) != 3 {
+		t.Fatalf("send = %+v, %v", first, err)
+	}
+	replay, err := f.s.Send(ctx, f.tenant, in)
+	if err != nil || !replay.Duplicate || !slices.Equal(replay.NotificationIDs, first.NotificationIDs) {
+		t.Fatalf("replay = %+v, %v", replay, err)
+	}
+	for _, u := range []string{"a", "b", "c"} {
+		p := f.page(t, u, inbox.PageQuery{})
+		if len(p.Edges) != 1 || p.UnreadCount != 1 || string(p.Edges[0].Node.Payload) != `{"x":[1,2]}` {
+			t.Fatalf("%s: %d items, count %d", u, len(p.Edges), p.UnreadCount)
+		}
+	}
+	changed := in
+	changed.Title = "other"
+	if _, err := f.s.Send(ctx, f.tenant, changed); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		t.Fatalf("key reused for other content: %v", err)
+	}
+
+	// A send that fails part-way: the third recipient transaction fails.
+	var calls atomic.Int32
+	faulty := dynlocaltest.Client(t, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *smithymw.Stack) error {
+			return s.Initialize.Add(smithymw.InitializeMiddlewareFunc("fail-third-transaction",
+				func(ctx context.Context, in smithymw.InitializeInput, next smithymw.InitializeHandler) (smithymw.InitializeOutput, smithymw.Metadata, error) {
+					if _, ok := in.Parameters.(*dynamodb.TransactWriteItemsInput); ok && calls.Add(1) == 3 {
+						return smithymw.InitializeOutput{}, smithymw.Metadata{}, errors.New("injected failure")
+					}
+					return next.HandleInitialize(ctx, in)
+				}), smithymw.Before)
+		})
+		o.RetryMaxAttempts = 1
+	})
+	broken := store.New(faulty, f.table, store.WithSweepWorkers(0))
+	defer broken.Close()
+	five := inbox.SendInput{IdempotencyKey: "evt-2", Recipients: []string{"p1", "p2", "p3", "p4", "p5"}, Type: "t"}
+	if _, err := broken.Send(ctx, f.tenant, five); err == nil {
+		t.Fatal("the injected failure did not surface")
+	}
+	done, err := f.s.Send(ctx, f.tenant, five)
+	if err != nil || done.Duplicate || done.Accepted != 5 {
+		t.Fatalf("resumed send = %+v, %v", done, err)
+	}
+	for _, u := range five.Recipients {
+		if p := f.page(t, u, inbox.PageQuery{}); len(p.Edges) != 1 || p.UnreadCount != 1 {
+			t.Fatalf("%s has %d notifications, count %d", u, len(p.Edges), p.UnreadCount)
+		}
+	}
+}
+
+func TestSendValidationWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	big := make([]byte, inbox.MaxPayloadBytes+10)
+	for i := range big {
+		big[i] = 'a'
+	}
+	hundredOne := make([]string, 101)
+	for i := range hundredOne {
+		hundredOne[i] = fmt.Sprintf("u%d", i)
+	}
+	for name, in := range map[string]inbox.SendInput{
+		"no key":         {Recipients: []string{"a"}, Type: "t"},
+		"no recipients":  {IdempotencyKey: "k", Type: "t"},
+		"101 recipients": {IdempotencyKey: "k", Recipients: hundredOne, Type: "t"},
+		"bad recipient":  {IdempotencyKey: "k", Recipients: []string{"a#META"}, Type: "t"},
+		"bad actor":      {IdempotencyKey: "k", Recipients: []string{"a"}, Type: "t", Actor: &inbox.Actor{ActorID: "x#y"}},
+		"bad target":     {IdempotencyKey: "k", Recipients: []string{"a"}, Type: "t", Target: &inbox.Target{Kind: "k", TargetID: "\x00"}},
+		"big payload":    {IdempotencyKey: "k", Recipients: []string{"a"}, Type: "t", Payload: inbox.JSON(`"` + string(big) + `"`)},
+		"bad json":       {IdempotencyKey: "k", Recipients: []string{"a"}, Type: "t", Payload: inbox.JSON(`{`)},
+	} {
+		f.rec.Reset()
+		if _, err := f.s.Send(ctx, f.tenant, in); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("%s: %v", name, err)
+		}
+		for _, op := range f.rec.Ops() {
+			if op != "Query" && op != "GetItem" && op != "BatchGetItem" {
+				t.Errorf("%s: wrote with %s", name, op)
+			}
+		}
+	}
+}
+
+func TestMutedCategorySkipsRecipient(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.s.SetMutedCategories(ctx, f.viewer("b"), []string{"marketing"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "m", Recipients: []string{"a", "b"}, Type: "promo", Category: "marketing"})
+	if err != nil || res.Accepted != 1 {
+		t.Fatalf("send = %+v, %v", res, err)
+	}
+	if c, _ := f.s.UnreadCount(ctx, f.viewer("b")); c != 0 {
+		t.Fatalf("muted user got %d", c)
+	}
+	replay, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "m", Recipients: []string{"a", "b"}, Type: "promo", Category: "marketing"})
+	if err != nil || !replay.Duplicate || replay.Accepted != 1 {
+		t.Fatalf("replay = %+v, %v", replay, err)
+	}
+}
+
+func TestProfilesBatching(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var refs []inbox.ProfileRef
+	for i := 0; i < 150; i++ {
+		_, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("p%d", i), Recipients: []string{"a"}, Type: "t",
+			Actor: &inbox.Actor{ActorID: fmt.Sprintf("actor%d", i), Name: fmt.Sprintf("Actor %d", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, inbox.ProfileRef{ID: fmt.Sprintf("actor%d", i)})
+	}
+	refs = append(refs, inbox.ProfileRef{ID: "actor7"}, inbox.ProfileRef{ID: "ghost"}, inbox.ProfileRef{TargetKind: "issue", ID: "nope"})
+	f.rec.Reset()
+	got, err := f.s.Profiles(ctx, f.tenant, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := f.rec.Count("BatchGetItem"); n != 2 {
+		t.Errorf("%d BatchGetItem calls for 152 distinct keys, want 2", n)
+	}
+	if got[7].Actor.Name != "Actor 7" || got[150] == nil || got[150].Actor.Name != "Actor 7" || got[151] != nil || got[152] != nil {
+		t.Fatalf("profiles misaligned: %+v %+v %+v", got[7], got[150], got[151])
+	}
+	// Another tenant sees none of them.
+	other, err := f.s.Profiles(ctx, "other", refs[:3])
+	if err != nil || other[0] != nil {
+		t.Fatalf("cross-tenant profile: %+v %v", other[0], err)
+	}
+}
+
+// TestCounterExactUnderConcurrency races sends, marks, unmarks and mark-alls on one inbox
+// and then checks the badge against the notifications themselves.
+func TestCounterExactUnderConcurrency(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	v := f.viewer("alice")
+	seed := f.send(t, 20, "t", "alice")
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for w := 0; w < 4; w++ {
+		wg.Add(4)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 8; i++ {
+				if _, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "c" + randSuffix(), Recipients: []string{"alice", "bob"}, Type: "t"}); err != nil {
+					errs <- err
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 8; i++ {
+				if _, err := f.s.Mark(ctx, v, []string{seed[(w*5+i)%20], seed[(w*3+i+1)%20]}, true); err != nil {
+					errs <- err
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 8; i++ {
+				if _, err := f.s.Mark(ctx, v, []string{seed[(w*7+i)%20]}, false); err != nil {
+					errs <- err
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2; i++ {
+				if _, err := f.s.MarkAll(ctx, v); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent op: %v", err)
+	}
+	unread, count := f.unreadTruth(t, "alice")
+	if unread != count {
+		t.Fatalf("badge %d, but %d notifications are unread", count, unread)
+	}
+	p := f.page(t, "alice", inbox.PageQuery{First: ptr(100), UnreadOnly: true})
+	if len(p.Edges) != count {
+		t.Fatalf("unread list has %d, badge %d", len(p.Edges), count)
+	}
+	t.Logf("after the race: %d unread", count)
+}
