@@ -124,3 +124,43 @@ func (b *BadgeShare) Await(ctx context.Context) (count int, ok bool) {
 		return 0, false
 	}
 }
+
+// Prefetch loads the profiles of notifications in one call to src (one BatchGetItem per
+// 100 distinct refs, sent concurrently) and primes ctx's loader with them, so that the
+// actor and target resolvers of those notifications answer from the cache at once instead
+// of waiting for a batch window. Missing profiles are primed as nil. Without loaders in
+// ctx it does nothing.
+func Prefetch(ctx context.Context, src ProfileSource, tenantID string, ns []*inbox.Notification) error {
+	l := For(ctx)
+	if l == nil || len(ns) == 0 {
+		return nil
+	}
+	refs := make([]inbox.ProfileRef, 0, 2*len(ns))
+	seen := make(map[inbox.ProfileRef]bool, 2*len(ns))
+	add := func(r inbox.ProfileRef) {
+		if r.ID != "" && !seen[r] {
+			seen[r] = true
+			refs = append(refs, r)
+		}
+	}
+	for _, n := range ns {
+		if n == nil {
+			continue
+		}
+		add(inbox.ProfileRef{ID: n.ActorID})
+		if n.TargetID != "" {
+			add(inbox.ProfileRef{TargetKind: n.TargetKind, ID: n.TargetID})
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	got, err := src.Profiles(ctx, tenantID, refs)
+	if err != nil {
+		return err
+	}
+	for i, r := range refs {
+		l.Profiles.Prime(ctx, r, got[i])
+	}
+	return nil
+}

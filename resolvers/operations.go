@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/inboxgw/gateway/gqlscalar"
 	"github.com/inboxgw/gateway/graph/model"
@@ -22,7 +23,45 @@ func (r *Resolver) inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery)
 			b.Offer(pageBadge(p, err))
 		}
 	}
-	return p, err
+	if err != nil {
+		return nil, err
+	}
+	if err := r.prefetchProfiles(ctx, v, p.Nodes()); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// prefetchProfiles loads the actors and targets of notifications in one batch, right after
+// the query that found them, when the selection below the current field asks for them.
+// The page's field resolvers then find them in the loader's cache: two sequential round
+// trips for a page, with no batch window to wait for.
+func (r *Resolver) prefetchProfiles(ctx context.Context, v inbox.Viewer, ns []*inbox.Notification) error {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || !selects(graphql.GetOperationContext(ctx), fc.Field.Selections, 0) {
+		return nil
+	}
+	return loader.Prefetch(ctx, r.Store, v.TenantID, ns)
+}
+
+// selectableTypes are the object types whose fragments selects looks into.
+var selectableTypes = []string{"NotificationConnection", "NotificationEdge", "Notification", "Node", "MarkReadPayload"}
+
+// selects reports whether a selection set asks, at any depth up to 4, for a field named
+// actor or target.
+func selects(oc *graphql.OperationContext, set ast.SelectionSet, depth int) bool {
+	if depth > 4 {
+		return false
+	}
+	for _, f := range graphql.CollectFields(oc, set, selectableTypes) {
+		if f.Name == "actor" || f.Name == "target" {
+			return true
+		}
+		if selects(oc, f.Selections, depth+1) {
+			return true
+		}
+	}
+	return false
 }
 
 func pageBadge(p *inbox.Page, err error) (int, bool) {
@@ -86,6 +125,9 @@ func (r *Resolver) mark(ctx context.Context, ids []string, read bool) (*inbox.Ma
 	if err != nil {
 		return nil, err
 	}
+	if err := r.prefetchProfiles(ctx, v, res.Notifications); err != nil {
+		return nil, err
+	}
 	return &res, nil
 }
 
@@ -99,8 +141,9 @@ func (r *Resolver) profile(ctx context.Context, ref inbox.ProfileRef) (*inbox.Pr
 }
 
 // loadNodes resolves global ids of any type, aligned with ids; nil for ids that name
-// nothing of the viewer's. Notifications are read with one BatchGetItem, actors and
-// targets through the loader (one more).
+// nothing of the viewer's. Notifications are read with one BatchGetItem; then the actors
+// and targets asked for directly and those of the notifications (when selected) with one
+// more.
 func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Node, error) {
 	v, err := viewer(ctx)
 	if err != nil {
@@ -110,13 +153,9 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "at most %d ids", maxNodes)
 	}
 	out := make([]gqlscalar.Node, len(ids))
-	var notifIdx []int
+	var notifIdx, refIdx []int
 	var notifKeys []string
-	type pending struct {
-		i     int
-		thunk func() (*inbox.Profile, error)
-	}
-	var profiles []pending
+	var refs []inbox.ProfileRef
 	for i, id := range ids {
 		typ, key, err := parseGlobalID(id)
 		if err != nil {
@@ -126,23 +165,13 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 		case typeNotification:
 			notifIdx = append(notifIdx, i)
 			notifKeys = append(notifKeys, key)
-		case typeActor, typeTarget:
-			ref := inbox.ProfileRef{ID: key}
-			if typ == typeTarget {
-				kind, tid, ok := cutNUL(key)
-				if !ok {
-					continue
-				}
-				ref = inbox.ProfileRef{TargetKind: kind, ID: tid}
-			}
-			if l := loader.For(ctx); l != nil {
-				profiles = append(profiles, pending{i, l.Profiles.Load(ctx, ref)})
-			} else {
-				got, err := r.Store.Profiles(ctx, v.TenantID, []inbox.ProfileRef{ref})
-				if err != nil {
-					return nil, err
-				}
-				profiles = append(profiles, pending{i, func() (*inbox.Profile, error) { return got[0], nil }})
+		case typeActor:
+			refIdx = append(refIdx, i)
+			refs = append(refs, inbox.ProfileRef{ID: key})
+		case typeTarget:
+			if kind, tid, ok := cutNUL(key); ok {
+				refIdx = append(refIdx, i)
+				refs = append(refs, inbox.ProfileRef{TargetKind: kind, ID: tid})
 			}
 		case typeViewer:
 			if key == v.TenantID+"\x00"+v.UserID {
@@ -151,6 +180,7 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 			}
 		}
 	}
+	var found []*inbox.Notification
 	if len(notifKeys) > 0 {
 		got, err := r.Store.Notifications(ctx, v, notifKeys)
 		if err != nil {
@@ -159,20 +189,39 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 		for j, i := range notifIdx {
 			if got[j] != nil {
 				out[i] = got[j]
+				found = append(found, got[j])
 			}
 		}
 	}
-	for _, p := range profiles {
-		prof, err := p.thunk()
-		if err != nil {
-			return nil, err
+	if fc := graphql.GetFieldContext(ctx); fc != nil && selects(graphql.GetOperationContext(ctx), fc.Field.Selections, 0) {
+		for _, n := range found {
+			if n.ActorID != "" {
+				refs = append(refs, inbox.ProfileRef{ID: n.ActorID})
+			}
+			if n.TargetID != "" {
+				refs = append(refs, inbox.ProfileRef{TargetKind: n.TargetKind, ID: n.TargetID})
+			}
 		}
-		switch {
-		case prof == nil:
-		case prof.Actor != nil:
-			out[p.i] = prof.Actor
-		case prof.Target != nil:
-			out[p.i] = prof.Target
+	}
+	if len(refs) == 0 {
+		return out, nil
+	}
+	profiles, err := r.Store.Profiles(ctx, v.TenantID, refs)
+	if err != nil {
+		return nil, err
+	}
+	if l := loader.For(ctx); l != nil {
+		for i, ref := range refs {
+			l.Profiles.Prime(ctx, ref, profiles[i])
+		}
+	}
+	for j, i := range refIdx {
+		switch p := profiles[j]; {
+		case p == nil:
+		case p.Actor != nil:
+			out[i] = p.Actor
+		case p.Target != nil:
+			out[i] = p.Target
 		}
 	}
 	return out, nil

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/inboxgw/gateway/inbox"
 )
@@ -30,21 +33,26 @@ func (s *Store) Profiles(ctx context.Context, tenantID string, refs []inbox.Prof
 	out := make([]*inbox.Profile, len(refs))
 	keys := make([]itemKey, 0, len(refs))
 	seen := make(map[itemKey]bool, len(refs))
+	decoded := make(map[itemKey]*inbox.Profile, len(refs))
 	for _, r := range refs {
 		if !validRef(r) {
 			continue
 		}
 		k := itemKey{profilePK(tenantID, r), skProfile}
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
+		if seen[k] {
+			continue
 		}
+		seen[k] = true
+		if p, ok := s.profiles.get(k.pk); ok {
+			decoded[k] = p
+			continue
+		}
+		keys = append(keys, k)
 	}
 	got, err := s.batchGet(ctx, keys, batchGetOptions{projection: profileProjection, names: profileNames})
 	if err != nil {
 		return nil, err
 	}
-	decoded := make(map[itemKey]*inbox.Profile, len(got))
 	for i, r := range refs {
 		if !validRef(r) {
 			continue
@@ -69,6 +77,7 @@ func (s *Store) Profiles(ctx context.Context, tenantID string, refs []inbox.Prof
 			p.Target = &inbox.Target{TargetID: r.ID, Kind: r.TargetKind, Title: it.Title, URL: it.URL}
 		}
 		decoded[k] = p
+		s.profiles.add(k.pk, p)
 		out[i] = p
 	}
 	return out, nil
@@ -97,6 +106,7 @@ func (s *Store) upsertTarget(ctx context.Context, tenantID string, t *inbox.Targ
 }
 
 func (s *Store) upsertProfile(ctx context.Context, pk, entity string, fields map[string]string) error {
+	defer s.profiles.remove(pk)
 	names := map[string]string{"#et": "entityType"}
 	values := map[string]types.AttributeValue{":et": &types.AttributeValueMemberS{Value: entity}}
 	sets := []string{"#et = :et"}
@@ -175,4 +185,58 @@ func (s *Store) SetMutedCategories(ctx context.Context, v inbox.Viewer, categori
 		return fmt.Errorf("put preferences: %w", err)
 	}
 	return nil
+}
+
+// profileCache is the optional shared cache of profiles across requests: bounded, with
+// expiry (hashicorp/golang-lru/v2 expirable). A profile upserted by a send on this
+// instance is removed at once; other instances see the change when their entry expires.
+// Only found profiles are cached, so a new actor appears without delay.
+type profileCache struct {
+	lru          *expirable.LRU[string, *inbox.Profile]
+	hits, misses atomic.Uint64
+}
+
+func (c *profileCache) get(pk string) (*inbox.Profile, bool) {
+	if c == nil || c.lru == nil {
+		return nil, false
+	}
+	p, ok := c.lru.Get(pk)
+	if ok {
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
+	}
+	return p, ok
+}
+
+func (c *profileCache) add(pk string, p *inbox.Profile) {
+	if c != nil && c.lru != nil {
+		c.lru.Add(pk, p)
+	}
+}
+
+func (c *profileCache) remove(pk string) {
+	if c != nil && c.lru != nil {
+		c.lru.Remove(pk)
+	}
+}
+
+// WithProfileCache shares up to size actor and target profiles across requests for ttl
+// (both must be positive, else no cache: the default). Reads then skip BatchGetItem for
+// cached profiles; a profile changed by another instance may be served stale for up to ttl.
+func WithProfileCache(size int, ttl time.Duration) Option {
+	return func(s *Store) {
+		if size > 0 && ttl > 0 {
+			s.profiles = &profileCache{lru: expirable.NewLRU[string, *inbox.Profile](size, nil, ttl)}
+		}
+	}
+}
+
+// ProfileCacheStats returns the shared profile cache's hits and misses since start (both
+// zero without a cache).
+func (s *Store) ProfileCacheStats() (hits, misses uint64) {
+	if s.profiles == nil {
+		return 0, 0
+	}
+	return s.profiles.hits.Load(), s.profiles.misses.Load()
 }

@@ -43,6 +43,7 @@ type Store struct {
 	sweeper         *sweeper
 	sendConcurrency int
 	pub             inbox.Publisher
+	profiles        *profileCache
 }
 
 // Option configures a Store.
