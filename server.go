@@ -6,6 +6,7 @@
 //	go run . [serve]                          the gateway (configuration from INBOX_* variables)
 //	go run . token --user U [--tenant T] [--scope S] [--ttl D]
 //	go run . import-github FILE [--tenant T]  GitHub webhook examples as notifications
+//	go run . relay                            the DynamoDB Streams relay (INBOX_BROKER=redis)
 package main
 
 //go:generate go tool gqlgen generate
@@ -19,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -75,6 +77,13 @@ type Config struct {
 	// ComplexityLimit bounds a query's cost (gqlgen complexity; a list field counts its
 	// first/last/ids size times its children).
 	ComplexityLimit int `env:"INBOX_COMPLEXITY_LIMIT" envDefault:"5000"`
+	// Broker is "local" (in-process: one instance) or "redis" (Redis pub/sub between
+	// instances and the stream relay, at RedisURL).
+	Broker   string `env:"INBOX_BROKER" envDefault:"local"`
+	RedisURL string `env:"INBOX_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	// RelayLease is how long the stream relay's lease lasts without renewal: a crashed
+	// relay's successor takes over within it.
+	RelayLease time.Duration `env:"INBOX_RELAY_LEASE" envDefault:"10s"`
 }
 
 func loadConfig() (Config, error) {
@@ -84,6 +93,9 @@ func loadConfig() (Config, error) {
 	}
 	if c.Store != "local" && c.Store != "dynamodb" {
 		return c, fmt.Errorf("configuration: INBOX_STORE must be local or dynamodb, not %q", c.Store)
+	}
+	if c.Broker != "local" && c.Broker != "redis" {
+		return c, fmt.Errorf("configuration: INBOX_BROKER must be local or redis, not %q", c.Broker)
 	}
 	if c.CreateTable == nil {
 		on := c.Store == "local"
@@ -120,7 +132,7 @@ func run(ctx context.Context, args []string) error {
 	case "import-github":
 		return importCommand(ctx, cfg, log, args, os.Stdout)
 	default:
-		return fmt.Errorf("unknown command %q (want serve, token or import-github)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, relay, token or import-github)", cmd)
 	}
 }
 
@@ -259,7 +271,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	broker := live.NewLocal()
+	broker, err := newBroker(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer broker.Close()
 	st, closeStore, err := openStore(ctx, cfg, log, store.WithPublisher(broker))
 	if err != nil {
 		return err
@@ -309,6 +325,28 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return nil
 }
 
+// newBroker returns the configured broker: in-process, or Redis pub/sub.
+func newBroker(ctx context.Context, cfg Config, log *slog.Logger) (live.Broker, error) {
+	if cfg.Broker == "redis" {
+		b, err := live.NewRedis(ctx, live.RedisOptions{URL: cfg.RedisURL, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("INBOX_BROKER=redis: %w", err)
+		}
+		log.Info("broker: redis", "url", redactURL(cfg.RedisURL))
+		return b, nil
+	}
+	return live.NewLocal(), nil
+}
+
+// redactURL drops a URL's password for logging.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	return u.Redacted()
+}
+
 func displayAddr(a net.Addr) string {
 	host, port, err := net.SplitHostPort(a.String())
 	if err != nil {
@@ -321,7 +359,7 @@ func displayAddr(a net.Addr) string {
 }
 
 // newHandler builds the HTTP surface: /graphql (every transport), GraphiQL at /, health.
-func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker *live.Local, demoToken string) http.Handler {
+func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string) http.Handler {
 	res := &resolvers.Resolver{Store: st, Broker: broker, Log: log}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: res, Complexity: complexity()}))
 	initFunc := func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {

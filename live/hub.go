@@ -1,0 +1,105 @@
+package live
+
+import (
+	"sync"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// hub is the registry of a process's subscriptions by viewer, shared by the brokers.
+// onFirst and onLast, when set, run (outside the lock) after a viewer gains its first
+// subscription or loses its last one; they must not block for long.
+type hub struct {
+	mu      sync.RWMutex
+	subs    map[inbox.Viewer]map[*Subscription]struct{}
+	onFirst func(inbox.Viewer)
+	onLast  func(inbox.Viewer)
+}
+
+func newHub() *hub {
+	return &hub{subs: make(map[inbox.Viewer]map[*Subscription]struct{})}
+}
+
+// deliver hands c to every subscription of c.Viewer; it never blocks.
+func (h *hub) deliver(c inbox.Change) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for s := range h.subs[c.Viewer] {
+		s.deliver(c)
+	}
+}
+
+// resync tells every subscription of v (every viewer when v is nil) to re-read the store.
+func (h *hub) resync(v *inbox.Viewer) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if v != nil {
+		for s := range h.subs[*v] {
+			s.resync()
+		}
+		return
+	}
+	for _, m := range h.subs {
+		for s := range m {
+			s.resync()
+		}
+	}
+}
+
+// has reports whether v has a subscription here.
+func (h *hub) has(v inbox.Viewer) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.subs[v]) > 0
+}
+
+// subscribe registers a new subscription of v.
+func (h *hub) subscribe(v inbox.Viewer) *Subscription {
+	s := newSubscription()
+	s.close = func() {
+		h.mu.Lock()
+		last := false
+		if m := h.subs[v]; m != nil {
+			delete(m, s)
+			if len(m) == 0 {
+				delete(h.subs, v)
+				last = true
+			}
+		}
+		h.mu.Unlock()
+		if last && h.onLast != nil {
+			h.onLast(v)
+		}
+	}
+	h.mu.Lock()
+	m := h.subs[v]
+	first := m == nil
+	if first {
+		m = make(map[*Subscription]struct{})
+		h.subs[v] = m
+	}
+	m[s] = struct{}{}
+	h.mu.Unlock()
+	if first && h.onFirst != nil {
+		h.onFirst(v)
+	}
+	return s
+}
+
+// count returns how many subscriptions are registered.
+func (h *hub) count() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n := 0
+	for _, m := range h.subs {
+		n += len(m)
+	}
+	return n
+}
+
+// viewers returns how many viewers have a subscription.
+func (h *hub) viewers() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.subs)
+}

@@ -1,0 +1,61 @@
+package live_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/live"
+)
+
+func TestLocalCoalescesAndDeduplicates(t *testing.T) {
+	b := live.NewLocal()
+	v := inbox.Viewer{TenantID: "t", UserID: "u"}
+	s := b.Subscribe(v)
+	ctx := context.Background()
+	for ver := int64(1); ver <= 5; ver++ {
+		b.Publish(ctx, inbox.Change{Viewer: v, UnreadCount: int(ver), Version: ver})
+	}
+	b.Publish(ctx, inbox.Change{Viewer: v, UnreadCount: 1, Version: 2}) // stale
+	<-s.BadgeChanged()
+	if c := s.Latest(); c.Version != 5 || c.UnreadCount != 5 {
+		t.Fatalf("latest = %+v, want version 5 count 5", c)
+	}
+	select {
+	case <-s.BadgeChanged():
+		t.Fatal("more than one pending badge signal")
+	default:
+	}
+	n := &inbox.Notification{ID: "N1"}
+	b.Publish(ctx, inbox.Change{Viewer: v, Notification: n})
+	b.Publish(ctx, inbox.Change{Viewer: v, Notification: &inbox.Notification{ID: "N1"}})
+	if got := <-s.Added(); got.ID != "N1" {
+		t.Fatalf("added %q", got.ID)
+	}
+	select {
+	case got := <-s.Added():
+		t.Fatalf("duplicate delivered: %+v", got)
+	default:
+	}
+	// Overflow closes Overflowed for this subscriber only.
+	other := b.Subscribe(inbox.Viewer{TenantID: "t", UserID: "w"})
+	for i := range live.NotificationBuffer + 1 {
+		b.Publish(ctx, inbox.Change{Viewer: v, Notification: &inbox.Notification{ID: string(rune('a'+i%26)) + string(rune('A'+i/26))}})
+	}
+	select {
+	case <-s.Overflowed():
+	default:
+		t.Fatal("overflow not signalled")
+	}
+	select {
+	case <-other.Overflowed():
+		t.Fatal("other subscriber overflowed")
+	default:
+	}
+	s.Close()
+	other.Close()
+	s.Close()
+	if n := b.Subscribers(); n != 0 {
+		t.Fatalf("%d subscribers left", n)
+	}
+}

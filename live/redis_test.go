@@ -1,0 +1,201 @@
+package live_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/live/redistest"
+)
+
+func newRedisBroker(t *testing.T, url string) *live.Redis {
+	t.Helper()
+	b, err := live.NewRedis(context.Background(), live.RedisOptions{URL: url, PollInterval: 200 * time.Millisecond, HealthInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// waitBadge waits for a badge signal and returns Latest.
+func waitBadge(t *testing.T, s *live.Subscription, within time.Duration) inbox.Change {
+	t.Helper()
+	select {
+	case <-s.BadgeChanged():
+		return s.Latest()
+	case <-time.After(within):
+		t.Fatalf("no badge signal within %v", within)
+		return inbox.Change{}
+	}
+}
+
+// waitVersion waits until Latest has version want (skipping resync signals).
+func waitVersion(t *testing.T, s *live.Subscription, want int64, within time.Duration) inbox.Change {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case <-s.BadgeChanged():
+			if c := s.Latest(); c.Version == want {
+				return c
+			}
+		case <-deadline:
+			t.Fatalf("badge version %d not seen within %v (latest %+v)", want, within, s.Latest())
+		}
+	}
+}
+
+// waitChannels waits until b is subscribed to n channels on the server.
+func waitServerChannels(t *testing.T, rdb *redis.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		chs, err := rdb.PubSubChannels(context.Background(), "inbox:*").Result()
+		if err == nil && len(chs) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server has channels %v (err %v), want %d", chs, err, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestRedisAcrossInstances(t *testing.T) {
+	srv := redistest.Server(t)
+	a := newRedisBroker(t, srv.URL())
+	b := newRedisBroker(t, srv.URL())
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+
+	v := inbox.Viewer{TenantID: "t1", UserID: "alice"}
+	other := inbox.Viewer{TenantID: "t1", UserID: "bob"}
+	sub := a.Subscribe(v)
+	defer sub.Close()
+	waitServerChannels(t, rdb, 1)
+	// The subscription's confirmation asks for a re-read (changes before it may be lost).
+	if c := waitBadge(t, sub, 5*time.Second); c.Version != 0 {
+		t.Fatalf("first signal = %+v, want a resync (Version 0)", c)
+	}
+
+	n := &inbox.Notification{ID: "01J0000000000000000000000A", Type: "mention", Title: "hi", CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	b.Publish(context.Background(), inbox.Change{Viewer: v, Notification: n})
+	b.Publish(context.Background(), inbox.Change{Viewer: v, UnreadCount: 1, Version: 1})
+	b.Publish(context.Background(), inbox.Change{Viewer: other, UnreadCount: 9, Version: 9})
+	if c := waitVersion(t, sub, 1, 5*time.Second); c.UnreadCount != 1 {
+		t.Fatalf("badge = %+v, want count 1", c)
+	}
+	select {
+	case got := <-sub.Added():
+		if got.ID != n.ID || got.Title != "hi" || !got.CreatedAt.Equal(n.CreatedAt) {
+			t.Fatalf("added = %+v, want %+v", got, n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("notification not delivered")
+	}
+	// The same notification again (e.g. from the relay) and a stale badge: nothing new.
+	b.Publish(context.Background(), inbox.Change{Viewer: v, Notification: n})
+	b.Publish(context.Background(), inbox.Change{Viewer: v, UnreadCount: 5, Version: 1})
+	b.Publish(context.Background(), inbox.Change{Viewer: v, UnreadCount: 2, Version: 2})
+	if c := waitVersion(t, sub, 2, 5*time.Second); c.UnreadCount != 2 {
+		t.Fatalf("badge = %+v, want count 2", c)
+	}
+	select {
+	case got := <-sub.Added():
+		t.Fatalf("duplicate notification delivered: %+v", got)
+	default:
+	}
+
+	// A publish on A reaches A's own subscriber once (locally), not again via Redis.
+	n2 := &inbox.Notification{ID: "01J0000000000000000000000B", Type: "mention"}
+	a.Publish(context.Background(), inbox.Change{Viewer: v, Notification: n2})
+	if got := <-sub.Added(); got.ID != n2.ID {
+		t.Fatalf("added = %s, want %s", got.ID, n2.ID)
+	}
+
+	// Unsubscribing the last local subscriber unsubscribes the channel: no traffic.
+	sub.Close()
+	waitServerChannels(t, rdb, 0)
+	if a.Channels() != 0 {
+		t.Fatalf("A still holds %d channels", a.Channels())
+	}
+}
+
+func TestRedisOnlySubscribedChannels(t *testing.T) {
+	srv := redistest.Server(t)
+	a := newRedisBroker(t, srv.URL())
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	var subs []*live.Subscription
+	for i := range 50 {
+		v := inbox.Viewer{TenantID: "t", UserID: fmt.Sprint("u", i%10)}
+		subs = append(subs, a.Subscribe(v))
+	}
+	waitServerChannels(t, rdb, 10)
+	for _, s := range subs[:45] {
+		s.Close()
+	}
+	waitServerChannels(t, rdb, 5)
+	for _, s := range subs[45:] {
+		s.Close()
+	}
+	waitServerChannels(t, rdb, 0)
+}
+
+func TestRedisRestartResyncs(t *testing.T) {
+	srv := redistest.Server(t)
+	a := newRedisBroker(t, srv.URL())
+	b := newRedisBroker(t, srv.URL())
+	v := inbox.Viewer{TenantID: "t1", UserID: "carol"}
+	sub := a.Subscribe(v)
+	defer sub.Close()
+	waitBadge(t, sub, 5*time.Second) // subscription confirmed
+	b.Publish(context.Background(), inbox.Change{Viewer: v, UnreadCount: 3, Version: 3})
+	waitVersion(t, sub, 3, 5*time.Second)
+
+	srv.Stop()
+	// Subscribers are told: a resync signal (re-read the store).
+	if c := waitBadge(t, sub, 10*time.Second); c.Version != 0 {
+		t.Fatalf("after Redis went down: %+v, want a resync", c)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Connected() {
+		if time.Now().After(deadline) {
+			t.Fatal("broker A still reports connected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Start()
+	// Back: another resync, then changes flow again.
+	deadline = time.Now().Add(15 * time.Second)
+	for !a.Connected() {
+		if time.Now().After(deadline) {
+			t.Fatal("broker A did not reconnect")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c := waitBadge(t, sub, 5*time.Second); c.Version != 0 {
+		t.Fatalf("after Redis returned: %+v, want a resync", c)
+	}
+	// B's publishing connection reconnects by itself too; retry until a change lands.
+	deadline = time.Now().Add(15 * time.Second)
+	for ver := int64(4); ; ver++ {
+		b.Publish(context.Background(), inbox.Change{Viewer: v, UnreadCount: int(ver), Version: ver})
+		select {
+		case <-sub.BadgeChanged():
+			if c := sub.Latest(); c.Version >= 4 {
+				return
+			}
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no change after Redis restart (latest %+v)", sub.Latest())
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package live
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// wireChange is an inbox.Change as published on Redis (JSON). Origin names the publishing
+// broker, which skips its own messages (it delivered them locally already).
+type wireChange struct {
+	Origin       string            `json:"origin,omitempty"`
+	Tenant       string            `json:"tenant"`
+	User         string            `json:"user"`
+	Count        int               `json:"count"`
+	Version      int64             `json:"version"`
+	Notification *wireNotification `json:"notification,omitempty"`
+}
+
+// wireNotification is an inbox.Notification on the wire.
+type wireNotification struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Category   string          `json:"category,omitempty"`
+	Title      string          `json:"title,omitempty"`
+	Body       string          `json:"body,omitempty"`
+	Read       bool            `json:"read,omitempty"`
+	ReadAt     *time.Time      `json:"readAt,omitempty"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	ActorID    string          `json:"actorId,omitempty"`
+	TargetKind string          `json:"targetKind,omitempty"`
+	TargetID   string          `json:"targetId,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+}
+
+func encodeChange(origin string, c inbox.Change) ([]byte, error) {
+	w := wireChange{Origin: origin, Tenant: c.Viewer.TenantID, User: c.Viewer.UserID, Count: c.UnreadCount, Version: c.Version}
+	if n := c.Notification; n != nil {
+		w.Notification = &wireNotification{ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
+			Read: n.Read, ReadAt: n.ReadAt, CreatedAt: n.CreatedAt, ActorID: n.ActorID, TargetKind: n.TargetKind,
+			TargetID: n.TargetID, Payload: json.RawMessage(n.Payload)}
+	}
+	return json.Marshal(w)
+}
+
+func decodeChange(b []byte) (origin string, c inbox.Change, err error) {
+	var w wireChange
+	if err := json.Unmarshal(b, &w); err != nil {
+		return "", inbox.Change{}, err
+	}
+	c = inbox.Change{Viewer: inbox.Viewer{TenantID: w.Tenant, UserID: w.User}, UnreadCount: w.Count, Version: w.Version}
+	if n := w.Notification; n != nil {
+		c.Notification = &inbox.Notification{ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
+			Read: n.Read, ReadAt: n.ReadAt, CreatedAt: n.CreatedAt, ActorID: n.ActorID, TargetKind: n.TargetKind,
+			TargetID: n.TargetID, Payload: inbox.JSON(n.Payload)}
+	}
+	return w.Origin, c, nil
+}
