@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,9 +12,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+
 	"github.com/inboxgw/gateway/auth"
 	ghimport "github.com/inboxgw/gateway/importer/github"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/relay"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -129,4 +136,60 @@ func importDemo(ctx context.Context, cfg Config, log *slog.Logger, st *store.Sto
 		return "", nil
 	}
 	return top[0], nil
+}
+
+// relayCommand runs the DynamoDB Streams relay (package relay) until ctx ends, then
+// releases its lease so that a standby relay takes over at once.
+func relayCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.Broker != "redis" {
+		return errors.New("relay: set INBOX_BROKER=redis (and INBOX_REDIS_URL): the relay publishes to the gateways through Redis")
+	}
+	broker, err := newBroker(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer broker.Close()
+	eng, err := openEngine(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer eng.close()
+	if *cfg.CreateTable {
+		st := store.New(eng.db, cfg.Table, store.WithLogger(log), store.WithSweepWorkers(0))
+		err := st.CreateTable(ctx)
+		st.Close()
+		if err != nil {
+			return err
+		}
+	}
+	streams, err := streamsClient(ctx, cfg, eng)
+	if err != nil {
+		return err
+	}
+	r := relay.New(relay.Options{DB: eng.db, Streams: streams, Table: cfg.Table, Publisher: broker, Lease: cfg.RelayLease, Logger: log})
+	log.Info("relay: starting", "table", cfg.Table, "owner", r.Owner(), "lease", cfg.RelayLease)
+	runErr := r.Run(ctx)
+	relCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.Release(relCtx); err != nil {
+		log.Warn("relay: release lease", "err", err)
+	}
+	return runErr
+}
+
+// streamsClient is a DynamoDB Streams client for the engine: DynamoDB Local's endpoint,
+// or the standard AWS configuration (AWS_ENDPOINT_URL_DYNAMODB_STREAMS etc.).
+func streamsClient(ctx context.Context, cfg Config, eng *engine) (*dynamodbstreams.Client, error) {
+	if cfg.Store == "dynamodb" || eng.endpoint == "" {
+		awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("AWS configuration: %w", err)
+		}
+		return dynamodbstreams.NewFromConfig(awsCfg), nil
+	}
+	return dynamodbstreams.New(dynamodbstreams.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(eng.endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
+	}), nil
 }

@@ -131,6 +131,8 @@ func run(ctx context.Context, args []string) error {
 		return tokenCommand(cfg, args, os.Stdout)
 	case "import-github":
 		return importCommand(ctx, cfg, log, args, os.Stdout)
+	case "relay":
+		return relayCommand(ctx, cfg, log)
 	default:
 		return fmt.Errorf("unknown command %q (want serve, relay, token or import-github)", cmd)
 	}
@@ -186,6 +188,8 @@ func newVerifier(cfg Config) (*auth.Verifier, error) {
 type engine struct {
 	db    *dynamodb.Client
 	close func()
+	// endpoint is DynamoDB Local's URL ("" for AWS): the stream relay reads it too.
+	endpoint string
 }
 
 // endpointFile is where a running local engine's endpoint is written, so that other
@@ -209,7 +213,7 @@ func openEngine(ctx context.Context, cfg Config, log *slog.Logger, optFns ...fun
 			ep := strings.TrimSpace(string(b))
 			if answers(ctx, ep) {
 				log.Info("using the running DynamoDB Local", "endpoint", ep)
-				return &engine{db: localClient(ep, optFns...), close: func() {}}, nil
+				return &engine{db: localClient(ep, optFns...), close: func() {}, endpoint: ep}, nil
 			}
 		}
 	}
@@ -222,7 +226,7 @@ func openEngine(ctx context.Context, cfg Config, log *slog.Logger, optFns ...fun
 	if persistent {
 		_ = os.WriteFile(epPath, []byte(srv.Endpoint()+"\n"), 0o600)
 	}
-	return &engine{db: localClient(srv.Endpoint(), optFns...), close: func() {
+	return &engine{db: localClient(srv.Endpoint(), optFns...), endpoint: srv.Endpoint(), close: func() {
 		if persistent {
 			_ = os.Remove(epPath)
 		}

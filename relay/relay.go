@@ -1,0 +1,550 @@
+// Package relay republishes the inbox table's DynamoDB Stream to a broker, so that
+// writers other than the gateway (services writing the table directly) reach live
+// subscriptions, on every gateway instance.
+//
+// One relay reads at a time (AWS allows at most two readers per shard): replicas compete
+// for a lease item in the table (conditional writes, an expiry, takeover once it passed)
+// and the holder renews it every third of its duration. The holder follows the stream's
+// shard lineage (a child shard only after its parent was read to its end), picks up new
+// shards, backs off on empty reads and throttling, and checkpoints each shard's last
+// sequence number after publishing a batch, fenced by the lease in the same transaction:
+// a restart or a takeover resumes after the last checkpoint, so it neither loses records
+// nor replays more than the last batch. Changes are state (count + META version) and
+// notifications are de-duplicated by subscriptions, so a replayed record is harmless.
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
+)
+
+// TableAPI is what the relay needs of DynamoDB (implemented by *dynamodb.Client).
+type TableAPI interface {
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// StreamsAPI is what the relay needs of DynamoDB Streams (implemented by
+// *dynamodbstreams.Client).
+type StreamsAPI interface {
+	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+	GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+// Options configures a Relay.
+type Options struct {
+	DB        TableAPI
+	Streams   StreamsAPI
+	Table     string
+	Publisher inbox.Publisher
+	// Owner names this relay in the lease (default: host name and a random suffix).
+	Owner string
+	// Lease is how long the lease lasts without renewal (default 10s): a crashed
+	// holder's successor takes over within it.
+	Lease time.Duration
+	// MaxPoll is the longest pause between reads of an idle shard (default 500ms): the
+	// pause doubles from 50ms on every empty read. Each shard costs at most 1/MaxPoll
+	// GetRecords calls a second when idle, and at most 5 when busy.
+	MaxPoll time.Duration
+	// Discover is how often the shard list is refreshed (default 10s; also at once when
+	// a shard ends).
+	Discover time.Duration
+	Logger   *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Relay reads the table's stream and publishes its changes; see the package doc.
+type Relay struct {
+	db       TableAPI
+	streams  StreamsAPI
+	table    string
+	pub      inbox.Publisher
+	owner    string
+	leaseDur time.Duration
+	maxPoll  time.Duration
+	discover time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+
+	leaseUntil atomic.Int64 // Unix ms of our lease's expiry, as last written
+	published  atomic.Int64
+}
+
+// New returns a relay; Run starts it.
+func New(o Options) *Relay {
+	r := &Relay{db: o.DB, streams: o.Streams, table: o.Table, pub: o.Publisher, owner: o.Owner,
+		leaseDur: o.Lease, maxPoll: o.MaxPoll, discover: o.Discover, log: o.Logger, now: o.Now}
+	if r.owner == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		r.owner = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	}
+	if r.leaseDur <= 0 {
+		r.leaseDur = 10 * time.Second
+	}
+	if r.maxPoll <= 0 {
+		r.maxPoll = 500 * time.Millisecond
+	}
+	if r.discover <= 0 {
+		r.discover = 10 * time.Second
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	r.log = r.log.With("relay", r.owner)
+	return r
+}
+
+// Owner returns the name this relay holds the lease under.
+func (r *Relay) Owner() string { return r.owner }
+
+// Published returns how many changes this relay has published.
+func (r *Relay) Published() int64 { return r.published.Load() }
+
+// Run waits for the lease, then relays the stream while it holds it; when it loses the
+// lease it waits for it again. It returns when ctx ends, without releasing the lease
+// (call Release for a graceful handover), or on a configuration error (no stream).
+func (r *Relay) Run(ctx context.Context) error {
+	for {
+		if err := r.acquire(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		r.log.Info("relay: lease acquired")
+		err := r.hold(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, errNoStream) {
+			return err
+		}
+		r.log.Warn("relay: stopped reading; waiting for the lease again", "err", err)
+	}
+}
+
+// acquire waits until this relay holds the lease.
+func (r *Relay) acquire(ctx context.Context) error {
+	logged := ""
+	for {
+		ok, holder, until, err := r.tryAcquire(ctx)
+		wait := r.leaseDur / 3
+		switch {
+		case err != nil:
+			r.log.Warn("relay: lease", "err", err)
+		case ok:
+			return nil
+		default:
+			if holder != logged {
+				r.log.Info("relay: lease held by another relay; standing by", "holder", holder, "until", until)
+				logged = holder
+			}
+			if d := time.Until(until) + 50*time.Millisecond; d > 0 && d < wait {
+				wait = d
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// hold relays the stream while renewing the lease; it returns when the lease is lost
+// (or cannot be renewed before it expires), ctx ends, or reading fails.
+func (r *Relay) hold(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(r.leaseDur / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := r.renew(ctx)
+			if err == nil {
+				continue
+			}
+			if errors.Is(err, errLeaseLost) {
+				cancel(err)
+				return
+			}
+			r.log.Warn("relay: renew lease", "err", err)
+			// Stop reading before the lease may expire under us.
+			if r.now().Add(r.leaseDur/3).UnixMilli() >= r.leaseUntil.Load() {
+				cancel(fmt.Errorf("lease not renewed in time: %w", err))
+				return
+			}
+		}
+	}()
+	err := r.read(ctx)
+	cancel(err)
+	wg.Wait()
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		return c
+	}
+	return err
+}
+
+var errNoStream = errors.New("relay: the table has no stream (enable NEW_AND_OLD_IMAGES)")
+
+// shardState is one shard's checkpoint.
+type shardState struct {
+	seq  string // last sequence number published, "" for none
+	done bool   // read to its end (a closed shard)
+}
+
+// read follows the stream's shards until ctx ends.
+func (r *Relay) read(ctx context.Context) error {
+	td, err := r.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(r.table)})
+	if err != nil {
+		return fmt.Errorf("relay: describe table: %w", err)
+	}
+	if td.Table.LatestStreamArn == nil {
+		return errNoStream
+	}
+	arn := *td.Table.LatestStreamArn
+	since, err := r.startTime(ctx, arn)
+	if err != nil {
+		return err
+	}
+	states, err := r.loadCheckpoints(ctx, arn)
+	if err != nil {
+		return err
+	}
+	r.log.Info("relay: reading stream", "stream", arn, "checkpoints", len(states))
+
+	type result struct {
+		shard string
+		err   error
+	}
+	results := make(chan result)
+	running := make(map[string]bool)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(r.discover)
+	defer tick.Stop()
+	for {
+		shards, err := r.describeShards(ctx, arn)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.log.Warn("relay: describe stream", "err", err)
+		}
+		r.log.Debug("relay: shards", "n", len(shards))
+		present := make(map[string]bool, len(shards))
+		for _, s := range shards {
+			present[aws.ToString(s.ShardId)] = true
+		}
+		for _, s := range shards {
+			id := aws.ToString(s.ShardId)
+			if running[id] || states[id].done {
+				continue
+			}
+			if p := aws.ToString(s.ParentShardId); p != "" && present[p] && !states[p].done {
+				continue // parent first
+			}
+			running[id] = true
+			st := states[id]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := r.readShard(ctx, arn, id, st.seq, since)
+				select {
+				case results <- result{id, err}:
+				case <-ctx.Done():
+				}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		case res := <-results:
+			delete(running, res.shard)
+			switch {
+			case res.err == nil:
+				states[res.shard] = shardState{done: true}
+			case errors.Is(res.err, errLeaseLost):
+				return res.err
+			case ctx.Err() == nil:
+				r.log.Warn("relay: shard reader stopped; retrying", "shard", res.shard, "err", res.err)
+				// Its checkpoint is in the table; reload it before the retry.
+				if fresh, err := r.loadCheckpoints(ctx, arn); err == nil {
+					states = fresh
+				}
+			}
+		}
+	}
+}
+
+// describeShards lists every shard of the stream (all pages).
+func (r *Relay) describeShards(ctx context.Context, arn string) ([]types.Shard, error) {
+	var shards []types.Shard
+	var start *string
+	for {
+		out, err := r.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn), ExclusiveStartShardId: start})
+		if err != nil {
+			return shards, err
+		}
+		shards = append(shards, out.StreamDescription.Shards...)
+		start = out.StreamDescription.LastEvaluatedShardId
+		if start == nil {
+			return shards, nil
+		}
+	}
+}
+
+// startTime returns when relaying of this stream began (written by the first relay):
+// records older than that (less creationSlack) are skipped, so the first start does not
+// replay the stream's 24 hours of history to live subscribers.
+func (r *Relay) startTime(ctx context.Context, arn string) (time.Time, error) {
+	now := r.now()
+	item := store.RelayStateKey(arn)
+	item[attrEntityType] = &ddbtypes.AttributeValueMemberS{Value: "RelayState"}
+	item["since"] = ms(now)
+	_, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(r.table),
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames:            map[string]string{"#pk": store.PartitionKeyAttr},
+		ReturnValuesOnConditionCheckFailure: ddbtypes.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return now, nil
+	}
+	var ccf *ddbtypes.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if n, ok := ccf.Item["since"].(*ddbtypes.AttributeValueMemberN); ok {
+			if v, perr := strconv.ParseInt(n.Value, 10, 64); perr == nil {
+				return time.UnixMilli(v), nil
+			}
+		}
+		return time.Time{}, nil
+	}
+	return time.Time{}, fmt.Errorf("relay: stream state: %w", err)
+}
+
+// loadCheckpoints reads every shard checkpoint of the stream (one Query).
+func (r *Relay) loadCheckpoints(ctx context.Context, arn string) (map[string]shardState, error) {
+	states := make(map[string]shardState)
+	var start map[string]ddbtypes.AttributeValue
+	for {
+		out, err := r.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(r.table),
+			KeyConditionExpression:    aws.String("#pk = :pk"),
+			ExpressionAttributeNames:  map[string]string{"#pk": store.PartitionKeyAttr},
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":pk": &ddbtypes.AttributeValueMemberS{Value: store.RelayStreamPK(arn)}},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("relay: read checkpoints: %w", err)
+		}
+		for _, it := range out.Items {
+			sk, _ := it[store.SortKeyAttr].(*ddbtypes.AttributeValueMemberS)
+			if sk == nil {
+				continue
+			}
+			id, ok := store.RelayShardID(sk.Value)
+			if !ok {
+				continue
+			}
+			var st shardState
+			if s, ok := it["seq"].(*ddbtypes.AttributeValueMemberS); ok {
+				st.seq = s.Value
+			}
+			if d, ok := it["done"].(*ddbtypes.AttributeValueMemberBOOL); ok {
+				st.done = d.Value
+			}
+			states[id] = st
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return states, nil
+		}
+		start = out.LastEvaluatedKey
+	}
+}
+
+// checkpoint records a shard's position (and whether it was read to its end), fenced
+// by the lease.
+func (r *Relay) checkpoint(ctx context.Context, arn, shard, seq string, done bool) error {
+	item := store.RelayShardKey(arn, shard)
+	item[attrEntityType] = &ddbtypes.AttributeValueMemberS{Value: "RelayCheckpoint"}
+	if seq != "" {
+		item["seq"] = &ddbtypes.AttributeValueMemberS{Value: seq}
+	}
+	item["done"] = &ddbtypes.AttributeValueMemberBOOL{Value: done}
+	item["by"] = &ddbtypes.AttributeValueMemberS{Value: r.owner}
+	item["at"] = ms(r.now())
+	_, err := r.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
+		{ConditionCheck: r.leaseCondition()},
+		{Put: &ddbtypes.Put{TableName: aws.String(r.table), Item: item}},
+	}})
+	if err == nil {
+		return nil
+	}
+	var tce *ddbtypes.TransactionCanceledException
+	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+		return errLeaseLost
+	}
+	return fmt.Errorf("relay: checkpoint %s: %w", shard, err)
+}
+
+// creationSlack is how much older than the relay's first start a record may be and still
+// be published: ApproximateCreationDateTime is rounded (down to the minute on DynamoDB
+// Local), so the first start may replay up to a minute of history, never more.
+const creationSlack = time.Minute
+
+// idleCheckpoint bounds how far a shard's checkpoint may lag behind records the relay
+// read but had nothing to publish for (its own lease and checkpoint writes).
+const idleCheckpoint = 30 * time.Second
+
+// readShard reads one shard from after seq (or its start) to its end, publishing and
+// checkpointing batch by batch. It returns nil when the shard is closed and read.
+func (r *Relay) readShard(ctx context.Context, arn, shard, seq string, since time.Time) error {
+	iter, err := r.iterator(ctx, arn, shard, seq)
+	if err != nil {
+		return err
+	}
+	pause := time.Duration(0)
+	saved, savedAt := seq, r.now()
+	for {
+		if pause > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pause):
+			}
+		}
+		out, err := r.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(1000)})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var ae smithy.APIError
+			if errors.As(err, &ae) {
+				switch ae.ErrorCode() {
+				case "ExpiredIteratorException":
+					if iter, err = r.iterator(ctx, arn, shard, seq); err != nil {
+						return err
+					}
+					pause = 0
+					continue
+				case "TrimmedDataAccessException":
+					r.log.Warn("relay: records trimmed before they were read", "shard", shard)
+					if iter, err = r.iterator(ctx, arn, shard, ""); err != nil {
+						return err
+					}
+					continue
+				case "ResourceNotFoundException":
+					return err
+				case "LimitExceededException", "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded":
+					pause = min(max(2*pause, 200*time.Millisecond), 5*time.Second)
+					continue
+				}
+			}
+			pause = min(max(2*pause, 200*time.Millisecond), 5*time.Second)
+			r.log.Warn("relay: get records", "shard", shard, "err", err)
+			continue
+		}
+		if len(out.Records) > 0 {
+			r.log.Debug("relay: records", "shard", shard, "n", len(out.Records), "first", out.Records[0].Dynamodb.ApproximateCreationDateTime, "since", since)
+		}
+		relevant := false
+		for i := range out.Records {
+			rec := &out.Records[i]
+			if rec.Dynamodb == nil {
+				continue
+			}
+			seq = aws.ToString(rec.Dynamodb.SequenceNumber)
+			if t := rec.Dynamodb.ApproximateCreationDateTime; t != nil && t.Before(since.Add(-creationSlack)) {
+				continue // before relaying began
+			}
+			c, ok, err := store.StreamChange(string(rec.EventName), convertMap(rec.Dynamodb.NewImage))
+			if err != nil {
+				r.log.Warn("relay: undecodable record", "shard", shard, "seq", seq, "err", err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			relevant = true
+			r.pub.Publish(ctx, c)
+			r.published.Add(1)
+		}
+		closed := out.NextShardIterator == nil
+		if seq != saved && (relevant || closed || r.now().Sub(savedAt) >= idleCheckpoint) || closed {
+			if err := r.checkpoint(ctx, arn, shard, seq, closed); err != nil {
+				return err
+			}
+			saved, savedAt = seq, r.now()
+		}
+		if closed {
+			r.log.Info("relay: shard read to its end", "shard", shard)
+			return nil
+		}
+		iter = aws.ToString(out.NextShardIterator)
+		if len(out.Records) == 0 {
+			pause = min(max(2*pause, 50*time.Millisecond), r.maxPoll)
+		} else {
+			pause = 200 * time.Millisecond // at most 5 reads a second per shard
+		}
+	}
+}
+
+// iterator returns a shard iterator after seq, or at the shard's start when seq is "".
+func (r *Relay) iterator(ctx context.Context, arn, shard, seq string) (string, error) {
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: aws.String(shard), ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
+	if seq != "" {
+		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
+		in.SequenceNumber = aws.String(seq)
+	}
+	out, err := r.streams.GetShardIterator(ctx, in)
+	if err != nil {
+		var tr *types.TrimmedDataAccessException
+		if seq != "" && errors.As(err, &tr) {
+			return r.iterator(ctx, arn, shard, "")
+		}
+		return "", fmt.Errorf("relay: shard iterator %s: %w", shard, err)
+	}
+	return aws.ToString(out.ShardIterator), nil
+}
