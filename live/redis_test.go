@@ -3,6 +3,7 @@ package live_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -197,5 +198,35 @@ func TestRedisRestartResyncs(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no change after Redis restart (latest %+v)", sub.Latest())
 		}
+	}
+}
+
+// TestRedisManySubscriptionsNoLeak opens and drops many subscriptions: the broker ends
+// with no channel on the server and no goroutine more than it started with.
+func TestRedisManySubscriptionsNoLeak(t *testing.T) {
+	srv := redistest.Server(t)
+	a := newRedisBroker(t, srv.URL())
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	base := runtime.NumGoroutine()
+	for round := range 5 {
+		subs := make([]*live.Subscription, 0, 1000)
+		for i := range 1000 {
+			subs = append(subs, a.Subscribe(inbox.Viewer{TenantID: "t", UserID: fmt.Sprint("u", round, "-", i%300)}))
+		}
+		for _, s := range subs {
+			s.Close()
+		}
+	}
+	waitServerChannels(t, rdb, 0)
+	if n := a.Subscribers(); n != 0 {
+		t.Fatalf("%d subscribers left", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines: %d, baseline %d", runtime.NumGoroutine(), base)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -487,7 +487,7 @@ func (r *Relay) readShard(ctx context.Context, arn, shard, seq string, since tim
 			continue
 		}
 		if len(out.Records) > 0 {
-			r.log.Debug("relay: records", "shard", shard, "n", len(out.Records), "first", out.Records[0].Dynamodb.ApproximateCreationDateTime, "since", since)
+			r.log.Debug("relay: records", "shard", shard, "n", len(out.Records))
 		}
 		relevant := false
 		for i := range out.Records {

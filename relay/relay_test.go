@@ -19,6 +19,7 @@ import (
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/live/redistest"
 	"github.com/inboxgw/gateway/relay"
 	"github.com/inboxgw/gateway/store"
 )
@@ -216,4 +217,45 @@ func TestRelayTakeoverLosesNothing(t *testing.T) {
 	if n := b.Published(); n != 6 {
 		t.Fatalf("relay B published %d changes, want the 6 written after A's last batch", n)
 	}
+}
+
+// TestRelayThroughRedis: an outside write reaches a subscriber of another "gateway
+// instance" through relay -> Redis -> that instance's broker.
+func TestRelayThroughRedis(t *testing.T) {
+	e := setup(t)
+	srv := redistest.Server(t)
+	ctx := context.Background()
+	relayBroker, err := live.NewRedis(ctx, live.RedisOptions{URL: srv.URL(), Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relayBroker.Close()
+	gateway, err := live.NewRedis(ctx, live.RedisOptions{URL: srv.URL(), Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gateway.Close()
+	v := inbox.Viewer{TenantID: "acme", UserID: "fay"}
+	sub := gateway.Subscribe(v)
+	defer sub.Close()
+
+	r := relay.New(relay.Options{DB: e.db, Streams: e.streams, Table: e.table, Publisher: relayBroker,
+		Lease: 3 * time.Second, MaxPoll: 100 * time.Millisecond, Discover: 500 * time.Millisecond, Logger: e.log})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if err := r.Release(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	id, ver := e.outsideWrite(t, v, 1)
+	expect(t, sub, id, ver, 1, 5*time.Second)
+	t.Logf("outside write reached the other instance's subscriber in %v", time.Since(start))
 }
