@@ -28,30 +28,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler"
-	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/caarlos0/env/v11"
-	"github.com/coder/websocket"
-	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/dynlocal"
-	"github.com/inboxgw/gateway/graph"
-	"github.com/inboxgw/gateway/graph/model"
-	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/live"
-	"github.com/inboxgw/gateway/loader"
-	"github.com/inboxgw/gateway/resolvers"
 	"github.com/inboxgw/gateway/store"
-	"github.com/inboxgw/gateway/web"
 )
 
 // Config is the gateway's configuration, read from the environment (see README.md).
@@ -362,106 +349,20 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// newHandler builds the HTTP surface: /graphql (every transport), GraphiQL at /, health.
+// newHandler builds the HTTP surface: /graphql (every transport), GraphiQL at /, health
+// (see package httpapi, which cmd/bench builds too).
 func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string) http.Handler {
-	res := &resolvers.Resolver{Store: st, Broker: broker, Log: log}
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: res, Complexity: complexity()}))
-	initFunc := func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
-		c, err := verifier.FromHeader(p.Authorization())
-		if err != nil {
-			return transport.WithWebsocketCloseCode(ctx, 4403), nil, err
-		}
-		return auth.WithClaims(ctx, c), nil, nil
-	}
-	ws := transport.Websocket{
-		InitFunc:              initFunc,
-		InitTimeout:           10 * time.Second,
-		KeepAlivePingInterval: 15 * time.Second,
-		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
-			// Same origin only, unless INBOX_ALLOWED_ORIGINS lists others (host patterns).
-			OriginPatterns: cfg.AllowedOrigins,
-		}},
-	}
-	gql.AddTransport(ws)
-	gql.AddTransport(transport.SSE{KeepAlivePingInterval: 15 * time.Second})
-	gql.AddTransport(transport.Options{})
-	gql.AddTransport(transport.GET{})
-	gql.AddTransport(transport.POST{})
-	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
-	gql.Use(extension.Introspection{})
-	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
-	gql.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
-	gql.AroundResponses(func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-		// Fresh dataloaders for every response: each query, mutation and subscription event.
-		if c, ok := auth.FromContext(ctx); ok {
-			ctx = loader.With(ctx, loader.New(st, c.TenantID))
-		}
-		return next(ctx)
-	})
-	gql.SetErrorPresenter(func(ctx context.Context, err error) *gqlerror.Error {
-		gerr := graphql.DefaultErrorPresenter(ctx, err)
-		var ie *inbox.Error
-		if errors.As(err, &ie) {
-			gerr.Message = ie.Message
-			gerr.Extensions = map[string]any{"code": ie.Code}
-			return gerr
-		}
-		if gerr.Extensions != nil && gerr.Extensions["code"] != nil {
-			return gerr // gqlgen's own: GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED, ...
-		}
-		var ce interface{ Unwrap() error }
-		if errors.As(err, &ce) && isInputCoercion(err) {
-			gerr.Extensions = map[string]any{"code": inbox.CodeBadUserInput}
-			return gerr
-		}
-		log.Error("request failed", "path", gerr.Path.String(), "err", err)
-		gerr.Message = "internal server error"
-		gerr.Extensions = map[string]any{"code": inbox.CodeInternal}
-		return gerr
-	})
-	gql.SetRecoverFunc(func(ctx context.Context, p any) error {
-		log.Error("panic in resolver", "panic", fmt.Sprint(p))
-		return errors.New("internal server error")
-	})
-
-	mux := http.NewServeMux()
-	mux.Handle("/graphql", verifier.Middleware(gql))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if _, _, err := st.Badge(ctx, inbox.Viewer{TenantID: "health", UserID: "probe"}); err != nil {
-			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
 	headers := ""
 	if cfg.Dev && demoToken != "" {
 		headers = `{"Authorization": "Bearer ` + demoToken + `"}`
 	}
-	mux.Handle("/", web.GraphiQL(web.GraphiQLOptions{Endpoint: "/graphql", DefaultHeaders: headers, Title: "Inbox gateway"}))
-	return mux
-}
-
-// isInputCoercion reports whether err came from coercing an argument (a bad scalar value),
-// which gqlgen reports without a code.
-func isInputCoercion(err error) bool {
-	return strings.Contains(err.Error(), "JSON scalar")
-}
-
-// complexity sets list fields' cost to their page size times their children's.
-func complexity() graph.ComplexityRoot {
-	var c graph.ComplexityRoot
-	c.Viewer.Inbox = func(childComplexity int, first *int, _ *string, last *int, _ *string, _ *model.InboxFilter) int {
-		n := inbox.DefaultPageSize
-		if first != nil {
-			n = *first
-		} else if last != nil {
-			n = *last
-		}
-		return 1 + max(n, 1)*childComplexity
-	}
-	c.Query.Nodes = func(childComplexity int, ids []string) int { return 1 + len(ids)*childComplexity }
-	return c
+	return httpapi.NewHandler(httpapi.Options{
+		Log:             log,
+		Verifier:        verifier,
+		Store:           st,
+		Broker:          broker,
+		AllowedOrigins:  cfg.AllowedOrigins,
+		ComplexityLimit: cfg.ComplexityLimit,
+		GraphiQLHeaders: headers,
+	})
 }

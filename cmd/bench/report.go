@@ -1,0 +1,326 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Results is one run of the bench, as written to bench/results/*.json.
+type Results struct {
+	Engine    string         `json:"engine"`
+	Command   string         `json:"command"`
+	StartedAt time.Time      `json:"started_at"`
+	Elapsed   string         `json:"elapsed"`
+	Host      Host           `json:"host"`
+	Settings  Settings       `json:"settings"`
+	Seed      SeedStats      `json:"seed"`
+	Inbox     *InboxResult   `json:"gateway_vs_raw,omitempty"`
+	Naive     *NaiveResult   `json:"batched_vs_naive,omitempty"`
+	MarkAll   *MarkAllResult `json:"mark_all_read,omitempty"`
+	Send      *SendResult    `json:"send_throughput,omitempty"`
+	Memory    Memory         `json:"memory"`
+}
+
+// Host describes the machine.
+type Host struct {
+	Hostname string `json:"hostname"`
+	OS       string `json:"os"`
+	CPUs     int    `json:"cpus"`
+	CPUModel string `json:"cpu_model,omitempty"`
+	Go       string `json:"go"`
+}
+
+// Settings are the flags that shape the figures.
+type Settings struct {
+	Duration    string `json:"duration"`
+	Concurrency int    `json:"concurrency"`
+}
+
+// SeedStats describes the data set.
+type SeedStats struct {
+	Sends               int     `json:"sends"`
+	RegularSends        int     `json:"regular_sends"`
+	Notifications       int64   `json:"notifications"`
+	BulkLoaded          int64   `json:"bulk_loaded_into_big_inboxes"`
+	BulkSeconds         float64 `json:"bulk_seconds"`
+	RegularUsers        int     `json:"regular_users"`
+	PerUser             int     `json:"notifications_per_regular_user"`
+	Fanout              int     `json:"recipients_per_regular_send"`
+	BigUsers            int     `json:"big_users"`
+	BigSize             int     `json:"big_user_notifications"`
+	FewSize             int     `json:"few_user_notifications"`
+	Actors              int     `json:"actors_zipf"`
+	Targets             int     `json:"targets_zipf"`
+	Seconds             float64 `json:"seconds"`
+	NotificationsPerSec float64 `json:"notifications_per_sec"`
+}
+
+// Cost is what one request cost this process (and the engine).
+type Cost struct {
+	CPUMicros       float64            `json:"cpu_us_per_request"`
+	Allocs          float64            `json:"allocs_per_request"`
+	AllocKB         float64            `json:"alloc_kib_per_request"`
+	EngineCPUMs     float64            `json:"engine_cpu_ms_per_request,omitempty"`
+	CallsPerRequest float64            `json:"dynamodb_calls_per_request"`
+	DynamoDBCalls   map[string]float64 `json:"dynamodb_calls_by_operation"`
+}
+
+// Side is one side of a read comparison.
+type Side struct {
+	Name       string  `json:"name"`
+	Requests   int     `json:"requests"`
+	Errors     int     `json:"errors"`
+	FirstError string  `json:"first_error,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	ReqPerSec  float64 `json:"req_per_sec"`
+	Latency    Latency `json:"latency"`
+	Cost       Cost    `json:"cost"`
+}
+
+// Ratios compare the gateway with raw (gateway / raw).
+type Ratios struct {
+	ReqPerSec float64 `json:"req_per_sec"`
+	P50       float64 `json:"p50"`
+	P99       float64 `json:"p99"`
+	CPU       float64 `json:"cpu_per_request"`
+	Allocs    float64 `json:"allocs_per_request"`
+}
+
+// InboxResult is scenario 1.
+type InboxResult struct {
+	Engine      string `json:"engine"`
+	Concurrency int    `json:"concurrency"`
+	Duration    string `json:"duration"`
+	Query       string `json:"query"`
+	Gateway     Side   `json:"gateway"`
+	Raw         Side   `json:"raw"`
+	Ratios      Ratios `json:"ratios_gateway_over_raw"`
+	// GatewaySerial and RawSerial are latencies at concurrency 1 (an idle machine).
+	GatewaySerial Latency `json:"gateway_latency_concurrency_1"`
+	RawSerial     Latency `json:"raw_latency_concurrency_1"`
+	GoalP50       bool    `json:"goal_p50_within_1_25x"`
+	GoalCPU       bool    `json:"goal_cpu_within_2x"`
+}
+
+// NaiveResult is scenario 2.
+type NaiveResult struct {
+	Engine      string  `json:"engine"`
+	Concurrency int     `json:"concurrency"`
+	Duration    string  `json:"duration"`
+	Batched     Side    `json:"batched"`
+	Naive       Side    `json:"naive"`
+	P50Ratio    float64 `json:"p50_naive_over_batched"`
+	CallsRatio  float64 `json:"calls_naive_over_batched"`
+}
+
+// MarkAllUser is markAllRead on one inbox.
+type MarkAllUser struct {
+	User         string  `json:"user"`
+	UnreadBefore int     `json:"unread_before_each_call"`
+	Latency      Latency `json:"latency"`
+}
+
+// MarkAllResult is scenario 3.
+type MarkAllResult struct {
+	Engine   string        `json:"engine"`
+	Duration string        `json:"duration"`
+	Method   string        `json:"method"`
+	Users    []MarkAllUser `json:"users"`
+	P50Ratio float64       `json:"p50_ratio_many_over_few"`
+}
+
+// SendSide is one side of the send comparison.
+type SendSide struct {
+	Name          string  `json:"name"`
+	Calls         int     `json:"calls"`
+	Errors        int     `json:"errors"`
+	FirstError    string  `json:"first_error,omitempty"`
+	Notifications int64   `json:"notifications"`
+	Seconds       float64 `json:"seconds"`
+	PerSec        float64 `json:"notifications_per_sec"`
+	CallLatency   Latency `json:"call_latency"`
+}
+
+// SendResult is scenario 4.
+type SendResult struct {
+	Engine            string   `json:"engine"`
+	Concurrency       int      `json:"concurrency"`
+	RecipientsPerCall int      `json:"recipients_per_call"`
+	Duration          string   `json:"duration"`
+	Gateway           SendSide `json:"gateway"`
+	Raw               SendSide `json:"raw"`
+	Ratio             float64  `json:"throughput_gateway_over_raw"`
+}
+
+// Memory is scenario 5 (this process only).
+type Memory struct {
+	Engine          string  `json:"engine"`
+	RSSAtRestMiB    float64 `json:"rss_at_rest_mib"`
+	RSSUnderLoadMiB float64 `json:"rss_peak_under_load_mib"`
+	HeapInUseMiB    float64 `json:"heap_in_use_at_end_mib"`
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func (r *Results) finish() {
+	if i := r.Inbox; i != nil {
+		g, w := i.Gateway, i.Raw
+		i.Ratios = Ratios{ReqPerSec: ratio(g.ReqPerSec, w.ReqPerSec), P50: ratio(g.Latency.P50, w.Latency.P50), P99: ratio(g.Latency.P99, w.Latency.P99),
+			CPU: ratio(g.Cost.CPUMicros, w.Cost.CPUMicros), Allocs: ratio(g.Cost.Allocs, w.Cost.Allocs)}
+		i.GoalP50 = i.Ratios.P50 <= 1.25
+		i.GoalCPU = i.Ratios.CPU <= 2
+	}
+	if n := r.Naive; n != nil {
+		n.P50Ratio = ratio(n.Naive.Latency.P50, n.Batched.Latency.P50)
+		n.CallsRatio = ratio(n.Naive.Cost.CallsPerRequest, n.Batched.Cost.CallsPerRequest)
+	}
+	if m := r.MarkAll; m != nil && len(m.Users) == 2 {
+		m.P50Ratio = ratio(m.Users[1].Latency.P50, m.Users[0].Latency.P50)
+	}
+	if s := r.Send; s != nil {
+		s.Ratio = ratio(s.Gateway.PerSec, s.Raw.PerSec)
+	}
+}
+
+func calls(c Cost) string {
+	ops := make([]string, 0, len(c.DynamoDBCalls))
+	for k := range c.DynamoDBCalls {
+		ops = append(ops, k)
+	}
+	sort.Strings(ops)
+	parts := make([]string, len(ops))
+	for i, k := range ops {
+		parts[i] = fmt.Sprintf("%.2f %s", c.DynamoDBCalls[k], k)
+	}
+	return fmt.Sprintf("%.2f (%s)", c.CallsPerRequest, strings.Join(parts, " + "))
+}
+
+func yes(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+// Table renders the results as a markdown table (also what the command prints).
+func (r *Results) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Engine: %s. Host: %s, %d CPUs%s, %s. Each side: %s at concurrency %s.\n\n", r.Engine, r.Host.OS, r.Host.CPUs,
+		cpuModel(r.Host.CPUModel), r.Host.Go, r.Settings.Duration, fmt.Sprint(r.Settings.Concurrency))
+	fmt.Fprintf(&b, "Data set: %d notifications (%d regular users x ~%d, %d x %d, 1 x %d), actors and targets from Zipf tails of %d and %d; %d sent through the store (%.0f notifications/s), %d bulk-loaded into the big inboxes; %.0fs in all.\n\n",
+		r.Seed.Notifications, r.Seed.RegularUsers, r.Seed.PerUser, r.Seed.BigUsers, r.Seed.BigSize, r.Seed.FewSize, r.Seed.Actors, r.Seed.Targets,
+		r.Seed.Notifications-r.Seed.BulkLoaded, r.Seed.NotificationsPerSec, r.Seed.BulkLoaded, r.Seed.Seconds)
+	fmt.Fprintln(&b, "| scenario | metric | A | B | A/B | engine |")
+	fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | --- |")
+	row := func(scn, metric, a, bb, rat string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", scn, metric, a, bb, rat, r.Engine)
+	}
+	if i := r.Inbox; i != nil {
+		s := "1. initial inbox load: A gateway (HTTP+GraphQL), B raw SDK + JSON"
+		g, w := i.Gateway, i.Raw
+		row(s, "requests (errors)", fmt.Sprintf("%d (%d)", g.Requests, g.Errors), fmt.Sprintf("%d (%d)", w.Requests, w.Errors), "")
+		row(s, "req/s", f1(g.ReqPerSec), f1(w.ReqPerSec), f2(i.Ratios.ReqPerSec))
+		row(s, "p50 ms", f2(g.Latency.P50), f2(w.Latency.P50), f2(i.Ratios.P50)+" (goal ≤ 1.25: "+yes(i.GoalP50)+")")
+		row(s, "p99 ms", f2(g.Latency.P99), f2(w.Latency.P99), f2(i.Ratios.P99))
+		row(s, "p50 ms at concurrency 1", f2(i.GatewaySerial.P50), f2(i.RawSerial.P50), f2(ratio(i.GatewaySerial.P50, i.RawSerial.P50)))
+		row(s, "p99 ms at concurrency 1", f2(i.GatewaySerial.P99), f2(i.RawSerial.P99), f2(ratio(i.GatewaySerial.P99, i.RawSerial.P99)))
+		row(s, "our CPU µs/request", f1(g.Cost.CPUMicros), f1(w.Cost.CPUMicros), f2(i.Ratios.CPU)+" (goal ≤ 2: "+yes(i.GoalCPU)+")")
+		row(s, "allocations/request", f1(g.Cost.Allocs), f1(w.Cost.Allocs), f2(i.Ratios.Allocs))
+		row(s, "KiB allocated/request", f1(g.Cost.AllocKB), f1(w.Cost.AllocKB), f2(ratio(g.Cost.AllocKB, w.Cost.AllocKB)))
+		if g.Cost.EngineCPUMs > 0 {
+			row(s, "engine (JVM) CPU ms/request", f2(g.Cost.EngineCPUMs), f2(w.Cost.EngineCPUMs), f2(ratio(g.Cost.EngineCPUMs, w.Cost.EngineCPUMs)))
+		}
+		row(s, "DynamoDB calls/request", calls(g.Cost), calls(w.Cost), "")
+	}
+	if n := r.Naive; n != nil {
+		s := "2. same query: A naive (no dataloaders), B batched"
+		row(s, "DynamoDB calls/request", calls(n.Naive.Cost), calls(n.Batched.Cost), f2(n.CallsRatio))
+		row(s, "p50 ms", f2(n.Naive.Latency.P50), f2(n.Batched.Latency.P50), f2(n.P50Ratio))
+		row(s, "p99 ms", f2(n.Naive.Latency.P99), f2(n.Batched.Latency.P99), f2(ratio(n.Naive.Latency.P99, n.Batched.Latency.P99)))
+		row(s, "req/s", f1(n.Naive.ReqPerSec), f1(n.Batched.ReqPerSec), f2(ratio(n.Naive.ReqPerSec, n.Batched.ReqPerSec)))
+		row(s, "our CPU µs/request", f1(n.Naive.Cost.CPUMicros), f1(n.Batched.Cost.CPUMicros), f2(ratio(n.Naive.Cost.CPUMicros, n.Batched.Cost.CPUMicros)))
+	}
+	if m := r.MarkAll; m != nil && len(m.Users) == 2 {
+		many, few := m.Users[1], m.Users[0]
+		s := fmt.Sprintf("3. markAllRead: A %d unread, B %d unread", many.UnreadBefore, few.UnreadBefore)
+		row(s, "calls", fmt.Sprint(many.Latency.N), fmt.Sprint(few.Latency.N), "")
+		row(s, "p50 ms", f2(many.Latency.P50), f2(few.Latency.P50), f2(m.P50Ratio))
+		row(s, "p99 ms", f2(many.Latency.P99), f2(few.Latency.P99), f2(ratio(many.Latency.P99, few.Latency.P99)))
+	}
+	if sr := r.Send; sr != nil {
+		s := fmt.Sprintf("4. send, %d recipients a call: A sendNotification, B raw TransactWriteItems loop", sr.RecipientsPerCall)
+		row(s, "notifications/s", f1(sr.Gateway.PerSec), f1(sr.Raw.PerSec), f2(sr.Ratio))
+		row(s, "calls (errors)", fmt.Sprintf("%d (%d)", sr.Gateway.Calls, sr.Gateway.Errors), fmt.Sprintf("%d (%d)", sr.Raw.Calls, sr.Raw.Errors), "")
+		row(s, "p50 ms a call", f1(sr.Gateway.CallLatency.P50), f1(sr.Raw.CallLatency.P50), f2(ratio(sr.Gateway.CallLatency.P50, sr.Raw.CallLatency.P50)))
+	}
+	row("5. memory (this process: gateway + bench)", "RSS MiB: A under load (peak), B at rest", f1(r.Memory.RSSUnderLoadMiB), f1(r.Memory.RSSAtRestMiB), f2(ratio(r.Memory.RSSUnderLoadMiB, r.Memory.RSSAtRestMiB)))
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "Our CPU and allocations are this process's (getrusage RUSAGE_SELF, runtime.MemStats) over the measured window divided by requests: the gateway side's load comes from a child process, and DynamoDB Local is a separate JVM, so neither is counted. Engine CPU is the JVM's, from /proc.")
+	if i := r.Inbox; i != nil {
+		fmt.Fprintf(&b, "\nQuery: `%s`\n", i.Query)
+	}
+	if m := r.MarkAll; m != nil {
+		fmt.Fprintf(&b, "\nmarkAllRead method: %s.\n", m.Method)
+	}
+	return b.String()
+}
+
+func cpuModel(m string) string {
+	if m == "" {
+		return ""
+	}
+	return " (" + m + ")"
+}
+
+func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+func (r *Results) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	md := fmt.Sprintf("# Inbox gateway benchmark, %s\n\n`%s`\n\n%s", r.StartedAt.Format("2006-01-02 15:04 MST"), r.Command, r.Table())
+	stamp := r.StartedAt.Format("2006-01-02T150405Z")
+	for _, name := range []string{"latest", stamp} {
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), append(js, '\n'), 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(md), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hostInfo() Host {
+	h := Host{OS: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	h.Hostname, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "model name"); ok {
+				h.CPUModel = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), ":"))
+				break
+			}
+		}
+	}
+	return h
+}
+
+func settingsOf(c config) Settings {
+	return Settings{Duration: c.duration.String(), Concurrency: c.concurrency}
+}

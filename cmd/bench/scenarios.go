@@ -1,0 +1,606 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/oklog/ulid/v2"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/store"
+)
+
+// inboxQuery is the initial inbox load of issue 3.
+const inboxQuery = `query InitialInbox { viewer { unreadCount inbox(first: 20) { edges { node { actor { name avatarUrl } target { title url } } } pageInfo { hasNextPage endCursor } } } }`
+
+type bench struct {
+	c        config
+	eng      *engine
+	st       *store.Store
+	verifier *auth.Verifier
+	ds       *dataset
+	batched  *gateway
+	naive    *gateway
+	log      *slog.Logger
+	rssPeak  peak
+	client   *http.Client
+}
+
+func (b *bench) skip(name string) bool {
+	for _, s := range strings.Split(b.c.skipScenario, ",") {
+		if strings.TrimSpace(s) == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *bench) token(user string, scopes ...string) (string, error) {
+	return b.verifier.Sign(auth.Claims{TenantID: tenant, UserID: user, Scopes: scopes}, 24*time.Hour)
+}
+
+func (b *bench) warmup() time.Duration {
+	return min(max(b.c.duration/5, 500*time.Millisecond), 3*time.Second)
+}
+
+func (b *bench) runAll(ctx context.Context, res *Results) error {
+	b.client = &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024}}
+	var inboxReqs []loadRequest
+	body, _ := json.Marshal(map[string]string{"query": inboxQuery})
+	for _, u := range b.ds.users {
+		tok, err := b.token(u)
+		if err != nil {
+			return err
+		}
+		inboxReqs = append(inboxReqs, loadRequest{Token: tok, Body: string(body)})
+	}
+	if len(inboxReqs) > 0 && !b.skip("inbox") {
+		r, err := b.inboxScenario(ctx, inboxReqs)
+		if err != nil {
+			return fmt.Errorf("gateway vs raw: %w", err)
+		}
+		res.Inbox = r
+	}
+	if len(inboxReqs) > 0 && !b.skip("naive") {
+		r, err := b.naiveScenario(ctx, inboxReqs, res.Inbox)
+		if err != nil {
+			return fmt.Errorf("batched vs naive: %w", err)
+		}
+		res.Naive = r
+	}
+	if len(b.ds.big) > 0 && !b.skip("markall") {
+		r, err := b.markAllScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("markAllRead: %w", err)
+		}
+		res.MarkAll = r
+	}
+	if !b.skip("send") {
+		r, err := b.sendScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("send throughput: %w", err)
+		}
+		res.Send = r
+	}
+	return nil
+}
+
+// inProcessLoad runs fn from `workers` goroutines for d and returns the latencies and
+// how many calls failed (the first error kept).
+func inProcessLoad(ctx context.Context, workers int, d time.Duration, fn func(ctx context.Context, w int, rng *rand.Rand) error) ([]time.Duration, int, error) {
+	var (
+		mu       sync.Mutex
+		all      []time.Duration
+		errs     int
+		firstErr error
+	)
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(w) + 100))
+			lat := make([]time.Duration, 0, 4096)
+			var n int
+			var fe error
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				err := fn(ctx, w, rng)
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					n++
+					if fe == nil {
+						fe = err
+					}
+				}
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			errs += n
+			if firstErr == nil {
+				firstErr = fe
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return all, errs, firstErr
+}
+
+// --- 1. gateway vs raw ---------------------------------------------------------------
+
+func (b *bench) inboxScenario(ctx context.Context, reqs []loadRequest) (*InboxResult, error) {
+	c := b.c
+	progress("gateway vs raw: warming up both for %s", b.warmup())
+	gw := func(ctx context.Context, _ int, rng *rand.Rand) error {
+		rq := reqs[rng.Intn(len(reqs))]
+		return postGraphQL(ctx, b.client, b.batched.url, rq.Token, rq.Body, nil)
+	}
+	raw := func(ctx context.Context, _ int, rng *rand.Rand) error {
+		return b.rawInbox(ctx, b.ds.users[rng.Intn(len(b.ds.users))], io.Discard)
+	}
+	if _, _, err := inProcessLoad(ctx, c.concurrency, b.warmup(), gw); err != nil {
+		return nil, fmt.Errorf("gateway warm-up: %w", err)
+	}
+	if _, _, err := inProcessLoad(ctx, c.concurrency, b.warmup(), raw); err != nil {
+		return nil, fmt.Errorf("raw warm-up: %w", err)
+	}
+	if err := b.checkSameAnswer(ctx, reqs[0].Token, b.ds.users[0]); err != nil {
+		return nil, err
+	}
+
+	progress("gateway vs raw: gateway (HTTP+GraphQL, load from a child process), %s at concurrency %d", c.duration, c.concurrency)
+	gside, err := b.gatewayLoad(ctx, "gateway (HTTP+GraphQL, dataloaders)", b.batched.url, reqs)
+	if err != nil {
+		return nil, err
+	}
+	progress("gateway vs raw: raw (Query + BatchGetItem + encoding/json), %s at concurrency %d", c.duration, c.concurrency)
+	stop := b.rssPeak.sampleWhile(ctx)
+	u0 := snapshot(b.eng)
+	t0 := time.Now()
+	lat, errs, ferr := inProcessLoad(ctx, c.concurrency, c.duration, raw)
+	el := time.Since(t0)
+	u1 := snapshot(b.eng)
+	stop()
+	rside := Side{Name: "raw (Query + BatchGetItem + JSON)", Requests: len(lat), Errors: errs, Seconds: el.Seconds(),
+		ReqPerSec: float64(len(lat)) / el.Seconds(), Latency: summarize(lat), Cost: perRequest(u0, u1, len(lat))}
+	if ferr != nil {
+		rside.FirstError = ferr.Error()
+	}
+	r := &InboxResult{Engine: b.eng.name, Concurrency: c.concurrency, Duration: c.duration.String(), Query: inboxQuery, Gateway: gside, Raw: rside}
+
+	// At the fixed concurrency a small machine is CPU-bound (the JVM, the gateway and the
+	// load generator share the cores), so latency there is mostly queueing. One request at
+	// a time shows the latency the gateway adds to the same DynamoDB calls.
+	d1 := max(c.duration/2, time.Second)
+	progress("gateway vs raw: one request at a time, %s each", d1)
+	lr, err := spawnLoad(ctx, loadSpec{URL: b.batched.url, Duration: d1, Concurrency: 1, Requests: reqs})
+	if err != nil {
+		return nil, err
+	}
+	r.GatewaySerial = lr.Latency
+	lat, _, ferr = inProcessLoad(ctx, 1, d1, raw)
+	if ferr != nil {
+		return nil, ferr
+	}
+	r.RawSerial = summarize(lat)
+	return r, nil
+}
+
+// gatewayLoad runs reqs against url from a child process and measures this process.
+func (b *bench) gatewayLoad(ctx context.Context, name, url string, reqs []loadRequest) (Side, error) {
+	stop := b.rssPeak.sampleWhile(ctx)
+	defer stop()
+	u0 := snapshot(b.eng)
+	lr, err := spawnLoad(ctx, loadSpec{URL: url, Duration: b.c.duration, Concurrency: b.c.concurrency, Requests: reqs})
+	if err != nil {
+		return Side{}, err
+	}
+	u1 := snapshot(b.eng)
+	return Side{Name: name, Requests: lr.Requests, Errors: lr.Errors, FirstError: lr.FirstError, Seconds: lr.Seconds,
+		ReqPerSec: float64(lr.Requests) / lr.Seconds, Latency: lr.Latency, Cost: perRequest(u0, u1, lr.Requests)}, nil
+}
+
+// Hand-written access: the key formats of DESIGN.md, typed out here on purpose.
+func userPK(u string) string { return "T#" + tenant + "#U#" + u }
+
+type rawItem struct {
+	SK          string `dynamodbav:"sk"`
+	ID          string `dynamodbav:"id"`
+	ActorID     string `dynamodbav:"actorId"`
+	TargetKind  string `dynamodbav:"targetKind"`
+	TargetID    string `dynamodbav:"targetId"`
+	UnreadCount int    `dynamodbav:"unreadCount"`
+}
+
+type rawProfile struct {
+	PK        string `dynamodbav:"pk"`
+	Name      string `dynamodbav:"name"`
+	AvatarURL string `dynamodbav:"avatarUrl"`
+	Title     string `dynamodbav:"title"`
+	URL       string `dynamodbav:"url"`
+}
+
+type rawResponse struct {
+	Data struct {
+		Viewer struct {
+			UnreadCount int `json:"unreadCount"`
+			Inbox       struct {
+				Edges    []rawEdge `json:"edges"`
+				PageInfo struct {
+					HasNextPage bool    `json:"hasNextPage"`
+					EndCursor   *string `json:"endCursor"`
+				} `json:"pageInfo"`
+			} `json:"inbox"`
+		} `json:"viewer"`
+	} `json:"data"`
+}
+
+type rawEdge struct {
+	Node struct {
+		Actor  *rawActor  `json:"actor"`
+		Target *rawTarget `json:"target"`
+	} `json:"node"`
+}
+
+type rawActor struct {
+	Name      string `json:"name"`
+	AvatarURL string `json:"avatarUrl"`
+}
+
+type rawTarget struct {
+	Title string `json:"title"`
+	URL   string `json:"url"`
+}
+
+var rawProjectionNames = map[string]string{"#pk": "pk", "#sk": "sk", "#n": "name", "#a": "avatarUrl", "#t": "title", "#u": "url"}
+
+// rawInbox is the initial inbox load by hand: one Query (META sorts above every
+// notification, so it comes first), one BatchGetItem of the distinct actors and targets,
+// and the GraphQL response's JSON written to w.
+func (b *bench) rawInbox(ctx context.Context, user string, w io.Writer) error {
+	const first = 20
+	out, err := b.eng.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                aws.String(b.c.table),
+		KeyConditionExpression:   aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames: map[string]string{"#pk": "pk", "#sk": "sk"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: userPK(user)},
+			":lo": &types.AttributeValueMemberS{Value: "N#"},
+			":hi": &types.AttributeValueMemberS{Value: "N~META"},
+		},
+		ScanIndexForward: aws.Bool(false),
+		Limit:            aws.Int32(first + 2),
+	})
+	if err != nil {
+		return err
+	}
+	var resp rawResponse
+	var items []rawItem
+	for _, raw := range out.Items {
+		var it rawItem
+		if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+			return err
+		}
+		if it.SK == "N~META" {
+			resp.Data.Viewer.UnreadCount = it.UnreadCount
+			continue
+		}
+		items = append(items, it)
+	}
+	more := len(items) > first
+	items = items[:min(len(items), first)]
+	keyOf := func(it rawItem) (actor, target string) {
+		if it.ActorID != "" {
+			actor = "T#" + tenant + "#ACTOR#" + it.ActorID
+		}
+		if it.TargetID != "" {
+			target = "T#" + tenant + "#TARGET#" + it.TargetKind + "#" + it.TargetID
+		}
+		return
+	}
+	seen := map[string]bool{}
+	var keys []map[string]types.AttributeValue
+	for _, it := range items {
+		a, t := keyOf(it)
+		for _, pk := range []string{a, t} {
+			if pk != "" && !seen[pk] {
+				seen[pk] = true
+				keys = append(keys, map[string]types.AttributeValue{
+					"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: "PROFILE"}})
+			}
+		}
+	}
+	profiles := map[string]rawProfile{}
+	req := types.KeysAndAttributes{Keys: keys, ProjectionExpression: aws.String("#pk, #sk, #n, #a, #t, #u"), ExpressionAttributeNames: rawProjectionNames}
+	for len(req.Keys) > 0 {
+		bo, err := b.eng.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{b.c.table: req}})
+		if err != nil {
+			return err
+		}
+		for _, raw := range bo.Responses[b.c.table] {
+			var p rawProfile
+			if err := attributevalue.UnmarshalMap(raw, &p); err != nil {
+				return err
+			}
+			profiles[p.PK] = p
+		}
+		req.Keys = bo.UnprocessedKeys[b.c.table].Keys
+	}
+	edges := make([]rawEdge, len(items))
+	for i, it := range items {
+		a, t := keyOf(it)
+		if p, ok := profiles[a]; ok {
+			edges[i].Node.Actor = &rawActor{Name: p.Name, AvatarURL: p.AvatarURL}
+		}
+		if p, ok := profiles[t]; ok {
+			edges[i].Node.Target = &rawTarget{Title: p.Title, URL: p.URL}
+		}
+	}
+	resp.Data.Viewer.Inbox.Edges = edges
+	resp.Data.Viewer.Inbox.PageInfo.HasNextPage = more
+	if len(items) > 0 {
+		c := store.EncodeCursor(items[len(items)-1].ID)
+		resp.Data.Viewer.Inbox.PageInfo.EndCursor = &c
+	}
+	return json.NewEncoder(w).Encode(&resp)
+}
+
+// checkSameAnswer makes sure both sides answer the same document for one user.
+func (b *bench) checkSameAnswer(ctx context.Context, token, user string) error {
+	var gw, raw strings.Builder
+	body, _ := json.Marshal(map[string]string{"query": inboxQuery})
+	var g any
+	if err := postGraphQL(ctx, b.client, b.batched.url, token, string(body), &g); err != nil {
+		return err
+	}
+	_ = json.NewEncoder(&gw).Encode(g)
+	if err := b.rawInbox(ctx, user, &raw); err != nil {
+		return err
+	}
+	var r any
+	_ = json.Unmarshal([]byte(raw.String()), &r)
+	raw.Reset()
+	_ = json.NewEncoder(&raw).Encode(r)
+	if gw.String() != raw.String() {
+		return fmt.Errorf("gateway and raw answers differ:\n gateway %.400s\n raw     %.400s", gw.String(), raw.String())
+	}
+	return nil
+}
+
+// --- 2. batched vs naive -------------------------------------------------------------
+
+func (b *bench) naiveScenario(ctx context.Context, reqs []loadRequest, prev *InboxResult) (*NaiveResult, error) {
+	var batched Side
+	if prev != nil {
+		batched = prev.Gateway
+	} else {
+		progress("batched vs naive: batched, %s at concurrency %d", b.c.duration, b.c.concurrency)
+		var err error
+		if batched, err = b.gatewayLoad(ctx, "gateway (HTTP+GraphQL, dataloaders)", b.batched.url, reqs); err != nil {
+			return nil, err
+		}
+	}
+	progress("batched vs naive: naive (no dataloaders), %s at concurrency %d", b.c.duration, b.c.concurrency)
+	gw := func(ctx context.Context, _ int, rng *rand.Rand) error {
+		rq := reqs[rng.Intn(len(reqs))]
+		return postGraphQL(ctx, b.client, b.naive.url, rq.Token, rq.Body, nil)
+	}
+	if _, _, err := inProcessLoad(ctx, b.c.concurrency, b.warmup(), gw); err != nil {
+		return nil, fmt.Errorf("naive warm-up: %w", err)
+	}
+	naive, err := b.gatewayLoad(ctx, "gateway, naive (one call per actor and per target)", b.naive.url, reqs)
+	if err != nil {
+		return nil, err
+	}
+	return &NaiveResult{Engine: b.eng.name, Concurrency: b.c.concurrency, Duration: b.c.duration.String(), Batched: batched, Naive: naive}, nil
+}
+
+// --- 3. markAllRead is O(1) ----------------------------------------------------------
+
+func (b *bench) markAllScenario(ctx context.Context) (*MarkAllResult, error) {
+	r := &MarkAllResult{Engine: b.eng.name, Duration: b.c.duration.String(),
+		Method: "sequential markAllRead mutations through HTTP+GraphQL; before each, META's pre-markAllRead image is restored with a PutItem (untimed), so every call finds the same unread count; the GSI sweep is off"}
+	for _, u := range []string{b.ds.few, b.ds.big[0]} {
+		progress("markAllRead: user %s, %s", u, b.c.duration)
+		m, err := b.markAllUser(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		r.Users = append(r.Users, m)
+	}
+	return r, nil
+}
+
+func (b *bench) markAllUser(ctx context.Context, user string) (MarkAllUser, error) {
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: userPK(user)}, "sk": &types.AttributeValueMemberS{Value: "N~META"}}
+	got, err := b.eng.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(b.c.table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return MarkAllUser{}, err
+	}
+	if got.Item == nil {
+		return MarkAllUser{}, fmt.Errorf("user %s has no META", user)
+	}
+	var meta rawItem
+	if err := attributevalue.UnmarshalMap(got.Item, &meta); err != nil {
+		return MarkAllUser{}, err
+	}
+	tok, err := b.token(user)
+	if err != nil {
+		return MarkAllUser{}, err
+	}
+	body := `{"query":"mutation { markAllRead { unreadCount readAllBefore } }"}`
+	var lat []time.Duration
+	deadline := time.Now().Add(b.c.duration)
+	for i := 0; time.Now().Before(deadline) || i < 3; i++ {
+		if _, err := b.eng.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(b.c.table), Item: got.Item}); err != nil {
+			return MarkAllUser{}, err
+		}
+		var out struct {
+			Data struct {
+				MarkAllRead struct{ UnreadCount int } `json:"markAllRead"`
+			} `json:"data"`
+		}
+		t0 := time.Now()
+		err := postGraphQL(ctx, b.client, b.batched.url, tok, body, &out)
+		d := time.Since(t0)
+		if err != nil {
+			return MarkAllUser{}, err
+		}
+		if out.Data.MarkAllRead.UnreadCount != 0 {
+			return MarkAllUser{}, fmt.Errorf("markAllRead left %d unread", out.Data.MarkAllRead.UnreadCount)
+		}
+		if i > 0 { // the first call warms this user's path up
+			lat = append(lat, d)
+		}
+	}
+	return MarkAllUser{User: user, UnreadBefore: meta.UnreadCount, Latency: summarize(lat)}, nil
+}
+
+// --- 4. send throughput --------------------------------------------------------------
+
+func (b *bench) sendScenario(ctx context.Context) (*SendResult, error) {
+	c := b.c
+	n := c.sendRecips
+	tok, err := b.token("bench-sender", auth.ScopeSend)
+	if err != nil {
+		return nil, err
+	}
+	g := newSendGen(2, c.actors, c.targets)
+	var genMu sync.Mutex
+	recipients := func(side string, w int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s-%02d-%03d", side, w, i)
+		}
+		return out
+	}
+	var seq atomic.Int64
+	var delivered atomic.Int64
+	progress("send throughput: sendNotification x %d recipients, %s at concurrency %d", n, c.duration, c.concurrency)
+	gwRcpt := make([][]string, c.concurrency)
+	rawRcpt := make([][]string, c.concurrency)
+	for w := range c.concurrency {
+		gwRcpt[w], rawRcpt[w] = recipients("gw", w), recipients("raw", w)
+	}
+	gwCall := func(ctx context.Context, w int, _ *rand.Rand) error {
+		genMu.Lock()
+		in := g.input(fmt.Sprintf("bench-send-%d", seq.Add(1)), gwRcpt[w])
+		genMu.Unlock()
+		vars := map[string]any{"input": map[string]any{
+			"idempotencyKey": in.IdempotencyKey, "recipients": in.Recipients, "type": in.Type, "category": in.Category,
+			"title": in.Title, "body": in.Body, "payload": json.RawMessage(in.Payload),
+			"actor":  map[string]string{"id": in.Actor.ActorID, "name": in.Actor.Name, "avatarUrl": in.Actor.AvatarURL, "url": in.Actor.URL},
+			"target": map[string]string{"id": in.Target.TargetID, "kind": in.Target.Kind, "title": in.Target.Title, "url": in.Target.URL},
+		}}
+		body, _ := json.Marshal(map[string]any{"query": "mutation Send($input: SendNotificationInput!) { sendNotification(input: $input) { accepted duplicate } }", "variables": vars})
+		var out struct {
+			Data struct {
+				SendNotification struct{ Accepted int } `json:"sendNotification"`
+			} `json:"data"`
+		}
+		if err := postGraphQL(ctx, b.client, b.batched.url, tok, string(body), &out); err != nil {
+			return err
+		}
+		delivered.Add(int64(out.Data.SendNotification.Accepted))
+		return nil
+	}
+	stop := b.rssPeak.sampleWhile(ctx)
+	t0 := time.Now()
+	lat, errs, ferr := inProcessLoad(ctx, c.concurrency, c.duration, gwCall)
+	el := time.Since(t0)
+	stop()
+	gside := SendSide{Name: "sendNotification (HTTP+GraphQL, store.Send)", Calls: len(lat), Errors: errs, Notifications: delivered.Load(),
+		Seconds: el.Seconds(), PerSec: float64(delivered.Load()) / el.Seconds(), CallLatency: summarize(lat)}
+	if ferr != nil {
+		gside.FirstError = ferr.Error()
+	}
+
+	progress("send throughput: raw TransactWriteItems loop, %s at concurrency %d", c.duration, c.concurrency)
+	delivered.Store(0)
+	rawCall := func(ctx context.Context, w int, _ *rand.Rand) error {
+		genMu.Lock()
+		in := g.input(fmt.Sprintf("bench-raw-%d", seq.Add(1)), rawRcpt[w])
+		genMu.Unlock()
+		eg, gctx := errgroup.WithContext(ctx)
+		eg.SetLimit(8) // the store's per-send concurrency
+		for _, r := range in.Recipients {
+			eg.Go(func() error {
+				return b.rawSendOne(gctx, in.IdempotencyKey, r, in.Type, in.Category, in.Title, in.Body, string(in.Payload), in.Actor.ActorID, in.Target.Kind, in.Target.TargetID)
+			})
+		}
+		if err := eg.Wait(); err != nil {
+			return err
+		}
+		delivered.Add(int64(len(in.Recipients)))
+		return nil
+	}
+	stop = b.rssPeak.sampleWhile(ctx)
+	t0 = time.Now()
+	lat, errs, ferr = inProcessLoad(ctx, c.concurrency, c.duration, rawCall)
+	el = time.Since(t0)
+	stop()
+	rside := SendSide{Name: "raw TransactWriteItems loop (guard + notification + META per recipient)", Calls: len(lat), Errors: errs,
+		Notifications: delivered.Load(), Seconds: el.Seconds(), PerSec: float64(delivered.Load()) / el.Seconds(), CallLatency: summarize(lat)}
+	if ferr != nil {
+		rside.FirstError = ferr.Error()
+	}
+	return &SendResult{Engine: b.eng.name, Concurrency: c.concurrency, RecipientsPerCall: n, Duration: c.duration.String(), Gateway: gside, Raw: rside}, nil
+}
+
+// rawSendOne writes one recipient's guard, notification and META counter in one
+// transaction, as the store does, retrying a cancelled transaction with a fresh id.
+func (b *bench) rawSendOne(ctx context.Context, key, user, typ, category, title, body, payload, actorID, targetKind, targetID string) error {
+	table := aws.String(b.c.table)
+	pk := userPK(user)
+	notExists := aws.String("attribute_not_exists(#pk)")
+	pkName := map[string]string{"#pk": "pk"}
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	for attempt := 0; ; attempt++ {
+		id := ulid.Make().String()
+		now := time.Now()
+		guard := map[string]types.AttributeValue{"pk": s("T#" + tenant + "#IDEM#" + key), "sk": s("R#" + user), "entityType": s("IdempotencyGuard"),
+			"userId": s(user), "notificationId": s(id), "inputHash": s("raw"),
+			"expiresAt": &types.AttributeValueMemberN{Value: fmt.Sprint(now.Add(30 * 24 * time.Hour).Unix())}}
+		notif := map[string]types.AttributeValue{"pk": s(pk), "sk": s("N#" + id), "gsi1pk": s(pk + "#UNREAD"), "gsi1sk": s("N#" + id),
+			"entityType": s("Notification"), "id": s(id), "type": s(typ), "category": s(category), "title": s(title), "body": s(body),
+			"actorId": s(actorID), "targetKind": s(targetKind), "targetId": s(targetID), "payload": s(payload),
+			"createdAt": &types.AttributeValueMemberN{Value: fmt.Sprint(now.UnixMilli())}}
+		_, err := b.eng.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: table, Item: guard, ConditionExpression: notExists, ExpressionAttributeNames: pkName}},
+			{Put: &types.Put{TableName: table, Item: notif, ConditionExpression: notExists, ExpressionAttributeNames: pkName}},
+			{Update: &types.Update{
+				TableName:           table,
+				Key:                 map[string]types.AttributeValue{"pk": s(pk), "sk": s("N~META")},
+				UpdateExpression:    aws.String("ADD #count :one, #ver :one SET #clock = :id, #g1pk = :g1pk, #g1sk = :g1sk, #et = :et"),
+				ConditionExpression: aws.String("(attribute_not_exists(#wm) OR #wm < :id) AND (attribute_not_exists(#clock) OR #clock < :id)"),
+				ExpressionAttributeNames: map[string]string{"#count": "unreadCount", "#ver": "version", "#clock": "clock",
+					"#wm": "readAllBefore", "#g1pk": "gsi1pk", "#g1sk": "gsi1sk", "#et": "entityType"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"},
+					":id": s(id), ":g1pk": s(pk + "#UNREAD"), ":g1sk": s("N~META"), ":et": s("InboxMeta")},
+			}},
+		}})
+		var tce *types.TransactionCanceledException
+		if err != nil && errors.As(err, &tce) && attempt < 10 {
+			time.Sleep(time.Duration(5<<attempt) * time.Millisecond / 2)
+			continue
+		}
+		return err
+	}
+}
