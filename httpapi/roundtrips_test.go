@@ -1,0 +1,168 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/ddbtrace"
+	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/httpapi"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/store"
+)
+
+// gateway is the real HTTP surface over a fresh table, with every DynamoDB call recorded.
+type gateway struct {
+	srv   *httptest.Server
+	st    *store.Store
+	rec   *ddbtrace.Recorder
+	token string
+}
+
+func newGateway(t *testing.T) *gateway {
+	t.Helper()
+	rec := &ddbtrace.Recorder{}
+	st := store.New(dynlocaltest.Client(t, rec.Option()), dynlocaltest.TableName(t), store.WithSweepWorkers(0))
+	t.Cleanup(st.Close)
+	if err := st.CreateTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.NewVerifier(auth.Config{Secret: []byte("round-trip-test-secret-0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := v.Sign(auth.Claims{TenantID: "acme", UserID: "alice"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.NewHandler(httpapi.Options{Verifier: v, Store: st, Broker: live.NewLocal(), ComplexityLimit: 100000}))
+	t.Cleanup(srv.Close)
+	return &gateway{srv: srv, st: st, rec: rec, token: tok}
+}
+
+// ops runs a GraphQL request and returns the DynamoDB operations it caused, sorted.
+func (g *gateway) ops(t *testing.T, query string, vars map[string]any) ([]string, map[string]any) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	g.rec.Reset()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data   map[string]any `json:"data"`
+		Errors []any          `json:"errors"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Errors) > 0 {
+		t.Fatalf("errors: %v", out.Errors)
+	}
+	ops := g.rec.Ops()
+	slices.Sort(ops)
+	return ops, out.Data
+}
+
+// seed sends n notifications to alice; actor and target of the i-th come from the funcs.
+func (g *gateway) seed(t *testing.T, n int, typ string, actor, target func(i int) string) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		_, err := g.st.Send(context.Background(), "acme", inbox.SendInput{
+			IdempotencyKey: fmt.Sprintf("%s-%d-%d", typ, i, time.Now().UnixNano()), Recipients: []string{"alice"}, Type: typ,
+			Title:  fmt.Sprintf("n%d", i),
+			Actor:  &inbox.Actor{ActorID: actor(i), Name: "Actor " + actor(i), AvatarURL: "https://a.example/" + actor(i)},
+			Target: &inbox.Target{Kind: "issue", TargetID: target(i), Title: "Issue " + target(i), URL: "https://t.example/" + target(i)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const firstLoad = `{ viewer { unreadCount inbox(first: 20) { edges { node { actor { name avatarUrl } target { title url } } } pageInfo { hasNextPage endCursor } } } }`
+
+func each(i int) string { return fmt.Sprintf("x%d", i) }
+func mod(n int) func(int) string {
+	return func(i int) string { return fmt.Sprintf("x%d", i%n) }
+}
+
+func want(t *testing.T, name string, got []string, expected ...string) {
+	t.Helper()
+	slices.Sort(expected)
+	if !slices.Equal(got, expected) {
+		t.Errorf("%s: DynamoDB calls = %v, want %v", name, got, expected)
+	}
+}
+
+func TestRoundTripsPerQueryShape(t *testing.T) {
+	g := newGateway(t)
+	g.seed(t, 30, "issues.opened", mod(7), mod(5))
+	g.seed(t, 10, "push", mod(3), mod(2))
+
+	ops, data := g.ops(t, firstLoad, nil)
+	want(t, "first page: one Query (page and badge) and one BatchGetItem (actors and targets together)", ops, "Query", "BatchGetItem")
+	page := data["viewer"].(map[string]any)["inbox"].(map[string]any)
+	end := page["pageInfo"].(map[string]any)["endCursor"].(string)
+
+	ops, _ = g.ops(t, `query($c: String) { viewer { inbox(first: 20, after: $c) { edges { node { actor { name } target { title } } } } } }`, map[string]any{"c": end})
+	want(t, "later page: Query and META GetItem together, then profiles", ops, "Query", "GetItem", "BatchGetItem")
+
+	ops, _ = g.ops(t, `{ viewer { unreadCount inbox(first: 20, filter: {unreadOnly: true}) { edges { node { actor { name } } } } } }`, nil)
+	want(t, "unread filter", ops, "Query", "BatchGetItem")
+
+	ops, _ = g.ops(t, `{ viewer { unreadCount inbox(first: 5, filter: {types: ["push"]}) { edges { node { actor { name } target { url } } } } } }`, nil)
+	want(t, "type filter", ops, "Query", "BatchGetItem")
+
+	ops, _ = g.ops(t, `{ viewer { unreadCount } }`, nil)
+	want(t, "badge alone", ops, "GetItem")
+
+	ops, data = g.ops(t, `{ viewer { inbox(first: 2) { nodes { id actor { id } target { id } } } } }`, nil)
+	nodes := data["viewer"].(map[string]any)["inbox"].(map[string]any)["nodes"].([]any)
+	n0 := nodes[0].(map[string]any)
+	ids := []any{n0["id"], nodes[1].(map[string]any)["id"], n0["actor"].(map[string]any)["id"], n0["target"].(map[string]any)["id"]}
+	ops, data = g.ops(t, `query($ids: [ID!]!) { nodes(ids: $ids) { id ... on Notification { title actor { name } target { title } } ... on Actor { name } ... on Target { title } } }`, map[string]any{"ids": ids})
+	want(t, "nodes of mixed types: notifications (with META) in one BatchGetItem, every profile in another", ops, "BatchGetItem", "BatchGetItem")
+	if got := data["nodes"].([]any); len(got) != 4 || got[2] == nil || got[3] == nil {
+		t.Fatalf("nodes = %v", got)
+	}
+
+	ops, _ = g.ops(t, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount notifications { read actor { name } target { title } } } }`, map[string]any{"ids": ids[:2]})
+	want(t, "markRead returning notifications with actors: snapshot, transaction, badge, profiles", ops, "BatchGetItem", "TransactWriteItems", "GetItem", "BatchGetItem")
+}
+
+func TestRoundTripsDuplicatedActors(t *testing.T) {
+	g := newGateway(t)
+	g.seed(t, 20, "t", mod(1), mod(1))
+	ops, _ := g.ops(t, firstLoad, nil)
+	want(t, "20 notifications by one actor about one target", ops, "Query", "BatchGetItem")
+}
+
+func TestRoundTrips101DistinctProfiles(t *testing.T) {
+	g := newGateway(t)
+	g.seed(t, 100, "t", each, mod(1)) // 100 actors + 1 target = 101 distinct profiles
+	ops, data := g.ops(t, `{ viewer { unreadCount inbox(first: 100) { edges { node { actor { name } target { title } } } } } }`, nil)
+	want(t, "101 distinct profiles: ceil(101/100) BatchGetItem calls", ops, "Query", "BatchGetItem", "BatchGetItem")
+	edges := data["viewer"].(map[string]any)["inbox"].(map[string]any)["edges"].([]any)
+	seen := map[string]bool{}
+	for _, e := range edges {
+		node := e.(map[string]any)["node"].(map[string]any)
+		seen[node["actor"].(map[string]any)["name"].(string)] = true
+	}
+	if len(edges) != 100 || len(seen) != 100 {
+		t.Fatalf("%d edges, %d distinct actors", len(edges), len(seen))
+	}
+}
