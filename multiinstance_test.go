@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/live/redistest"
+)
+
+// relayLease is the relays' lease in the multi-instance test: a killed relay's standby
+// must take over within it.
+const relayLease = 2 * time.Second
+
+// liveState follows a connection's "badge" (unreadCount) and "added"
+// (notificationAdded) operations.
+type liveState struct {
+	t     *testing.T
+	c     *wsClient
+	count int
+	added map[string]int // notification id -> deliveries
+}
+
+// waitFor reads messages until the badge is count and every id in ids was delivered,
+// failing on an error message, a notification delivered twice, or the timeout.
+func (s *liveState) waitFor(what string, count int, ids ...string) {
+	s.t.Helper()
+	deadline := time.NewTimer(15 * time.Second)
+	defer deadline.Stop()
+	done := func() bool {
+		if s.count != count {
+			return false
+		}
+		for _, id := range ids {
+			if s.added[id] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		select {
+		case m, ok := <-s.c.msgs:
+			if !ok {
+				s.t.Fatalf("%s: connection ended: %v", what, <-s.c.readErr)
+			}
+			if m.Type != "next" {
+				s.t.Fatalf("%s: unexpected %s message (id %q): %s", what, m.Type, m.ID, m.Payload)
+			}
+			var p struct {
+				Data struct {
+					UnreadCount       *int `json:"unreadCount"`
+					NotificationAdded *struct {
+						ID string `json:"id"`
+					} `json:"notificationAdded"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(m.Payload, &p); err != nil {
+				s.t.Fatalf("%s: %v in %s", what, err, m.Payload)
+			}
+			switch {
+			case m.ID == "badge" && p.Data.UnreadCount != nil:
+				s.count = *p.Data.UnreadCount
+			case m.ID == "added" && p.Data.NotificationAdded != nil:
+				id := p.Data.NotificationAdded.ID
+				s.added[id]++
+				if s.added[id] > 1 {
+					s.t.Fatalf("%s: notification %s delivered twice", what, id)
+				}
+			default:
+				s.t.Fatalf("%s: unexpected result of %q: %s", what, m.ID, m.Payload)
+			}
+		case <-deadline.C:
+			s.t.Fatalf("%s: timed out with badge %d (want %d), notifications %v (want %v)", what, s.count, count, s.added, ids)
+		}
+	}
+}
+
+// outsideSend writes a notification for user of tenant and counts it in META the way a
+// service writing the table directly would: plain SDK calls, no gateway. It returns the
+// notification's GraphQL id.
+func outsideSend(t *testing.T, db *dynamodb.Client, table, tenant, user string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	pk := "T#" + tenant + "#U#" + user
+	id := ulid.Make().String()
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	n := func(v int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	}
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"pk": s(pk), "sk": s("N#" + id), "gsi1pk": s(pk + "#UNREAD"), "gsi1sk": s("N#" + id),
+		"entityType": s("Notification"), "id": s(id), "type": s("outside.write"),
+		"title": s("from a service"), "createdAt": n(time.Now().UnixMilli()),
+	}}); err != nil {
+		t.Fatalf("outside PutItem: %v", err)
+	}
+	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        aws.String(table),
+		Key:              map[string]types.AttributeValue{"pk": s(pk), "sk": s("N~META")},
+		UpdateExpression: aws.String("SET entityType = :e, clock = :id ADD unreadCount :one, version :one"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":e": s("InboxMeta"), ":id": s(id), ":one": n(1),
+		},
+	}); err != nil {
+		t.Fatalf("outside UpdateItem: %v", err)
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte("Notification:" + id))
+}
+
+// TestTwoInstancesAndRelayOverRedis is the scale-out proof: two gateway processes and
+// a stream relay on one table with INBOX_BROKER=redis. A WebSocket subscriber on instance
+// A sees changes made through instance B and changes written straight into the table
+// (through the relay); the relay is killed (SIGKILL) and its standby takes over within
+// the lease, losing nothing.
+func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts gateway and relay processes")
+	}
+	rds := redistest.Server(t)
+	table := dynlocaltest.TableName(t)
+	db := dynlocaltest.Client(t)
+	env := gwEnv(t, table, "INBOX_BROKER=redis", "INBOX_REDIS_URL="+rds.URL(),
+		"INBOX_RELAY_LEASE="+relayLease.String())
+
+	_, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
+	_, b := startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
+	relay1 := startProc(t, "relay-1", append(env, "INBOX_CREATE_TABLE=0"), "relay")
+	relay1.waitLog("relay: reading stream", time.Time{}, procTimeout)
+	relay2 := startProc(t, "relay-2", append(env, "INBOX_CREATE_TABLE=0"), "relay")
+	relay2.waitLog("relay: lease held by another relay; standing by", time.Time{}, procTimeout)
+
+	sender := b.token("t1", "svc", auth.ScopeSend)
+	alice := a.token("t1", "alice")
+	ids := b.seed(sender, "alice", 3)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := a.dialWS(ctx, "graphql-transport-ws")
+	c.init(alice)
+	c.subscribe("added", `subscription { notificationAdded { id } }`)
+	c.subscribe("badge", `subscription { unreadCount }`)
+	st := &liveState{t: t, c: c, count: -1, added: map[string]int{}}
+	st.waitFor("first value", 3)
+
+	// A markRead sent to instance B reaches the subscriber on instance A.
+	if n, _ := b.mark(alice, true, ids[0]); n != 2 {
+		t.Fatalf("markRead on B: unreadCount %d, want 2", n)
+	}
+	st.waitFor("markRead on B", 2)
+	// A send through B: badge and notificationAdded, once (B and the relay both publish it).
+	g1 := b.seed(sender, "alice", 1)[0]
+	st.waitFor("send on B", 3, g1)
+
+	// A service writes the table directly: only the relay can tell the gateways.
+	o1 := outsideSend(t, db, table, "t1", "alice")
+	st.waitFor("outside write through relay-1", 4, o1)
+
+	// The relay dies without releasing its lease; changes keep coming meanwhile.
+	killed := time.Now()
+	relay1.kill(syscall.SIGKILL)
+	o2 := outsideSend(t, db, table, "t1", "alice")
+	o3 := outsideSend(t, db, table, "t1", "alice")
+	took := relay2.waitLog("relay: lease acquired", killed, 3*relayLease+5*time.Second).at.Sub(killed)
+	t.Logf("relay-2 took over %v after relay-1 was killed (lease %v)", took.Round(time.Millisecond), relayLease)
+	// The lease (relay-1 renewed it at most lease/3 before dying, so it expires within
+	// the lease), the standby's 50 ms margin, and a slow DynamoDB Local on a loaded
+	// machine (a 2-CPU runner has shown ~2s extra).
+	if limit := relayLease + 2*time.Second; took > limit {
+		t.Errorf("takeover took %v, want within the lease (%v) plus latency (limit %v)", took, relayLease, limit)
+	}
+	st.waitFor("outside writes while no relay ran", 6, o2, o3)
+	o4 := outsideSend(t, db, table, "t1", "alice")
+	st.waitFor("outside write through relay-2", 7, o4)
+	if n, _ := b.mark(alice, true, ids[1], o2); n != 5 {
+		t.Fatalf("markRead on B after takeover: unreadCount %d, want 5", n)
+	}
+	st.waitFor("markRead on B after takeover", 5)
+
+	// Nothing lost, nothing doubled: the badge is the table's, every notification came once.
+	if got := a.unread(alice); got != st.count {
+		t.Fatalf("subscriber shows %d, instance A reads %d", st.count, got)
+	}
+	if got := b.unread(alice); got != 5 {
+		t.Fatalf("instance B reads %d, want 5", got)
+	}
+	for _, id := range []string{g1, o1, o2, o3, o4} {
+		if st.added[id] != 1 {
+			t.Fatalf("notification %s delivered %d times, want once (all: %v)", id, st.added[id], st.added)
+		}
+	}
+	select {
+	case m, ok := <-c.msgs:
+		if ok {
+			t.Fatalf("unexpected late message %s %s: %s", m.Type, m.ID, m.Payload)
+		}
+	case <-time.After(500 * time.Millisecond):
+	}
+}
