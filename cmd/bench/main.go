@@ -54,6 +54,10 @@ type config struct {
 	out          string
 	loadgen      bool
 	skipScenario string
+	cpuProfile   string
+	memProfile   string
+	cacheSize    int
+	cacheTTL     time.Duration
 }
 
 func main() {
@@ -75,6 +79,8 @@ func main() {
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
 	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,markall,send")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 to this file")
+	flag.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile of the gateway side of scenario 1 to this file (and its baseline to FILE.base: go tool pprof -sample_index=alloc_objects -base FILE.base FILE)")
 	flag.BoolVar(&c.loadgen, "loadgen", false, "internal: run as the HTTP load generator (spec on stdin)")
 	flag.Parse()
 

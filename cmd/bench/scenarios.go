@@ -166,7 +166,14 @@ func (b *bench) inboxScenario(ctx context.Context, reqs []loadRequest) (*InboxRe
 	}
 
 	progress("gateway vs raw: gateway (HTTP+GraphQL, load from a child process), %s at concurrency %d", c.duration, c.concurrency)
+	stopProf, err := startProfiles(c.cpuProfile, c.memProfile)
+	if err != nil {
+		return nil, err
+	}
 	gside, err := b.gatewayLoad(ctx, "gateway (HTTP+GraphQL, dataloaders)", b.batched.url, reqs)
+	if perr := stopProf(); perr != nil && err == nil {
+		err = perr
+	}
 	if err != nil {
 		return nil, err
 	}
