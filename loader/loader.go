@@ -28,6 +28,47 @@ type Loaders struct {
 	// limit) serves both, and a key asked twice is fetched once.
 	Profiles *dataloader.Loader[inbox.ProfileRef, *inbox.Profile]
 	badge    *BadgeShare
+
+	// primed holds profiles given by Prime (a page's prefetch) for refs the dataloader
+	// was never asked: Profile answers them from this map, without the dataloader's
+	// per-Load thunk, tracer and cache work (most of an inbox page's loader cost).
+	// loaded marks refs asked of the dataloader; Prime leaves those to it, so an answer
+	// the dataloader already gave is kept, as its own Prime does.
+	mu     sync.Mutex
+	primed map[inbox.ProfileRef]*inbox.Profile
+	loaded map[inbox.ProfileRef]bool
+}
+
+// Prime makes ref resolve to p in this operation unless it already resolves to
+// something (like dataloader's Prime: the first answer is kept).
+func (l *Loaders) Prime(ctx context.Context, ref inbox.ProfileRef, p *inbox.Profile) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.loaded[ref] {
+		l.Profiles.Prime(ctx, ref, p)
+		return
+	}
+	if _, ok := l.primed[ref]; ok {
+		return
+	}
+	if l.primed == nil {
+		l.primed = make(map[inbox.ProfileRef]*inbox.Profile, 64)
+	}
+	l.primed[ref] = p
+}
+
+// cached returns ref's primed profile, or else records that ref goes to the dataloader.
+func (l *Loaders) cached(ref inbox.ProfileRef) (*inbox.Profile, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.primed[ref]; ok {
+		return p, true
+	}
+	if l.loaded == nil {
+		l.loaded = make(map[inbox.ProfileRef]bool)
+	}
+	l.loaded[ref] = true
+	return nil, false
 }
 
 // Wait is how long a batch waits for more keys after its first one. Resolvers of one
@@ -80,6 +121,9 @@ func Profile(ctx context.Context, src ProfileSource, tenantID string, ref inbox.
 			return nil, err
 		}
 		return got[0], nil
+	}
+	if p, ok := l.cached(ref); ok {
+		return p, nil
 	}
 	p, err := l.Profiles.Load(ctx, ref)()
 	if err != nil {
@@ -160,7 +204,7 @@ func Prefetch(ctx context.Context, src ProfileSource, tenantID string, ns []*inb
 		return err
 	}
 	for i, r := range refs {
-		l.Profiles.Prime(ctx, r, got[i])
+		l.Prime(ctx, r, got[i])
 	}
 	return nil
 }

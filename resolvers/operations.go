@@ -210,7 +210,7 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 	}
 	if l := loader.For(ctx); l != nil {
 		for i, ref := range refs {
-			l.Profiles.Prime(ctx, ref, profiles[i])
+			l.Prime(ctx, ref, profiles[i])
 		}
 	}
 	for j, i := range refIdx {

@@ -62,13 +62,13 @@ func decodeMarkSnapshot(got map[itemKey]map[string]types.AttributeValue, v inbox
 			continue
 		}
 		if k.sk == skMeta {
-			if err := attributevalue.UnmarshalMap(raw, &meta); err != nil {
+			if err := decodeMeta(raw, &meta); err != nil {
 				return meta, nil, fmt.Errorf("decode meta: %w", err)
 			}
 			continue
 		}
 		it := new(notificationItem)
-		if err := attributevalue.UnmarshalMap(raw, it); err != nil {
+		if err := decodeNotification(raw, it); err != nil {
 			return meta, nil, fmt.Errorf("decode notification: %w", err)
 		}
 		items[it.ID] = it

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
@@ -92,14 +91,14 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 			for _, raw := range out.Items {
 				if keyOf(raw).sk == skMeta {
 					if metaInQuery {
-						if err := attributevalue.UnmarshalMap(raw, &meta); err != nil {
+						if err := decodeMeta(raw, &meta); err != nil {
 							return fmt.Errorf("decode meta: %w", err)
 						}
 					}
 					continue
 				}
 				it := new(notificationItem)
-				if err := attributevalue.UnmarshalMap(raw, it); err != nil {
+				if err := decodeNotification(raw, it); err != nil {
 					return fmt.Errorf("decode notification: %w", err)
 				}
 				items = append(items, it)
@@ -242,7 +241,7 @@ func (s *Store) getMeta(ctx context.Context, v inbox.Viewer, consistent bool) (m
 	}
 	var m metaItem
 	if out.Item != nil {
-		if err := attributevalue.UnmarshalMap(out.Item, &m); err != nil {
+		if err := decodeMeta(out.Item, &m); err != nil {
 			return metaItem{}, fmt.Errorf("decode meta: %w", err)
 		}
 	}

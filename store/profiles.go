@@ -31,43 +31,50 @@ func (s *Store) Profiles(ctx context.Context, tenantID string, refs []inbox.Prof
 		return nil, err
 	}
 	out := make([]*inbox.Profile, len(refs))
+	// pks[i] is refs[i]'s partition key ("" for a ref that could not be a key); first
+	// maps each distinct key to the index of its first ref, which alone is looked up and
+	// decoded: later refs of the same key share its profile.
+	pks := make([]string, len(refs))
+	first := make(map[string]int, len(refs))
 	keys := make([]itemKey, 0, len(refs))
-	seen := make(map[itemKey]bool, len(refs))
-	decoded := make(map[itemKey]*inbox.Profile, len(refs))
-	for _, r := range refs {
+	for i, r := range refs {
 		if !validRef(r) {
 			continue
 		}
-		k := itemKey{profilePK(tenantID, r), skProfile}
-		if seen[k] {
+		pk := profilePK(tenantID, r)
+		pks[i] = pk
+		if _, dup := first[pk]; dup {
 			continue
 		}
-		seen[k] = true
-		if p, ok := s.profiles.get(k.pk); ok {
-			decoded[k] = p
+		first[pk] = i
+		if p, ok := s.profiles.get(pk); ok {
+			out[i] = p
 			continue
 		}
-		keys = append(keys, k)
+		keys = append(keys, itemKey{pk, skProfile})
 	}
 	got, err := s.batchGet(ctx, keys, batchGetOptions{projection: profileProjection, names: profileNames})
 	if err != nil {
 		return nil, err
 	}
 	for i, r := range refs {
-		if !validRef(r) {
+		pk := pks[i]
+		if pk == "" {
 			continue
 		}
-		k := itemKey{profilePK(tenantID, r), skProfile}
-		if p, ok := decoded[k]; ok {
-			out[i] = p
+		if j := first[pk]; j != i {
+			out[i] = out[j]
 			continue
 		}
-		raw, ok := got[k]
+		if out[i] != nil { // from the shared cache
+			continue
+		}
+		raw, ok := got[itemKey{pk, skProfile}]
 		if !ok {
 			continue
 		}
 		var it profileItem
-		if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+		if err := decodeProfile(raw, &it); err != nil {
 			return nil, fmt.Errorf("decode profile: %w", err)
 		}
 		p := &inbox.Profile{}
@@ -76,8 +83,7 @@ func (s *Store) Profiles(ctx context.Context, tenantID string, refs []inbox.Prof
 		} else {
 			p.Target = &inbox.Target{TargetID: r.ID, Kind: r.TargetKind, Title: it.Title, URL: it.URL}
 		}
-		decoded[k] = p
-		s.profiles.add(k.pk, p)
+		s.profiles.add(pk, p)
 		out[i] = p
 	}
 	return out, nil

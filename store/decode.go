@@ -1,0 +1,194 @@
+package store
+
+import (
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Hand-written decoding of the items every inbox page reads (notifications, META and
+// profiles): attributevalue.UnmarshalMap is reflective and costs about as much CPU and as
+// many allocations as the rest of the store's work on a page. The dynamodbav tags of the
+// item structs remain the definition of the format (writes still use MarshalMap).
+//
+// The fast path handles exactly the cases where its result is certainly what
+// attributevalue would produce: attribute names that are a field's exact tag name, S for
+// string fields, N (a base-10 integer) for integer fields and NULL for either. Anything
+// else (another type, an unknown or differently cased name, a number that does not
+// parse) falls back to attributevalue.UnmarshalMap on a zeroed struct, so results and
+// errors stay those of attributevalue. decode_test.go checks that both agree.
+
+func avStr(av types.AttributeValue, dst *string) bool {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		*dst = v.Value
+		return true
+	case *types.AttributeValueMemberNULL:
+		*dst = ""
+		return true
+	}
+	return false
+}
+
+func avInt64(av types.AttributeValue, dst *int64) bool {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberN:
+		i, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			return false
+		}
+		*dst = i
+		return true
+	case *types.AttributeValueMemberNULL:
+		*dst = 0
+		return true
+	}
+	return false
+}
+
+func avInt(av types.AttributeValue, dst *int) bool {
+	var i int64
+	if !avInt64(av, &i) || int64(int(i)) != i {
+		return false
+	}
+	*dst = int(i)
+	return true
+}
+
+// decodeNotification decodes a notification item into it.
+func decodeNotification(raw map[string]types.AttributeValue, it *notificationItem) error {
+	if fastNotification(raw, it) {
+		return nil
+	}
+	*it = notificationItem{}
+	return attributevalue.UnmarshalMap(raw, it)
+}
+
+func fastNotification(raw map[string]types.AttributeValue, it *notificationItem) bool {
+	for k, av := range raw {
+		var ok bool
+		switch k {
+		case "pk":
+			ok = avStr(av, &it.PK)
+		case "sk":
+			ok = avStr(av, &it.SK)
+		case "gsi1pk":
+			ok = avStr(av, &it.GSI1PK)
+		case "gsi1sk":
+			ok = avStr(av, &it.GSI1SK)
+		case "entityType":
+			ok = avStr(av, &it.EntityType)
+		case "id":
+			ok = avStr(av, &it.ID)
+		case "type":
+			ok = avStr(av, &it.Type)
+		case "category":
+			ok = avStr(av, &it.Category)
+		case "title":
+			ok = avStr(av, &it.Title)
+		case "body":
+			ok = avStr(av, &it.Body)
+		case "actorId":
+			ok = avStr(av, &it.ActorID)
+		case "targetKind":
+			ok = avStr(av, &it.TargetKind)
+		case "targetId":
+			ok = avStr(av, &it.TargetID)
+		case "payload":
+			ok = avStr(av, &it.Payload)
+		case "createdAt":
+			ok = avInt64(av, &it.CreatedAt)
+		case "mark":
+			ok = avStr(av, &it.Mark)
+		case "markedAt":
+			ok = avStr(av, &it.MarkedAt)
+		case "readAt":
+			ok = avInt64(av, &it.ReadAt)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeMeta decodes a META item into m.
+func decodeMeta(raw map[string]types.AttributeValue, m *metaItem) error {
+	if fastMeta(raw, m) {
+		return nil
+	}
+	*m = metaItem{}
+	return attributevalue.UnmarshalMap(raw, m)
+}
+
+func fastMeta(raw map[string]types.AttributeValue, m *metaItem) bool {
+	for k, av := range raw {
+		var ok bool
+		switch k {
+		case "pk":
+			ok = avStr(av, &m.PK)
+		case "sk":
+			ok = avStr(av, &m.SK)
+		case "gsi1pk":
+			ok = avStr(av, &m.GSI1PK)
+		case "gsi1sk":
+			ok = avStr(av, &m.GSI1SK)
+		case "entityType":
+			ok = avStr(av, &m.EntityType)
+		case "unreadCount":
+			ok = avInt(av, &m.UnreadCount)
+		case "readAllBefore":
+			ok = avStr(av, &m.ReadAllBefore)
+		case "clock":
+			ok = avStr(av, &m.Clock)
+		case "version":
+			ok = avInt64(av, &m.Version)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeProfile decodes an actor or target profile item into p.
+func decodeProfile(raw map[string]types.AttributeValue, p *profileItem) error {
+	if fastProfile(raw, p) {
+		return nil
+	}
+	*p = profileItem{}
+	return attributevalue.UnmarshalMap(raw, p)
+}
+
+func fastProfile(raw map[string]types.AttributeValue, p *profileItem) bool {
+	for k, av := range raw {
+		var ok bool
+		switch k {
+		case "pk":
+			ok = avStr(av, &p.PK)
+		case "sk":
+			ok = avStr(av, &p.SK)
+		case "entityType":
+			ok = avStr(av, &p.EntityType)
+		case "actorId":
+			ok = avStr(av, &p.ActorID)
+		case "targetId":
+			ok = avStr(av, &p.TargetID)
+		case "kind":
+			ok = avStr(av, &p.Kind)
+		case "name":
+			ok = avStr(av, &p.Name)
+		case "avatarUrl":
+			ok = avStr(av, &p.AvatarURL)
+		case "url":
+			ok = avStr(av, &p.URL)
+		case "title":
+			ok = avStr(av, &p.Title)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
