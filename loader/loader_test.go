@@ -1,0 +1,95 @@
+package loader_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/loader"
+)
+
+// countingSource answers every ref with an actor except ids "missing"; it records batches
+// and fails while fail is set.
+type countingSource struct {
+	mu      sync.Mutex
+	batches [][]inbox.ProfileRef
+	fail    bool
+}
+
+func (s *countingSource) Profiles(_ context.Context, tenant string, refs []inbox.ProfileRef) ([]*inbox.Profile, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batches = append(s.batches, append([]inbox.ProfileRef(nil), refs...))
+	if s.fail {
+		return nil, errors.New("throttled")
+	}
+	out := make([]*inbox.Profile, len(refs))
+	for i, r := range refs {
+		if r.ID != "missing" {
+			out[i] = &inbox.Profile{Actor: &inbox.Actor{ActorID: tenant + "/" + r.ID}}
+		}
+	}
+	return out, nil
+}
+
+func TestLoaderBatchesAndAligns(t *testing.T) {
+	src := &countingSource{}
+	ctx := loader.With(context.Background(), loader.New(src, "acme"))
+	refs := []inbox.ProfileRef{{ID: "a"}, {ID: "b"}, {ID: "a"}, {ID: "missing"}, {TargetKind: "issue", ID: "a"}}
+	got := make([]*inbox.Profile, len(refs))
+	errs := make([]error, len(refs))
+	var wg sync.WaitGroup
+	for i, r := range refs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = loader.Profile(ctx, src, "acme", r)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("ref %d: %v", i, err)
+		}
+	}
+	if len(src.batches) != 1 || len(src.batches[0]) != 4 {
+		t.Fatalf("batches = %v, want one batch of 4 distinct refs", src.batches)
+	}
+	if got[0].Actor.ActorID != "acme/a" || got[2] != got[0] || got[3] != nil || got[1].Actor.ActorID != "acme/b" {
+		t.Fatalf("results misaligned: %+v", got)
+	}
+}
+
+func TestLoaderDoesNotCacheErrors(t *testing.T) {
+	src := &countingSource{fail: true}
+	ctx := loader.With(context.Background(), loader.New(src, "acme"))
+	if _, err := loader.Profile(ctx, src, "acme", inbox.ProfileRef{ID: "a"}); err == nil {
+		t.Fatal("want the source's error")
+	}
+	src.mu.Lock()
+	src.fail = false
+	src.mu.Unlock()
+	p, err := loader.Profile(ctx, src, "acme", inbox.ProfileRef{ID: "a"})
+	if err != nil || p == nil {
+		t.Fatalf("a transient error was cached: %v", err)
+	}
+}
+
+func TestPrefetchPrimesTheCache(t *testing.T) {
+	src := &countingSource{}
+	ctx := loader.With(context.Background(), loader.New(src, "acme"))
+	ns := []*inbox.Notification{{ActorID: "a", TargetKind: "issue", TargetID: "1"}, {ActorID: "a"}, {ActorID: "b", TargetKind: "issue", TargetID: "1"}}
+	if err := loader.Prefetch(ctx, src, "acme", ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []inbox.ProfileRef{{ID: "a"}, {ID: "b"}, {TargetKind: "issue", ID: "1"}} {
+		if _, err := loader.Profile(ctx, src, "acme", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(src.batches) != 1 || len(src.batches[0]) != 3 {
+		t.Fatalf("batches = %v, want the one prefetch batch of 3", src.batches)
+	}
+}

@@ -1,0 +1,85 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+func ExampleEncodeCursor() {
+	c := EncodeCursor("01HZX8Y3T9M2V6Q4R8S0W1A2B3")
+	id, _ := DecodeCursor(c)
+	fmt.Println(c)
+	fmt.Println(id)
+	// Output:
+	// bjE6MDFIWlg4WTNUOU0yVjZRNFI4UzBXMUEyQjM
+	// 01HZX8Y3T9M2V6Q4R8S0W1A2B3
+}
+
+func TestMetaSortsAboveEveryNotification(t *testing.T) {
+	for _, id := range []string{ulid.Make().String(), "7ZZZZZZZZZZZZZZZZZZZZZZZZZ", "00000000000000000000000000"} {
+		if !(notifSK(id) < skMeta) || !(notifSK(id) > skNotifPrefix) {
+			t.Errorf("%s does not sort inside [N#, N~META)", notifSK(id))
+		}
+	}
+	if skPrefs > skNotifPrefix && skPrefs < skMeta {
+		t.Error("PREFS sorts inside the page range")
+	}
+}
+
+func TestKeysKeepTheirSegments(t *testing.T) {
+	v := inbox.Viewer{TenantID: "acme", UserID: "alice"}
+	if got := userPK(v); got != "T#acme#U#alice" {
+		t.Fatal(got)
+	}
+	if got := unreadPK(v); got != "T#acme#U#alice#UNREAD" {
+		t.Fatal(got)
+	}
+	if got := targetPK("acme", "issue", "42"); got != "T#acme#TARGET#issue#42" {
+		t.Fatal(got)
+	}
+	// An id that passed CheckID cannot add a segment: no '#'.
+	if inbox.CheckID("user", "alice#UNREAD") == nil {
+		t.Fatal("CheckID accepted a delimiter")
+	}
+}
+
+func TestDecodeCursorRejects(t *testing.T) {
+	for _, c := range []string{"", "x", "bjE6", EncodeCursor("01HZX8Y3T9M2V6Q4R8S0W1A2B3") + "A", strings.Repeat("A", 200), "bjI6MDFIWlg4WTNUOU0yVjZRNFI4UzBXMUEyQjM"} {
+		if _, err := DecodeCursor(c); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("DecodeCursor(%q) = %v", c, err)
+		}
+	}
+}
+
+func TestEffectiveRead(t *testing.T) {
+	const (
+		id1 = "01HZX8Y3T9M2V6Q4R8S0W1A2B1"
+		wm  = "01HZX8Y3T9M2V6Q4R8S0W1A2B5"
+		id9 = "01HZX8Y3T9M2V6Q4R8S0W1A2B9"
+		m7  = "01HZX8Y3T9M2V6Q4R8S0W1A2B7"
+		m3  = "01HZX8Y3T9M2V6Q4R8S0W1A2B3"
+	)
+	for _, tc := range []struct {
+		name string
+		it   notificationItem
+		wm   string
+		read bool
+	}{
+		{"untouched, no watermark", notificationItem{ID: id1}, "", false},
+		{"untouched below watermark", notificationItem{ID: id1}, wm, true},
+		{"untouched above watermark", notificationItem{ID: id9}, wm, false},
+		{"marked unread after watermark wins", notificationItem{ID: id1, Mark: markUnread, MarkedAt: m7}, wm, false},
+		{"watermark after unread mark wins", notificationItem{ID: id1, Mark: markUnread, MarkedAt: m3}, wm, true},
+		{"read explicitly", notificationItem{ID: id9, Mark: markRead, MarkedAt: m7}, "", true},
+		{"read before watermark stays read", notificationItem{ID: id1, Mark: markRead, MarkedAt: m3}, wm, true},
+	} {
+		if got := effectiveRead(&tc.it, tc.wm); got != tc.read {
+			t.Errorf("%s: read = %v", tc.name, got)
+		}
+	}
+}
