@@ -54,16 +54,26 @@ type Config struct {
 	CreateTable *bool `env:"INBOX_CREATE_TABLE"`
 	Dev         bool  `env:"INBOX_DEV"`
 	// DemoImport, when set, imports this GitHub webhook examples file at start.
-	DemoImport     string   `env:"INBOX_DEMO_IMPORT"`
-	DemoTenant     string   `env:"INBOX_DEMO_TENANT" envDefault:"default"`
-	JWTSecret      string   `env:"INBOX_JWT_SECRET"`
-	JWTIssuer      string   `env:"INBOX_JWT_ISSUER"`
-	JWTAudience    string   `env:"INBOX_JWT_AUDIENCE"`
+	DemoImport  string `env:"INBOX_DEMO_IMPORT"`
+	DemoTenant  string `env:"INBOX_DEMO_TENANT" envDefault:"default"`
+	JWTSecret   string `env:"INBOX_JWT_SECRET"`
+	JWTIssuer   string `env:"INBOX_JWT_ISSUER"`
+	JWTAudience string `env:"INBOX_JWT_AUDIENCE"`
+	// AllowedOrigins are the Origins WebSocket upgrades accept besides the same origin:
+	// host patterns ("app.example.com", "*.example.com") or scheme://host patterns.
 	AllowedOrigins []string `env:"INBOX_ALLOWED_ORIGINS" envSeparator:","`
-	LogFormat      string   `env:"INBOX_LOG_FORMAT"`
+	// WSInitTimeout is how long a WebSocket may wait before connection_init (then 4408).
+	WSInitTimeout time.Duration `env:"INBOX_WS_INIT_TIMEOUT" envDefault:"10s"`
+	// KeepAlive is the interval of graphql-ws keep-alive ("ka") messages and SSE pings.
+	KeepAlive time.Duration `env:"INBOX_KEEPALIVE" envDefault:"15s"`
+	LogFormat string        `env:"INBOX_LOG_FORMAT"`
 	// ComplexityLimit bounds a query's cost (gqlgen complexity; a list field counts its
 	// first/last/ids size times its children).
 	ComplexityLimit int `env:"INBOX_COMPLEXITY_LIMIT" envDefault:"5000"`
+	// ProfileCacheSize > 0 shares up to this many actor/target profiles across requests
+	// for ProfileCacheTTL (off by default: every request reads its own).
+	ProfileCacheSize int           `env:"INBOX_PROFILE_CACHE_SIZE" envDefault:"0"`
+	ProfileCacheTTL  time.Duration `env:"INBOX_PROFILE_CACHE_TTL" envDefault:"30s"`
 	// Broker is "local" (in-process: one instance) or "redis" (Redis pub/sub between
 	// instances and the stream relay, at RedisURL).
 	Broker   string `env:"INBOX_BROKER" envDefault:"local"`
@@ -246,7 +256,8 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, opts ...store.
 	if err != nil {
 		return nil, nil, err
 	}
-	st := store.New(eng.db, cfg.Table, append([]store.Option{store.WithLogger(log)}, opts...)...)
+	base := []store.Option{store.WithLogger(log), store.WithProfileCache(cfg.ProfileCacheSize, cfg.ProfileCacheTTL)}
+	st := store.New(eng.db, cfg.Table, append(base, opts...)...)
 	if *cfg.CreateTable {
 		if err := st.CreateTable(ctx); err != nil {
 			st.Close()
@@ -306,12 +317,19 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: draining requests")
+	log.Info("shutting down: closing subscriptions (1001), draining requests")
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// http.Server.Shutdown drains requests but does not know hijacked connections
+	// (WebSockets) and would wait for SSE streams: the handler ends those itself.
+	streams := make(chan error, 1)
+	go func() { streams <- h.Shutdown(shutCtx) }()
 	if err := srv.Shutdown(shutCtx); err != nil {
 		log.Warn("shutdown", "err", err)
 		_ = srv.Close()
+	}
+	if err := <-streams; err != nil {
+		log.Warn("shutdown: subscriptions still open", "websockets", h.WebSockets(), "err", err)
 	}
 	return nil
 }
@@ -351,7 +369,7 @@ func displayAddr(a net.Addr) string {
 
 // newHandler builds the HTTP surface: /graphql (every transport), GraphiQL at /, health
 // (see package httpapi, which cmd/bench builds too).
-func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string) http.Handler {
+func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string) *httpapi.Handler {
 	headers := ""
 	if cfg.Dev && demoToken != "" {
 		headers = `{"Authorization": "Bearer ` + demoToken + `"}`
@@ -364,5 +382,7 @@ func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store
 		AllowedOrigins:  cfg.AllowedOrigins,
 		ComplexityLimit: cfg.ComplexityLimit,
 		GraphiQLHeaders: headers,
+		InitTimeout:     cfg.WSInitTimeout,
+		KeepAlive:       cfg.KeepAlive,
 	})
 }

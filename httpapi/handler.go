@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -50,11 +51,69 @@ type Options struct {
 	// loader.New(Store, tenantID). A func that returns nil runs operations without
 	// loaders (every profile is read on its own: the bench's naive mode).
 	Loaders func(tenantID string) *loader.Loaders
+	// InitTimeout is how long a WebSocket may take to send connection_init before it is
+	// closed with 4408 (default 10s).
+	InitTimeout time.Duration
+	// KeepAlive is the interval of graphql-ws "ka" messages and SSE ": ping" comments
+	// (default 15s).
+	KeepAlive time.Duration
+}
+
+// Handler is the HTTP surface. Shutdown ends its long-lived streams.
+type Handler struct {
+	mux      *http.ServeMux
+	conns    *connRegistry
+	streams  context.Context // cancelled by Shutdown: ends SSE subscriptions
+	stopSSE  context.CancelFunc
+	shutOnce sync.Once
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Shutdown closes every WebSocket with 1001 (going away) and ends every SSE stream
+// (event: complete), then waits until their handlers returned or ctx ends. Call it
+// beside http.Server.Shutdown, which drains ordinary requests but does not know hijacked
+// connections (WebSockets) and would wait for SSE streams forever.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	h.shutOnce.Do(h.stopSSE)
+	select {
+	case <-h.conns.closeAll():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WebSockets returns how many WebSocket connections are open.
+func (h *Handler) WebSockets() int { return h.conns.count() }
+
+// streamsMiddleware prepares WebSocket upgrades (a slot the connection registers in, for
+// the InitFunc) and ties SSE requests to the handler's lifetime.
+func (h *Handler) streamsMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Header.Get("Upgrade") != "":
+			slot := &connSlot{}
+			r = r.WithContext(context.WithValue(r.Context(), slotKey{}, slot))
+			next.ServeHTTP(w, r)
+			if slot.conn != nil {
+				h.conns.done(slot.conn)
+			}
+			return
+		case strings.Contains(r.Header.Get("Accept"), "text/event-stream"):
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			stop := context.AfterFunc(h.streams, cancel)
+			defer stop()
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // NewHandler returns the HTTP surface: /graphql (every transport), GraphiQL at /,
 // /healthz and /readyz.
-func NewHandler(o Options) http.Handler {
+func NewHandler(o Options) *Handler {
 	log, verifier, st := o.Log, o.Verifier, o.Store
 	if log == nil {
 		log = slog.Default()
@@ -70,19 +129,37 @@ func NewHandler(o Options) http.Handler {
 		if err != nil {
 			return transport.WithWebsocketCloseCode(ctx, 4403), nil, err
 		}
+		if g := connFromContext(ctx); g != nil && !c.ExpiresAt.IsZero() {
+			// The connection ends with the token: 4403 "token expired".
+			g.expireAt(c.ExpiresAt)
+		}
 		return auth.WithClaims(ctx, c), nil, nil
 	}
+	initTimeout, keepAlive := o.InitTimeout, o.KeepAlive
+	if initTimeout <= 0 {
+		initTimeout = 10 * time.Second
+	}
+	if keepAlive <= 0 {
+		keepAlive = 15 * time.Second
+	}
+	sseCtx, stopSSE := context.WithCancel(context.Background())
+	h := &Handler{conns: newConnRegistry(), streams: sseCtx, stopSSE: stopSSE}
 	ws := transport.Websocket{
-		InitFunc:              initFunc,
-		InitTimeout:           10 * time.Second,
-		KeepAlivePingInterval: 15 * time.Second,
-		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
-			// Same origin only, unless INBOX_ALLOWED_ORIGINS lists others (host patterns).
-			OriginPatterns: o.AllowedOrigins,
-		}},
+		InitFunc: initFunc,
+		// The init timeout is the guard's (4408, see wsguard.go): gqlgen's closes with 1002.
+		KeepAlivePingInterval: keepAlive,
+		Implementation: wsImplementation{
+			initTimeout: initTimeout,
+			reg:         h.conns,
+			inner: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
+				// Same origin only, unless INBOX_ALLOWED_ORIGINS lists others (host
+				// patterns, or scheme://host patterns).
+				OriginPatterns: o.AllowedOrigins,
+			}},
+		},
 	}
 	gql.AddTransport(ws)
-	gql.AddTransport(transport.SSE{KeepAlivePingInterval: 15 * time.Second})
+	gql.AddTransport(transport.SSE{KeepAlivePingInterval: keepAlive})
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
@@ -126,7 +203,7 @@ func NewHandler(o Options) http.Handler {
 	})
 
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", verifier.Middleware(gql))
+	mux.Handle("/graphql", h.streamsMiddleware(verifier.Middleware(gql)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -138,7 +215,8 @@ func NewHandler(o Options) http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("/", web.GraphiQL(web.GraphiQLOptions{Endpoint: "/graphql", DefaultHeaders: o.GraphiQLHeaders, Title: "Inbox gateway"}))
-	return mux
+	h.mux = mux
+	return h
 }
 
 // IsInputCoercion reports whether err came from coercing an argument (a bad scalar value),

@@ -1,0 +1,345 @@
+package main
+
+// Transport behaviour as the protocols specify: graphql-transport-ws close codes
+// (4401, 4408, 4409, 4429, 4403 at token expiry), ping/pong, the legacy graphql-ws
+// keep-alive, SSE heartbeats, and the Origin allow-list of WebSocket upgrades.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/store"
+)
+
+// newTestServerConfig is newTestServer with configuration adjusted by set (timeouts,
+// keep-alive, allowed origins).
+func newTestServerConfig(t *testing.T, set func(*Config)) *testServer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	broker := live.NewLocal()
+	lw := &testLogWriter{t: t}
+	log := slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st := store.New(dynlocaltest.Client(t), dynlocaltest.TableName(t), store.WithPublisher(broker), store.WithLogger(log))
+	t.Cleanup(func() {
+		st.Close()
+		lw.mu.Lock()
+		lw.done = true
+		lw.mu.Unlock()
+	})
+	if err := st.CreateTable(ctx); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	v, err := auth.NewVerifier(auth.Config{Secret: testSecret, Leeway: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{ComplexityLimit: 5000}
+	if set != nil {
+		set(&cfg)
+	}
+	srv := httptest.NewServer(newHandler(cfg, log, v, st, broker, ""))
+	t.Cleanup(srv.Close)
+	return &testServer{t: t, srv: srv, url: srv.URL + "/graphql", verifier: v, store: st, broker: broker, seq: new(atomic.Int64)}
+}
+
+// expectClose waits for the server to close c with code (and, when reason is not empty,
+// that reason); messages other than keep-alives and those allowed fail the test.
+func (c *wsClient) expectClose(code websocket.StatusCode, reason string, within time.Duration, allowed ...string) []wsMessage {
+	c.t.Helper()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	var got []wsMessage
+	for {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				err := <-c.readErr
+				var ce websocket.CloseError
+				if !errors.As(err, &ce) || ce.Code != code || (reason != "" && ce.Reason != reason) {
+					c.t.Fatalf("connection ended with %v, want close %d %q", err, code, reason)
+				}
+				return got
+			}
+			if m.Type == "ka" {
+				continue
+			}
+			ok = false
+			for _, a := range allowed {
+				ok = ok || a == m.Type
+			}
+			if !ok {
+				c.t.Fatalf("before close %d: unexpected %s message (id %q) %s", code, m.Type, m.ID, m.Payload)
+			}
+			got = append(got, m)
+		case <-timer.C:
+			c.t.Fatalf("connection not closed with %d within %v", code, within)
+		}
+	}
+}
+
+func TestWebSocketPingPong(t *testing.T) {
+	s := newTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.dialWS(ctx, "graphql-transport-ws")
+	c.init(s.token("t1", "alice"))
+	c.send(map[string]any{"type": "ping", "payload": map[string]any{"n": 1}})
+	if m := c.nextRaw(); m.Type != "pong" || string(m.Payload) != `{"n":1}` {
+		t.Fatalf("after ping: %s %s, want pong with the ping's payload", m.Type, m.Payload)
+	}
+}
+
+// nextRaw returns the next message, pongs included.
+func (c *wsClient) nextRaw() wsMessage {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.msgs:
+		if !ok {
+			c.t.Fatalf("websocket closed: %v", <-c.readErr)
+		}
+		return m
+	case <-time.After(eventTimeout):
+		c.t.Fatalf("no websocket message within %v", eventTimeout)
+	}
+	return wsMessage{}
+}
+
+func TestWebSocketInitTimeoutCloses4408(t *testing.T) {
+	s := newTestServerConfig(t, func(c *Config) { c.WSInitTimeout = 300 * time.Millisecond })
+	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
+		t.Run(protocol, func(t *testing.T) {
+			s := s.withT(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			start := time.Now()
+			c := s.dialWS(ctx, protocol)
+			c.expectClose(4408, "Connection initialisation timeout", 10*time.Second)
+			if d := time.Since(start); d < 250*time.Millisecond {
+				t.Fatalf("closed after %v, before the init timeout", d)
+			}
+		})
+	}
+	// A connection that sent connection_init in time stays open past the timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.dialWS(ctx, "graphql-transport-ws")
+	c.init(s.token("t1", "alice"))
+	time.Sleep(600 * time.Millisecond)
+	c.send(map[string]any{"type": "ping"})
+	if m := c.nextRaw(); m.Type != "pong" {
+		t.Fatalf("after the init timeout: %s, want pong", m.Type)
+	}
+}
+
+func TestWebSocketSecondInitCloses4429(t *testing.T) {
+	s := newTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.dialWS(ctx, "graphql-transport-ws")
+	alice := s.token("t1", "alice")
+	c.init(alice)
+	c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{"Authorization":"Bearer ` + alice + `"}`)})
+	c.expectClose(4429, "Too many initialisation requests", eventTimeout)
+}
+
+func TestWebSocketSubscribeBeforeInitCloses4401(t *testing.T) {
+	s := newTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.dialWS(ctx, "graphql-transport-ws")
+	c.subscribe("1", `subscription { unreadCount }`)
+	c.expectClose(4401, "Unauthorized", eventTimeout)
+	if n := s.broker.Subscribers(); n != 0 {
+		t.Fatalf("%d subscriptions registered", n)
+	}
+}
+
+func TestWebSocketDuplicateIDCloses4409(t *testing.T) {
+	s := newTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alice := s.token("t1", "alice")
+	c := s.dialWS(ctx, "graphql-transport-ws")
+	c.init(alice)
+
+	// An id the server completed (a query) or the client completed may be used again.
+	for range 2 {
+		c.subscribe("q", `{ viewer { unreadCount } }`)
+		var d struct{ Viewer struct{ UnreadCount int } }
+		c.nextData("q", &d)
+		if m := c.next(); m.Type != "complete" || m.ID != "q" {
+			t.Fatalf("after the query's result: %s %q, want complete of q", m.Type, m.ID)
+		}
+	}
+	c.subscribe("1", `subscription { unreadCount }`)
+	if got := c.nextCount("1"); got != 0 {
+		t.Fatalf("first value %d, want 0", got)
+	}
+	c.send(wsMessage{ID: "1", Type: "complete"})
+	waitFor(t, eventTimeout, "the subscription to end", func() bool { return s.broker.Subscribers() == 0 })
+	c.subscribe("1", `subscription { unreadCount }`)
+	if got := c.nextCount("1"); got != 0 {
+		t.Fatalf("first value of the reused id: %d, want 0", got)
+	}
+
+	// A second subscribe with a running operation's id ends the connection.
+	c.subscribe("1", `subscription { unreadCount }`)
+	c.expectClose(4409, "Subscriber for this id already exists", eventTimeout)
+	waitFor(t, eventTimeout, "the subscriptions to end", func() bool { return s.broker.Subscribers() == 0 })
+}
+
+func TestWebSocketLegacyKeepAlive(t *testing.T) {
+	s := newTestServerConfig(t, func(c *Config) { c.KeepAlive = 100 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.dialWS(ctx, "graphql-ws")
+	c.init(s.token("t1", "alice"))
+	deadline := time.After(eventTimeout)
+	for kas := 0; kas < 3; {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				t.Fatalf("connection ended: %v", <-c.readErr)
+			}
+			if m.Type != "ka" {
+				t.Fatalf("unexpected %s %s", m.Type, m.Payload)
+			}
+			kas++
+		case <-deadline:
+			t.Fatalf("fewer than 3 keep-alive messages within %v", eventTimeout)
+		}
+	}
+}
+
+func TestSSEHeartbeat(t *testing.T) {
+	s := newTestServerConfig(t, func(c *Config) { c.KeepAlive = 100 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"query": `subscription { unreadCount }`})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+s.token("t1", "alice"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	pings, events := 0, 0
+	for pings < 3 && sc.Scan() {
+		switch line := sc.Text(); {
+		case line == ": ping":
+			pings++
+		case strings.HasPrefix(line, "event: next"):
+			events++
+		}
+	}
+	if pings < 3 || events != 1 {
+		t.Fatalf("read %d pings and %d events (%v), want 3 pings after the first value", pings, events, sc.Err())
+	}
+	cancel()
+	waitFor(t, eventTimeout, "the SSE subscription to end", func() bool { return s.broker.Subscribers() == 0 })
+}
+
+func TestWebSocketOriginAllowList(t *testing.T) {
+	dial := func(t *testing.T, s *testServer, origin string) (*websocket.Conn, int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		h := http.Header{}
+		h.Set("Origin", origin)
+		conn, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.url, "http"),
+			&websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: h})
+		if err != nil {
+			if resp == nil {
+				t.Fatalf("dial with Origin %s: %v", origin, err)
+			}
+			return nil, resp.StatusCode
+		}
+		t.Cleanup(func() { _ = conn.CloseNow() })
+		return conn, resp.StatusCode
+	}
+	t.Run("default same origin only", func(t *testing.T) {
+		s := newTestServer(t)
+		if _, code := dial(t, s, "https://evil.example"); code != http.StatusForbidden {
+			t.Fatalf("foreign Origin: HTTP %d, want 403", code)
+		}
+		if _, code := dial(t, s, s.srv.URL); code != http.StatusSwitchingProtocols {
+			t.Fatalf("same Origin: HTTP %d, want 101", code)
+		}
+	})
+	t.Run("INBOX_ALLOWED_ORIGINS", func(t *testing.T) {
+		t.Setenv("INBOX_ALLOWED_ORIGINS", "https://app.example.com,*.trusted.example")
+		env, err := loadConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newTestServerConfig(t, func(c *Config) { c.AllowedOrigins = env.AllowedOrigins })
+		for _, o := range []string{"https://app.example.com", "https://x.trusted.example", s.srv.URL} {
+			if _, code := dial(t, s, o); code != http.StatusSwitchingProtocols {
+				t.Fatalf("allowed Origin %s: HTTP %d, want 101", o, code)
+			}
+		}
+		for _, o := range []string{"http://app.example.com", "https://evil.example", "https://trusted.example.evil"} {
+			if _, code := dial(t, s, o); code != http.StatusForbidden {
+				t.Fatalf("foreign Origin %s: HTTP %d, want 403", o, code)
+			}
+		}
+	})
+}
+
+func TestWebSocketTokenExpiryEndsConnection(t *testing.T) {
+	s := newTestServer(t)
+	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
+		t.Run(protocol, func(t *testing.T) {
+			s := s.withT(t)
+			tok, err := s.verifier.Sign(auth.Claims{TenantID: "t1", UserID: "alice"}, 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claims, err := s.verifier.Verify(tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c := s.dialWS(ctx, protocol)
+			c.init(tok)
+			c.subscribe("1", `subscription { unreadCount }`)
+			if got := c.nextCount("1"); got != 0 {
+				t.Fatalf("first value %d", got)
+			}
+			msgs := c.expectClose(4403, "token expired", 10*time.Second, "error", "connection_error")
+			if early := time.Until(claims.ExpiresAt); early > 100*time.Millisecond {
+				t.Fatalf("closed %v before the token's expiry", early)
+			}
+			var sawError bool
+			for _, m := range msgs {
+				if m.Type == "error" && m.ID == "1" && strings.Contains(string(m.Payload), `"token expired"`) &&
+					strings.Contains(string(m.Payload), `"UNAUTHENTICATED"`) {
+					sawError = true
+				}
+			}
+			if !sawError {
+				t.Fatalf("no UNAUTHENTICATED \"token expired\" error for the running subscription; got %+v", msgs)
+			}
+			waitFor(t, eventTimeout, "the subscription to end", func() bool { return s.broker.Subscribers() == 0 })
+		})
+	}
+}
