@@ -11,6 +11,10 @@
 //  4. send throughput: notifications written per second through sendNotification
 //     (100 recipients per call) against a hand-written TransactWriteItems loop.
 //  5. memory: RSS at rest and under load.
+//  6. shared profile cache: the inbox load through a gateway whose store shares actor and
+//     target profiles across requests (store.WithProfileCache, -profile-cache-size and
+//     -profile-cache-ttl) against scenario 1's gateway without it; hit rate, DynamoDB
+//     calls per request, p50/p99.
 //
 // It prints a table and writes bench/results/latest.{json,md} plus a dated copy.
 //
@@ -18,6 +22,10 @@
 //	go run ./cmd/bench -duration 5s -users 50           smaller and faster
 //	go run ./cmd/bench -endpoint http://127.0.0.1:8000  any DynamoDB endpoint (static local credentials for localhost)
 //	go run ./cmd/bench -endpoint aws                    DynamoDB itself (standard AWS configuration)
+//	go run ./cmd/bench -skip naive,cache,markall,send -cpuprofile cpu.pprof -memprofile mem.pprof
+//	                                                    profile the gateway side of scenario 1:
+//	                                                    go tool pprof -top cpu.pprof
+//	                                                    go tool pprof -sample_index=alloc_objects -base mem.pprof.base -top mem.pprof
 //
 // The HTTP load of scenarios 1 and 2 comes from a child process (this binary re-executed
 // with -loadgen), so the CPU time and allocations measured in this process are the

@@ -78,7 +78,9 @@ func main() {
 	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
-	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,markall,send")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,send")
+	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
+	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 to this file")
 	flag.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile of the gateway side of scenario 1 to this file (and its baseline to FILE.base: go tool pprof -sample_index=alloc_objects -base FILE.base FILE)")
 	flag.BoolVar(&c.loadgen, "loadgen", false, "internal: run as the HTTP load generator (spec on stdin)")
@@ -244,7 +246,17 @@ func run(ctx context.Context, c config) error {
 	}
 	defer naive.close()
 
-	b := &bench{c: c, eng: eng, st: st, verifier: verifier, ds: ds, batched: batched, naive: naive, log: log}
+	// The same gateway on a store with the shared profile cache (scenario 6). It has a
+	// store of its own, so the other gateways never see the cache.
+	cachedSt := store.New(eng.db, c.table, store.WithLogger(log), store.WithSweepWorkers(0), store.WithProfileCache(c.cacheSize, c.cacheTTL))
+	defer cachedSt.Close()
+	cached, err := startGateway(httpapi.NewHandler(httpapi.Options{Log: log, Verifier: verifier, Store: cachedSt, Broker: broker, ComplexityLimit: 5000}))
+	if err != nil {
+		return err
+	}
+	defer cached.close()
+
+	b := &bench{c: c, eng: eng, st: st, verifier: verifier, ds: ds, batched: batched, naive: naive, cached: cached, cachedSt: cachedSt, log: log}
 	res := &Results{
 		Engine:    eng.name,
 		StartedAt: started.UTC(),

@@ -22,6 +22,7 @@ type Results struct {
 	Seed      SeedStats      `json:"seed"`
 	Inbox     *InboxResult   `json:"gateway_vs_raw,omitempty"`
 	Naive     *NaiveResult   `json:"batched_vs_naive,omitempty"`
+	Cache     *CacheResult   `json:"profile_cache,omitempty"`
 	MarkAll   *MarkAllResult `json:"mark_all_read,omitempty"`
 	Send      *SendResult    `json:"send_throughput,omitempty"`
 	Memory    Memory         `json:"memory"`
@@ -40,6 +41,9 @@ type Host struct {
 type Settings struct {
 	Duration    string `json:"duration"`
 	Concurrency int    `json:"concurrency"`
+	// The shared profile cache of scenario 6's gateway (the other gateways have none).
+	ProfileCacheSize int    `json:"profile_cache_size"`
+	ProfileCacheTTL  string `json:"profile_cache_ttl"`
 }
 
 // SeedStats describes the data set.
@@ -119,6 +123,25 @@ type NaiveResult struct {
 	CallsRatio  float64 `json:"calls_naive_over_batched"`
 }
 
+// CacheResult is scenario 6: the inbox load with the shared profile cache on and off.
+type CacheResult struct {
+	Engine      string `json:"engine"`
+	Concurrency int    `json:"concurrency"`
+	Duration    string `json:"duration"`
+	Size        int    `json:"cache_size"`
+	TTL         string `json:"cache_ttl"`
+	On          Side   `json:"on"`
+	Off         Side   `json:"off"`
+	Hits        uint64 `json:"hits"`
+	Misses      uint64 `json:"misses"`
+	// ColdHits and ColdMisses count from the empty cache: warm-up and measured window.
+	ColdHits   uint64  `json:"hits_from_empty"`
+	ColdMisses uint64  `json:"misses_from_empty"`
+	HitRate    float64 `json:"hit_rate"`
+	P50Ratio   float64 `json:"p50_on_over_off"`
+	CallsRatio float64 `json:"calls_on_over_off"`
+}
+
 // MarkAllUser is markAllRead on one inbox.
 type MarkAllUser struct {
 	User         string  `json:"user"`
@@ -184,6 +207,11 @@ func (r *Results) finish() {
 	if n := r.Naive; n != nil {
 		n.P50Ratio = ratio(n.Naive.Latency.P50, n.Batched.Latency.P50)
 		n.CallsRatio = ratio(n.Naive.Cost.CallsPerRequest, n.Batched.Cost.CallsPerRequest)
+	}
+	if c := r.Cache; c != nil {
+		c.HitRate = ratio(float64(c.Hits), float64(c.Hits+c.Misses))
+		c.P50Ratio = ratio(c.On.Latency.P50, c.Off.Latency.P50)
+		c.CallsRatio = ratio(c.On.Cost.CallsPerRequest, c.Off.Cost.CallsPerRequest)
 	}
 	if m := r.MarkAll; m != nil && len(m.Users) == 2 {
 		m.P50Ratio = ratio(m.Users[1].Latency.P50, m.Users[0].Latency.P50)
@@ -265,6 +293,19 @@ func (r *Results) Table() string {
 		row(s, "p50 ms a call", f1(sr.Gateway.CallLatency.P50), f1(sr.Raw.CallLatency.P50), f2(ratio(sr.Gateway.CallLatency.P50, sr.Raw.CallLatency.P50)))
 	}
 	row("5. memory (this process: gateway + bench)", "RSS MiB: A under load (peak), B at rest", f1(r.Memory.RSSUnderLoadMiB), f1(r.Memory.RSSAtRestMiB), f2(ratio(r.Memory.RSSUnderLoadMiB, r.Memory.RSSAtRestMiB)))
+	if c := r.Cache; c != nil {
+		s := fmt.Sprintf("6. initial inbox load: A shared profile cache on (size %d, ttl %s), B off", c.Size, c.TTL)
+		row(s, "hit rate, measured window (hits / lookups)", fmt.Sprintf("%.1f%% (%d / %d)", 100*c.HitRate, c.Hits, c.Hits+c.Misses), "", "")
+		row(s, "hit rate from an empty cache (warm-up + measured)", fmt.Sprintf("%.1f%% (%d / %d)", 100*ratio(float64(c.ColdHits), float64(c.ColdHits+c.ColdMisses)), c.ColdHits, c.ColdHits+c.ColdMisses), "", "")
+		row(s, "DynamoDB calls/request", calls(c.On.Cost), calls(c.Off.Cost), f2(c.CallsRatio))
+		row(s, "req/s", f1(c.On.ReqPerSec), f1(c.Off.ReqPerSec), f2(ratio(c.On.ReqPerSec, c.Off.ReqPerSec)))
+		row(s, "p50 ms", f2(c.On.Latency.P50), f2(c.Off.Latency.P50), f2(c.P50Ratio))
+		row(s, "p99 ms", f2(c.On.Latency.P99), f2(c.Off.Latency.P99), f2(ratio(c.On.Latency.P99, c.Off.Latency.P99)))
+		row(s, "our CPU µs/request", f1(c.On.Cost.CPUMicros), f1(c.Off.Cost.CPUMicros), f2(ratio(c.On.Cost.CPUMicros, c.Off.Cost.CPUMicros)))
+		if c.On.Cost.EngineCPUMs > 0 {
+			row(s, "engine (JVM) CPU ms/request", f2(c.On.Cost.EngineCPUMs), f2(c.Off.Cost.EngineCPUMs), f2(ratio(c.On.Cost.EngineCPUMs, c.Off.Cost.EngineCPUMs)))
+		}
+	}
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "Our CPU and allocations are this process's (getrusage RUSAGE_SELF, runtime.MemStats) over the measured window divided by requests: the gateway side's load comes from a child process, and DynamoDB Local is a separate JVM, so neither is counted. Engine CPU is the JVM's, from /proc.")
 	if i := r.Inbox; i != nil {
@@ -322,5 +363,5 @@ func hostInfo() Host {
 }
 
 func settingsOf(c config) Settings {
-	return Settings{Duration: c.duration.String(), Concurrency: c.concurrency}
+	return Settings{Duration: c.duration.String(), Concurrency: c.concurrency, ProfileCacheSize: c.cacheSize, ProfileCacheTTL: c.cacheTTL.String()}
 }

@@ -36,6 +36,8 @@ type bench struct {
 	ds       *dataset
 	batched  *gateway
 	naive    *gateway
+	cached   *gateway     // the gateway with the shared profile cache
+	cachedSt *store.Store // its store
 	log      *slog.Logger
 	rssPeak  peak
 	client   *http.Client
@@ -82,6 +84,13 @@ func (b *bench) runAll(ctx context.Context, res *Results) error {
 			return fmt.Errorf("batched vs naive: %w", err)
 		}
 		res.Naive = r
+	}
+	if len(inboxReqs) > 0 && !b.skip("cache") {
+		r, err := b.cacheScenario(ctx, inboxReqs, res.Inbox)
+		if err != nil {
+			return fmt.Errorf("profile cache: %w", err)
+		}
+		res.Cache = r
 	}
 	if len(b.ds.big) > 0 && !b.skip("markall") {
 		r, err := b.markAllScenario(ctx)
@@ -417,6 +426,46 @@ func (b *bench) naiveScenario(ctx context.Context, reqs []loadRequest, prev *Inb
 		return nil, err
 	}
 	return &NaiveResult{Engine: b.eng.name, Concurrency: b.c.concurrency, Duration: b.c.duration.String(), Batched: batched, Naive: naive}, nil
+}
+
+// --- 6. shared profile cache --------------------------------------------------------
+
+// cacheScenario runs the inbox load against the gateway whose store shares a profile
+// cache across requests (store.WithProfileCache) and compares it with the same gateway
+// without one (scenario 1's gateway side, or a run of its own when scenario 1 is skipped).
+// The hit rate is over the measured window only, after a warm-up through the same cache:
+// the steady state of a running gateway.
+func (b *bench) cacheScenario(ctx context.Context, reqs []loadRequest, prev *InboxResult) (*CacheResult, error) {
+	var off Side
+	if prev != nil {
+		off = prev.Gateway
+	} else {
+		progress("profile cache: off, %s at concurrency %d", b.c.duration, b.c.concurrency)
+		var err error
+		if off, err = b.gatewayLoad(ctx, "gateway (HTTP+GraphQL, dataloaders)", b.batched.url, reqs); err != nil {
+			return nil, err
+		}
+	}
+	progress("profile cache: on (size %d, ttl %s), warming up for %s", b.c.cacheSize, b.c.cacheTTL, b.warmup())
+	gw := func(ctx context.Context, _ int, rng *rand.Rand) error {
+		rq := reqs[rng.Intn(len(reqs))]
+		return postGraphQL(ctx, b.client, b.cached.url, rq.Token, rq.Body, nil)
+	}
+	hc, mc := b.cachedSt.ProfileCacheStats() // zero: nothing used the cache before
+	if _, _, err := inProcessLoad(ctx, b.c.concurrency, b.warmup(), gw); err != nil {
+		return nil, fmt.Errorf("cached warm-up: %w", err)
+	}
+	progress("profile cache: on, %s at concurrency %d", b.c.duration, b.c.concurrency)
+	h0, m0 := b.cachedSt.ProfileCacheStats()
+	on, err := b.gatewayLoad(ctx, fmt.Sprintf("gateway with the shared profile cache (size %d, ttl %s)", b.c.cacheSize, b.c.cacheTTL), b.cached.url, reqs)
+	if err != nil {
+		return nil, err
+	}
+	h1, m1 := b.cachedSt.ProfileCacheStats()
+	r := &CacheResult{Engine: b.eng.name, Concurrency: b.c.concurrency, Duration: b.c.duration.String(),
+		Size: b.c.cacheSize, TTL: b.c.cacheTTL.String(), On: on, Off: off, Hits: h1 - h0, Misses: m1 - m0,
+		ColdHits: h1 - hc, ColdMisses: m1 - mc}
+	return r, nil
 }
 
 // --- 3. markAllRead is O(1) ----------------------------------------------------------
