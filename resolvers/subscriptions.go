@@ -2,6 +2,7 @@ package resolvers
 
 import (
 	"context"
+	"time"
 
 	"github.com/inboxgw/gateway/inbox"
 )
@@ -60,6 +61,10 @@ func (r *Resolver) badgeStream(ctx context.Context) (<-chan int, error) {
 	return out, nil
 }
 
+// addedSkew is how much older than the subscription a new notification may look and still
+// be delivered (clock skew between the writer and this instance).
+const addedSkew = 2 * time.Second
+
 // addedStream sends each new notification of the viewer once. A subscriber that falls
 // more than live.NotificationBuffer notifications behind is ended (the channel closes),
 // and nobody else slows down.
@@ -69,6 +74,9 @@ func (r *Resolver) addedStream(ctx context.Context) (<-chan *inbox.Notification,
 		return nil, err
 	}
 	sub := r.Broker.Subscribe(v)
+	// Only notifications created from now on: a relay that lags (or replays after a
+	// takeover) may carry older ones. The margin absorbs clock skew between instances.
+	since := time.Now().Add(-addedSkew)
 	out := make(chan *inbox.Notification)
 	go func() {
 		defer close(out)
@@ -81,6 +89,9 @@ func (r *Resolver) addedStream(ctx context.Context) (<-chan *inbox.Notification,
 				r.Log.Info("notificationAdded subscriber fell behind; closing it")
 				return
 			case n := <-sub.Added():
+				if n.CreatedAt.Before(since) {
+					continue
+				}
 				select {
 				case out <- n:
 				case <-ctx.Done():
