@@ -46,11 +46,11 @@ type DirectiveRoot struct {
 
 type ComplexityRoot struct {
 	Actor struct {
-		ActorID   func(childComplexity int) int
-		AvatarURL func(childComplexity int) int
-		ID        func(childComplexity int) int
-		Name      func(childComplexity int) int
-		URL       func(childComplexity int) int
+		ActorID      func(childComplexity int) int
+		ID           func(childComplexity int) int
+		OptAvatarURL func(childComplexity int) int
+		OptName      func(childComplexity int) int
+		OptURL       func(childComplexity int) int
 	}
 
 	MarkAllReadPayload struct {
@@ -71,17 +71,17 @@ type ComplexityRoot struct {
 	}
 
 	Notification struct {
-		Actor     func(childComplexity int) int
-		Body      func(childComplexity int) int
-		Category  func(childComplexity int) int
-		CreatedAt func(childComplexity int) int
-		ID        func(childComplexity int) int
-		Payload   func(childComplexity int) int
-		Read      func(childComplexity int) int
-		ReadAt    func(childComplexity int) int
-		Target    func(childComplexity int) int
-		Title     func(childComplexity int) int
-		Type      func(childComplexity int) int
+		Actor       func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		OptBody     func(childComplexity int) int
+		OptCategory func(childComplexity int) int
+		OptTitle    func(childComplexity int) int
+		Payload     func(childComplexity int) int
+		Read        func(childComplexity int) int
+		ReadAt      func(childComplexity int) int
+		Target      func(childComplexity int) int
+		Type        func(childComplexity int) int
 	}
 
 	NotificationConnection struct {
@@ -123,9 +123,9 @@ type ComplexityRoot struct {
 	Target struct {
 		ID       func(childComplexity int) int
 		Kind     func(childComplexity int) int
+		OptTitle func(childComplexity int) int
+		OptURL   func(childComplexity int) int
 		TargetID func(childComplexity int) int
-		Title    func(childComplexity int) int
-		URL      func(childComplexity int) int
 	}
 
 	Viewer struct {
@@ -201,30 +201,30 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Actor.ActorID(childComplexity), true
-	case "Actor.avatarUrl":
-		if e.ComplexityRoot.Actor.AvatarURL == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Actor.AvatarURL(childComplexity), true
 	case "Actor.id":
 		if e.ComplexityRoot.Actor.ID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Actor.ID(childComplexity), true
+	case "Actor.avatarUrl":
+		if e.ComplexityRoot.Actor.OptAvatarURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Actor.OptAvatarURL(childComplexity), true
 	case "Actor.name":
-		if e.ComplexityRoot.Actor.Name == nil {
+		if e.ComplexityRoot.Actor.OptName == nil {
 			break
 		}
 
-		return e.ComplexityRoot.Actor.Name(childComplexity), true
+		return e.ComplexityRoot.Actor.OptName(childComplexity), true
 	case "Actor.url":
-		if e.ComplexityRoot.Actor.URL == nil {
+		if e.ComplexityRoot.Actor.OptURL == nil {
 			break
 		}
 
-		return e.ComplexityRoot.Actor.URL(childComplexity), true
+		return e.ComplexityRoot.Actor.OptURL(childComplexity), true
 
 	case "MarkAllReadPayload.readAllBefore":
 		if e.ComplexityRoot.MarkAllReadPayload.ReadAllBefore == nil {
@@ -298,18 +298,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Notification.Actor(childComplexity), true
-	case "Notification.body":
-		if e.ComplexityRoot.Notification.Body == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Notification.Body(childComplexity), true
-	case "Notification.category":
-		if e.ComplexityRoot.Notification.Category == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Notification.Category(childComplexity), true
 	case "Notification.createdAt":
 		if e.ComplexityRoot.Notification.CreatedAt == nil {
 			break
@@ -322,6 +310,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Notification.ID(childComplexity), true
+	case "Notification.body":
+		if e.ComplexityRoot.Notification.OptBody == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.OptBody(childComplexity), true
+	case "Notification.category":
+		if e.ComplexityRoot.Notification.OptCategory == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.OptCategory(childComplexity), true
+	case "Notification.title":
+		if e.ComplexityRoot.Notification.OptTitle == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.OptTitle(childComplexity), true
 	case "Notification.payload":
 		if e.ComplexityRoot.Notification.Payload == nil {
 			break
@@ -346,12 +352,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Notification.Target(childComplexity), true
-	case "Notification.title":
-		if e.ComplexityRoot.Notification.Title == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Notification.Title(childComplexity), true
 	case "Notification.type":
 		if e.ComplexityRoot.Notification.Type == nil {
 			break
@@ -495,24 +495,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Target.Kind(childComplexity), true
+	case "Target.title":
+		if e.ComplexityRoot.Target.OptTitle == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Target.OptTitle(childComplexity), true
+	case "Target.url":
+		if e.ComplexityRoot.Target.OptURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Target.OptURL(childComplexity), true
 	case "Target.targetId":
 		if e.ComplexityRoot.Target.TargetID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Target.TargetID(childComplexity), true
-	case "Target.title":
-		if e.ComplexityRoot.Target.Title == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Target.Title(childComplexity), true
-	case "Target.url":
-		if e.ComplexityRoot.Target.URL == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Target.URL(childComplexity), true
 
 	case "Viewer.id":
 		if e.ComplexityRoot.Viewer.ID == nil {
@@ -1381,18 +1381,18 @@ func (ec *executionContext) _Actor_name(ctx context.Context, field graphql.Colle
 			return ec.fieldContext_Actor_name(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Name, nil
+			return obj.OptName(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalOString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Actor_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Actor", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Actor", field, true, false, "String")
 }
 
 func (ec *executionContext) _Actor_avatarUrl(ctx context.Context, field graphql.CollectedField, obj *inbox.Actor) (ret graphql.Marshaler) {
@@ -1404,18 +1404,18 @@ func (ec *executionContext) _Actor_avatarUrl(ctx context.Context, field graphql.
 			return ec.fieldContext_Actor_avatarUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.AvatarURL, nil
+			return obj.OptAvatarURL(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalOString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Actor_avatarUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Actor", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Actor", field, true, false, "String")
 }
 
 func (ec *executionContext) _Actor_url(ctx context.Context, field graphql.CollectedField, obj *inbox.Actor) (ret graphql.Marshaler) {
@@ -1427,18 +1427,18 @@ func (ec *executionContext) _Actor_url(ctx context.Context, field graphql.Collec
 			return ec.fieldContext_Actor_url(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.URL, nil
+			return obj.OptURL(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalOString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Actor_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Actor", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Actor", field, true, false, "String")
 }
 
 func (ec *executionContext) _MarkAllReadPayload_unreadCount(ctx context.Context, field graphql.CollectedField, obj *inbox.MarkAllResult) (ret graphql.Marshaler) {
@@ -1761,18 +1761,18 @@ func (ec *executionContext) _Notification_category(ctx context.Context, field gr
 			return ec.fieldContext_Notification_category(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Category, nil
+			return obj.OptCategory(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalOString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Notification_category(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Notification", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Notification", field, true, false, "String")
 }
 
 func (ec *executionContext) _Notification_title(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
@@ -1784,18 +1784,18 @@ func (ec *executionContext) _Notification_title(ctx context.Context, field graph
 			return ec.fieldContext_Notification_title(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Title, nil
+			return obj.OptTitle(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalOString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Notification_title(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Notification", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Notification", field, true, false, "String")
 }
 
 func (ec *executionContext) _Notification_body(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
@@ -1807,18 +1807,18 @@ func (ec *executionContext) _Notification_body(ctx context.Context, field graphq
 			return ec.fieldContext_Notification_body(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Body, nil
+			return obj.OptBody(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalOString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Notification_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Notification", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Notification", field, true, false, "String")
 }
 
 func (ec *executionContext) _Notification_read(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
@@ -2641,18 +2641,18 @@ func (ec *executionContext) _Target_title(ctx context.Context, field graphql.Col
 			return ec.fieldContext_Target_title(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Title, nil
+			return obj.OptTitle(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalOString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Target_title(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Target", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Target", field, true, false, "String")
 }
 
 func (ec *executionContext) _Target_url(ctx context.Context, field graphql.CollectedField, obj *inbox.Target) (ret graphql.Marshaler) {
@@ -2664,18 +2664,18 @@ func (ec *executionContext) _Target_url(ctx context.Context, field graphql.Colle
 			return ec.fieldContext_Target_url(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.URL, nil
+			return obj.OptURL(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalOString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Target_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Target", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Target", field, true, false, "String")
 }
 
 func (ec *executionContext) _Viewer_id(ctx context.Context, field graphql.CollectedField, obj *inbox.Viewer) (ret graphql.Marshaler) {
@@ -5745,18 +5745,6 @@ func (ec *executionContext) marshalONotification2ᚖgithubᚗcomᚋinboxgwᚋgat
 		return graphql.Null
 	}
 	return ec._Notification(ctx, sel, v)
-}
-
-func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
-	res, err := graphql.UnmarshalString(v)
-	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalOString2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
-	_ = sel
-	_ = ctx
-	res := graphql.MarshalString(v)
-	return res
 }
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

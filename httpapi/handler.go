@@ -192,6 +192,12 @@ func NewHandler(o Options) *Handler {
 			gerr.Extensions = map[string]any{"code": inbox.CodeBadUserInput}
 			return gerr
 		}
+		if len(gerr.Path) == 0 && graphql.HasOperationContext(ctx) == false {
+			// Not from a resolver: the request itself could not be read (a body that is
+			// not JSON, variables of the wrong shape). gqlgen's message names the problem.
+			gerr.Extensions = map[string]any{"code": inbox.CodeBadUserInput}
+			return gerr
+		}
 		log.Error("request failed", "path", gerr.Path.String(), "err", err)
 		gerr.Message = "internal server error"
 		gerr.Extensions = map[string]any{"code": inbox.CodeInternal}
@@ -203,7 +209,7 @@ func NewHandler(o Options) *Handler {
 	})
 
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", h.streamsMiddleware(verifier.Middleware(gql)))
+	mux.Handle("/graphql", limitBody(h.streamsMiddleware(verifier.Middleware(gql))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -235,8 +241,33 @@ func Complexity() graph.ComplexityRoot {
 		} else if last != nil {
 			n = *last
 		}
-		return 1 + max(n, 1)*childComplexity
+		// Out-of-range sizes are refused by the resolver with BAD_USER_INPUT; clamp them
+		// here so the complexity check does not answer first with another error.
+		return 1 + min(max(n, 1), inbox.MaxPageSize)*childComplexity
 	}
-	c.Query.Nodes = func(childComplexity int, ids []string) int { return 1 + len(ids)*childComplexity }
+	c.Query.Nodes = func(childComplexity int, ids []string) int {
+		return 1 + min(max(len(ids), 1), 100)*childComplexity
+	}
 	return c
+}
+
+// MaxBodyBytes bounds a request body on /graphql (1 MiB): a send's payload is at most
+// 16 KiB, so anything near this is not a legitimate operation.
+const MaxBodyBytes = 1 << 20
+
+// limitBody stops reading a request body past MaxBodyBytes (the decoder then fails and
+// the request gets an error instead of the gateway buffering it).
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBodyBytes {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			_, _ = w.Write([]byte(`{"errors":[{"message":"request body over 1 MiB","extensions":{"code":"BAD_USER_INPUT"}}]}`))
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -34,6 +34,23 @@ func parseGlobalID(id string) (typ, key string, err error) {
 	if !ok || key == "" {
 		return "", "", inbox.Errorf(inbox.CodeBadUserInput, "malformed id")
 	}
+	// The key part will become part of a DynamoDB key: the same rules as any id.
+	parts := []string{key}
+	switch typ {
+	case typeTarget:
+		kind, id, ok := strings.Cut(key, "\x00")
+		if !ok {
+			return "", "", inbox.Errorf(inbox.CodeBadUserInput, "malformed id")
+		}
+		parts = []string{kind, id}
+	case typeViewer:
+		parts = nil
+	}
+	for _, p := range parts {
+		if err := inbox.CheckID("id", p); err != nil {
+			return "", "", inbox.Errorf(inbox.CodeBadUserInput, "malformed id")
+		}
+	}
 	return typ, key, nil
 }
 

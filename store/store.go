@@ -169,20 +169,29 @@ func ValidNotificationID(id string) bool {
 // retryConflicts runs op until it succeeds, fails with an error that is not a transient
 // conflict (TransactionCanceledException whose reasons are conflicts or conditions that a
 // re-read resolves, TransactionConflictException, throttling), or ctx ends. Backoff is
-// exponential from 5 ms, capped at 200 ms, with jitter (cenkalti/backoff), at most 12 tries.
+// exponential from 5 ms, capped at 100 ms, with jitter (cenkalti/backoff), at most 40
+// tries or 15 s. When the budget runs out on conflicts (many writers on one inbox at
+// once), the error is THROTTLED: the client may retry, nothing was half written.
 func retryConflicts[T any](ctx context.Context, op func() (T, error)) (T, error) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 5 * time.Millisecond
-	b.MaxInterval = 200 * time.Millisecond
-	b.RandomizationFactor = 0.5
-	return backoff.Retry(ctx, func() (T, error) {
+	b.MaxInterval = 100 * time.Millisecond
+	b.RandomizationFactor = 0.6
+	v, err := backoff.Retry(ctx, func() (T, error) {
 		v, err := op()
 		if err != nil && !isRetryable(err) {
 			return v, backoff.Permanent(err)
 		}
 		return v, err
-	}, backoff.WithBackOff(b), backoff.WithMaxTries(12), backoff.WithMaxElapsedTime(10*time.Second))
+	}, backoff.WithBackOff(b), backoff.WithMaxTries(40), backoff.WithMaxElapsedTime(15*time.Second))
+	if err != nil && isRetryable(err) && ctx.Err() == nil {
+		return v, fmt.Errorf("%w (%w)", errBusy, err)
+	}
+	return v, err
 }
+
+// errBusy is returned when an inbox stayed contended for the whole retry budget.
+var errBusy = inbox.Errorf(inbox.CodeThrottled, "too many concurrent changes to this inbox; retry shortly")
 
 // errRetry marks an optimistic-concurrency miss found by the store itself.
 var errRetry = errors.New("store: state changed during the operation; retrying")

@@ -1,0 +1,105 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// post sends a raw body to /graphql and returns the status and the first error's code.
+func (g *gateway) post(t *testing.T, body string) (int, string, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/graphql", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data   map[string]any `json:"data"`
+		Errors []struct {
+			Extensions map[string]any `json:"extensions"`
+		} `json:"errors"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	code := ""
+	if len(out.Errors) > 0 {
+		code, _ = out.Errors[0].Extensions["code"].(string)
+	}
+	return resp.StatusCode, code, out.Data
+}
+
+func gql(query string) string {
+	b, _ := json.Marshal(map[string]string{"query": query})
+	return string(b)
+}
+
+func gid(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+func TestRequestLevelErrorsAreBadUserInput(t *testing.T) {
+	g := newGateway(t)
+	for name, body := range map[string]string{
+		"truncated json":     `{"query": `,
+		"variables a string": `{"query":"{ viewer { unreadCount } }","variables":"x"}`,
+		"over 1 MiB":         `{"query":"{ viewer { unreadCount } }","variables":{"x":"` + strings.Repeat("a", 1<<20) + `"}}`,
+	} {
+		status, code, _ := g.post(t, body)
+		if status < 400 || status >= 500 || code != inbox.CodeBadUserInput {
+			t.Errorf("%s: HTTP %d code %q, want 4xx BAD_USER_INPUT", name, status, code)
+		}
+	}
+}
+
+func TestOutOfRangeFirstIsBadUserInputNotComplexity(t *testing.T) {
+	g := newGateway(t)
+	for _, q := range []string{`{ viewer { inbox(first: 1000000) { nodes { id } } } }`, `{ viewer { inbox(last: -5) { nodes { id } } } }`} {
+		if _, code, _ := g.post(t, gql(q)); code != inbox.CodeBadUserInput {
+			t.Errorf("%s: code %q", q, code)
+		}
+	}
+}
+
+func TestIDsThatCouldBreakAKeyAreBadUserInput(t *testing.T) {
+	g := newGateway(t)
+	for _, raw := range []string{"Notification:a#b", "Notification:01M8\x01", "Notification:" + strings.Repeat("0", 300), "Actor:a#b", "Actor:c\x01", "Target:issue\x00a#b", "Target:i#\x001"} {
+		id := gid(raw)
+		if _, code, _ := g.post(t, gql(`{ node(id: "`+id+`") { id } }`)); code != inbox.CodeBadUserInput {
+			t.Errorf("node(%q): code %q", raw, code)
+		}
+		if _, code, _ := g.post(t, gql(`mutation { markRead(ids: ["`+id+`"]) { unreadCount } }`)); code != inbox.CodeBadUserInput {
+			t.Errorf("markRead(%q): code %q", raw, code)
+		}
+	}
+	// A well-formed id that names nothing is NOT_FOUND / null, not an input error.
+	if _, code, _ := g.post(t, gql(`mutation { markRead(ids: ["`+gid("Notification:01HZX8Y3T9M2V6Q4R8S0W1A2B3")+`"]) { unreadCount } }`)); code != inbox.CodeNotFound {
+		t.Errorf("missing notification: code %q", code)
+	}
+}
+
+func TestOmittedOptionalFieldsAreNull(t *testing.T) {
+	g := newGateway(t)
+	if _, err := g.st.Send(context.Background(), "acme", inbox.SendInput{IdempotencyKey: "k", Recipients: []string{"alice"}, Type: "t",
+		Actor: &inbox.Actor{ActorID: "bob"}, Target: &inbox.Target{Kind: "issue", TargetID: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, code, data := g.post(t, gql(`{ viewer { inbox(first: 1) { nodes { title body category actor { name avatarUrl url } target { title url } } } } }`))
+	if code != "" {
+		t.Fatal(code)
+	}
+	b, _ := json.Marshal(data)
+	want := `{"viewer":{"inbox":{"nodes":[{"actor":{"avatarUrl":null,"name":null,"url":null},"body":null,"category":null,"target":{"title":null,"url":null},"title":null}]}}}`
+	var norm any
+	_ = json.Unmarshal(b, &norm)
+	nb, _ := json.Marshal(norm)
+	if !bytes.Equal(nb, []byte(want)) {
+		t.Fatalf("got %s\nwant %s", nb, want)
+	}
+}

@@ -1,0 +1,35 @@
+package inbox
+
+// Optional fields: the GraphQL schema renders an empty optional string as null, not "".
+// These accessors give the nullable view of each optional field (the schema binds to them).
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// OptCategory is Category, nil when empty.
+func (n *Notification) OptCategory() *string { return optional(n.Category) }
+
+// OptTitle is Title, nil when empty.
+func (n *Notification) OptTitle() *string { return optional(n.Title) }
+
+// OptBody is Body, nil when empty.
+func (n *Notification) OptBody() *string { return optional(n.Body) }
+
+// OptName is Name, nil when empty.
+func (a *Actor) OptName() *string { return optional(a.Name) }
+
+// OptAvatarURL is AvatarURL, nil when empty.
+func (a *Actor) OptAvatarURL() *string { return optional(a.AvatarURL) }
+
+// OptURL is URL, nil when empty.
+func (a *Actor) OptURL() *string { return optional(a.URL) }
+
+// OptTitle is Title, nil when empty.
+func (t *Target) OptTitle() *string { return optional(t.Title) }
+
+// OptURL is URL, nil when empty.
+func (t *Target) OptURL() *string { return optional(t.URL) }
