@@ -68,8 +68,8 @@ func importCommand(ctx context.Context, cfg Config, log *slog.Logger, args []str
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "events: %d, notifications: %d (sent %d, recipients accepted %d, duplicates %d), skipped: %d\n",
-		stats.Events, stats.Notifications, res.Sent, res.Accepted, res.Duplicates, stats.Skipped)
+	fmt.Fprintf(out, "events: %d, notifications: %d (new %d, already imported %d; recipients accepted %d), skipped: %d\n",
+		stats.Events, stats.Notifications, res.Sent-res.Duplicates, res.Duplicates, res.Accepted, stats.Skipped)
 	for _, r := range topRecipients(stats, 5) {
 		fmt.Fprintf(out, "  %-24s %d\n", r, stats.ByRecipient[r])
 	}
