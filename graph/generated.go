@@ -32,12 +32,10 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
-	Actor() ActorResolver
 	Mutation() MutationResolver
 	Notification() NotificationResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
-	Target() TargetResolver
 	Viewer() ViewerResolver
 }
 
@@ -47,7 +45,7 @@ type DirectiveRoot struct {
 type ComplexityRoot struct {
 	Actor struct {
 		ActorID      func(childComplexity int) int
-		ID           func(childComplexity int) int
+		GlobalID     func(childComplexity int) int
 		OptAvatarURL func(childComplexity int) int
 		OptName      func(childComplexity int) int
 		OptURL       func(childComplexity int) int
@@ -73,7 +71,7 @@ type ComplexityRoot struct {
 	Notification struct {
 		Actor       func(childComplexity int) int
 		CreatedAt   func(childComplexity int) int
-		ID          func(childComplexity int) int
+		GlobalID    func(childComplexity int) int
 		OptBody     func(childComplexity int) int
 		OptCategory func(childComplexity int) int
 		OptTitle    func(childComplexity int) int
@@ -121,7 +119,7 @@ type ComplexityRoot struct {
 	}
 
 	Target struct {
-		ID       func(childComplexity int) int
+		GlobalID func(childComplexity int) int
 		Kind     func(childComplexity int) int
 		OptTitle func(childComplexity int) int
 		OptURL   func(childComplexity int) int
@@ -129,7 +127,7 @@ type ComplexityRoot struct {
 	}
 
 	Viewer struct {
-		ID           func(childComplexity int) int
+		GlobalID     func(childComplexity int) int
 		Inbox        func(childComplexity int, first *int, after *string, last *int, before *string, filter *model.InboxFilter) int
 		Notification func(childComplexity int, id string) int
 		TenantID     func(childComplexity int) int
@@ -142,9 +140,6 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
-type ActorResolver interface {
-	ID(ctx context.Context, obj *inbox.Actor) (string, error)
-}
 type MutationResolver interface {
 	MarkRead(ctx context.Context, ids []string) (*inbox.MarkResult, error)
 	MarkUnread(ctx context.Context, ids []string) (*inbox.MarkResult, error)
@@ -152,8 +147,6 @@ type MutationResolver interface {
 	SendNotification(ctx context.Context, input model.SendNotificationInput) (*model.SendNotificationPayload, error)
 }
 type NotificationResolver interface {
-	ID(ctx context.Context, obj *inbox.Notification) (string, error)
-
 	Actor(ctx context.Context, obj *inbox.Notification) (*inbox.Actor, error)
 	Target(ctx context.Context, obj *inbox.Notification) (*inbox.Target, error)
 }
@@ -166,12 +159,7 @@ type SubscriptionResolver interface {
 	UnreadCount(ctx context.Context) (<-chan int, error)
 	NotificationAdded(ctx context.Context) (<-chan *inbox.Notification, error)
 }
-type TargetResolver interface {
-	ID(ctx context.Context, obj *inbox.Target) (string, error)
-}
 type ViewerResolver interface {
-	ID(ctx context.Context, obj *inbox.Viewer) (string, error)
-
 	Inbox(ctx context.Context, obj *inbox.Viewer, first *int, after *string, last *int, before *string, filter *model.InboxFilter) (*inbox.Page, error)
 	UnreadCount(ctx context.Context, obj *inbox.Viewer) (int, error)
 	Notification(ctx context.Context, obj *inbox.Viewer, id string) (*inbox.Notification, error)
@@ -202,11 +190,11 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Actor.ActorID(childComplexity), true
 	case "Actor.id":
-		if e.ComplexityRoot.Actor.ID == nil {
+		if e.ComplexityRoot.Actor.GlobalID == nil {
 			break
 		}
 
-		return e.ComplexityRoot.Actor.ID(childComplexity), true
+		return e.ComplexityRoot.Actor.GlobalID(childComplexity), true
 	case "Actor.avatarUrl":
 		if e.ComplexityRoot.Actor.OptAvatarURL == nil {
 			break
@@ -305,11 +293,11 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Notification.CreatedAt(childComplexity), true
 	case "Notification.id":
-		if e.ComplexityRoot.Notification.ID == nil {
+		if e.ComplexityRoot.Notification.GlobalID == nil {
 			break
 		}
 
-		return e.ComplexityRoot.Notification.ID(childComplexity), true
+		return e.ComplexityRoot.Notification.GlobalID(childComplexity), true
 	case "Notification.body":
 		if e.ComplexityRoot.Notification.OptBody == nil {
 			break
@@ -484,11 +472,11 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		return e.ComplexityRoot.Subscription.UnreadCount(childComplexity), true
 
 	case "Target.id":
-		if e.ComplexityRoot.Target.ID == nil {
+		if e.ComplexityRoot.Target.GlobalID == nil {
 			break
 		}
 
-		return e.ComplexityRoot.Target.ID(childComplexity), true
+		return e.ComplexityRoot.Target.GlobalID(childComplexity), true
 	case "Target.kind":
 		if e.ComplexityRoot.Target.Kind == nil {
 			break
@@ -515,11 +503,11 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		return e.ComplexityRoot.Target.TargetID(childComplexity), true
 
 	case "Viewer.id":
-		if e.ComplexityRoot.Viewer.ID == nil {
+		if e.ComplexityRoot.Viewer.GlobalID == nil {
 			break
 		}
 
-		return e.ComplexityRoot.Viewer.ID(childComplexity), true
+		return e.ComplexityRoot.Viewer.GlobalID(childComplexity), true
 	case "Viewer.inbox":
 		if e.ComplexityRoot.Viewer.Inbox == nil {
 			break
@@ -1335,7 +1323,7 @@ func (ec *executionContext) _Actor_id(ctx context.Context, field graphql.Collect
 			return ec.fieldContext_Actor_id(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Actor().ID(ctx, obj)
+			return obj.GlobalID(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -1346,7 +1334,7 @@ func (ec *executionContext) _Actor_id(ctx context.Context, field graphql.Collect
 	)
 }
 func (ec *executionContext) fieldContext_Actor_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Actor", field, true, true, "ID")
+	return graphql.NewScalarFieldContext("Actor", field, true, false, "ID")
 }
 
 func (ec *executionContext) _Actor_actorId(ctx context.Context, field graphql.CollectedField, obj *inbox.Actor) (ret graphql.Marshaler) {
@@ -1715,7 +1703,7 @@ func (ec *executionContext) _Notification_id(ctx context.Context, field graphql.
 			return ec.fieldContext_Notification_id(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Notification().ID(ctx, obj)
+			return obj.GlobalID(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -1726,7 +1714,7 @@ func (ec *executionContext) _Notification_id(ctx context.Context, field graphql.
 	)
 }
 func (ec *executionContext) fieldContext_Notification_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Notification", field, true, true, "ID")
+	return graphql.NewScalarFieldContext("Notification", field, true, false, "ID")
 }
 
 func (ec *executionContext) _Notification_type(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
@@ -2572,7 +2560,7 @@ func (ec *executionContext) _Target_id(ctx context.Context, field graphql.Collec
 			return ec.fieldContext_Target_id(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Target().ID(ctx, obj)
+			return obj.GlobalID(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -2583,7 +2571,7 @@ func (ec *executionContext) _Target_id(ctx context.Context, field graphql.Collec
 	)
 }
 func (ec *executionContext) fieldContext_Target_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Target", field, true, true, "ID")
+	return graphql.NewScalarFieldContext("Target", field, true, false, "ID")
 }
 
 func (ec *executionContext) _Target_targetId(ctx context.Context, field graphql.CollectedField, obj *inbox.Target) (ret graphql.Marshaler) {
@@ -2687,7 +2675,7 @@ func (ec *executionContext) _Viewer_id(ctx context.Context, field graphql.Collec
 			return ec.fieldContext_Viewer_id(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Viewer().ID(ctx, obj)
+			return obj.GlobalID(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -2698,7 +2686,7 @@ func (ec *executionContext) _Viewer_id(ctx context.Context, field graphql.Collec
 	)
 }
 func (ec *executionContext) fieldContext_Viewer_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Viewer", field, true, true, "ID")
+	return graphql.NewScalarFieldContext("Viewer", field, true, false, "ID")
 }
 
 func (ec *executionContext) _Viewer_userId(ctx context.Context, field graphql.CollectedField, obj *inbox.Viewer) (ret graphql.Marshaler) {
@@ -4258,30 +4246,29 @@ func (ec *executionContext) _Actor(ctx context.Context, sel ast.SelectionSet, ob
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Actor")
 		case "id":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._Actor_id(ctx, field, obj)
-				})
+			out.Values[i] = ec._Actor_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "actorId":
 			out.Values[i] = ec._Actor_actorId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "name":
 			out.Values[i] = ec._Actor_name(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "avatarUrl":
 			out.Values[i] = ec._Actor_avatarUrl(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "url":
 			out.Values[i] = ec._Actor_url(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -4452,11 +4439,10 @@ func (ec *executionContext) _Notification(ctx context.Context, sel ast.Selection
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Notification")
 		case "id":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._Notification_id(ctx, field, obj)
-				})
+			out.Values[i] = ec._Notification_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "type":
 			out.Values[i] = ec._Notification_type(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -4805,30 +4791,29 @@ func (ec *executionContext) _Target(ctx context.Context, sel ast.SelectionSet, o
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Target")
 		case "id":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._Target_id(ctx, field, obj)
-				})
+			out.Values[i] = ec._Target_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "targetId":
 			out.Values[i] = ec._Target_targetId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "kind":
 			out.Values[i] = ec._Target_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "title":
 			out.Values[i] = ec._Target_title(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		case "url":
 			out.Values[i] = ec._Target_url(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				atomic.AddUint32(&out.Invalids, 1)
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -4859,11 +4844,10 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Viewer")
 		case "id":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._Viewer_id(ctx, field, obj)
-				})
+			out.Values[i] = ec._Viewer_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "userId":
 			out.Values[i] = ec._Viewer_userId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {

@@ -7,22 +7,16 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-// Global ids (Relay object identification): base64url, unpadded, of "<Type>:<key>", where
-// key is a notification's ULID, an actor id, "<kind>\x00<target id>" or
-// "<tenant>\x00<user>" for a Viewer. Ids never carry the tenant or user of a notification:
-// the partition they are looked up in always comes from the token.
+// Global ids are encoded by the inbox package (inbox.GlobalID and the GlobalID methods the
+// id fields are bound to); they are parsed here.
 const (
-	typeNotification = "Notification"
-	typeActor        = "Actor"
-	typeTarget       = "Target"
-	typeViewer       = "Viewer"
+	typeNotification = inbox.TypeNotification
+	typeActor        = inbox.TypeActor
+	typeTarget       = inbox.TypeTarget
+	typeViewer       = inbox.TypeViewer
 )
 
-func globalID(typ, key string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(typ + ":" + key))
-}
-
-func targetKey(kind, id string) string { return kind + "\x00" + id }
+func globalID(typ, key string) string { return inbox.GlobalID(typ, key) }
 
 // parseGlobalID splits a global id into type and key; BAD_USER_INPUT when it is not one.
 func parseGlobalID(id string) (typ, key string, err error) {

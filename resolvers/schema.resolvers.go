@@ -16,10 +16,6 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-func (r *actorResolver) ID(ctx context.Context, obj *inbox.Actor) (string, error) {
-	return globalID(typeActor, obj.ActorID), nil
-}
-
 func (r *mutationResolver) MarkRead(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
 	return r.mark(ctx, ids, true)
 }
@@ -57,10 +53,6 @@ func (r *mutationResolver) SendNotification(ctx context.Context, input model.Sen
 		out.NotificationIds[i] = globalID(typeNotification, id)
 	}
 	return out, nil
-}
-
-func (r *notificationResolver) ID(ctx context.Context, obj *inbox.Notification) (string, error) {
-	return globalID(typeNotification, obj.ID), nil
 }
 
 func (r *notificationResolver) Actor(ctx context.Context, obj *inbox.Notification) (*inbox.Actor, error) {
@@ -113,14 +105,6 @@ func (r *subscriptionResolver) NotificationAdded(ctx context.Context) (<-chan *i
 	return r.addedStream(ctx)
 }
 
-func (r *targetResolver) ID(ctx context.Context, obj *inbox.Target) (string, error) {
-	return globalID(typeTarget, targetKey(obj.Kind, obj.TargetID)), nil
-}
-
-func (r *viewerResolver) ID(ctx context.Context, obj *inbox.Viewer) (string, error) {
-	return globalID(typeViewer, obj.TenantID+"\x00"+obj.UserID), nil
-}
-
 func (r *viewerResolver) Inbox(ctx context.Context, obj *inbox.Viewer, first *int, after *string, last *int, before *string, filter *model.InboxFilter) (*inbox.Page, error) {
 	q := inbox.PageQuery{First: first, Last: last}
 	if after != nil {
@@ -156,8 +140,6 @@ func (r *viewerResolver) Notification(ctx context.Context, obj *inbox.Viewer, id
 	return got[0], nil
 }
 
-func (r *Resolver) Actor() graph.ActorResolver { return &actorResolver{r} }
-
 func (r *Resolver) Mutation() graph.MutationResolver { return &mutationResolver{r} }
 
 func (r *Resolver) Notification() graph.NotificationResolver { return &notificationResolver{r} }
@@ -166,16 +148,12 @@ func (r *Resolver) Query() graph.QueryResolver { return &queryResolver{r} }
 
 func (r *Resolver) Subscription() graph.SubscriptionResolver { return &subscriptionResolver{r} }
 
-func (r *Resolver) Target() graph.TargetResolver { return &targetResolver{r} }
-
 func (r *Resolver) Viewer() graph.ViewerResolver { return &viewerResolver{r} }
 
 type (
-	actorResolver        struct{ *Resolver }
 	mutationResolver     struct{ *Resolver }
 	notificationResolver struct{ *Resolver }
 	queryResolver        struct{ *Resolver }
 	subscriptionResolver struct{ *Resolver }
-	targetResolver       struct{ *Resolver }
 	viewerResolver       struct{ *Resolver }
 )

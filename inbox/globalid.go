@@ -1,0 +1,60 @@
+package inbox
+
+import (
+	"encoding/base64"
+	"unsafe"
+)
+
+// Global ids (Relay object identification): base64url, unpadded, of "<Type>:<key>", where
+// key is a notification's ULID, an actor id, "<kind>\x00<target id>" or
+// "<tenant>\x00<user>" for a Viewer. Ids never carry the tenant or user of a notification:
+// the partition they are looked up in always comes from the token. The resolvers parse them.
+//
+// The id fields are bound to the GlobalID methods below (gqlgen.yml) rather than to
+// resolvers: a field bound to a resolver runs concurrently in gqlgen (a closure and a
+// goroutine per object), which a pure encoding does not need.
+const (
+	TypeNotification = "Notification"
+	TypeActor        = "Actor"
+	TypeTarget       = "Target"
+	TypeViewer       = "Viewer"
+)
+
+// GlobalID encodes the global id of the object of type typ named by key, with one
+// allocation (the returned string).
+func GlobalID(typ, key string) string {
+	return globalID(typ, key, "")
+}
+
+// globalID encodes typ + ":" + key (+ "\x00" + key2 when key2 is not empty).
+func globalID(typ, key, key2 string) string {
+	n := len(typ) + 1 + len(key)
+	if key2 != "" {
+		n += 1 + len(key2)
+	}
+	var buf [128]byte
+	src := buf[:0]
+	if n > len(buf) {
+		src = make([]byte, 0, n)
+	}
+	src = append(append(append(src, typ...), ':'), key...)
+	if key2 != "" {
+		src = append(append(src, 0), key2...)
+	}
+	dst := make([]byte, base64.RawURLEncoding.EncodedLen(n))
+	base64.RawURLEncoding.Encode(dst, src)
+	// dst is never written again: the string may share its bytes (as strings.Builder does).
+	return unsafe.String(unsafe.SliceData(dst), len(dst))
+}
+
+// GlobalID is the notification's global id.
+func (n *Notification) GlobalID() string { return globalID(TypeNotification, n.ID, "") }
+
+// GlobalID is the actor's global id.
+func (a *Actor) GlobalID() string { return globalID(TypeActor, a.ActorID, "") }
+
+// GlobalID is the target's global id: its key is "<kind>\x00<target id>".
+func (t *Target) GlobalID() string { return globalID(TypeTarget, t.Kind, t.TargetID) }
+
+// GlobalID is the viewer's global id: its key is "<tenant>\x00<user>".
+func (v *Viewer) GlobalID() string { return globalID(TypeViewer, v.TenantID, v.UserID) }
