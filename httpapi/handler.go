@@ -123,7 +123,7 @@ func NewHandler(o Options) *Handler {
 		newLoaders = func(tenantID string) *loader.Loaders { return loader.New(st, tenantID) }
 	}
 	res := &resolvers.Resolver{Store: st, Broker: o.Broker, Log: log}
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: res, Complexity: Complexity()}))
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: res.Root(), Complexity: Complexity()}))
 	initFunc := func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		c, err := verifier.FromHeader(p.Authorization())
 		if err != nil {

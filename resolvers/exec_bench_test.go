@@ -65,7 +65,7 @@ func benchPage() *inbox.Page {
 
 func benchInbox(b *testing.B, query string) {
 	st := &pageStore{page: benchPage()}
-	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{Store: st}}))
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: (&resolvers.Resolver{Store: st}).Root()}))
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	srv.AroundResponses(func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
