@@ -56,6 +56,17 @@ func (s *Store) batchGet(ctx context.Context, keys []itemKey, o batchGetOptions)
 		return out, nil
 	}
 	chunks := (len(keys) + maxBatchGet - 1) / maxBatchGet
+	if chunks == 1 {
+		// One call (the usual case): no errgroup, goroutine or derived context.
+		items, err := s.batchGetChunk(ctx, keys, o)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			out[keyOf(it)] = it
+		}
+		return out, nil
+	}
 	results := make([][]map[string]types.AttributeValue, chunks)
 	g, gctx := errgroup.WithContext(ctx)
 	for c := 0; c < chunks; c++ {
@@ -79,8 +90,11 @@ func (s *Store) batchGet(ctx context.Context, keys []itemKey, o batchGetOptions)
 
 func (s *Store) batchGetChunk(ctx context.Context, keys []itemKey, o batchGetOptions) ([]map[string]types.AttributeValue, error) {
 	req := types.KeysAndAttributes{Keys: make([]map[string]types.AttributeValue, len(keys))}
+	// The key values of the whole chunk in one allocation (k.av() makes two per key).
+	vals := make([]types.AttributeValueMemberS, 2*len(keys))
 	for i, k := range keys {
-		req.Keys[i] = k.av()
+		vals[2*i].Value, vals[2*i+1].Value = k.pk, k.sk
+		req.Keys[i] = map[string]types.AttributeValue{attrPK: &vals[2*i], attrSK: &vals[2*i+1]}
 	}
 	if o.consistent {
 		req.ConsistentRead = aws.Bool(true)

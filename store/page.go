@@ -88,7 +88,9 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 			if err != nil {
 				return fmt.Errorf("inbox query: %w", err)
 			}
-			for _, raw := range out.Items {
+			// The items of one response in one allocation.
+			decoded := make([]notificationItem, len(out.Items))
+			for j, raw := range out.Items {
 				if keyOf(raw).sk == skMeta {
 					if metaInQuery {
 						if err := decodeMeta(raw, &meta); err != nil {
@@ -97,7 +99,7 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 					}
 					continue
 				}
-				it := new(notificationItem)
+				it := &decoded[j]
 				if err := decodeNotification(raw, it); err != nil {
 					return fmt.Errorf("decode notification: %w", err)
 				}

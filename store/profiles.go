@@ -57,6 +57,7 @@ func (s *Store) Profiles(ctx context.Context, tenantID string, refs []inbox.Prof
 	if err != nil {
 		return nil, err
 	}
+	var it profileItem // decoded into for each profile (it escapes: one allocation per call)
 	for i, r := range refs {
 		pk := pks[i]
 		if pk == "" {
@@ -73,15 +74,26 @@ func (s *Store) Profiles(ctx context.Context, tenantID string, refs []inbox.Prof
 		if !ok {
 			continue
 		}
-		var it profileItem
+		it = profileItem{}
 		if err := decodeProfile(raw, &it); err != nil {
 			return nil, fmt.Errorf("decode profile: %w", err)
 		}
-		p := &inbox.Profile{}
+		var p *inbox.Profile
 		if r.TargetKind == "" {
-			p.Actor = &inbox.Actor{ActorID: r.ID, Name: it.Name, AvatarURL: it.AvatarURL, URL: it.URL}
+			// The Profile and its Actor (or Target) in one allocation: they live as long.
+			a := &struct {
+				p inbox.Profile
+				a inbox.Actor
+			}{a: inbox.Actor{ActorID: r.ID, Name: it.Name, AvatarURL: it.AvatarURL, URL: it.URL}}
+			a.p.Actor = &a.a
+			p = &a.p
 		} else {
-			p.Target = &inbox.Target{TargetID: r.ID, Kind: r.TargetKind, Title: it.Title, URL: it.URL}
+			t := &struct {
+				p inbox.Profile
+				t inbox.Target
+			}{t: inbox.Target{TargetID: r.ID, Kind: r.TargetKind, Title: it.Title, URL: it.URL}}
+			t.p.Target = &t.t
+			p = &t.p
 		}
 		s.profiles.add(pk, p)
 		out[i] = p
