@@ -15,6 +15,16 @@
 //     target profiles across requests (store.WithProfileCache, -profile-cache-size and
 //     -profile-cache-ttl) against scenario 1's gateway without it; hit rate, DynamoDB
 //     calls per request, p50/p99.
+//  7. live: S concurrent `subscription { unreadCount }` subscribers (-live-subscribers,
+//     1000 and 10000), one WebSocket (graphql-transport-ws) and one distinct seeded user
+//     each, opened by a child process (this binary re-executed with -livegen), for each
+//     broker of -live-brokers: local (one instance) and redis (redis-server started here,
+//     two instances: subscribers on A, mutations to B). It reports the gateway process's
+//     RSS and goroutines per subscriber, then sends markRead/markUnread/sendNotification at
+//     -live-rate (50/s) for -live-duration (10s) to random subscribed users and times each
+//     change from just before its HTTP request to the frame with the expected count
+//     (p50/p99); then a burst of -live-burst toggles on one user, counting the frames of a
+//     fast and of a slow subscriber (coalescing). -skip live leaves it out.
 //
 // It prints a table and writes bench/results/latest.{json,md} plus a dated copy.
 //
@@ -22,7 +32,9 @@
 //	go run ./cmd/bench -duration 5s -users 50           smaller and faster
 //	go run ./cmd/bench -endpoint http://127.0.0.1:8000  any DynamoDB endpoint (static local credentials for localhost)
 //	go run ./cmd/bench -endpoint aws                    DynamoDB itself (standard AWS configuration)
-//	go run ./cmd/bench -skip naive,cache,markall,send -cpuprofile cpu.pprof -memprofile mem.pprof
+//	go run ./cmd/bench -skip inbox,naive,cache,markall,send -users 4 -big-users 0
+//	                                                    the live scenario alone (small seed)
+//	go run ./cmd/bench -skip naive,cache,markall,send,live -cpuprofile cpu.pprof -memprofile mem.pprof
 //	                                                    profile the gateway side of scenario 1:
 //	                                                    go tool pprof -top cpu.pprof
 //	                                                    go tool pprof -sample_index=alloc_objects -base mem.pprof.base -top mem.pprof

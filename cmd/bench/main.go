@@ -58,6 +58,8 @@ type config struct {
 	memProfile   string
 	cacheSize    int
 	cacheTTL     time.Duration
+	live         liveConfig
+	livegen      bool
 }
 
 func main() {
@@ -78,13 +80,32 @@ func main() {
 	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
-	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,send")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,send,live")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 to this file")
 	flag.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile of the gateway side of scenario 1 to this file (and its baseline to FILE.base: go tool pprof -sample_index=alloc_objects -base FILE.base FILE)")
+	flag.StringVar(&c.live.subscribers, "live-subscribers", "1000,10000", "live scenario: comma-separated subscriber counts S, each run for every broker")
+	flag.StringVar(&c.live.brokers, "live-brokers", "local,redis", "live scenario: brokers to run (redis starts redis-server and two gateway instances; skipped with a note when redis-server is missing)")
+	flag.Float64Var(&c.live.rate, "live-rate", 50, "live scenario: mutations per second to random subscribed users")
+	flag.DurationVar(&c.live.duration, "live-duration", 10*time.Second, "live scenario: measured time of each (broker, S) run")
+	flag.Float64Var(&c.live.sendShare, "live-send-share", 0.25, "live scenario: share of the mutations that are sendNotification (the rest markRead/markUnread)")
+	flag.IntVar(&c.live.notifications, "live-notifications", 4, "live scenario: unread notifications seeded for each subscribed user")
+	flag.IntVar(&c.live.burst, "live-burst", 200, "live scenario: changes of the coalescing burst (0 skips it)")
+	flag.DurationVar(&c.live.slowDelay, "live-slow-delay", 50*time.Millisecond, "live scenario: the slow subscriber's sleep after each frame")
+	flag.StringVar(&c.live.redisServer, "redis-server", "", "redis-server binary for the live scenario (default: from PATH)")
+	flag.IntVar(&c.live.dialWorkers, "live-dial-workers", 32, "live scenario: connections the client opens at a time")
 	flag.BoolVar(&c.loadgen, "loadgen", false, "internal: run as the HTTP load generator (spec on stdin)")
+	flag.BoolVar(&c.livegen, "livegen", false, "internal: run as the live scenario's WebSocket client (spec on stdin)")
 	flag.Parse()
+
+	if c.livegen {
+		if err := runLivegen(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench livegen:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	if c.loadgen {
 		if err := runLoadgen(os.Stdin, os.Stdout); err != nil {
@@ -275,6 +296,15 @@ func run(ctx context.Context, c config) error {
 	runtime.ReadMemStats(&ms)
 	res.Memory.HeapInUseMiB = float64(ms.HeapInuse) / (1 << 20)
 	res.Memory.Engine = eng.name
+	// The live scenario runs after scenario 5's figures are taken: its subscribers
+	// would otherwise move them.
+	if !b.skip("live") {
+		r, err := b.liveScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("live: %w", err)
+		}
+		res.Live = r
+	}
 	res.Elapsed = time.Since(started).Round(time.Second).String()
 	res.finish()
 	fmt.Println()

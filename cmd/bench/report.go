@@ -26,6 +26,7 @@ type Results struct {
 	MarkAll   *MarkAllResult `json:"mark_all_read,omitempty"`
 	Send      *SendResult    `json:"send_throughput,omitempty"`
 	Memory    Memory         `json:"memory"`
+	Live      *LiveResult    `json:"live,omitempty"`
 }
 
 // Host describes the machine.
@@ -313,6 +314,59 @@ func (r *Results) Table() string {
 	}
 	if m := r.MarkAll; m != nil {
 		fmt.Fprintf(&b, "\nmarkAllRead method: %s.\n", m.Method)
+	}
+	if l := r.Live; l != nil {
+		b.WriteString(l.Table())
+	}
+	return b.String()
+}
+
+// Table renders scenario 7.
+func (l *LiveResult) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## 7. live: `subscription { unreadCount }`\n\n")
+	fmt.Fprintf(&b, "Engine: %s. Transport: %s. Each subscriber is a distinct user seeded with %d unread notifications (seeding %.1fs). "+
+		"Load: %.0f mutations/s for %s to random subscribed users, %.0f%% sendNotification (one recipient), the rest markRead/markUnread; never two changes in flight for one user. RLIMIT_NOFILE %d.\n\n",
+		l.Engine, l.Transport, l.Notifications, l.SeedSeconds, l.Rate, l.Duration, 100*l.SendShare, l.RLimitNoFile)
+	fmt.Fprintf(&b, "Latency measured: %s.\n\n", l.Measures)
+	fmt.Fprintln(&b, "| broker | subscribers (connected) | connect s | RSS MiB rest → connected (peak under load) | RSS KiB/subscriber | Go heap+stacks (of which stacks) KiB/subscriber | goroutines/subscriber | changes (errors) | delivered / lost | delivery p50 ms | delivery p99 ms | p99 mark / send ms | mutation HTTP p50 / p99 ms | goals |")
+	fmt.Fprintln(&b, "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+	for _, r := range l.Runs {
+		s := r.Steady
+		goals := fmt.Sprintf("p99 ≤ %.0f ms: %s", r.GoalP99Ms, yes(r.GoalP99Met))
+		if r.GoalRSSMet != nil {
+			goals += "; ≤ 32 KiB/subscriber: " + yes(*r.GoalRSSMet)
+		}
+		fmt.Fprintf(&b, "| %s | %d (%d) | %.1f | %.1f → %.1f (%.1f) | %.1f | %.1f (%.1f) | %.2f | %d (%d) | %d / %d | %.2f | %.2f | %.2f / %.2f | %.2f / %.2f | %s |\n",
+			r.Broker, r.Subscribers, r.Connected, r.ConnectSeconds, r.RSSAtRestMiB, r.RSSConnectedMiB, r.RSSPeakLoadMiB,
+			r.RSSPerSubKiB, r.GoHeapStackPerSubKiB, r.GoStackPerSubKiB, r.GoroutinesPerSub, s.Mutations, s.MutationErrs, s.Delivered, s.Lost,
+			s.Delivery.P50, s.Delivery.P99, s.DeliveryMarks.P99, s.DeliverySends.P99, s.MutationRTT.P50, s.MutationRTT.P99, goals)
+	}
+	fmt.Fprintln(&b)
+	for _, r := range l.Runs {
+		fmt.Fprintf(&b, "- %s, %d: %s.", r.Broker, r.Subscribers, r.Topology)
+		if r.Steady.FirstError != "" {
+			fmt.Fprintf(&b, " First mutation error: %s.", r.Steady.FirstError)
+		}
+		if r.FirstError != "" {
+			fmt.Fprintf(&b, " First connect error: %s.", r.FirstError)
+		}
+		fmt.Fprintf(&b, " %d of %d frames arrived before the mutation's HTTP response; %d ticks found no idle user; %d frames nobody waited for.\n",
+			r.Steady.FramesBefore, r.Steady.Delivered, r.Steady.Skipped, r.Steady.Unexpected)
+	}
+	if l.RedisSkipped != "" {
+		fmt.Fprintf(&b, "- redis: skipped: %s.\n", l.RedisSkipped)
+	}
+	if x := l.Burst; x != nil {
+		fmt.Fprintf(&b, "\nCoalescing (%s broker): one user, %d markRead/markUnread toggles sent one after another as fast as one client can (%.2fs). "+
+			"Frames after the initial value: fast subscriber %d, slow subscriber (sleeps %s a frame) %d; last value fast %d, slow %d; "+
+			"final count %d (last mutation), %d (store); both end on the final count: %s. The slow subscriber's last frame came %.2fs after the burst ended. "+
+			"The slow subscriber %s.\n",
+			x.Broker, x.Changes, x.Seconds, x.FastFrames, x.SlowDelay, x.SlowFrames, x.FastLast, x.SlowLast, x.Final, x.StoreFinal,
+			map[bool]string{true: "yes", false: "NO"}[x.Correct], x.SlowDrainSecs, x.How)
+		if x.Errors > 0 {
+			fmt.Fprintf(&b, "Burst errors: %d (first: %s).\n", x.Errors, x.FirstError)
+		}
 	}
 	return b.String()
 }
