@@ -26,6 +26,7 @@ type gateway struct {
 	st    *store.Store
 	rec   *ddbtrace.Recorder
 	token string
+	v     *auth.Verifier
 }
 
 func newGateway(t *testing.T) *gateway {
@@ -46,7 +47,7 @@ func newGateway(t *testing.T) *gateway {
 	}
 	srv := httptest.NewServer(httpapi.NewHandler(httpapi.Options{Verifier: v, Store: st, Broker: live.NewLocal(), ComplexityLimit: 100000}))
 	t.Cleanup(srv.Close)
-	return &gateway{srv: srv, st: st, rec: rec, token: tok}
+	return &gateway{srv: srv, st: st, rec: rec, token: tok, v: v}
 }
 
 // ops runs a GraphQL request and returns the DynamoDB operations it caused, sorted.

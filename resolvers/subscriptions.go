@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/inboxgw/gateway/auth"
+
 	"github.com/inboxgw/gateway/inbox"
 )
 
@@ -16,9 +18,11 @@ func (r *Resolver) badgeStream(ctx context.Context) (<-chan int, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, stop := untilTokenExpiry(ctx)
 	sub := r.Broker.Subscribe(v)
 	count, version, err := r.Store.Badge(ctx, v)
 	if err != nil {
+		stop()
 		sub.Close()
 		return nil, err
 	}
@@ -27,6 +31,7 @@ func (r *Resolver) badgeStream(ctx context.Context) (<-chan int, error) {
 	go func() {
 		defer close(out)
 		defer sub.Close()
+		defer stop()
 		last := version
 		for {
 			select {
@@ -73,6 +78,7 @@ func (r *Resolver) addedStream(ctx context.Context) (<-chan *inbox.Notification,
 	if err != nil {
 		return nil, err
 	}
+	ctx, stop := untilTokenExpiry(ctx)
 	sub := r.Broker.Subscribe(v)
 	// Only notifications created from now on: a relay that lags (or replays after a
 	// takeover) may carry older ones. The margin absorbs clock skew between instances.
@@ -81,6 +87,7 @@ func (r *Resolver) addedStream(ctx context.Context) (<-chan *inbox.Notification,
 	go func() {
 		defer close(out)
 		defer sub.Close()
+		defer stop()
 		for {
 			select {
 			case <-ctx.Done():
@@ -101,4 +108,15 @@ func (r *Resolver) addedStream(ctx context.Context) (<-chan *inbox.Notification,
 		}
 	}()
 	return out, nil
+}
+
+// untilTokenExpiry returns ctx ending when the caller's token has expired, so a subscription
+// on any transport (SSE included) ends instead of outliving its credentials. WebSocket
+// connections are closed at expiry with 4403 and a reason by the transport itself
+// (httpapi); the second of grace here lets that clear close come first.
+func untilTokenExpiry(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c, ok := auth.FromContext(ctx); ok && !c.ExpiresAt.IsZero() {
+		return context.WithDeadline(ctx, c.ExpiresAt.Add(time.Second))
+	}
+	return context.WithCancel(ctx)
 }
