@@ -248,18 +248,7 @@ func liveSeed(ctx context.Context, db *dynamodb.Client, table string, users []st
 			for i, it := range chunk {
 				reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: it}}
 			}
-			pending := map[string][]types.WriteRequest{table: reqs}
-			for delay := 10 * time.Millisecond; len(pending[table]) > 0; delay = min(2*delay, time.Second) {
-				out, err := db.BatchWriteItem(gctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
-				if err != nil {
-					return err
-				}
-				pending = out.UnprocessedItems
-				if len(pending[table]) > 0 {
-					time.Sleep(delay)
-				}
-			}
-			return nil
+			return batchWrite(gctx, db, table, reqs)
 		})
 	}
 	return ids, eg.Wait()

@@ -260,18 +260,7 @@ func bulkInbox(ctx context.Context, db *dynamodb.Client, table, user string, n, 
 					"createdAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(ulid.MustParse(id).Time()), 10)},
 				}}}
 			}
-			pending := map[string][]types.WriteRequest{table: reqs}
-			for delay := 10 * time.Millisecond; len(pending[table]) > 0; delay = min(2*delay, time.Second) {
-				out, err := db.BatchWriteItem(gctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
-				if err != nil {
-					return err
-				}
-				pending = out.UnprocessedItems
-				if len(pending[table]) > 0 {
-					time.Sleep(delay)
-				}
-			}
-			return nil
+			return batchWrite(gctx, db, table, reqs)
 		})
 	}
 	if err := eg.Wait(); err != nil {
@@ -283,4 +272,21 @@ func bulkInbox(ctx context.Context, db *dynamodb.Client, table, user string, n, 
 		"version": &types.AttributeValueMemberN{Value: strconv.Itoa(n)},
 	}})
 	return err
+}
+
+// batchWrite puts reqs (≤25, BatchWriteItem's limit) into table, re-sending
+// UnprocessedItems with doubling delays (10 ms up to 1 s) until all are written.
+func batchWrite(ctx context.Context, db *dynamodb.Client, table string, reqs []types.WriteRequest) error {
+	pending := map[string][]types.WriteRequest{table: reqs}
+	for delay := 10 * time.Millisecond; len(pending[table]) > 0; delay = min(2*delay, time.Second) {
+		out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+		if err != nil {
+			return err
+		}
+		pending = out.UnprocessedItems
+		if len(pending[table]) > 0 {
+			time.Sleep(delay)
+		}
+	}
+	return nil
 }
