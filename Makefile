@@ -30,12 +30,13 @@ generate:
 check-generate:
 	scripts/check-generate.sh
 
-## vet: gofmt must report nothing; go vet must pass.
+## vet: gofmt must report nothing; go vet and staticcheck must pass.
 vet:
 	@unformatted=$$(find . \( -path ./node_modules -o -path ./.git -o -path ./.data \) -prune \
 		-o -name '*.go' -print0 | xargs -0 -r gofmt -l); \
 	if [[ -n $$unformatted ]]; then echo "gofmt -l reports:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 ## test: everything CI checks, then go test -race against one shared DynamoDB Local.
 test: deps check-generate vet

@@ -192,7 +192,7 @@ func NewHandler(o Options) *Handler {
 			gerr.Extensions = map[string]any{"code": inbox.CodeBadUserInput}
 			return gerr
 		}
-		if len(gerr.Path) == 0 && graphql.HasOperationContext(ctx) == false {
+		if len(gerr.Path) == 0 && !graphql.HasOperationContext(ctx) {
 			// Not from a resolver: the request itself could not be read (a body that is
 			// not JSON, variables of the wrong shape). gqlgen's message names the problem.
 			gerr.Extensions = map[string]any{"code": inbox.CodeBadUserInput}

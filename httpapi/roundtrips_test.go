@@ -131,7 +131,7 @@ func TestRoundTripsPerQueryShape(t *testing.T) {
 	ops, _ = g.ops(t, `{ viewer { unreadCount } }`, nil)
 	want(t, "badge alone", ops, "GetItem")
 
-	ops, data = g.ops(t, `{ viewer { inbox(first: 2) { nodes { id actor { id } target { id } } } } }`, nil)
+	_, data = g.ops(t, `{ viewer { inbox(first: 2) { nodes { id actor { id } target { id } } } } }`, nil)
 	nodes := data["viewer"].(map[string]any)["inbox"].(map[string]any)["nodes"].([]any)
 	n0 := nodes[0].(map[string]any)
 	ids := []any{n0["id"], nodes[1].(map[string]any)["id"], n0["actor"].(map[string]any)["id"], n0["target"].(map[string]any)["id"]}

@@ -96,10 +96,3 @@ func (h *hub) count() int {
 	}
 	return n
 }
-
-// viewers returns how many viewers have a subscription.
-func (h *hub) viewers() int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return len(h.subs)
-}
