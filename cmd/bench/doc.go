@@ -25,6 +25,16 @@
 //     change from just before its HTTP request to the frame with the expected count
 //     (p50/p99); then a burst of -live-burst toggles on one user, counting the frames of a
 //     fast and of a slow subscriber (coalescing). -skip live leaves it out.
+//  8. relay: an outside write reaches a subscriber through the DynamoDB Streams relay
+//     (issue 4's goal: p99 ≤ 1 s). With redis-server started here (skipped with a note when
+//     it is missing), a relay runs in this process (relay.New + Run on its own context, the
+//     defaults of `go run . relay`) publishing to Redis, and one gateway instance holds
+//     -relay-subscribers (200) WebSocket subscribers opened by this process; then
+//     -relay-writes (100) TransactWriteItems at -relay-rate (10/s), straight into the table
+//     with the SDK (a notification item + META ADD unreadCount 1, version 1, as the store
+//     writes them), each timed from just before the call to the frame with the new count at
+//     that user's subscriber. The relay's polling (200ms after a non-empty read, up to 500ms
+//     when idle) bounds it. -skip relay leaves it out.
 //
 // It prints a table and writes bench/results/latest.{json,md} plus a dated copy.
 //
@@ -32,9 +42,11 @@
 //	go run ./cmd/bench -duration 5s -users 50           smaller and faster
 //	go run ./cmd/bench -endpoint http://127.0.0.1:8000  any DynamoDB endpoint (static local credentials for localhost)
 //	go run ./cmd/bench -endpoint aws                    DynamoDB itself (standard AWS configuration)
-//	go run ./cmd/bench -skip inbox,naive,cache,markall,send -users 4 -big-users 0
+//	go run ./cmd/bench -skip inbox,naive,cache,markall,send,relay -users 4 -big-users 0
 //	                                                    the live scenario alone (small seed)
-//	go run ./cmd/bench -skip naive,cache,markall,send,live -cpuprofile cpu.pprof -memprofile mem.pprof
+//	go run ./cmd/bench -skip inbox,naive,cache,markall,send,live -users 4 -big-users 0 -out /tmp/relay
+//	                                                    the relay scenario alone
+//	go run ./cmd/bench -skip naive,cache,markall,send,live,relay -cpuprofile cpu.pprof -memprofile mem.pprof
 //	                                                    profile the gateway side of scenario 1:
 //	                                                    go tool pprof -top cpu.pprof
 //	                                                    go tool pprof -sample_index=alloc_objects -base mem.pprof.base -top mem.pprof

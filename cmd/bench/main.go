@@ -23,6 +23,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/ddbtrace"
@@ -58,6 +59,7 @@ type config struct {
 	cacheSize    int
 	cacheTTL     time.Duration
 	live         liveConfig
+	relay        relayConfig
 	livegen      bool
 }
 
@@ -79,7 +81,7 @@ func main() {
 	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
-	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,send,live")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,send,live,relay")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 to this file")
@@ -94,6 +96,10 @@ func main() {
 	flag.DurationVar(&c.live.slowDelay, "live-slow-delay", 50*time.Millisecond, "live scenario: the slow subscriber's sleep after each frame")
 	flag.StringVar(&c.live.redisServer, "redis-server", "", "redis-server binary for the live scenario (default: from PATH)")
 	flag.IntVar(&c.live.dialWorkers, "live-dial-workers", 32, "live scenario: connections the client opens at a time")
+	flag.IntVar(&c.relay.subscribers, "relay-subscribers", 200, "relay scenario: WebSocket subscribers (distinct users) on the gateway instance")
+	flag.IntVar(&c.relay.writes, "relay-writes", 100, "relay scenario: measured outside writes (TransactWriteItems straight into the table)")
+	flag.Float64Var(&c.relay.rate, "relay-rate", 10, "relay scenario: outside writes per second")
+	flag.DurationVar(&c.relay.timeout, "relay-timeout", 10*time.Second, "relay scenario: how long a write's frame may take before the write counts as lost")
 	flag.BoolVar(&c.loadgen, "loadgen", false, "internal: run as the HTTP load generator (spec on stdin)")
 	flag.BoolVar(&c.livegen, "livegen", false, "internal: run as the live scenario's WebSocket client (spec on stdin)")
 	flag.Parse()
@@ -124,11 +130,12 @@ func main() {
 
 // engine is the DynamoDB the bench runs on.
 type engine struct {
-	name string // names the engine in every figure
-	db   *dynamodb.Client
-	rec  *ddbtrace.Recorder
-	pid  int // the local engine's process id, 0 when it is not our child
-	stop func()
+	name    string // names the engine in every figure
+	db      *dynamodb.Client
+	streams *dynamodbstreams.Client // the table's stream (the relay scenario)
+	rec     *ddbtrace.Recorder
+	pid     int // the local engine's process id, 0 when it is not our child
+	stop    func()
 }
 
 func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error) {
@@ -144,24 +151,28 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 		if err != nil {
 			return nil, fmt.Errorf("AWS configuration: %w", err)
 		}
-		return &engine{name: "DynamoDB " + cfg.Region, db: dynamodb.NewFromConfig(cfg, opts, rec.Option()), rec: rec, stop: func() {}}, nil
+		return &engine{name: "DynamoDB " + cfg.Region, db: dynamodb.NewFromConfig(cfg, opts, rec.Option()), streams: dynamodbstreams.NewFromConfig(cfg),
+			rec: rec, stop: func() {}}, nil
 	case c.endpoint != "":
 		u, err := url.Parse(c.endpoint)
 		if err != nil || u.Host == "" {
 			return nil, fmt.Errorf("-endpoint %q is not a URL", c.endpoint)
 		}
 		var db *dynamodb.Client
+		var streams *dynamodbstreams.Client
 		if h := u.Hostname(); h == "localhost" || net.ParseIP(h).IsLoopback() {
 			db = dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(c.endpoint),
 				Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, opts, rec.Option())
+			streams = localStreams(c.endpoint)
 		} else {
 			cfg, err := awsconfig.LoadDefaultConfig(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("AWS configuration: %w", err)
 			}
 			db = dynamodb.NewFromConfig(cfg, opts, rec.Option(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(c.endpoint) })
+			streams = dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(c.endpoint) })
 		}
-		return &engine{name: "DynamoDB at " + c.endpoint, db: db, rec: rec, stop: func() {}}, nil
+		return &engine{name: "DynamoDB at " + c.endpoint, db: db, streams: streams, rec: rec, stop: func() {}}, nil
 	}
 	srv, err := dynlocal.Start(ctx, dynlocal.Options{DataDir: dynlocal.MemoryDataDir, Logger: log, StartTimeout: 2 * time.Minute})
 	if err != nil {
@@ -169,7 +180,13 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 	}
 	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint()),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, opts, rec.Option())
-	return &engine{name: localEngineName(), db: db, rec: rec, pid: srv.PID(), stop: func() { _ = srv.Close() }}, nil
+	return &engine{name: localEngineName(), db: db, streams: localStreams(srv.Endpoint()), rec: rec, pid: srv.PID(), stop: func() { _ = srv.Close() }}, nil
+}
+
+// localStreams is a DynamoDB Streams client for a local endpoint (static credentials).
+func localStreams(endpoint string) *dynamodbstreams.Client {
+	return dynamodbstreams.New(dynamodbstreams.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
 }
 
 // localEngineName names the DynamoDB Local that dynlocal starts by default: the newest
@@ -303,6 +320,14 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("live: %w", err)
 		}
 		res.Live = r
+	}
+	// The relay scenario: an outside write through the stream relay to a subscriber.
+	if !b.skip("relay") {
+		r, err := b.relayScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("relay: %w", err)
+		}
+		res.Relay = r
 	}
 	res.Elapsed = time.Since(started).Round(time.Second).String()
 	res.finish()

@@ -27,6 +27,7 @@ type Results struct {
 	Send      *SendResult    `json:"send_throughput,omitempty"`
 	Memory    Memory         `json:"memory"`
 	Live      *LiveResult    `json:"live,omitempty"`
+	Relay     *RelayResult   `json:"relay,omitempty"`
 }
 
 // Host describes the machine.
@@ -293,7 +294,9 @@ func (r *Results) Table() string {
 		row(s, "calls (errors)", fmt.Sprintf("%d (%d)", sr.Gateway.Calls, sr.Gateway.Errors), fmt.Sprintf("%d (%d)", sr.Raw.Calls, sr.Raw.Errors), "")
 		row(s, "p50 ms a call", f1(sr.Gateway.CallLatency.P50), f1(sr.Raw.CallLatency.P50), f2(ratio(sr.Gateway.CallLatency.P50, sr.Raw.CallLatency.P50)))
 	}
-	row("5. memory (this process: gateway + bench)", "RSS MiB: A under load (peak), B at rest", f1(r.Memory.RSSUnderLoadMiB), f1(r.Memory.RSSAtRestMiB), f2(ratio(r.Memory.RSSUnderLoadMiB, r.Memory.RSSAtRestMiB)))
+	if r.Memory.RSSUnderLoadMiB > 0 { // 0 when scenarios 1-4 and 6 were all skipped
+		row("5. memory (this process: gateway + bench)", "RSS MiB: A under load (peak), B at rest", f1(r.Memory.RSSUnderLoadMiB), f1(r.Memory.RSSAtRestMiB), f2(ratio(r.Memory.RSSUnderLoadMiB, r.Memory.RSSAtRestMiB)))
+	}
 	if c := r.Cache; c != nil {
 		s := fmt.Sprintf("6. initial inbox load: A shared profile cache on (size %d, ttl %s), B off", c.Size, c.TTL)
 		row(s, "hit rate, measured window (hits / lookups)", fmt.Sprintf("%.1f%% (%d / %d)", 100*c.HitRate, c.Hits, c.Hits+c.Misses), "", "")
@@ -317,6 +320,9 @@ func (r *Results) Table() string {
 	}
 	if l := r.Live; l != nil {
 		b.WriteString(l.Table())
+	}
+	if x := r.Relay; x != nil {
+		b.WriteString(x.Table())
 	}
 	return b.String()
 }
