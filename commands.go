@@ -185,7 +185,15 @@ func streamsClient(ctx context.Context, cfg Config, eng *engine) (*dynamodbstrea
 		if err != nil {
 			return nil, fmt.Errorf("AWS configuration: %w", err)
 		}
-		return dynamodbstreams.NewFromConfig(awsCfg), nil
+		return dynamodbstreams.NewFromConfig(awsCfg, func(o *dynamodbstreams.Options) {
+			// DynamoDB Local (and other stand-ins) serve Streams on the DynamoDB endpoint:
+			// with only AWS_ENDPOINT_URL_DYNAMODB set, use it for Streams too.
+			if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB_STREAMS") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
+				if ep := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"); ep != "" {
+					o.BaseEndpoint = aws.String(ep)
+				}
+			}
+		}), nil
 	}
 	return dynamodbstreams.New(dynamodbstreams.Options{
 		Region:       "us-east-1",

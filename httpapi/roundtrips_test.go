@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
@@ -22,17 +24,22 @@ import (
 
 // gateway is the real HTTP surface over a fresh table, with every DynamoDB call recorded.
 type gateway struct {
-	srv   *httptest.Server
-	st    *store.Store
-	rec   *ddbtrace.Recorder
-	token string
-	v     *auth.Verifier
+	srv    *httptest.Server
+	st     *store.Store
+	rec    *ddbtrace.Recorder
+	token  string
+	v      *auth.Verifier
+	broker *live.Local
+	db     *dynamodb.Client
+	table  string
 }
 
 func newGateway(t *testing.T) *gateway {
 	t.Helper()
 	rec := &ddbtrace.Recorder{}
-	st := store.New(dynlocaltest.Client(t, rec.Option()), dynlocaltest.TableName(t), store.WithSweepWorkers(0))
+	db, table := dynlocaltest.Client(t, rec.Option()), dynlocaltest.TableName(t)
+	broker := live.NewLocal()
+	st := store.New(db, table, store.WithSweepWorkers(0), store.WithPublisher(broker))
 	t.Cleanup(st.Close)
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
@@ -45,9 +52,9 @@ func newGateway(t *testing.T) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.NewHandler(httpapi.Options{Verifier: v, Store: st, Broker: live.NewLocal(), ComplexityLimit: 100000}))
+	srv := httptest.NewServer(httpapi.NewHandler(httpapi.Options{Verifier: v, Store: st, Broker: broker, ComplexityLimit: 100000}))
 	t.Cleanup(srv.Close)
-	return &gateway{srv: srv, st: st, rec: rec, token: tok, v: v}
+	return &gateway{srv: srv, st: st, rec: rec, token: tok, v: v, broker: broker, db: db, table: table}
 }
 
 // ops runs a GraphQL request and returns the DynamoDB operations it caused, sorted.

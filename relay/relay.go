@@ -134,6 +134,9 @@ func (r *Relay) Published() int64 { return r.published.Load() }
 // lease it waits for it again. It returns when ctx ends, without releasing the lease
 // (call Release for a graceful handover), or on a configuration error (no stream).
 func (r *Relay) Run(ctx context.Context) error {
+	if err := r.preflight(ctx); err != nil {
+		return err
+	}
 	for {
 		if err := r.acquire(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -149,8 +152,35 @@ func (r *Relay) Run(ctx context.Context) error {
 		if errors.Is(err, errNoStream) {
 			return err
 		}
-		r.log.Warn("relay: stopped reading; waiting for the lease again", "err", err)
+		// Hand the lease over: a standby that can read the stream should not wait behind
+		// a relay that cannot. Try again after one lease time.
+		r.log.Warn("relay: stopped reading; releasing the lease and waiting one lease time", "err", err)
+		if rerr := r.Release(context.WithoutCancel(ctx)); rerr != nil {
+			r.log.Warn("relay: release lease", "err", rerr)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(r.leaseDur):
+		}
 	}
+}
+
+// preflight checks, before competing for the lease, that this relay can read what it
+// must relay: the table exists, has a stream, and the Streams endpoint answers
+// (AWS_ENDPOINT_URL_DYNAMODB_STREAMS must point at it when DynamoDB is not AWS itself).
+func (r *Relay) preflight(ctx context.Context) error {
+	td, err := r.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(r.table)})
+	if err != nil {
+		return fmt.Errorf("relay: table %s: %w", r.table, err)
+	}
+	if td.Table.LatestStreamArn == nil {
+		return errNoStream
+	}
+	if _, err := r.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: td.Table.LatestStreamArn, Limit: aws.Int32(1)}); err != nil {
+		return fmt.Errorf("relay: cannot read the table's stream (set AWS_ENDPOINT_URL_DYNAMODB_STREAMS when not on AWS): %w", err)
+	}
+	return nil
 }
 
 // acquire waits until this relay holds the lease.
@@ -499,7 +529,7 @@ func (r *Relay) readShard(ctx context.Context, arn, shard, seq string, since tim
 			if t := rec.Dynamodb.ApproximateCreationDateTime; t != nil && t.Before(since.Add(-creationSlack)) {
 				continue // before relaying began
 			}
-			c, ok, err := store.StreamChange(string(rec.EventName), convertMap(rec.Dynamodb.NewImage))
+			c, ok, err := store.StreamChange(string(rec.EventName), convertMap(rec.Dynamodb.OldImage), convertMap(rec.Dynamodb.NewImage))
 			if err != nil {
 				r.log.Warn("relay: undecodable record", "shard", shard, "seq", seq, "err", err)
 				continue

@@ -11,7 +11,8 @@ import (
 
 // badgeStream sends the viewer's badge at once and then every change. It subscribes before
 // reading the current value, so no change between the two is missed; changes carry META's
-// version, so a stale or repeated one is never sent. A slow client gets the latest value,
+// version, so a stale or repeated one is never sent, and a value equal to the last one sent
+// is not sent again. A slow client gets the latest value,
 // never a queue: changes coalesce while a send is blocked.
 func (r *Resolver) badgeStream(ctx context.Context) (<-chan int, error) {
 	v, err := viewer(ctx)
@@ -32,7 +33,7 @@ func (r *Resolver) badgeStream(ctx context.Context) (<-chan int, error) {
 		defer close(out)
 		defer sub.Close()
 		defer stop()
-		last := version
+		lastVer, lastCount := version, count
 		for {
 			select {
 			case <-ctx.Done():
@@ -40,9 +41,11 @@ func (r *Resolver) badgeStream(ctx context.Context) (<-chan int, error) {
 			case <-sub.BadgeChanged():
 			}
 			c := sub.Latest()
-			if c.Version == 0 || c.Version <= last {
-				// A change without a known count (a send), or one older than what was
-				// sent: read the badge as committed.
+			if c.Version == 0 || c.Version <= lastVer {
+				// A change without a known count (a send, or a writer outside the gateway
+				// that does not bump META's version), or one not newer than what was sent:
+				// read the badge as committed. A strongly consistent read is the current
+				// state, so it is never older than anything sent before.
 				n, ver, err := r.Store.Badge(ctx, v)
 				if err != nil {
 					if ctx.Err() == nil {
@@ -50,12 +53,13 @@ func (r *Resolver) badgeStream(ctx context.Context) (<-chan int, error) {
 					}
 					continue
 				}
-				c.UnreadCount, c.Version = n, ver
+				c.UnreadCount, c.Version = n, max(ver, lastVer)
 			}
-			if c.Version <= last {
-				continue
+			lastVer = c.Version
+			if c.UnreadCount == lastCount {
+				continue // every change means every new value: an equal one is not sent again
 			}
-			last = c.Version
+			lastCount = c.UnreadCount
 			select {
 			case out <- c.UnreadCount:
 			case <-ctx.Done():

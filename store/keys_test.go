@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/inboxgw/gateway/inbox"
@@ -80,6 +81,35 @@ func TestEffectiveRead(t *testing.T) {
 	} {
 		if got := effectiveRead(&tc.it, tc.wm); got != tc.read {
 			t.Errorf("%s: read = %v", tc.name, got)
+		}
+	}
+}
+
+func TestStreamChangeVersion(t *testing.T) {
+	meta := func(count, version int) map[string]types.AttributeValue {
+		m := map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "T#acme#U#alice"}, "sk": &types.AttributeValueMemberS{Value: skMeta},
+			"entityType":  &types.AttributeValueMemberS{Value: entityMeta},
+			"unreadCount": &types.AttributeValueMemberN{Value: fmt.Sprint(count)},
+		}
+		if version > 0 {
+			m["version"] = &types.AttributeValueMemberN{Value: fmt.Sprint(version)}
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name        string
+		old, new    map[string]types.AttributeValue
+		wantVersion int64
+	}{
+		{"created", nil, meta(1, 1), 1},
+		{"raised", meta(1, 1), meta(2, 2), 2},
+		{"outside writer, version kept", meta(1, 4), meta(2, 4), 0},
+		{"outside writer, no version", meta(1, 0), meta(2, 0), 0},
+	} {
+		c, ok, err := StreamChange("MODIFY", tc.old, tc.new)
+		if err != nil || !ok || c.Version != tc.wantVersion || c.Viewer.UserID != "alice" {
+			t.Errorf("%s: %+v ok=%v err=%v, want version %d", tc.name, c, ok, err, tc.wantVersion)
 		}
 	}
 }

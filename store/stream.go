@@ -71,7 +71,11 @@ func viewerOfPK(pk string) (inbox.Viewer, bool) {
 // META write is the badge state (UnreadCount at Version), an inserted notification is a
 // new notification (Version 0: the badge comes with META's own record). ok is false for
 // every other record (removals, other entities, the relay's own items).
-func StreamChange(eventName string, newImage map[string]types.AttributeValue) (c inbox.Change, ok bool, err error) {
+//
+// oldImage (nil for an INSERT) tells whether the writer raised META's version: a writer
+// outside the gateway that changes the count without raising it yields a re-read hint
+// (Version 0) rather than a state subscribers would take for one they already have.
+func StreamChange(eventName string, oldImage, newImage map[string]types.AttributeValue) (c inbox.Change, ok bool, err error) {
 	if newImage == nil || eventName == "REMOVE" {
 		return inbox.Change{}, false, nil
 	}
@@ -92,7 +96,7 @@ func StreamChange(eventName string, newImage map[string]types.AttributeValue) (c
 		if err := attributevalue.UnmarshalMap(newImage, &m); err != nil {
 			return inbox.Change{}, false, fmt.Errorf("stream META image: %w", err)
 		}
-		if m.Version == 0 {
+		if m.Version == 0 || !versionRaised(oldImage, m.Version) {
 			// A writer that does not keep the version: a hint to re-read the badge.
 			return inbox.Change{Viewer: v}, true, nil
 		}
@@ -111,4 +115,17 @@ func StreamChange(eventName string, newImage map[string]types.AttributeValue) (c
 		return inbox.Change{Viewer: v, Notification: toNotification(&it, "")}, true, nil
 	}
 	return inbox.Change{}, false, nil
+}
+
+// versionRaised reports whether META's version in oldImage is below newVersion (true when
+// there is no old image: the item was created).
+func versionRaised(oldImage map[string]types.AttributeValue, newVersion int64) bool {
+	if oldImage == nil {
+		return true
+	}
+	var old metaItem
+	if err := attributevalue.UnmarshalMap(oldImage, &old); err != nil {
+		return false
+	}
+	return old.Version < newVersion
 }
