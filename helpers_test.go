@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/inboxgw/gateway/auth"
-	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/store"
 )
@@ -62,29 +60,7 @@ func (w *testLogWriter) Write(p []byte) (int, error) {
 // table; everything is closed when the test ends.
 func newTestServer(t *testing.T) *testServer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	broker := live.NewLocal()
-	lw := &testLogWriter{t: t}
-	log := slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st := store.New(dynlocaltest.Client(t), dynlocaltest.TableName(t), store.WithPublisher(broker), store.WithLogger(log))
-	t.Cleanup(func() {
-		st.Close()
-		lw.mu.Lock()
-		lw.done = true
-		lw.mu.Unlock()
-	})
-	if err := st.CreateTable(ctx); err != nil {
-		t.Fatalf("create table: %v", err)
-	}
-	v, err := auth.NewVerifier(auth.Config{Secret: testSecret, Leeway: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{ComplexityLimit: 5000}
-	srv := httptest.NewServer(newHandler(cfg, log, v, st, broker, ""))
-	t.Cleanup(srv.Close)
-	return &testServer{t: t, srv: srv, url: srv.URL + "/graphql", verifier: v, store: st, broker: broker, seq: new(atomic.Int64)}
+	return newTestServerConfig(t, nil)
 }
 
 // withT returns s reporting to t: a subtest uses its own t, never its parent's.
