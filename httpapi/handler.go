@@ -21,7 +21,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/coder/websocket"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -87,20 +86,11 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 // WebSockets returns how many WebSocket connections are open.
 func (h *Handler) WebSockets() int { return h.conns.count() }
 
-// streamsMiddleware prepares WebSocket upgrades (a slot the connection registers in, for
-// the InitFunc) and ties SSE requests to the handler's lifetime.
+// streamsMiddleware ties SSE requests to the handler's lifetime (WebSocket connections
+// are the transport's, see ws.go).
 func (h *Handler) streamsMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Header.Get("Upgrade") != "":
-			slot := &connSlot{}
-			r = r.WithContext(context.WithValue(r.Context(), slotKey{}, slot))
-			next.ServeHTTP(w, r)
-			if slot.conn != nil {
-				h.conns.done(slot.conn)
-			}
-			return
-		case strings.Contains(r.Header.Get("Accept"), "text/event-stream"):
+		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			stop := context.AfterFunc(h.streams, cancel)
@@ -124,17 +114,6 @@ func NewHandler(o Options) *Handler {
 	}
 	res := &resolvers.Resolver{Store: st, Broker: o.Broker, Log: log}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: res.Root(), Complexity: Complexity()}))
-	initFunc := func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
-		c, err := verifier.FromHeader(p.Authorization())
-		if err != nil {
-			return transport.WithWebsocketCloseCode(ctx, 4403), nil, err
-		}
-		if g := connFromContext(ctx); g != nil && !c.ExpiresAt.IsZero() {
-			// The connection ends with the token: 4403 "token expired".
-			g.expireAt(c.ExpiresAt)
-		}
-		return auth.WithClaims(ctx, c), nil, nil
-	}
 	initTimeout, keepAlive := o.InitTimeout, o.KeepAlive
 	if initTimeout <= 0 {
 		initTimeout = 10 * time.Second
@@ -144,21 +123,8 @@ func NewHandler(o Options) *Handler {
 	}
 	sseCtx, stopSSE := context.WithCancel(context.Background())
 	h := &Handler{conns: newConnRegistry(), streams: sseCtx, stopSSE: stopSSE}
-	ws := transport.Websocket{
-		InitFunc: initFunc,
-		// The init timeout is the guard's (4408, see wsguard.go): gqlgen's closes with 1002.
-		KeepAlivePingInterval: keepAlive,
-		Implementation: wsImplementation{
-			initTimeout: initTimeout,
-			reg:         h.conns,
-			inner: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
-				// Same origin only, unless INBOX_ALLOWED_ORIGINS lists others (host
-				// patterns, or scheme://host patterns).
-				OriginPatterns: o.AllowedOrigins,
-			}},
-		},
-	}
-	gql.AddTransport(ws)
+	gql.AddTransport(&wsTransport{verifier: verifier, log: log, origins: o.AllowedOrigins,
+		initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns})
 	gql.AddTransport(transport.SSE{KeepAlivePingInterval: keepAlive})
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})

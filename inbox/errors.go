@@ -12,7 +12,9 @@ const (
 	CodeBadUserInput    = "BAD_USER_INPUT"
 	CodeNotFound        = "NOT_FOUND"
 	CodeThrottled       = "THROTTLED"
-	CodeInternal        = "INTERNAL_SERVER_ERROR"
+	// CodeSlowConsumer ends a subscription whose client fell too far behind its events.
+	CodeSlowConsumer = "SLOW_CONSUMER"
+	CodeInternal     = "INTERNAL_SERVER_ERROR"
 )
 
 // Error is a domain error whose Message is safe to show to the client and whose Code says

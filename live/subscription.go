@@ -27,8 +27,11 @@ type Subscription struct {
 	overflow bool
 	// recent holds the last notification ids delivered (a ring; next is the slot to fill),
 	// allocated on the first notification.
-	recent    []string
-	next      int
+	recent []string
+	next   int
+	// notify, when set (OnChange), runs after each delivery that told the subscriber
+	// something.
+	notify    func()
 	close     func()
 	closeOnce sync.Once
 }
@@ -81,6 +84,7 @@ func (s *Subscription) deliver(c inbox.Change) {
 	default:
 		signal = false // stale or duplicate state: nothing to tell
 	}
+	notify := s.notify
 	s.mu.Unlock()
 	if signal {
 		select {
@@ -100,6 +104,22 @@ func (s *Subscription) deliver(c inbox.Change) {
 			s.mu.Unlock()
 		}
 	}
+	if notify != nil && (signal || c.Notification != nil) {
+		notify()
+	}
+}
+
+// OnChange makes s call f after each delivery that tells the subscriber something (a
+// badge signal, a queued notification, an overflow, a resync), so a consumer can react
+// without a goroutine blocked on the channels: f then reads them without blocking. f runs
+// on the publisher's goroutine (a broker's, or a mutation's after its commit), possibly
+// on several at once; it must not block. It also runs once before OnChange returns, for
+// whatever was delivered before it was set.
+func (s *Subscription) OnChange(f func()) {
+	s.mu.Lock()
+	s.notify = f
+	s.mu.Unlock()
+	f()
 }
 
 // resync tells the subscriber that changes may have been missed: the badge must be

@@ -1,0 +1,659 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/resolvers"
+)
+
+// The WebSocket transport: graphql-transport-ws (the graphql-ws library's protocol,
+// https://github.com/enisdenjo/graphql-ws/blob/master/PROTOCOL.md) and the legacy
+// graphql-ws of subscriptions-transport-ws, over github.com/coder/websocket, executing
+// operations with gqlgen's executor (so extensions, complexity, the error presenter and
+// the per-response dataloaders apply as on every other transport).
+//
+// It is written for many idle subscribers: a connection holds one goroutine (its reader)
+// and the socket's two 4 KiB buffers, whatever its number of subscriptions. A subscription
+// holds no goroutine: its stream signals through a resolvers.StreamHook when a value is
+// waiting, and the connection's flusher, a goroutine that exists only while there is
+// something to write, renders and writes it. Timers (init timeout, keep-alive, token
+// expiry) are runtime timers, not goroutines. gqlgen's own WebSocket transport spends four
+// goroutines and about 70 KiB on an idle subscriber.
+
+// WebSocket close codes of the graphql-transport-ws protocol (and RFC 6455's going away).
+const (
+	CloseGoingAway           = 1001
+	CloseInvalidMessage      = 4400
+	CloseUnauthorized        = 4401
+	CloseForbidden           = 4403
+	CloseInitTimeout         = 4408
+	CloseSubscriberExists    = 4409
+	CloseTooManyInitRequests = 4429
+)
+
+const (
+	subprotocolTransportWS = "graphql-transport-ws"
+	subprotocolGraphQLWS   = "graphql-ws"
+
+	closeReasonTokenExpired   = "token expired"
+	closeReasonShuttingDown   = "server shutting down"
+	closeReasonInitTimeout    = "Connection initialisation timeout"
+	closeReasonTooManyInits   = "Too many initialisation requests"
+	closeReasonUnauthorized   = "Unauthorized"
+	closeReasonForbidden      = "Forbidden"
+	closeReasonSubscriberDupe = "Subscriber for this id already exists"
+	closeReasonInvalidMessage = "Invalid message received"
+
+	// wsMaxMessage bounds one client message (a subscribe with its query and variables).
+	wsMaxMessage = 256 << 10
+	// wsWriteTimeout bounds one frame's write: a peer that reads nothing for this long is
+	// gone, and its connection is closed.
+	wsWriteTimeout = 10 * time.Second
+)
+
+// wsTransport is a gqlgen transport (graphql.Transport) for WebSocket upgrades.
+type wsTransport struct {
+	verifier    *auth.Verifier
+	log         *slog.Logger
+	origins     []string
+	initTimeout time.Duration
+	keepAlive   time.Duration
+	reg         *connRegistry
+}
+
+var _ graphql.Transport = (*wsTransport)(nil)
+
+// Supports claims every upgrade request; Do refuses what is not a WebSocket handshake.
+func (t *wsTransport) Supports(r *http.Request) bool { return r.Header.Get("Upgrade") != "" }
+
+// Do accepts the upgrade (subprotocol graphql-transport-ws or graphql-ws, Origin checked
+// against the allow-list: same origin only when it is empty) and returns: the connection
+// lives on in its own goroutine, so the HTTP server's goroutine and its stack are freed.
+func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:   []string{subprotocolTransportWS, subprotocolGraphQLWS},
+		OriginPatterns: t.origins,
+	})
+	if err != nil {
+		t.log.Debug("websocket upgrade refused", "err", err) // Accept wrote the response
+		return
+	}
+	ws.SetReadLimit(wsMaxMessage)
+	// The request's context ends when this handler returns; the connection's must not.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	c := &wsConn{t: t, ws: ws, exec: exec, ctx: ctx, cancel: cancel,
+		legacy: ws.Subprotocol() != subprotocolTransportWS, ops: map[string]*wsOp{}}
+	if !t.reg.add(c) {
+		cancel()
+		_ = ws.Close(CloseGoingAway, closeReasonShuttingDown)
+		return
+	}
+	if t.initTimeout > 0 {
+		c.mu.Lock()
+		c.initTimer = time.AfterFunc(t.initTimeout, func() {
+			c.mu.Lock()
+			late := !c.inited
+			c.mu.Unlock()
+			if late {
+				c.closeWith(CloseInitTimeout, closeReasonInitTimeout)
+			}
+		})
+		c.mu.Unlock()
+	}
+	go c.run()
+}
+
+// wsConn is one WebSocket connection.
+type wsConn struct {
+	t      *wsTransport
+	ws     *websocket.Conn
+	exec   graphql.GraphExecutor
+	legacy bool // graphql-ws (subscriptions-transport-ws), not graphql-transport-ws
+	ctx    context.Context
+	cancel context.CancelFunc // ends every operation of the connection
+
+	mu          sync.Mutex
+	inited      bool            // connection_init received
+	opCtx       context.Context // ctx with the verified claims, once acknowledged
+	closing     bool
+	ops         map[string]*wsOp // running operations by id
+	queue       []*wsOp          // subscriptions with events to write
+	flushing    bool             // the flusher runs
+	initTimer   *time.Timer
+	kaTimer     *time.Timer
+	expiryTimer *time.Timer
+}
+
+// wsMessage is a protocol message, both directions.
+type wsMessage struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// run reads messages until the connection ends, then releases everything it holds.
+func (c *wsConn) run() {
+	defer c.teardown()
+	for {
+		// No context: a read waits for the peer; closing the socket ends it.
+		typ, data, err := c.ws.Read(context.Background())
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		closing := c.closing
+		c.mu.Unlock()
+		if closing {
+			continue // drain until the close handshake ends
+		}
+		var m wsMessage
+		if typ != websocket.MessageText || json.Unmarshal(data, &m) != nil || m.Type == "" {
+			c.invalid("invalid json")
+			continue
+		}
+		c.handle(m)
+	}
+}
+
+func (c *wsConn) handle(m wsMessage) {
+	switch m.Type {
+	case "connection_init":
+		c.init(m.Payload)
+	case "ping":
+		if c.legacy {
+			c.invalid("unexpected message ping")
+			return
+		}
+		c.send(wsMessage{Type: "pong", Payload: m.Payload})
+	case "pong":
+		if c.legacy {
+			c.invalid("unexpected message pong")
+		}
+	case "subscribe", "start":
+		if (m.Type == "start") != c.legacy {
+			c.invalid("unexpected message " + m.Type)
+			return
+		}
+		c.start(m.ID, m.Payload)
+	case "complete", "stop":
+		if (m.Type == "stop") != c.legacy {
+			c.invalid("unexpected message " + m.Type)
+			return
+		}
+		c.stop(m.ID)
+	case "connection_terminate":
+		if !c.legacy {
+			c.invalid("unexpected message " + m.Type)
+			return
+		}
+		c.closeWith(websocket.StatusNormalClosure, "terminated")
+	default:
+		c.invalid("unexpected message " + m.Type)
+	}
+}
+
+// invalid ends the connection after a message the protocol does not allow: 4400 (the
+// legacy protocol is told why first).
+func (c *wsConn) invalid(why string) {
+	if c.legacy {
+		c.sendConnectionError(why)
+	}
+	c.closeWith(CloseInvalidMessage, closeReasonInvalidMessage)
+}
+
+// init handles connection_init: the payload's Authorization ("Bearer <JWT>") is verified,
+// and the connection is acknowledged, or closed with 4403.
+func (c *wsConn) init(payload json.RawMessage) {
+	c.mu.Lock()
+	if c.inited {
+		c.mu.Unlock()
+		if c.legacy {
+			c.send(wsMessage{Type: "connection_ack"}) // graphql-ws allows a repeated init
+			return
+		}
+		c.closeWith(CloseTooManyInitRequests, closeReasonTooManyInits)
+		return
+	}
+	c.inited = true
+	if c.initTimer != nil {
+		c.initTimer.Stop()
+	}
+	c.mu.Unlock()
+
+	var p map[string]any
+	_ = json.Unmarshal(payload, &p) // not an object: no token
+	header, _ := p["Authorization"].(string)
+	if header == "" {
+		header, _ = p["authorization"].(string)
+	}
+	claims, err := c.t.verifier.FromHeader(header)
+	if err != nil {
+		if c.legacy {
+			c.sendConnectionError(inbox.ErrorMessage(err))
+		}
+		c.closeWith(CloseForbidden, closeReasonForbidden)
+		return
+	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.opCtx = auth.WithClaims(c.ctx, claims)
+	if !claims.ExpiresAt.IsZero() {
+		// The connection ends with its token: 4403 "token expired".
+		c.expiryTimer = time.AfterFunc(time.Until(claims.ExpiresAt), c.expire)
+	}
+	c.mu.Unlock()
+	c.send(wsMessage{Type: "connection_ack"})
+	if c.legacy && c.t.keepAlive > 0 {
+		c.send(wsMessage{Type: "ka"})
+		c.mu.Lock()
+		if !c.closing {
+			c.kaTimer = time.AfterFunc(c.t.keepAlive, c.keepAliveTick)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// keepAliveTick sends graphql-ws's "ka" and schedules the next one.
+func (c *wsConn) keepAliveTick() {
+	c.send(wsMessage{Type: "ka"})
+	c.mu.Lock()
+	if !c.closing && c.kaTimer != nil {
+		c.kaTimer.Reset(c.t.keepAlive)
+	}
+	c.mu.Unlock()
+}
+
+// expire ends the connection when its token expires: every running operation gets an
+// UNAUTHENTICATED "token expired" error, then the socket closes with 4403 "token expired".
+func (c *wsConn) expire() {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	ids := make([]string, 0, len(c.ops))
+	for id := range c.ops {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	if c.legacy {
+		c.sendConnectionError(closeReasonTokenExpired)
+	}
+	errs := json.RawMessage(`[{"message":"token expired","extensions":{"code":"UNAUTHENTICATED"}}]`)
+	for _, id := range ids {
+		c.send(wsMessage{ID: id, Type: "error", Payload: errs})
+	}
+	c.closeWith(CloseForbidden, closeReasonTokenExpired)
+}
+
+// start handles subscribe (graphql-ws: start): a new operation under id.
+func (c *wsConn) start(id string, payload json.RawMessage) {
+	c.mu.Lock()
+	if c.opCtx == nil {
+		c.mu.Unlock()
+		if c.legacy {
+			c.sendConnectionError("connection_init first")
+		}
+		c.closeWith(CloseUnauthorized, closeReasonUnauthorized)
+		return
+	}
+	if old, dup := c.ops[id]; dup {
+		if !c.legacy {
+			c.mu.Unlock()
+			c.closeWith(CloseSubscriberExists, closeReasonSubscriberDupe)
+			return
+		}
+		// subscriptions-transport-ws replaces the operation of a reused id.
+		delete(c.ops, id)
+		old.cancel()
+	}
+	op := &wsOp{c: c, id: id}
+	op.ctx, op.cancel = context.WithCancel(c.opCtx)
+	op.hook.Ready = op.ready
+	c.ops[id] = op
+	c.mu.Unlock()
+	go op.run(payload)
+}
+
+// stop handles complete (graphql-ws: stop): the client ends the operation. Nothing more
+// is sent for its id (graphql-ws: a complete).
+func (c *wsConn) stop(id string) {
+	c.mu.Lock()
+	op := c.ops[id]
+	if op != nil {
+		delete(c.ops, id)
+	}
+	c.mu.Unlock()
+	if op == nil {
+		return
+	}
+	op.cancel()
+	if c.legacy {
+		c.send(wsMessage{ID: id, Type: "complete"})
+	}
+}
+
+// wsOp is one operation of a connection.
+type wsOp struct {
+	c      *wsConn
+	id     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	hook   resolvers.StreamHook
+
+	// Under c.mu:
+	responses  graphql.ResponseHandler // set once dispatched
+	rctx       context.Context         // the context the responses are read with
+	dispatched bool
+	pending    int  // Ready calls not yet consumed
+	queued     bool // in c.queue
+}
+
+// run parses, validates and dispatches the operation. A query or mutation is answered
+// here; a subscription whose stream signals through the hook is left to the flusher and
+// this goroutine ends.
+func (op *wsOp) run(payload json.RawMessage) {
+	c := op.c
+	start := graphql.Now()
+	ctx := graphql.StartOperationTrace(op.ctx)
+	params := &graphql.RawParams{}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	if err := dec.Decode(params); err != nil {
+		op.fail(gqlerror.List{{Message: "the subscribe payload is not a GraphQL request",
+			Extensions: map[string]any{"code": inbox.CodeBadUserInput}}})
+		return
+	}
+	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
+	rc, errs := c.exec.CreateOperationContext(ctx, params)
+	if errs != nil {
+		resp := c.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)
+		if errcode.GetErrorKind(errs) == errcode.KindProtocol {
+			op.fail(resp.Errors)
+			return
+		}
+		op.sendNext(resp)
+		op.finish()
+		return
+	}
+	ctx = graphql.WithOperationContext(ctx, rc)
+	ctx = resolvers.WithStreamHook(ctx, &op.hook)
+	responses, rctx := c.exec.DispatchOperation(ctx, rc)
+	if rc.Operation.Operation == ast.Subscription && op.hook.Bound() {
+		c.mu.Lock()
+		op.responses, op.rctx, op.dispatched = responses, rctx, true
+		c.enqueueLocked(op)
+		c.mu.Unlock()
+		return
+	}
+	// A query, a mutation, an error response, or a stream that does not signal.
+	for {
+		resp := responses(rctx)
+		if resp == nil {
+			break
+		}
+		op.sendNext(resp)
+	}
+	op.finish()
+}
+
+// ready is the hook's Ready: one more value is waiting on the stream.
+func (op *wsOp) ready() {
+	c := op.c
+	c.mu.Lock()
+	op.pending++
+	c.enqueueLocked(op)
+	c.mu.Unlock()
+}
+
+// enqueueLocked queues a dispatched operation with pending values and starts the flusher
+// when it is not running. c.mu is held.
+func (c *wsConn) enqueueLocked(op *wsOp) {
+	if !op.dispatched || op.pending == 0 || op.queued || c.ops[op.id] != op {
+		return
+	}
+	op.queued = true
+	c.queue = append(c.queue, op)
+	if !c.flushing {
+		c.flushing = true
+		go c.flush()
+	}
+}
+
+// flush writes the queued subscriptions' values, one response per Ready, and ends when
+// the queue is empty. While a slow peer blocks a write, badge values coalesce in their
+// streams and notifications wait in their bounded buffers.
+func (c *wsConn) flush() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.flushing = false
+			c.queue = nil
+			c.mu.Unlock()
+			return
+		}
+		op := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		op.queued = false
+		n := op.pending
+		op.pending = 0
+		current := c.ops[op.id] == op
+		c.mu.Unlock()
+		if !current {
+			continue // the client completed it, or the connection ended
+		}
+		for range n {
+			resp := op.responses(op.rctx)
+			if resp == nil {
+				op.finish()
+				break
+			}
+			op.sendNext(resp)
+		}
+	}
+}
+
+// finish ends an operation that ended on the server's side: complete, or error when its
+// stream ended with one. Nothing is sent if the client completed it first.
+func (op *wsOp) finish() {
+	c := op.c
+	c.mu.Lock()
+	mine := c.ops[op.id] == op
+	if mine {
+		delete(c.ops, op.id)
+	}
+	c.mu.Unlock()
+	op.cancel()
+	if !mine {
+		return
+	}
+	if err := op.hook.Err(); err != nil {
+		resp := c.exec.DispatchError(op.ctx, gqlerror.List{gqlerror.WrapIfUnwrapped(err)})
+		c.sendErrors(op.id, resp.Errors)
+		return
+	}
+	c.send(wsMessage{ID: op.id, Type: "complete"})
+}
+
+// fail ends an operation that could not start (an unreadable or invalid request) with an
+// error message.
+func (op *wsOp) fail(errs gqlerror.List) {
+	c := op.c
+	c.mu.Lock()
+	mine := c.ops[op.id] == op
+	if mine {
+		delete(c.ops, op.id)
+	}
+	c.mu.Unlock()
+	op.cancel()
+	if mine {
+		c.sendErrors(op.id, errs)
+	}
+}
+
+func (op *wsOp) sendNext(resp *graphql.Response) {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		op.c.t.log.Error("websocket: encode response", "err", err)
+		return
+	}
+	typ := "next"
+	if op.c.legacy {
+		typ = "data"
+	}
+	op.c.send(wsMessage{ID: op.id, Type: typ, Payload: b})
+}
+
+func (c *wsConn) sendErrors(id string, errs gqlerror.List) {
+	b, err := json.Marshal(errs)
+	if err != nil {
+		c.t.log.Error("websocket: encode errors", "err", err)
+		return
+	}
+	c.send(wsMessage{ID: id, Type: "error", Payload: b})
+}
+
+func (c *wsConn) sendConnectionError(message string) {
+	b, _ := json.Marshal(map[string]string{"message": message})
+	c.send(wsMessage{Type: "connection_error", Payload: b})
+}
+
+// send writes one message. A write that fails or times out ends the connection.
+func (c *wsConn) send(m wsMessage) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		c.t.log.Error("websocket: encode message", "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, wsWriteTimeout)
+	err = c.ws.Write(ctx, websocket.MessageText, b)
+	cancel()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		_ = c.ws.CloseNow()
+	}
+}
+
+// closeWith starts the close handshake with code and reason, once; the reader then ends
+// and tears the connection down. It does not wait for the handshake.
+func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing = true
+	c.stopTimersLocked()
+	c.mu.Unlock()
+	go func() { _ = c.ws.Close(code, reason) }()
+}
+
+func (c *wsConn) stopTimersLocked() {
+	for _, t := range []*time.Timer{c.initTimer, c.kaTimer, c.expiryTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// teardown runs when the reader ended: every operation is cancelled (their streams
+// unsubscribe), the timers stop and the socket is released.
+func (c *wsConn) teardown() {
+	c.mu.Lock()
+	c.closing = true
+	c.stopTimersLocked()
+	c.ops = map[string]*wsOp{}
+	c.queue = nil
+	c.mu.Unlock()
+	c.cancel()
+	_ = c.ws.CloseNow()
+	c.t.reg.done(c)
+}
+
+// shutdown closes the connection with 1001 (going away).
+func (c *wsConn) shutdown() { c.closeWith(CloseGoingAway, closeReasonShuttingDown) }
+
+// connRegistry tracks the open WebSocket connections, for shutdown.
+type connRegistry struct {
+	mu       sync.Mutex
+	conns    map[*wsConn]struct{}
+	shutdown bool
+	empty    chan struct{} // closed when shutdown began and no connection is left
+}
+
+func newConnRegistry() *connRegistry {
+	return &connRegistry{conns: map[*wsConn]struct{}{}, empty: make(chan struct{})}
+}
+
+// add registers c; false once shutdown began.
+func (r *connRegistry) add(c *wsConn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shutdown {
+		return false
+	}
+	r.conns[c] = struct{}{}
+	return true
+}
+
+// done unregisters c once it was torn down.
+func (r *connRegistry) done(c *wsConn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.conns, c)
+	if r.shutdown && len(r.conns) == 0 {
+		r.closeEmptyLocked()
+	}
+}
+
+func (r *connRegistry) closeEmptyLocked() {
+	select {
+	case <-r.empty:
+	default:
+		close(r.empty)
+	}
+}
+
+// closeAll refuses new connections, closes every open one with 1001 and returns a channel
+// closed once all of them ended.
+func (r *connRegistry) closeAll() <-chan struct{} {
+	r.mu.Lock()
+	r.shutdown = true
+	conns := make([]*wsConn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	if len(r.conns) == 0 {
+		r.closeEmptyLocked()
+	}
+	r.mu.Unlock()
+	for _, c := range conns {
+		c.shutdown()
+	}
+	return r.empty
+}
+
+// count returns how many WebSocket connections are open.
+func (r *connRegistry) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.conns)
+}

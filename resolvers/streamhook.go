@@ -1,0 +1,86 @@
+package resolvers
+
+import (
+	"context"
+	"sync"
+)
+
+// StreamHook lets a transport deliver a subscription's events without a goroutine
+// blocked on the stream's channel. gqlgen's subscription resolvers return a channel that
+// the transport drains by calling the operation's response handler, which blocks until the
+// next value; a transport holding thousands of idle subscriptions would need a goroutine
+// (and its stack) for each. With a hook in the operation's context, the stream instead
+// tells the transport when a value is waiting:
+//
+//   - Bind is called by the resolver when its stream will call Ready. A transport that
+//     finds the hook unbound after dispatching the operation (an error response, a stream
+//     that does not know hooks) must drain it the usual way.
+//   - Ready is called once for every value put on the channel, after it is there, and
+//     once when the channel is closed. A value that replaces one still waiting (a
+//     coalesced badge) does not call Ready again. So each Ready allows exactly one call of
+//     the response handler that does not block.
+//   - End records why the stream ended before its context did (a subscriber that fell
+//     behind); the transport reports it as the operation's error instead of completing.
+//
+// Ready is set by the transport before the operation is dispatched and may be called from
+// any goroutine, before dispatch returns too; it must not block.
+type StreamHook struct {
+	Ready func()
+
+	mu    sync.Mutex
+	bound bool
+	err   error
+}
+
+type streamHookKey struct{}
+
+// WithStreamHook returns ctx carrying h for the subscription resolvers.
+func WithStreamHook(ctx context.Context, h *StreamHook) context.Context {
+	return context.WithValue(ctx, streamHookKey{}, h)
+}
+
+// Bound reports whether the operation's stream signals through the hook.
+func (h *StreamHook) Bound() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bound
+}
+
+// Err returns the error the stream ended with, or nil.
+func (h *StreamHook) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// streamSignal is the resolvers' side of a hook: bind it when the stream starts, then call
+// ready after each value and at the end. Without a hook in ctx (gqlgen's own transports,
+// SSE) both do nothing.
+type streamSignal struct{ h *StreamHook }
+
+func signalOf(ctx context.Context) streamSignal {
+	h, _ := ctx.Value(streamHookKey{}).(*StreamHook)
+	return streamSignal{h}
+}
+
+func (s streamSignal) bind() {
+	if s.h != nil {
+		s.h.mu.Lock()
+		s.h.bound = true
+		s.h.mu.Unlock()
+	}
+}
+
+func (s streamSignal) ready() {
+	if s.h != nil && s.h.Ready != nil {
+		s.h.Ready()
+	}
+}
+
+func (s streamSignal) end(err error) {
+	if s.h != nil {
+		s.h.mu.Lock()
+		s.h.err = err
+		s.h.mu.Unlock()
+	}
+}
