@@ -16,11 +16,12 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-// profileProjection reads only what the schema can render of a profile.
-var profileNames = map[string]string{"#pk": attrPK, "#sk": attrSK, "#et": "entityType", "#aid": "actorId",
-	"#tid": "targetId", "#kind": "kind", "#name": "name", "#avatar": "avatarUrl", "#url": "url", "#title": "title"}
+// profileProjection reads only what the schema can render of a profile, plus its key
+// (which matches answers to keys). The ids and kind are not read: Profiles takes them
+// from the ref that asked, which the key was built from.
+var profileNames = map[string]string{"#pk": attrPK, "#sk": attrSK, "#name": "name", "#avatar": "avatarUrl", "#url": "url", "#title": "title"}
 
-const profileProjection = "#pk, #sk, #et, #aid, #tid, #kind, #name, #avatar, #url, #title"
+const profileProjection = "#pk, #sk, #name, #avatar, #url, #title"
 
 // Profiles loads the actor and target profiles refs of a tenant (AP6), aligned with refs:
 // nil where none exists. Refs are deduplicated, then read with BatchGetItem (≤100 keys a
