@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -59,6 +62,9 @@ const (
 	closeReasonSubscriberDupe = "Subscriber for this id already exists"
 	closeReasonInvalidMessage = "Invalid message received"
 
+	// wsReadBuffer and wsWriteBuffer size a connection's socket buffers (see smallBuffers).
+	wsReadBuffer  = 1 << 10
+	wsWriteBuffer = 1 << 10
 	// wsMaxMessage bounds one client message (a subscribe with its query and variables).
 	wsMaxMessage = 256 << 10
 	// wsWriteTimeout bounds one frame's write: a peer that reads nothing for this long is
@@ -85,7 +91,7 @@ func (t *wsTransport) Supports(r *http.Request) bool { return r.Header.Get("Upgr
 // against the allow-list: same origin only when it is empty) and returns: the connection
 // lives on in its own goroutine, so the HTTP server's goroutine and its stack are freed.
 func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
 		Subprotocols:   []string{subprotocolTransportWS, subprotocolGraphQLWS},
 		OriginPatterns: t.origins,
 	})
@@ -116,6 +122,36 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		c.mu.Unlock()
 	}
 	go c.run()
+}
+
+// smallBuffers hands the WebSocket library a hijacked connection with 1 KiB read and write
+// buffers instead of net/http's 4 KiB ones, which it would otherwise keep for the
+// connection's life: 6 KiB of every idle subscriber. Protocol messages are small (a
+// subscribe is a few hundred bytes, a badge frame under 100); a bigger one takes a few
+// more reads or writes.
+type smallBuffers struct{ http.ResponseWriter }
+
+func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(s.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Bytes the client sent right behind its handshake are already in net/http's reader:
+	// the new reader starts with them buffered (coder/websocket carries over what is
+	// buffered, golang/go#32314).
+	n := brw.Reader.Buffered()
+	var src io.Reader = conn
+	if n > 0 {
+		early, _ := brw.Reader.Peek(n)
+		src = io.MultiReader(bytes.NewReader(bytes.Clone(early)), conn)
+	}
+	br := bufio.NewReaderSize(src, max(wsReadBuffer, n))
+	if n > 0 {
+		if _, err := br.Peek(n); err != nil {
+			return nil, nil, err
+		}
+	}
+	return conn, bufio.NewReadWriter(br, bufio.NewWriterSize(conn, wsWriteBuffer)), nil
 }
 
 // wsConn is one WebSocket connection.
@@ -161,13 +197,30 @@ func (c *wsConn) run() {
 		if closing {
 			continue // drain until the close handshake ends
 		}
-		var m wsMessage
-		if typ != websocket.MessageText || json.Unmarshal(data, &m) != nil || m.Type == "" {
-			c.invalid("invalid json")
-			continue
-		}
-		c.handle(m)
+		onFreshStack(func() {
+			var m wsMessage
+			if typ != websocket.MessageText || json.Unmarshal(data, &m) != nil || m.Type == "" {
+				c.invalid("invalid json")
+				return
+			}
+			c.handle(m)
+		})
 	}
+}
+
+// onFreshStack runs f on a goroutine of its own and waits for it. The reader calls it for
+// each message so that what a message needs (JSON decoding, a JWT's verification) grows
+// that goroutine's stack, not the reader's: the reader spends its life waiting for the
+// next frame, and a stack that once grew stays at least twice what it uses (the runtime
+// halves a stack only when under a quarter of it is in use). Measured: an idle
+// connection's stack is 4 KiB instead of 8.
+func onFreshStack(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
 
 func (c *wsConn) handle(m wsMessage) {
