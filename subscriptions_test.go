@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/coder/websocket/wsjson"
 
 	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/live"
 )
 
 // eventTimeout bounds the wait for one subscription event.
@@ -252,6 +255,67 @@ func TestSubscriptionNotificationAdded(t *testing.T) {
 			t.Fatalf("unexpected message %s %s", m.Type, m.Payload)
 		}
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestNotificationAddedSlowConsumer overflows one notificationAdded subscriber's buffer:
+// that subscription ends with a SLOW_CONSUMER error, and the connection and its other
+// subscription go on.
+func TestNotificationAddedSlowConsumer(t *testing.T) {
+	s := newTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.dialWS(ctx, "graphql-transport-ws")
+	c.init(s.token("t1", "alice"))
+	c.subscribe("badge", `subscription { unreadCount }`)
+	if got := c.nextCount("badge"); got != 0 {
+		t.Fatalf("first badge %d", got)
+	}
+	// Each event loads its actor (a BatchGetItem, after the dataloader's window): the
+	// server renders far more slowly than the broker below delivers.
+	c.subscribe("added", `subscription { notificationAdded { id actor { name } } }`)
+	waitFor(t, eventTimeout, "the subscription to register", func() bool { return s.broker.Subscribers() == 2 })
+	alice := inbox.Viewer{TenantID: "t1", UserID: "alice"}
+	const burst = 20 * live.NotificationBuffer
+	for i := range burst {
+		s.broker.Publish(ctx, inbox.Change{Viewer: alice, Notification: &inbox.Notification{
+			ID: fmt.Sprintf("01SLOW%020d", i), Type: "t", CreatedAt: time.Now(), ActorID: "nobody"}})
+	}
+	delivered := 0
+	for {
+		m := c.next()
+		if m.Type == "next" && m.ID == "added" {
+			delivered++
+			continue
+		}
+		if m.Type == "next" && m.ID == "badge" {
+			continue // the notifications' badge hints re-read the (unchanged) count
+		}
+		if m.Type != "error" || m.ID != "added" || !strings.Contains(string(m.Payload), `"SLOW_CONSUMER"`) {
+			t.Fatalf("got %s (id %q) %s, want a SLOW_CONSUMER error for added", m.Type, m.ID, m.Payload)
+		}
+		break
+	}
+	if delivered >= burst {
+		t.Fatalf("all %d notifications delivered: no overflow", delivered)
+	}
+	t.Logf("%d of %d notifications delivered before the overflow", delivered, burst)
+	waitFor(t, eventTimeout, "the overflowed subscription to end", func() bool { return s.broker.Subscribers() == 1 })
+	// The badge subscription on the same connection still works.
+	sender := s.token("t1", "svc", auth.ScopeSend)
+	s.send(sender, s.sendInput("after", "alice"))
+	for {
+		m := c.next()
+		if m.Type != "next" || m.ID != "badge" {
+			t.Fatalf("got %s (id %q) %s, want the badge", m.Type, m.ID, m.Payload)
+		}
+		var p struct{ Data struct{ UnreadCount int } }
+		if err := json.Unmarshal(m.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Data.UnreadCount == 1 {
+			break
+		}
 	}
 }
 

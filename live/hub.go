@@ -54,8 +54,8 @@ func (h *hub) has(v inbox.Viewer) bool {
 }
 
 // subscribe registers a new subscription of v.
-func (h *hub) subscribe(v inbox.Viewer) *Subscription {
-	s := newSubscription()
+func (h *hub) subscribe(v inbox.Viewer, opts []SubscribeOption) *Subscription {
+	s := newSubscription(opts)
 	s.close = func() {
 		h.mu.Lock()
 		last := false

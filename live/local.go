@@ -14,7 +14,7 @@ import (
 type Broker interface {
 	inbox.Publisher
 	// Subscribe registers a subscription to v's changes. Close it when done.
-	Subscribe(v inbox.Viewer) *Subscription
+	Subscribe(v inbox.Viewer, opts ...SubscribeOption) *Subscription
 	// Close releases the broker's connections; subscriptions get nothing more.
 	Close() error
 }
@@ -37,7 +37,9 @@ func NewLocal() *Local {
 func (b *Local) Publish(_ context.Context, c inbox.Change) { b.h.deliver(c) }
 
 // Subscribe registers a subscription to v's changes. Close it when done.
-func (b *Local) Subscribe(v inbox.Viewer) *Subscription { return b.h.subscribe(v) }
+func (b *Local) Subscribe(v inbox.Viewer, opts ...SubscribeOption) *Subscription {
+	return b.h.subscribe(v, opts)
+}
 
 // Subscribers returns how many subscriptions are registered (for tests and metrics).
 func (b *Local) Subscribers() int { return b.h.count() }

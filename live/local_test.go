@@ -59,3 +59,31 @@ func TestLocalCoalescesAndDeduplicates(t *testing.T) {
 		t.Fatalf("%d subscribers left", n)
 	}
 }
+
+func TestBadgeOnlyQueuesNoNotifications(t *testing.T) {
+	b := live.NewLocal()
+	v := inbox.Viewer{TenantID: "t", UserID: "u"}
+	s := b.Subscribe(v, live.BadgeOnly())
+	defer s.Close()
+	changes := 0
+	s.OnChange(func() { changes++ })
+	ctx := context.Background()
+	for i := range 2 * live.NotificationBuffer {
+		b.Publish(ctx, inbox.Change{Viewer: v, Notification: &inbox.Notification{ID: string(rune('a'+i%26)) + string(rune('A'+i/26))}})
+	}
+	if s.Added() != nil || s.Overflowed() != nil {
+		t.Fatal("a badge-only subscription has a notification queue")
+	}
+	// Each new notification is a badge hint (count unknown: Version 0), coalesced.
+	select {
+	case <-s.BadgeChanged():
+	default:
+		t.Fatal("no badge signal for the notifications' hints")
+	}
+	if c := s.Latest(); c.Version != 0 {
+		t.Fatalf("latest = %+v, want a re-read hint", c)
+	}
+	if changes != 1+2*live.NotificationBuffer {
+		t.Fatalf("OnChange ran %d times, want once when set and once for each hint", changes)
+	}
+}

@@ -159,7 +159,9 @@ func (b *Redis) Publish(ctx context.Context, c inbox.Change) {
 
 // Subscribe registers a subscription to v's changes; the first one of v subscribes this
 // broker to v's channel. Close it when done.
-func (b *Redis) Subscribe(v inbox.Viewer) *Subscription { return b.h.subscribe(v) }
+func (b *Redis) Subscribe(v inbox.Viewer, opts ...SubscribeOption) *Subscription {
+	return b.h.subscribe(v, opts)
+}
 
 // Subscribers returns how many subscriptions are registered (for tests and metrics).
 func (b *Redis) Subscribers() int { return b.h.count() }

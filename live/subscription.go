@@ -19,12 +19,13 @@ const recentIDs = 64
 // (BadgeChanged, then Latest) and a bounded queue of new notifications (Added). Brokers
 // create them; the zero value is not usable.
 type Subscription struct {
-	mu       sync.Mutex
-	latest   inbox.Change
-	badge    chan struct{}
-	added    chan *inbox.Notification
-	dropped  chan struct{}
-	overflow bool
+	mu        sync.Mutex
+	badgeOnly bool // no added queue (BadgeOnly)
+	latest    inbox.Change
+	badge     chan struct{}
+	added     chan *inbox.Notification
+	dropped   chan struct{}
+	overflow  bool
 	// recent holds the last notification ids delivered (a ring; next is the slot to fill),
 	// allocated on the first notification.
 	recent []string
@@ -36,12 +37,25 @@ type Subscription struct {
 	closeOnce sync.Once
 }
 
-func newSubscription() *Subscription {
-	return &Subscription{
-		badge:   make(chan struct{}, 1),
-		added:   make(chan *inbox.Notification, NotificationBuffer),
-		dropped: make(chan struct{}),
+// SubscribeOption adjusts a new subscription.
+type SubscribeOption func(*Subscription)
+
+// BadgeOnly subscribes to the badge alone: new notifications are not queued (Added
+// delivers nothing and Overflowed never fires), though their badge hints still signal. An
+// unreadCount subscriber needs nothing more, and saves the queue (about 0.6 KiB) and the
+// notifications it would hold.
+func BadgeOnly() SubscribeOption { return func(s *Subscription) { s.badgeOnly = true } }
+
+func newSubscription(opts []SubscribeOption) *Subscription {
+	s := &Subscription{badge: make(chan struct{}, 1)}
+	for _, o := range opts {
+		o(s)
 	}
+	if !s.badgeOnly {
+		s.added = make(chan *inbox.Notification, NotificationBuffer)
+		s.dropped = make(chan struct{})
+	}
+	return s
 }
 
 // seen reports whether id was delivered already and otherwise remembers it. s.mu is held.
@@ -92,7 +106,7 @@ func (s *Subscription) deliver(c inbox.Change) {
 		default: // a signal is already pending: the reader will see the latest state
 		}
 	}
-	if c.Notification != nil {
+	if c.Notification != nil && !s.badgeOnly {
 		select {
 		case s.added <- c.Notification:
 		default:
@@ -104,7 +118,7 @@ func (s *Subscription) deliver(c inbox.Change) {
 			s.mu.Unlock()
 		}
 	}
-	if notify != nil && (signal || c.Notification != nil) {
+	if notify != nil && (signal || (c.Notification != nil && !s.badgeOnly)) {
 		notify()
 	}
 }
@@ -140,11 +154,12 @@ func (s *Subscription) Latest() inbox.Change {
 }
 
 // Added delivers new notifications of the inbox, each at most once, in commit order per
-// writer.
+// writer. It is nil (never delivers) for a BadgeOnly subscription.
 func (s *Subscription) Added() <-chan *inbox.Notification { return s.added }
 
 // Overflowed is closed when the subscriber fell more than NotificationBuffer events behind;
-// its notificationAdded stream must then end with an error.
+// its notificationAdded stream must then end with an error. It is nil (never fires) for a
+// BadgeOnly subscription.
 func (s *Subscription) Overflowed() <-chan struct{} { return s.dropped }
 
 // Close unregisters the subscription. It is idempotent.

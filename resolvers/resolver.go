@@ -26,7 +26,7 @@ type Store interface {
 
 // Broker hands out subscriptions to inbox changes (implemented by *live.Local).
 type Broker interface {
-	Subscribe(v inbox.Viewer) *live.Subscription
+	Subscribe(v inbox.Viewer, opts ...live.SubscribeOption) *live.Subscription
 }
 
 // Resolver is the root resolver: the dependency container of every resolver.

@@ -23,7 +23,9 @@ import (
 //     behind); the transport reports it as the operation's error instead of completing.
 //
 // Ready is set by the transport before the operation is dispatched and may be called from
-// any goroutine, before dispatch returns too; it must not block.
+// any goroutine, before dispatch returns too; it must not block. A transport that sets a
+// hook also ends the operation's context when the connection's token expires (the
+// streams then keep no expiry timer of their own).
 type StreamHook struct {
 	Ready func()
 

@@ -28,7 +28,7 @@ func (r *Resolver) badgeStream(ctx context.Context) (<-chan int, error) {
 		return nil, err
 	}
 	ctx, stop := untilTokenExpiry(ctx)
-	sub := r.Broker.Subscribe(v)
+	sub := r.Broker.Subscribe(v, live.BadgeOnly())
 	count, version, err := r.Store.Badge(ctx, v)
 	if err != nil {
 		stop()
@@ -242,8 +242,13 @@ func (f *addedFeed) overflowLocked() {
 // untilTokenExpiry returns ctx ending when the caller's token has expired, so a subscription
 // on any transport (SSE included) ends instead of outliving its credentials. WebSocket
 // connections are closed at expiry with 4403 and a reason by the transport itself
-// (httpapi); the second of grace here lets that clear close come first.
+// (httpapi), which ends their operations: under a StreamHook, ctx is returned as it is (a
+// timer and a context less for each of thousands of subscribers). Elsewhere the second of
+// grace lets the transport's clear close come first.
 func untilTokenExpiry(ctx context.Context) (context.Context, context.CancelFunc) {
+	if signalOf(ctx).h != nil {
+		return ctx, func() {}
+	}
 	if c, ok := auth.FromContext(ctx); ok && !c.ExpiresAt.IsZero() {
 		return context.WithDeadline(ctx, c.ExpiresAt.Add(time.Second))
 	}
