@@ -3,7 +3,9 @@
 //
 //  1. gateway vs raw: the initial inbox load through HTTP+GraphQL (a loopback listener,
 //     real JWTs) against one Query + one BatchGetItem + JSON encoding by hand; req/s,
-//     p50/p99, and the gateway process's own CPU time and allocations per request.
+//     p50/p99, and the gateway process's own CPU time and allocations per request. Both
+//     sides warm up in turn, then run in halves (gateway, raw, raw, gateway) so that the
+//     engine's JIT warming up does not weigh on one side only.
 //  2. batched vs naive: the same query with the per-operation dataloaders against a mode
 //     without them (every actor and target read by a call of its own); DynamoDB calls per
 //     request and p50/p99.
@@ -47,7 +49,7 @@
 //	go run ./cmd/bench -skip inbox,naive,cache,markall,send,live -users 4 -big-users 0 -out /tmp/relay
 //	                                                    the relay scenario alone
 //	go run ./cmd/bench -skip naive,cache,markall,send,live,relay -cpuprofile cpu.pprof -memprofile mem.pprof
-//	                                                    profile the gateway side of scenario 1:
+//	                                                    profile the gateway side of scenario 1 (its first half):
 //	                                                    go tool pprof -top cpu.pprof
 //	                                                    go tool pprof -sample_index=alloc_objects -base mem.pprof.base -top mem.pprof
 //

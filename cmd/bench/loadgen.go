@@ -27,6 +27,9 @@ type loadSpec struct {
 	Duration    time.Duration
 	Concurrency int
 	Requests    []loadRequest
+	// KeepLatencies asks for every request's latency in the result (so that the
+	// latencies of several runs can be summarised together).
+	KeepLatencies bool
 }
 
 type loadRequest struct {
@@ -41,6 +44,7 @@ type loadResult struct {
 	FirstError string
 	Seconds    float64
 	Latency    Latency
+	Latencies  []time.Duration `json:",omitempty"` // when the spec asked (KeepLatencies)
 }
 
 // Latency summarizes request latencies, in milliseconds.
@@ -110,6 +114,9 @@ func runLoadgen(r io.Reader, w io.Writer) error {
 	}
 	wg.Wait()
 	res := loadResult{Requests: len(all), Errors: int(errs.Load()), Seconds: time.Since(start).Seconds(), Latency: summarize(all)}
+	if spec.KeepLatencies {
+		res.Latencies = all
+	}
 	if s, ok := firstErr.Load().(string); ok {
 		res.FirstError = s
 	}

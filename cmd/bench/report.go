@@ -311,7 +311,7 @@ func (r *Results) Table() string {
 		}
 	}
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "Our CPU and allocations are this process's (getrusage RUSAGE_SELF, runtime.MemStats) over the measured window divided by requests: the gateway side's load comes from a child process, and DynamoDB Local is a separate JVM, so neither is counted. Engine CPU is the JVM's, from /proc.")
+	fmt.Fprintln(&b, "Our CPU and allocations are this process's (getrusage RUSAGE_SELF, runtime.MemStats) over the measured window divided by requests: the gateway side's load comes from a child process, and DynamoDB Local is a separate JVM, so neither is counted. Engine CPU is the JVM's, from /proc. Scenario 1's sides warm up in turn (twice each), then each runs its time in two halves, in the order gateway, raw, raw, gateway, so that the engine's JIT, still warming up after the seeding, does not weigh on one side only.")
 	if i := r.Inbox; i != nil {
 		fmt.Fprintf(&b, "\nQuery: `%s`\n", i.Query)
 	}
