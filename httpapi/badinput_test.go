@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -101,5 +102,64 @@ func TestOmittedOptionalFieldsAreNull(t *testing.T) {
 	nb, _ := json.Marshal(norm)
 	if !bytes.Equal(nb, []byte(want)) {
 		t.Fatalf("got %s\nwant %s", nb, want)
+	}
+}
+
+// TestTransportLevelErrorsHaveCodes covers the requests gqlgen's transports answer
+// themselves: each gets the GraphQL-over-HTTP status and an extensions.code, and a
+// mutation sent with GET does not run.
+func TestTransportLevelErrorsHaveCodes(t *testing.T) {
+	g := newGateway(t)
+	u := g.srv.URL + "/graphql"
+	get := func(query, variables string) string {
+		v := url.Values{"query": {query}}
+		if variables != "" {
+			v.Set("variables", variables)
+		}
+		return u + "?" + v.Encode()
+	}
+	for _, tc := range []struct {
+		name, method, url, contentType, body string
+		status                               int
+		code, allow                          string
+	}{
+		{"PUT", http.MethodPut, u, "application/json", `{}`, 405, inbox.CodeBadRequest, "GET, POST, OPTIONS"},
+		{"DELETE", http.MethodDelete, u, "", ``, 405, inbox.CodeBadRequest, "GET, POST, OPTIONS"},
+		{"POST text/plain", http.MethodPost, u, "text/plain", gql(`{ viewer { unreadCount } }`), 415, inbox.CodeBadRequest, ""},
+		{"GET mutation", http.MethodGet, get(`mutation { markAllRead { unreadCount } }`, ""), "", ``, 405, inbox.CodeBadRequest, "POST"},
+		{"GET variables not JSON", http.MethodGet, get(`{ viewer { unreadCount } }`, "notjson"), "", ``, 400, inbox.CodeBadUserInput, ""},
+		{"GET variables not an object", http.MethodGet, get(`{ viewer { unreadCount } }`, "[1]"), "", ``, 400, inbox.CodeBadUserInput, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, tc.url, strings.NewReader(tc.body))
+			if tc.contentType != "" {
+				req.Header.Set("Content-Type", tc.contentType)
+			}
+			req.Header.Set("Authorization", "Bearer "+g.token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out struct {
+				Errors []struct {
+					Message    string         `json:"message"`
+					Extensions map[string]any `json:"extensions"`
+				} `json:"errors"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				t.Fatalf("body: %v", err)
+			}
+			if resp.StatusCode != tc.status || len(out.Errors) != 1 || out.Errors[0].Extensions["code"] != tc.code {
+				t.Fatalf("HTTP %d %+v, want %d with code %s", resp.StatusCode, out.Errors, tc.status, tc.code)
+			}
+			if got := resp.Header.Get("Allow"); got != tc.allow {
+				t.Fatalf("Allow: %q, want %q", got, tc.allow)
+			}
+		})
+	}
+	// The refused GET mutation did not run: markAllRead would have written the watermark.
+	if n := g.rec.Count("UpdateItem"); n != 0 {
+		t.Fatalf("%d UpdateItem calls: the GET mutation ran", n)
 	}
 }

@@ -127,8 +127,9 @@ func NewHandler(o Options) *Handler {
 		initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns})
 	gql.AddTransport(transport.SSE{KeepAlivePingInterval: keepAlive})
 	gql.AddTransport(transport.Options{})
-	gql.AddTransport(transport.GET{})
+	gql.AddTransport(getTransport{})
 	gql.AddTransport(transport.POST{})
+	gql.AddTransport(unsupportedTransport{}) // last: answers what no other took
 	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	gql.Use(extension.Introspection{})
 	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})

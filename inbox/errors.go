@@ -10,8 +10,11 @@ const (
 	CodeUnauthenticated = "UNAUTHENTICATED"
 	CodeForbidden       = "FORBIDDEN"
 	CodeBadUserInput    = "BAD_USER_INPUT"
-	CodeNotFound        = "NOT_FOUND"
-	CodeThrottled       = "THROTTLED"
+	// CodeBadRequest is an HTTP request the GraphQL transports cannot take (a method,
+	// a content type, a mutation sent with GET).
+	CodeBadRequest = "BAD_REQUEST"
+	CodeNotFound   = "NOT_FOUND"
+	CodeThrottled  = "THROTTLED"
 	// CodeSlowConsumer ends a subscription whose client fell too far behind its events.
 	CodeSlowConsumer = "SLOW_CONSUMER"
 	CodeInternal     = "INTERNAL_SERVER_ERROR"

@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// Request errors that gqlgen's HTTP transports answer without an extensions.code get one
+// here, and the status the GraphQL-over-HTTP spec asks for
+// (https://graphql.github.io/graphql-over-http/draft/).
+
+// writeRequestError answers a request the gateway cannot read: status, and one error
+// with message and code.
+func writeRequestError(w http.ResponseWriter, status int, code, message string) {
+	b, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
+		"message": message, "extensions": map[string]string{"code": code}}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// getTransport is gqlgen's GET transport with coded errors: variables or extensions that
+// are not JSON objects are BAD_USER_INPUT (400), and a mutation or subscription sent with
+// GET is refused with 405 and "Allow: POST" as the spec asks (gqlgen answers 406 without
+// a code).
+type getTransport struct{ transport.GET }
+
+func (t getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	q := r.URL.Query()
+	for _, name := range []string{"variables", "extensions"} {
+		if v := q.Get(name); v != "" {
+			var m map[string]any
+			if json.Unmarshal([]byte(v), &m) != nil {
+				writeRequestError(w, http.StatusBadRequest, inbox.CodeBadUserInput, name+" must be a JSON object")
+				return
+			}
+		}
+	}
+	t.GET.Do(&getOnlyQueries{ResponseWriter: w}, r, exec)
+}
+
+// getOnlyQueries turns the GET transport's 406 (the operation is not a query) into 405.
+type getOnlyQueries struct {
+	http.ResponseWriter
+	refused bool
+}
+
+func (g *getOnlyQueries) WriteHeader(status int) {
+	if status == http.StatusNotAcceptable {
+		g.refused = true
+		g.Header().Set("Allow", http.MethodPost)
+		writeRequestError(g.ResponseWriter, http.StatusMethodNotAllowed, inbox.CodeBadRequest,
+			"GET requests may only run queries: send mutations and subscriptions with POST")
+		return
+	}
+	g.ResponseWriter.WriteHeader(status)
+}
+
+func (g *getOnlyQueries) Write(b []byte) (int, error) {
+	if g.refused {
+		return len(b), nil // gqlgen's uncoded body: already answered
+	}
+	return g.ResponseWriter.Write(b)
+}
+
+// unsupportedTransport is the last transport: it answers every request no other
+// transport took, instead of gqlgen's uncoded "transport not supported" (400). A method
+// other than GET, POST and OPTIONS gets 405 with Allow; a POST whose body is not
+// application/json gets 415.
+type unsupportedTransport struct{}
+
+func (unsupportedTransport) Supports(*http.Request) bool { return true }
+
+func (unsupportedTransport) Do(w http.ResponseWriter, r *http.Request, _ graphql.GraphExecutor) {
+	switch r.Method {
+	case http.MethodPost:
+		ct := r.Header.Get("Content-Type")
+		if ct == "" {
+			ct = "none"
+		}
+		writeRequestError(w, http.StatusUnsupportedMediaType, inbox.CodeBadRequest,
+			"unsupported Content-Type "+ct+": send application/json")
+	case http.MethodGet:
+		writeRequestError(w, http.StatusBadRequest, inbox.CodeBadRequest,
+			"a GET request needs a query parameter, or a WebSocket upgrade")
+	default:
+		w.Header().Set("Allow", strings.Join([]string{http.MethodGet, http.MethodPost, http.MethodOptions}, ", "))
+		writeRequestError(w, http.StatusMethodNotAllowed, inbox.CodeBadRequest,
+			"method "+r.Method+" not allowed: use GET or POST")
+	}
+}
