@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -197,6 +198,7 @@ const endpointFile = "dynamodb-local.endpoint"
 // directory or a new DynamoDB Local child process; for "dynamodb", the standard AWS
 // configuration (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, the credential chain).
 func openEngine(ctx context.Context, cfg Config, log *slog.Logger, optFns ...func(*dynamodb.Options)) (*engine, error) {
+	optFns = append([]func(*dynamodb.Options){withPooledHTTP()}, optFns...)
 	if cfg.Store == "dynamodb" {
 		awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 		if err != nil {
@@ -239,6 +241,21 @@ func answers(ctx context.Context, endpoint string) bool {
 	defer cancel()
 	_, err := localClient(endpoint).ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
 	return err == nil
+}
+
+// maxIdleConns is how many idle connections to DynamoDB the client keeps. The SDK's
+// default keeps 10 per host: with more calls in flight than that (a busy gateway has a
+// few per request), every call beyond the tenth closed its connection afterwards and
+// the next one opened a new one (and, on AWS, paid a TLS handshake).
+const maxIdleConns = 256
+
+// withPooledHTTP gives the client an HTTP transport that keeps maxIdleConns connections.
+func withPooledHTTP() func(*dynamodb.Options) {
+	client := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = maxIdleConns
+		t.MaxIdleConnsPerHost = maxIdleConns
+	})
+	return func(o *dynamodb.Options) { o.HTTPClient = client }
 }
 
 // localClient is a DynamoDB client for DynamoDB Local (any static credentials do).
