@@ -121,3 +121,43 @@ func TestNodeClientsReceiveUnreadCount(t *testing.T) {
 		})
 	}
 }
+
+// TestGraphQLOverHTTPAudit runs the graphql-http package's audit suite of the
+// GraphQL-over-HTTP spec against the gateway: every audit must pass, SHOULDs included
+// (a notice, the spec's MAY, is logged).
+func TestGraphQLOverHTTPAudit(t *testing.T) {
+	node := nodeBinary(t)
+	if _, err := os.Stat(filepath.Join("node_modules", "graphql-http", "package.json")); err != nil {
+		t.Fatalf("npm package graphql-http is missing (%v): run `npm ci` in the module root", err)
+	}
+	s := newTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("tests", "js", "graphql-http-audit.mjs"), s.url, s.token("t1", "auditor"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("audit: %v\nstderr:\n%s", err, stderr.String())
+	}
+	ok := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var a struct{ ID, Name, Status, Reason string }
+		if err := json.Unmarshal(sc.Bytes(), &a); err != nil {
+			t.Fatalf("audit printed %q", sc.Text())
+		}
+		switch a.Status {
+		case "ok":
+			ok++
+		case "notice":
+			t.Logf("notice %s %s: %s", a.ID, a.Name, a.Reason)
+		default:
+			t.Errorf("%s %s %s: %s", a.Status, a.ID, a.Name, a.Reason)
+		}
+	}
+	if ok < 50 {
+		t.Fatalf("only %d audits passed; the suite did not run?\n%s", ok, out)
+	}
+	t.Logf("%d audits passed", ok)
+}

@@ -128,7 +128,7 @@ func NewHandler(o Options) *Handler {
 	gql.AddTransport(transport.SSE{KeepAlivePingInterval: keepAlive})
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(getTransport{})
-	gql.AddTransport(transport.POST{})
+	gql.AddTransport(postTransport{})
 	gql.AddTransport(unsupportedTransport{}) // last: answers what no other took
 	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	gql.Use(extension.Introspection{})

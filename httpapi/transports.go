@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -42,12 +43,13 @@ func (t getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 			}
 		}
 	}
-	t.GET.Do(&getOnlyQueries{ResponseWriter: w}, r, exec)
+	t.GET.Do(&getOnlyQueries{statusWriter: statusWriter{ResponseWriter: w}}, r, exec)
 }
 
-// getOnlyQueries turns the GET transport's 406 (the operation is not a query) into 405.
+// getOnlyQueries turns the GET transport's 406 (the operation is not a query) into 405,
+// and sets its other statuses as statusWriter does.
 type getOnlyQueries struct {
-	http.ResponseWriter
+	statusWriter
 	refused bool
 }
 
@@ -59,14 +61,69 @@ func (g *getOnlyQueries) WriteHeader(status int) {
 			"GET requests may only run queries: send mutations and subscriptions with POST")
 		return
 	}
-	g.ResponseWriter.WriteHeader(status)
+	g.statusWriter.WriteHeader(status)
 }
 
 func (g *getOnlyQueries) Write(b []byte) (int, error) {
 	if g.refused {
 		return len(b), nil // gqlgen's uncoded body: already answered
 	}
-	return g.ResponseWriter.Write(b)
+	return g.statusWriter.Write(b)
+}
+
+// postTransport is gqlgen's POST transport with the statuses of statusWriter.
+type postTransport struct{ transport.POST }
+
+func (t postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	t.POST.Do(&statusWriter{ResponseWriter: w}, r, exec)
+}
+
+// statusWriter sets the status of gqlgen's 422 responses as the GraphQL-over-HTTP spec
+// asks: 400 for a request that is not well-formed (no query), and, for application/json
+// responses, 200 for a document that does not parse or validate or variables that do not
+// coerce (clients of that media type read errors from the body and may take any 4xx for
+// a transport failure). application/graphql-response+json responses keep their 4xx.
+// The 422 is held until the body's first write shows which case it is. A request error
+// in application/graphql-response+json (400) has no "data" entry, as the spec asks of a
+// response whose execution did not start.
+type statusWriter struct {
+	http.ResponseWriter
+	held      bool // a 422 waits for the body
+	dropsData bool // a 400 whose body loses "data":null
+}
+
+func (s *statusWriter) WriteHeader(status int) {
+	switch {
+	case status == http.StatusUnprocessableEntity:
+		s.held = true
+		return
+	case status == http.StatusBadRequest && strings.HasPrefix(s.Header().Get("Content-Type"), "application/graphql-response+json"):
+		s.dropsData = true
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.dropsData {
+		s.dropsData = false
+		if trimmed, ok := bytes.CutSuffix(b, []byte(`,"data":null}`)); ok {
+			n := len(b)
+			_, err := s.ResponseWriter.Write(append(trimmed, '}'))
+			return n, err
+		}
+	}
+	if s.held {
+		s.held = false
+		switch {
+		case bytes.Contains(b, []byte(`"no operation provided"`)):
+			s.ResponseWriter.WriteHeader(http.StatusBadRequest)
+		case strings.HasPrefix(s.Header().Get("Content-Type"), "application/graphql-response+json"):
+			s.ResponseWriter.WriteHeader(http.StatusUnprocessableEntity)
+		default:
+			s.ResponseWriter.WriteHeader(http.StatusOK)
+		}
+	}
+	return s.ResponseWriter.Write(b)
 }
 
 // unsupportedTransport is the last transport: it answers every request no other
