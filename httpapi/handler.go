@@ -165,7 +165,13 @@ func NewHandler(o Options) *Handler {
 			gerr.Extensions = map[string]any{"code": inbox.CodeBadUserInput}
 			return gerr
 		}
-		log.Error("request failed", "path", gerr.Path.String(), "err", err)
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			// The client went away (or completed its subscription) while the operation
+			// ran: nobody reads this answer, and it is not the server's failure.
+			log.Debug("request cancelled by the client", "path", gerr.Path.String(), "err", err)
+		} else {
+			log.Error("request failed", "path", gerr.Path.String(), "err", err)
+		}
 		gerr.Message = "internal server error"
 		gerr.Extensions = map[string]any{"code": inbox.CodeInternal}
 		return gerr
