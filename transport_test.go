@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,8 @@ import (
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/httpapi"
+	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/store"
 )
@@ -309,7 +312,13 @@ func TestWebSocketTokenExpiryEndsConnection(t *testing.T) {
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		t.Run(protocol, func(t *testing.T) {
 			s := s.withT(t)
-			tok, err := s.verifier.Sign(auth.Claims{TenantID: "t1", UserID: "alice"}, 2*time.Second)
+			// Issued by a clock 30s behind, so its exp is 28s ago: the server's 30s leeway
+			// still accepts it, for 2 more seconds.
+			behind, err := auth.NewVerifier(auth.Config{Secret: testSecret, Now: func() time.Time { return time.Now().Add(-30 * time.Second) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := behind.Sign(auth.Claims{TenantID: "t1", UserID: "alice"}, 2*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -326,8 +335,8 @@ func TestWebSocketTokenExpiryEndsConnection(t *testing.T) {
 				t.Fatalf("first value %d", got)
 			}
 			msgs := c.expectClose(4403, "token expired", 10*time.Second, "error", "connection_error")
-			if early := time.Until(claims.ExpiresAt); early > 100*time.Millisecond {
-				t.Fatalf("closed %v before the token's expiry", early)
+			if early := time.Until(claims.ValidUntil); early > 100*time.Millisecond {
+				t.Fatalf("closed %v before the token's expiry (exp plus the leeway)", early)
 			}
 			var sawError bool
 			for _, m := range msgs {
@@ -342,4 +351,190 @@ func TestWebSocketTokenExpiryEndsConnection(t *testing.T) {
 			waitFor(t, eventTimeout, "the subscription to end", func() bool { return s.broker.Subscribers() == 0 })
 		})
 	}
+}
+
+// TestWebSocketNothingAfterComplete reuses an id right after completing it, many times:
+// the new subscription's first frame is its value (the old one's cancelled first read
+// must not answer, with an error or anything else), on both protocols.
+func TestWebSocketNothingAfterComplete(t *testing.T) {
+	s := newTestServer(t)
+	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
+		t.Run(protocol, func(t *testing.T) {
+			s := s.withT(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c := s.dialWS(ctx, protocol)
+			c.init(s.token("t1", "alice"))
+			stop := "complete"
+			if protocol == "graphql-ws" {
+				stop = "stop"
+			}
+			for range 30 {
+				c.subscribe("1", `subscription { unreadCount }`)
+				c.send(wsMessage{ID: "1", Type: stop})
+				if protocol == "graphql-ws" {
+					// The legacy server answers a stop with complete, and nothing after it.
+					if m := c.next(); m.Type != "complete" || m.ID != "1" {
+						t.Fatalf("after stop: %s (id %q) %s, want complete", m.Type, m.ID, m.Payload)
+					}
+				}
+			}
+			c.subscribe("1", `subscription { unreadCount }`)
+			if got := c.nextCount("1"); got != 0 {
+				t.Fatalf("first value %d, want 0", got)
+			}
+			// A legacy start on a running id replaces it: again, only the new one answers.
+			if protocol == "graphql-ws" {
+				c.subscribe("1", `subscription { unreadCount }`)
+				if got := c.nextCount("1"); got != 0 {
+					t.Fatalf("first value of the replacing start %d, want 0", got)
+				}
+			}
+			select {
+			case m, ok := <-c.msgs:
+				if ok && m.Type != "ka" {
+					t.Fatalf("unexpected %s (id %q) %s", m.Type, m.ID, m.Payload)
+				}
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+	}
+}
+
+// TestWebSocketCancelledMutationStillPublishes sends markRead and markUnread over a
+// WebSocket and completes each at once: a mutation that started commits and publishes, so
+// the live badge of another connection always ends on the store's count.
+func TestWebSocketCancelledMutationStillPublishes(t *testing.T) {
+	s := newTestServer(t)
+	sender := s.token("t1", "svc", auth.ScopeSend)
+	erin := s.token("t1", "erin")
+	ids := s.seed(sender, "erin", 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sub := s.dialWS(ctx, "graphql-transport-ws")
+	sub.init(erin)
+	sub.subscribe("badge", `subscription { unreadCount }`)
+	shown := sub.nextCount("badge")
+	mut := s.dialWS(ctx, "graphql-transport-ws")
+	mut.init(erin)
+	for round := range 20 {
+		for i, id := range ids {
+			op := "markRead"
+			if (round+i)%2 == 1 {
+				op = "markUnread"
+			}
+			opID := fmt.Sprintf("m%d-%d", round, i)
+			mut.subscribe(opID, `mutation { `+op+`(ids: ["`+id+`"]) { unreadCount } }`)
+			time.Sleep(time.Duration(round%4) * time.Millisecond)
+			mut.send(wsMessage{ID: opID, Type: "complete"})
+		}
+		// Settle: the store's count, then the badge catching up with it.
+		time.Sleep(150 * time.Millisecond)
+		want, _, err := s.store.Badge(ctx, inbox.Viewer{TenantID: "t1", UserID: "erin"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(eventTimeout)
+		for shown != want {
+			select {
+			case m, ok := <-sub.msgs:
+				if !ok {
+					t.Fatalf("subscriber closed: %v", <-sub.readErr)
+				}
+				var p struct{ Data struct{ UnreadCount int } }
+				if m.Type == "next" && json.Unmarshal(m.Payload, &p) == nil {
+					shown = p.Data.UnreadCount
+				}
+			case <-deadline:
+				t.Fatalf("round %d: the badge shows %d, the store says %d", round, shown, want)
+			}
+		}
+	}
+	// Drain the mutations' own answers: the connection stayed healthy.
+	mut.send(map[string]any{"type": "ping"})
+	for m := mut.nextRaw(); m.Type != "pong"; m = mut.nextRaw() {
+	}
+}
+
+func TestWebSocketConnectionLimitsAndChecks(t *testing.T) {
+	s := newTestServerConfig(t, func(c *Config) { c.KeepAlive = 200 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alice := s.token("t1", "alice")
+
+	t.Run("operations per connection", func(t *testing.T) {
+		c := s.withT(t).dialWS(ctx, "graphql-transport-ws")
+		c.init(alice)
+		for i := range httpapi.MaxOperationsPerConnection {
+			c.subscribe(fmt.Sprint(i), `subscription { unreadCount }`)
+		}
+		for range httpapi.MaxOperationsPerConnection {
+			if m := c.next(); m.Type != "next" {
+				t.Fatalf("got %s %s, want next", m.Type, m.Payload)
+			}
+		}
+		c.subscribe("one-too-many", `subscription { unreadCount }`)
+		if m := c.next(); m.Type != "error" || m.ID != "one-too-many" || !strings.Contains(string(m.Payload), `"BAD_REQUEST"`) {
+			t.Fatalf("got %s (id %q) %s, want a BAD_REQUEST error", m.Type, m.ID, m.Payload)
+		}
+		c.send(wsMessage{ID: "0", Type: "complete"})
+		c.subscribe("room-again", `subscription { unreadCount }`)
+		if got := c.nextCount("room-again"); got != 0 {
+			t.Fatalf("after one ended: %d", got)
+		}
+	})
+	t.Run("empty id", func(t *testing.T) {
+		c := s.withT(t).dialWS(ctx, "graphql-transport-ws")
+		c.init(alice)
+		c.subscribe("", `subscription { unreadCount }`)
+		c.expectClose(4400, "Invalid message received", eventTimeout)
+	})
+	t.Run("legacy second init", func(t *testing.T) {
+		c := s.withT(t).dialWS(ctx, "graphql-ws")
+		c.init(alice)
+		c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{"Authorization":"Bearer ` + s.token("t1", "bob") + `"}`)})
+		if m := c.next(); m.Type != "connection_error" {
+			t.Fatalf("second init: %s %s, want connection_error", m.Type, m.Payload)
+		}
+		c.subscribe("1", `subscription { unreadCount }`)
+		if got := c.nextCount("1"); got != 0 {
+			t.Fatalf("first value %d", got)
+		}
+	})
+	t.Run("graphql-transport-ws ping keep-alive", func(t *testing.T) {
+		conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.url, "http"), &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.CloseNow()
+		_ = conn.Write(ctx, websocket.MessageText, []byte(`{"type":"connection_init","payload":{"Authorization":"Bearer `+alice+`"}}`))
+		pings := 0
+		for pings < 2 {
+			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+			_, b, err := conn.Read(rctx)
+			rcancel()
+			if err != nil {
+				t.Fatalf("after %d pings: %v", pings, err)
+			}
+			if strings.Contains(string(b), `"ping"`) {
+				pings++
+			}
+		}
+	})
+	t.Run("h2c upgrade is an ordinary request", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(`{"query":"{ viewer { unreadCount } }"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+alice)
+		req.Header.Set("Connection", "Upgrade, HTTP2-Settings")
+		req.Header.Set("Upgrade", "h2c")
+		req.Header.Set("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("HTTP %d, want 200", resp.StatusCode)
+		}
+	})
 }

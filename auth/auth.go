@@ -48,6 +48,10 @@ type Claims struct {
 	Scopes []string
 	// ExpiresAt is the exp claim.
 	ExpiresAt time.Time
+	// ValidUntil is the last instant the verifier accepts the token: ExpiresAt plus its
+	// leeway. Long-lived connections (WebSocket, SSE) end then. Zero in claims that were
+	// not verified.
+	ValidUntil time.Time
 }
 
 // Viewer returns the caller as the domain's Viewer.
@@ -66,6 +70,7 @@ type Verifier struct {
 	issuer   string
 	audience string
 	now      func() time.Time
+	leeway   time.Duration
 	parser   *jwt.Parser
 }
 
@@ -96,6 +101,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
 	return &Verifier{
+		leeway:   cfg.Leeway,
 		secret:   bytes.Clone(cfg.Secret),
 		issuer:   cfg.Issuer,
 		audience: cfg.Audience,
@@ -173,10 +179,11 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 		}
 	}
 	return Claims{
-		TenantID:  tenant,
-		UserID:    tc.Subject,
-		Scopes:    []string(tc.Scope),
-		ExpiresAt: tc.ExpiresAt.Time,
+		TenantID:   tenant,
+		UserID:     tc.Subject,
+		Scopes:     []string(tc.Scope),
+		ExpiresAt:  tc.ExpiresAt.Time,
+		ValidUntil: tc.ExpiresAt.Time.Add(v.leeway),
 	}, nil
 }
 

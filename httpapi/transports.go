@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -31,6 +32,18 @@ func writeRequestError(w http.ResponseWriter, status int, code, message string) 
 // GET is refused with 405 and "Allow: POST" as the spec asks (gqlgen answers 406 without
 // a code).
 type getTransport struct{ transport.GET }
+
+// Supports takes GET requests that are not WebSocket upgrades (gqlgen's refuses any
+// request with an Upgrade header, so a client offering h2c got 426 from the WebSocket
+// library).
+func (getTransport) Supports(r *http.Request) bool {
+	return r.Method == http.MethodGet && !isWebSocketUpgrade(r)
+}
+
+// isWebSocketUpgrade reports whether r asks for a WebSocket.
+func isWebSocketUpgrade(r *http.Request) bool {
+	return strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "websocket")
+}
 
 func (t getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	q := r.URL.Query()
@@ -73,6 +86,16 @@ func (g *getOnlyQueries) Write(b []byte) (int, error) {
 
 // postTransport is gqlgen's POST transport with the statuses of statusWriter.
 type postTransport struct{ transport.POST }
+
+// Supports takes POST requests with an application/json body that are not WebSocket
+// upgrades (see getTransport.Supports).
+func (postTransport) Supports(r *http.Request) bool {
+	if r.Method != http.MethodPost || isWebSocketUpgrade(r) {
+		return false
+	}
+	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mediaType == "application/json"
+}
 
 func (t postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	t.POST.Do(&statusWriter{ResponseWriter: w}, r, exec)

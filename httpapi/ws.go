@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -65,6 +66,11 @@ const (
 	// wsReadBuffer and wsWriteBuffer size a connection's socket buffers (see smallBuffers).
 	wsReadBuffer  = 1 << 10
 	wsWriteBuffer = 1 << 10
+	// MaxOperationsPerConnection bounds the operations one connection runs at once; a
+	// subscribe past it gets an error (BAD_REQUEST) and the connection goes on. A page
+	// needs a handful; thousands on one socket are a client bug or an attack (each costs
+	// memory and a render per event).
+	MaxOperationsPerConnection = 100
 	// wsMaxMessage bounds one client message (a subscribe with its query and variables).
 	wsMaxMessage = 256 << 10
 	// wsWriteTimeout bounds one frame's write: a peer that reads nothing for this long is
@@ -84,8 +90,9 @@ type wsTransport struct {
 
 var _ graphql.Transport = (*wsTransport)(nil)
 
-// Supports claims every upgrade request; Do refuses what is not a WebSocket handshake.
-func (t *wsTransport) Supports(r *http.Request) bool { return r.Header.Get("Upgrade") != "" }
+// Supports claims WebSocket upgrade requests (an "Upgrade: h2c" request is an ordinary
+// one for the other transports).
+func (t *wsTransport) Supports(r *http.Request) bool { return isWebSocketUpgrade(r) }
 
 // Do accepts the upgrade (subprotocol graphql-transport-ws or graphql-ws, Origin checked
 // against the allow-list: same origin only when it is empty) and returns: the connection
@@ -276,7 +283,9 @@ func (c *wsConn) init(payload json.RawMessage) {
 	if c.inited {
 		c.mu.Unlock()
 		if c.legacy {
-			c.send(wsMessage{Type: "connection_ack"}) // graphql-ws allows a repeated init
+			// Not acknowledged: the operations run as the first init's user, and a client
+			// that re-inits to switch users must not be told it worked.
+			c.sendConnectionError("the connection is already initialised")
 			return
 		}
 		c.closeWith(CloseTooManyInitRequests, closeReasonTooManyInits)
@@ -308,14 +317,17 @@ func (c *wsConn) init(payload json.RawMessage) {
 		return
 	}
 	c.opCtx = auth.WithClaims(c.ctx, claims)
-	if !claims.ExpiresAt.IsZero() {
-		// The connection ends with its token: 4403 "token expired".
-		c.expiryTimer = time.AfterFunc(time.Until(claims.ExpiresAt), c.expire)
+	if !claims.ValidUntil.IsZero() {
+		// The connection ends with its token (exp plus the verifier's leeway, as on every
+		// request): 4403 "token expired".
+		c.expiryTimer = time.AfterFunc(time.Until(claims.ValidUntil), c.expire)
 	}
 	c.mu.Unlock()
 	c.send(wsMessage{Type: "connection_ack"})
-	if c.legacy && c.t.keepAlive > 0 {
-		c.send(wsMessage{Type: "ka"})
+	if c.t.keepAlive > 0 {
+		if c.legacy {
+			c.send(wsMessage{Type: "ka"})
+		}
 		c.mu.Lock()
 		if !c.closing {
 			c.kaTimer = time.AfterFunc(c.t.keepAlive, c.keepAliveTick)
@@ -324,9 +336,17 @@ func (c *wsConn) init(payload json.RawMessage) {
 	}
 }
 
-// keepAliveTick sends graphql-ws's "ka" and schedules the next one.
+// keepAliveTick sends graphql-ws's "ka", or graphql-transport-ws's ping (clients answer
+// with a pong, which needs no handling), and schedules the next one. The traffic keeps
+// proxies and load balancers from closing an idle subscription (an ALB's idle timeout is
+// 60 s by default), and a peer that is gone fails the write (wsWriteTimeout), which ends
+// its connection.
 func (c *wsConn) keepAliveTick() {
-	c.send(wsMessage{Type: "ka"})
+	if c.legacy {
+		c.send(wsMessage{Type: "ka"})
+	} else {
+		c.send(wsMessage{Type: "ping"})
+	}
 	c.mu.Lock()
 	if !c.closing && c.kaTimer != nil {
 		c.kaTimer.Reset(c.t.keepAlive)
@@ -368,6 +388,11 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 		c.closeWith(CloseUnauthorized, closeReasonUnauthorized)
 		return
 	}
+	if id == "" {
+		c.mu.Unlock()
+		c.invalid("an operation needs an id")
+		return
+	}
 	if old, dup := c.ops[id]; dup {
 		if !c.legacy {
 			c.mu.Unlock()
@@ -377,6 +402,11 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 		// subscriptions-transport-ws replaces the operation of a reused id.
 		delete(c.ops, id)
 		old.cancel()
+	} else if len(c.ops) >= MaxOperationsPerConnection {
+		c.mu.Unlock()
+		c.sendErrors(id, gqlerror.List{{Message: fmt.Sprintf("at most %d operations may run on one connection", MaxOperationsPerConnection),
+			Extensions: map[string]any{"code": inbox.CodeBadRequest}}})
+		return
 	}
 	op := &wsOp{c: c, id: id}
 	op.ctx, op.cancel = context.WithCancel(c.opCtx)
@@ -400,7 +430,10 @@ func (c *wsConn) stop(id string) {
 	}
 	op.cancel()
 	if c.legacy {
+		// After any frame of op being written: nothing follows the complete.
+		op.sendMu.Lock()
 		c.send(wsMessage{ID: id, Type: "complete"})
+		op.sendMu.Unlock()
 	}
 }
 
@@ -411,6 +444,10 @@ type wsOp struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	hook   resolvers.StreamHook
+	// sendMu is held while a frame of the operation is written, from the check that the
+	// operation is still running to the end of the write, so that no frame follows its
+	// end (the client's complete, a replacing start, the server's complete or error).
+	sendMu sync.Mutex
 
 	// Under c.mu:
 	responses  graphql.ResponseHandler // set once dispatched
@@ -525,10 +562,20 @@ func (c *wsConn) flush() {
 	}
 }
 
+// running reports whether the operation is still the connection's under its id.
+func (op *wsOp) running() bool {
+	c := op.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ops[op.id] == op
+}
+
 // finish ends an operation that ended on the server's side: complete, or error when its
 // stream ended with one. Nothing is sent if the client completed it first.
 func (op *wsOp) finish() {
 	c := op.c
+	op.sendMu.Lock()
+	defer op.sendMu.Unlock()
 	c.mu.Lock()
 	mine := c.ops[op.id] == op
 	if mine {
@@ -551,6 +598,8 @@ func (op *wsOp) finish() {
 // error message.
 func (op *wsOp) fail(errs gqlerror.List) {
 	c := op.c
+	op.sendMu.Lock()
+	defer op.sendMu.Unlock()
 	c.mu.Lock()
 	mine := c.ops[op.id] == op
 	if mine {
@@ -563,7 +612,13 @@ func (op *wsOp) fail(errs gqlerror.List) {
 	}
 }
 
+// sendNext writes a result of the operation, unless it ended.
 func (op *wsOp) sendNext(resp *graphql.Response) {
+	op.sendMu.Lock()
+	defer op.sendMu.Unlock()
+	if !op.running() {
+		return
+	}
 	b, err := json.Marshal(resp)
 	if err != nil {
 		op.c.t.log.Error("websocket: encode response", "err", err)

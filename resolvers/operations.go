@@ -2,6 +2,7 @@ package resolvers
 
 import (
 	"context"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -109,6 +110,23 @@ func siblingInboxFromTop(ctx context.Context) bool {
 	return false
 }
 
+// mutationTimeout bounds a mutation's writes once they started (see committing).
+const mutationTimeout = 30 * time.Second
+
+// committing returns the context of a mutation's writes: the client going away (an
+// aborted fetch, a completed WebSocket operation) does not cancel it. Once a write may
+// have reached DynamoDB it must finish and publish its change: cancelled after the commit,
+// the store would return the context's error, skip the publish, and leave every live badge
+// of the viewer wrong until its next change. mutationTimeout bounds it.
+// A mutation whose client is already gone is not started.
+func committing(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mutationTimeout)
+	return wctx, cancel, nil
+}
+
 // mark marks notifications by global id.
 func (r *Resolver) mark(ctx context.Context, ids []string, read bool) (*inbox.MarkResult, error) {
 	v, err := viewer(ctx)
@@ -121,7 +139,12 @@ func (r *Resolver) mark(ctx context.Context, ids []string, read bool) (*inbox.Ma
 			return nil, err
 		}
 	}
-	res, err := r.Store.Mark(ctx, v, keys, read)
+	wctx, cancel, err := committing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	res, err := r.Store.Mark(wctx, v, keys, read)
 	if err != nil {
 		return nil, err
 	}

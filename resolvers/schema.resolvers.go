@@ -29,7 +29,12 @@ func (r *mutationResolver) MarkAllRead(ctx context.Context) (*inbox.MarkAllResul
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.Store.MarkAll(ctx, v)
+	wctx, cancel, err := committing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	res, err := r.Store.MarkAll(wctx, v)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +49,12 @@ func (r *mutationResolver) SendNotification(ctx context.Context, input model.Sen
 	if !c.HasScope(auth.ScopeSend) {
 		return nil, inbox.Errorf(inbox.CodeForbidden, "sending needs the scope %s", auth.ScopeSend)
 	}
-	res, err := r.Store.Send(ctx, c.TenantID, sendInput(input))
+	wctx, cancel, err := committing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	res, err := r.Store.Send(wctx, c.TenantID, sendInput(input))
 	if err != nil {
 		return nil, err
 	}

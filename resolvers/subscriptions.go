@@ -239,7 +239,8 @@ func (f *addedFeed) overflowLocked() {
 	go f.sub.Close() // not on the publisher's goroutine: it holds the broker's lock
 }
 
-// untilTokenExpiry returns ctx ending when the caller's token has expired, so a subscription
+// untilTokenExpiry returns ctx ending when the caller's token has expired (its exp plus
+// the verifier's leeway: auth.Claims.ValidUntil), so a subscription
 // on any transport (SSE included) ends instead of outliving its credentials. WebSocket
 // connections are closed at expiry with 4403 and a reason by the transport itself
 // (httpapi), which ends their operations: under a StreamHook, ctx is returned as it is (a
@@ -249,8 +250,8 @@ func untilTokenExpiry(ctx context.Context) (context.Context, context.CancelFunc)
 	if signalOf(ctx).h != nil {
 		return ctx, func() {}
 	}
-	if c, ok := auth.FromContext(ctx); ok && !c.ExpiresAt.IsZero() {
-		return context.WithDeadline(ctx, c.ExpiresAt.Add(time.Second))
+	if c, ok := auth.FromContext(ctx); ok && !c.ValidUntil.IsZero() {
+		return context.WithDeadline(ctx, c.ValidUntil.Add(time.Second))
 	}
 	return context.WithCancel(ctx)
 }
