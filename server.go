@@ -65,7 +65,8 @@ type Config struct {
 	AllowedOrigins []string `env:"INBOX_ALLOWED_ORIGINS" envSeparator:","`
 	// WSInitTimeout is how long a WebSocket may wait before connection_init (then 4408).
 	WSInitTimeout time.Duration `env:"INBOX_WS_INIT_TIMEOUT" envDefault:"10s"`
-	// KeepAlive is the interval of graphql-ws keep-alive ("ka") messages and SSE pings.
+	// KeepAlive is the interval of keep-alive messages: graphql-transport-ws "ping",
+	// graphql-ws "ka" and SSE ": ping" comments.
 	KeepAlive time.Duration `env:"INBOX_KEEPALIVE" envDefault:"15s"`
 	LogFormat string        `env:"INBOX_LOG_FORMAT"`
 	// ComplexityLimit bounds a query's cost (gqlgen complexity; a list field counts its

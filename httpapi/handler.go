@@ -53,8 +53,8 @@ type Options struct {
 	// InitTimeout is how long a WebSocket may take to send connection_init before it is
 	// closed with 4408 (default 10s).
 	InitTimeout time.Duration
-	// KeepAlive is the interval of graphql-ws "ka" messages and SSE ": ping" comments
-	// (default 15s).
+	// KeepAlive is the interval of graphql-transport-ws "ping" messages, graphql-ws "ka"
+	// messages and SSE ": ping" comments (default 15s).
 	KeepAlive time.Duration
 }
 
