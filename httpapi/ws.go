@@ -108,7 +108,9 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	}
 	ws.SetReadLimit(wsMaxMessage)
 	// The request's context ends when this handler returns; the connection's must not.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	// Operations need none of its values (the claims come with connection_init), and not
+	// deriving from it lets net/http's per-request contexts go.
+	ctx, cancel := context.WithCancel(context.Background())
 	c := &wsConn{t: t, ws: ws, exec: exec, ctx: ctx, cancel: cancel,
 		legacy: ws.Subprotocol() != subprotocolTransportWS, ops: map[string]*wsOp{}}
 	if !t.reg.add(c) {
@@ -294,6 +296,7 @@ func (c *wsConn) init(payload json.RawMessage) {
 	c.inited = true
 	if c.initTimer != nil {
 		c.initTimer.Stop()
+		c.initTimer = nil
 	}
 	c.mu.Unlock()
 
