@@ -11,9 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -537,4 +540,83 @@ func TestWebSocketConnectionLimitsAndChecks(t *testing.T) {
 			t.Fatalf("HTTP %d, want 200", resp.StatusCode)
 		}
 	})
+}
+
+// TestWebSocketMessagesPipelinedAndLarge sends connection_init in the same write as the
+// upgrade request (the bytes reach the server before it answered the handshake, so they
+// sit in net/http's reader when the connection is taken over), then a subscribe far larger
+// than the connection's read buffer.
+func TestWebSocketMessagesPipelinedAndLarge(t *testing.T) {
+	s := newTestServer(t)
+	u, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	frame := func(payload string) []byte {
+		b := []byte{0x81} // FIN, text
+		switch n := len(payload); {
+		case n < 126:
+			b = append(b, 0x80|byte(n))
+		case n < 1<<16:
+			b = append(b, 0x80|126, byte(n>>8), byte(n))
+		default:
+			b = append(b, 0x80|127, 0, 0, 0, 0, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		}
+		mask := []byte{1, 2, 3, 4}
+		b = append(b, mask...)
+		for i := range len(payload) {
+			b = append(b, payload[i]^mask[i%4])
+		}
+		return b
+	}
+	handshake := "GET " + u.Path + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n"
+	init := `{"type":"connection_init","payload":{"Authorization":"Bearer ` + s.token("t1", "alice") + `"}}`
+	if _, err := conn.Write(append([]byte(handshake), frame(init)...)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	readText := func() string {
+		t.Helper()
+		h := make([]byte, 2)
+		if _, err := io.ReadFull(br, h); err != nil {
+			t.Fatal(err)
+		}
+		n := int(h[1] & 0x7f)
+		switch n {
+		case 126:
+			x := make([]byte, 2)
+			_, _ = io.ReadFull(br, x)
+			n = int(x[0])<<8 | int(x[1])
+		case 127:
+			t.Fatal("frame too large")
+		}
+		p := make([]byte, n)
+		if _, err := io.ReadFull(br, p); err != nil {
+			t.Fatal(err)
+		}
+		return string(p)
+	}
+	if m := readText(); !strings.Contains(m, `"connection_ack"`) {
+		t.Fatalf("after the pipelined init: %s", m)
+	}
+	// A 100 KiB query (a long comment) in one message.
+	query := "# " + strings.Repeat("x", 100<<10) + "\nsubscription { unreadCount }"
+	sub, _ := json.Marshal(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]string{"query": query}})
+	if _, err := conn.Write(frame(string(sub))); err != nil {
+		t.Fatal(err)
+	}
+	if m := readText(); !strings.Contains(m, `"next"`) || !strings.Contains(m, `"unreadCount":0`) {
+		t.Fatalf("after the large subscribe: %s", m)
+	}
 }

@@ -64,8 +64,8 @@ const (
 	closeReasonInvalidMessage = "Invalid message received"
 
 	// wsReadBuffer and wsWriteBuffer size a connection's socket buffers (see smallBuffers).
-	wsReadBuffer  = 1 << 10
-	wsWriteBuffer = 1 << 10
+	wsReadBuffer  = 512
+	wsWriteBuffer = 512
 	// MaxOperationsPerConnection bounds the operations one connection runs at once; a
 	// subscribe past it gets an error (BAD_REQUEST) and the connection goes on. A page
 	// needs a handful; thousands on one socket are a client bug or an attack (each costs
@@ -133,9 +133,9 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	go c.run()
 }
 
-// smallBuffers hands the WebSocket library a hijacked connection with 1 KiB read and write
+// smallBuffers hands the WebSocket library a hijacked connection with 512-byte read and write
 // buffers instead of net/http's 4 KiB ones, which it would otherwise keep for the
-// connection's life: 6 KiB of every idle subscriber. Protocol messages are small (a
+// connection's life: 7 KiB of every idle subscriber. Protocol messages are small (a
 // subscribe is a few hundred bytes, a badge frame under 100); a bigger one takes a few
 // more reads or writes.
 type smallBuffers struct{ http.ResponseWriter }
