@@ -365,19 +365,27 @@ func (c *wsConn) expire() {
 		c.mu.Unlock()
 		return
 	}
-	ids := make([]string, 0, len(c.ops))
-	for id := range c.ops {
-		ids = append(ids, id)
+	// The operations end here: nothing of theirs may follow their error, and the
+	// connection takes no new message (closing) while the errors are written.
+	ops := make([]*wsOp, 0, len(c.ops))
+	for _, op := range c.ops {
+		ops = append(ops, op)
 	}
+	clear(c.ops)
+	c.closing = true
+	c.stopTimersLocked()
 	c.mu.Unlock()
 	if c.legacy {
 		c.sendConnectionError(closeReasonTokenExpired)
 	}
 	errs := json.RawMessage(`[{"message":"token expired","extensions":{"code":"UNAUTHENTICATED"}}]`)
-	for _, id := range ids {
-		c.send(wsMessage{ID: id, Type: "error", Payload: errs})
+	for _, op := range ops {
+		op.cancel()
+		op.sendMu.Lock() // after a frame being written
+		c.send(wsMessage{ID: op.id, Type: "error", Payload: errs})
+		op.sendMu.Unlock()
 	}
-	c.closeWith(CloseForbidden, closeReasonTokenExpired)
+	go func() { _ = c.ws.Close(CloseForbidden, closeReasonTokenExpired) }()
 }
 
 // start handles subscribe (graphql-ws: start): a new operation under id.
