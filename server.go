@@ -96,6 +96,12 @@ func loadConfig() (Config, error) {
 	if c.Broker != "local" && c.Broker != "redis" {
 		return c, fmt.Errorf("configuration: INBOX_BROKER must be local or redis, not %q", c.Broker)
 	}
+	if c.KeepAlive < time.Second || c.KeepAlive > 10*time.Minute {
+		return c, fmt.Errorf("configuration: INBOX_KEEPALIVE must be between 1s and 10m, not %v", c.KeepAlive)
+	}
+	if c.WSInitTimeout < 100*time.Millisecond {
+		return c, fmt.Errorf("configuration: INBOX_WS_INIT_TIMEOUT must be at least 100ms, not %v", c.WSInitTimeout)
+	}
 	if c.CreateTable == nil {
 		on := c.Store == "local"
 		c.CreateTable = &on

@@ -491,6 +491,10 @@ func TestWebSocketConnectionLimitsAndChecks(t *testing.T) {
 		c.init(alice)
 		c.subscribe("", `subscription { unreadCount }`)
 		c.expectClose(4400, "Invalid message received", eventTimeout)
+		c = s.withT(t).dialWS(ctx, "graphql-transport-ws")
+		c.init(alice)
+		c.send(wsMessage{Type: "complete"})
+		c.expectClose(4400, "Invalid message received", eventTimeout)
 	})
 	t.Run("legacy second init", func(t *testing.T) {
 		c := s.withT(t).dialWS(ctx, "graphql-ws")
@@ -618,5 +622,23 @@ func TestWebSocketMessagesPipelinedAndLarge(t *testing.T) {
 	}
 	if m := readText(); !strings.Contains(m, `"next"`) || !strings.Contains(m, `"unreadCount":0`) {
 		t.Fatalf("after the large subscribe: %s", m)
+	}
+}
+
+func TestTransportConfigBounds(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"INBOX_KEEPALIVE", "1ms"},
+		{"INBOX_KEEPALIVE", "-1s"},
+		{"INBOX_KEEPALIVE", "0s"},
+		{"INBOX_WS_INIT_TIMEOUT", "0s"},
+	} {
+		t.Setenv(tc.name, tc.value)
+		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s=%s: %v, want an error naming it", tc.name, tc.value, err)
+		}
+		t.Setenv(tc.name, map[string]string{"INBOX_KEEPALIVE": "15s", "INBOX_WS_INIT_TIMEOUT": "10s"}[tc.name])
+	}
+	if _, err := loadConfig(); err != nil {
+		t.Fatalf("defaults: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -125,6 +126,7 @@ func TestTransportLevelErrorsHaveCodes(t *testing.T) {
 	}{
 		{"PUT", http.MethodPut, u, "application/json", `{}`, 405, inbox.CodeBadRequest, "GET, POST, OPTIONS"},
 		{"DELETE", http.MethodDelete, u, "", ``, 405, inbox.CodeBadRequest, "GET, POST, OPTIONS"},
+		{"HEAD", http.MethodHead, get(`{ viewer { unreadCount } }`, ""), "", ``, 405, "", "GET, POST, OPTIONS"},
 		{"POST text/plain", http.MethodPost, u, "text/plain", gql(`{ viewer { unreadCount } }`), 415, inbox.CodeBadRequest, ""},
 		{"GET mutation", http.MethodGet, get(`mutation { markAllRead { unreadCount } }`, ""), "", ``, 405, inbox.CodeBadRequest, "POST"},
 		{"GET variables not JSON", http.MethodGet, get(`{ viewer { unreadCount } }`, "notjson"), "", ``, 400, inbox.CodeBadUserInput, ""},
@@ -147,7 +149,12 @@ func TestTransportLevelErrorsHaveCodes(t *testing.T) {
 					Extensions map[string]any `json:"extensions"`
 				} `json:"errors"`
 			}
-			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			if tc.method == http.MethodHead {
+				out.Errors = append(out.Errors, struct {
+					Message    string         `json:"message"`
+					Extensions map[string]any `json:"extensions"`
+				}{Extensions: map[string]any{"code": ""}}) // no body
+			} else if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 				t.Fatalf("body: %v", err)
 			}
 			if resp.StatusCode != tc.status || len(out.Errors) != 1 || out.Errors[0].Extensions["code"] != tc.code {
@@ -157,6 +164,20 @@ func TestTransportLevelErrorsHaveCodes(t *testing.T) {
 				t.Fatalf("Allow: %q, want %q", got, tc.allow)
 			}
 		})
+	}
+	// A body of the wrong shape is answered without echoing it or Go's type names.
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(`{"query":"{ viewer { unreadCount } }","variables":[1],"pad":"`+strings.Repeat("x", 4096)+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"BAD_USER_INPUT"`) ||
+		strings.Contains(string(body), "xxxx") || strings.Contains(string(body), "RawParams") || len(body) > 1024 {
+		t.Fatalf("HTTP %d %s, want a short BAD_USER_INPUT error", resp.StatusCode, body)
 	}
 	// The refused GET mutation did not run: markAllRead would have written the watermark.
 	if n := g.rec.Count("UpdateItem"); n != 0 {

@@ -126,7 +126,7 @@ func NewHandler(o Options) *Handler {
 	gql.AddTransport(&wsTransport{verifier: verifier, log: log, origins: o.AllowedOrigins,
 		initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns})
 	gql.AddTransport(transport.SSE{KeepAlivePingInterval: keepAlive})
-	gql.AddTransport(transport.Options{})
+	gql.AddTransport(optionsTransport{})
 	gql.AddTransport(getTransport{})
 	gql.AddTransport(postTransport{})
 	gql.AddTransport(unsupportedTransport{}) // last: answers what no other took
@@ -161,7 +161,11 @@ func NewHandler(o Options) *Handler {
 		}
 		if len(gerr.Path) == 0 && !graphql.HasOperationContext(ctx) {
 			// Not from a resolver: the request itself could not be read (a body that is
-			// not JSON, variables of the wrong shape). gqlgen's message names the problem.
+			// not JSON, variables of the wrong shape). gqlgen's message quotes the whole
+			// body and Go's decoder (type names): the client gets what to fix instead.
+			if strings.HasPrefix(gerr.Message, "json request body could not be decoded") {
+				gerr.Message = "the request body is not a GraphQL request: a JSON object with query (a string), and optionally variables (an object), operationName (a string) and extensions (an object)"
+			}
 			gerr.Extensions = map[string]any{"code": inbox.CodeBadUserInput}
 			return gerr
 		}

@@ -149,6 +149,21 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 	return s.ResponseWriter.Write(b)
 }
 
+// allowedMethods is the Allow header of /graphql.
+var allowedMethods = strings.Join([]string{http.MethodGet, http.MethodPost, http.MethodOptions}, ", ")
+
+// optionsTransport answers OPTIONS with the allowed methods. gqlgen's also takes HEAD and
+// answers it 405 without the Allow header RFC 9110 requires; HEAD now reaches
+// unsupportedTransport.
+type optionsTransport struct{}
+
+func (optionsTransport) Supports(r *http.Request) bool { return r.Method == http.MethodOptions }
+
+func (optionsTransport) Do(w http.ResponseWriter, _ *http.Request, _ graphql.GraphExecutor) {
+	w.Header().Set("Allow", allowedMethods)
+	w.WriteHeader(http.StatusOK)
+}
+
 // unsupportedTransport is the last transport: it answers every request no other
 // transport took, instead of gqlgen's uncoded "transport not supported" (400). A method
 // other than GET, POST and OPTIONS gets 405 with Allow; a POST whose body is not
@@ -170,7 +185,7 @@ func (unsupportedTransport) Do(w http.ResponseWriter, r *http.Request, _ graphql
 		writeRequestError(w, http.StatusBadRequest, inbox.CodeBadRequest,
 			"a GET request needs a query parameter, or a WebSocket upgrade")
 	default:
-		w.Header().Set("Allow", strings.Join([]string{http.MethodGet, http.MethodPost, http.MethodOptions}, ", "))
+		w.Header().Set("Allow", allowedMethods)
 		writeRequestError(w, http.StatusMethodNotAllowed, inbox.CodeBadRequest,
 			"method "+r.Method+" not allowed: use GET or POST")
 	}

@@ -257,6 +257,10 @@ func (c *wsConn) handle(m wsMessage) {
 			c.invalid("unexpected message " + m.Type)
 			return
 		}
+		if m.ID == "" {
+			c.invalid("an operation needs an id")
+			return
+		}
 		c.stop(m.ID)
 	case "connection_terminate":
 		if !c.legacy {
