@@ -14,29 +14,61 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-// post sends a raw body to /graphql and returns the status and the first error's code.
-func (g *gateway) post(t *testing.T, body string) (int, string, map[string]any) {
+// response is a /graphql answer: status, headers, and the body's errors.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+	data   map[string]any
+	errors []struct {
+		Message    string         `json:"message"`
+		Extensions map[string]any `json:"extensions"`
+	}
+}
+
+// code returns the first error's extensions.code, "" when there is none.
+func (r response) code() string {
+	if len(r.errors) == 0 {
+		return ""
+	}
+	c, _ := r.errors[0].Extensions["code"].(string)
+	return c
+}
+
+// request sends a request to target with the gateway's token (and contentType, when not
+// empty) and reads the answer.
+func (g *gateway) request(t *testing.T, method, target, contentType, body string) response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/graphql", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	req, _ := http.NewRequest(method, target, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	req.Header.Set("Authorization", "Bearer "+g.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	r := response{status: resp.StatusCode, header: resp.Header}
+	r.body, _ = io.ReadAll(resp.Body)
 	var out struct {
 		Data   map[string]any `json:"data"`
 		Errors []struct {
+			Message    string         `json:"message"`
 			Extensions map[string]any `json:"extensions"`
 		} `json:"errors"`
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	code := ""
-	if len(out.Errors) > 0 {
-		code, _ = out.Errors[0].Extensions["code"].(string)
-	}
-	return resp.StatusCode, code, out.Data
+	_ = json.Unmarshal(r.body, &out) // not JSON (HEAD has no body): no errors, no data
+	r.data, r.errors = out.Data, out.Errors
+	return r
+}
+
+// post sends a raw JSON body to /graphql and returns the status, the first error's code
+// and the data.
+func (g *gateway) post(t *testing.T, body string) (int, string, map[string]any) {
+	t.Helper()
+	r := g.request(t, http.MethodPost, g.srv.URL+"/graphql", "application/json", body)
+	return r.status, r.code(), r.data
 }
 
 func gql(query string) string {
@@ -133,51 +165,25 @@ func TestTransportLevelErrorsHaveCodes(t *testing.T) {
 		{"GET variables not an object", http.MethodGet, get(`{ viewer { unreadCount } }`, "[1]"), "", ``, 400, inbox.CodeBadUserInput, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tc.method, tc.url, strings.NewReader(tc.body))
-			if tc.contentType != "" {
-				req.Header.Set("Content-Type", tc.contentType)
-			}
-			req.Header.Set("Authorization", "Bearer "+g.token)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var out struct {
-				Errors []struct {
-					Message    string         `json:"message"`
-					Extensions map[string]any `json:"extensions"`
-				} `json:"errors"`
-			}
+			r := g.request(t, tc.method, tc.url, tc.contentType, tc.body)
+			wantErrors := 1
 			if tc.method == http.MethodHead {
-				out.Errors = append(out.Errors, struct {
-					Message    string         `json:"message"`
-					Extensions map[string]any `json:"extensions"`
-				}{Extensions: map[string]any{"code": ""}}) // no body
-			} else if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-				t.Fatalf("body: %v", err)
+				wantErrors = 0 // no body
 			}
-			if resp.StatusCode != tc.status || len(out.Errors) != 1 || out.Errors[0].Extensions["code"] != tc.code {
-				t.Fatalf("HTTP %d %+v, want %d with code %s", resp.StatusCode, out.Errors, tc.status, tc.code)
+			if r.status != tc.status || len(r.errors) != wantErrors || r.code() != tc.code {
+				t.Fatalf("HTTP %d %s, want %d with code %q", r.status, r.body, tc.status, tc.code)
 			}
-			if got := resp.Header.Get("Allow"); got != tc.allow {
+			if got := r.header.Get("Allow"); got != tc.allow {
 				t.Fatalf("Allow: %q, want %q", got, tc.allow)
 			}
 		})
 	}
 	// A body of the wrong shape is answered without echoing it or Go's type names.
-	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(`{"query":"{ viewer { unreadCount } }","variables":[1],"pad":"`+strings.Repeat("x", 4096)+`"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+g.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"BAD_USER_INPUT"`) ||
-		strings.Contains(string(body), "xxxx") || strings.Contains(string(body), "RawParams") || len(body) > 1024 {
-		t.Fatalf("HTTP %d %s, want a short BAD_USER_INPUT error", resp.StatusCode, body)
+	r := g.request(t, http.MethodPost, u, "application/json",
+		`{"query":"{ viewer { unreadCount } }","variables":[1],"pad":"`+strings.Repeat("x", 4096)+`"}`)
+	if r.status != http.StatusBadRequest || r.code() != inbox.CodeBadUserInput ||
+		strings.Contains(string(r.body), "xxxx") || strings.Contains(string(r.body), "RawParams") || len(r.body) > 1024 {
+		t.Fatalf("HTTP %d %s, want a short BAD_USER_INPUT error", r.status, r.body)
 	}
 	// The refused GET mutation did not run: markAllRead would have written the watermark.
 	if n := g.rec.Count("UpdateItem"); n != 0 {

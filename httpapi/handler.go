@@ -237,9 +237,7 @@ const MaxBodyBytes = 1 << 20
 func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > MaxBodyBytes {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
-			_, _ = w.Write([]byte(`{"errors":[{"message":"request body over 1 MiB","extensions":{"code":"BAD_USER_INPUT"}}]}`))
+			writeRequestError(w, http.StatusRequestEntityTooLarge, inbox.CodeBadUserInput, "request body over 1 MiB")
 			return
 		}
 		if r.Body != nil {

@@ -369,25 +369,20 @@ func (c *wsConn) expire() {
 		c.mu.Unlock()
 		return
 	}
-	// The operations end here: nothing of theirs may follow their error, and the
-	// connection takes no new message (closing) while the errors are written.
+	// The connection takes no new message (closing) while the operations end.
+	c.closing = true
+	c.stopTimersLocked()
 	ops := make([]*wsOp, 0, len(c.ops))
 	for _, op := range c.ops {
 		ops = append(ops, op)
 	}
-	clear(c.ops)
-	c.closing = true
-	c.stopTimersLocked()
 	c.mu.Unlock()
 	if c.legacy {
 		c.sendConnectionError(closeReasonTokenExpired)
 	}
-	errs := json.RawMessage(`[{"message":"token expired","extensions":{"code":"UNAUTHENTICATED"}}]`)
+	errs := gqlerror.List{{Message: closeReasonTokenExpired, Extensions: map[string]any{"code": inbox.CodeUnauthenticated}}}
 	for _, op := range ops {
-		op.cancel()
-		op.sendMu.Lock() // after a frame being written
-		c.send(wsMessage{ID: op.id, Type: "error", Payload: errs})
-		op.sendMu.Unlock()
+		op.end(func() { c.sendErrors(op.id, errs) })
 	}
 	go func() { _ = c.ws.Close(CloseForbidden, closeReasonTokenExpired) }()
 }
@@ -436,20 +431,15 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 func (c *wsConn) stop(id string) {
 	c.mu.Lock()
 	op := c.ops[id]
-	if op != nil {
-		delete(c.ops, id)
-	}
 	c.mu.Unlock()
 	if op == nil {
 		return
 	}
-	op.cancel()
+	var last func()
 	if c.legacy {
-		// After any frame of op being written: nothing follows the complete.
-		op.sendMu.Lock()
-		c.send(wsMessage{ID: id, Type: "complete"})
-		op.sendMu.Unlock()
+		last = func() { c.send(wsMessage{ID: id, Type: "complete"}) }
 	}
+	op.end(last)
 }
 
 // wsOp is one operation of a connection.
@@ -589,29 +579,28 @@ func (op *wsOp) running() bool {
 // stream ended with one. Nothing is sent if the client completed it first.
 func (op *wsOp) finish() {
 	c := op.c
-	op.sendMu.Lock()
-	defer op.sendMu.Unlock()
-	c.mu.Lock()
-	mine := c.ops[op.id] == op
-	if mine {
-		delete(c.ops, op.id)
-	}
-	c.mu.Unlock()
-	op.cancel()
-	if !mine {
-		return
-	}
-	if err := op.hook.Err(); err != nil {
-		resp := c.exec.DispatchError(op.ctx, gqlerror.List{gqlerror.WrapIfUnwrapped(err)})
-		c.sendErrors(op.id, resp.Errors)
-		return
-	}
-	c.send(wsMessage{ID: op.id, Type: "complete"})
+	op.end(func() {
+		if err := op.hook.Err(); err != nil {
+			resp := c.exec.DispatchError(op.ctx, gqlerror.List{gqlerror.WrapIfUnwrapped(err)})
+			c.sendErrors(op.id, resp.Errors)
+			return
+		}
+		c.send(wsMessage{ID: op.id, Type: "complete"})
+	})
 }
 
 // fail ends an operation that could not start (an unreadable or invalid request) with an
 // error message.
 func (op *wsOp) fail(errs gqlerror.List) {
+	op.end(func() { op.c.sendErrors(op.id, errs) })
+}
+
+// end ends op, once, whoever ends it (the client's complete, the stream's end, a failed
+// start, the token's expiry): it leaves the connection's operations, so no frame of it is
+// written after this one, its context is cancelled (its stream unsubscribes), and last,
+// when not nil, writes its final message, after any frame of it being written. When op
+// had ended already, last does not run.
+func (op *wsOp) end(last func()) {
 	c := op.c
 	op.sendMu.Lock()
 	defer op.sendMu.Unlock()
@@ -622,8 +611,8 @@ func (op *wsOp) fail(errs gqlerror.List) {
 	}
 	c.mu.Unlock()
 	op.cancel()
-	if mine {
-		c.sendErrors(op.id, errs)
+	if mine && last != nil {
+		last()
 	}
 }
 

@@ -294,16 +294,11 @@ func sideOf(name string, ws ...window) Side {
 
 // gatewayLoad runs reqs against url from a child process and measures this process.
 func (b *bench) gatewayLoad(ctx context.Context, name, url string, reqs []loadRequest) (Side, error) {
-	stop := b.rssPeak.sampleWhile(ctx)
-	defer stop()
-	u0 := snapshot(b.eng)
-	lr, err := spawnLoad(ctx, loadSpec{URL: url, Duration: b.c.duration, Concurrency: b.c.concurrency, Requests: reqs})
+	w, err := b.gatewayWindow(ctx, url, b.c.concurrency, b.c.duration, reqs)
 	if err != nil {
 		return Side{}, err
 	}
-	u1 := snapshot(b.eng)
-	return Side{Name: name, Requests: lr.Requests, Errors: lr.Errors, FirstError: lr.FirstError, Seconds: lr.Seconds,
-		ReqPerSec: float64(lr.Requests) / lr.Seconds, Latency: lr.Latency, Cost: perRequest(u0, u1, lr.Requests)}, nil
+	return sideOf(name, w), nil
 }
 
 // Hand-written access: the key formats of DESIGN.md, typed out here on purpose.
