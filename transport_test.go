@@ -650,3 +650,88 @@ func TestTransportConfigBounds(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 }
+
+// TestWebSocketTokenExpiryLetsRunningMutationsAnswer sends a mutation every 10 ms across
+// the moment the token expires. No operation starts once the connection is expiring, a
+// mutation that started answers (its result, then complete) before the 4403 close, and
+// exactly the mutations that answered with a result were written: none is told "token
+// expired" after committing, none is written without an answer.
+func TestWebSocketTokenExpiryLetsRunningMutationsAnswer(t *testing.T) {
+	s := newTestServer(t)
+	behind, err := auth.NewVerifier(auth.Config{Secret: testSecret, Now: func() time.Time { return time.Now().Add(-30 * time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := behind.Sign(auth.Claims{TenantID: "t1", UserID: "svc", Scopes: []string{auth.ScopeSend}}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := s.verifier.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.dialWS(ctx, "graphql-transport-ws")
+	c.init(tok)
+	time.Sleep(time.Until(claims.ValidUntil.Add(-300 * time.Millisecond)))
+	sent := 0
+	for until := claims.ValidUntil.Add(300 * time.Millisecond); time.Now().Before(until); sent++ {
+		payload, _ := json.Marshal(map[string]any{"query": sendMutation, "variables": map[string]any{"in": s.sendInput(fmt.Sprint("exp-", sent), "dora")}})
+		m, _ := json.Marshal(wsMessage{ID: fmt.Sprint("exp-", sent), Type: "subscribe", Payload: payload})
+		_ = c.conn.Write(ctx, websocket.MessageText, m) // fails once the socket closed
+		time.Sleep(10 * time.Millisecond)
+	}
+	terminal := map[string]string{}
+	answered := map[string]bool{}
+	for m := range c.msgs {
+		switch m.Type {
+		case "next":
+			if terminal[m.ID] != "" {
+				t.Fatalf("next for %s after its %s", m.ID, terminal[m.ID])
+			}
+			if strings.Contains(string(m.Payload), `"errors"`) {
+				t.Fatalf("%s answered with errors: %s", m.ID, m.Payload)
+			}
+			answered[m.ID] = true
+		case "complete", "error":
+			if terminal[m.ID] != "" {
+				t.Fatalf("%s ended twice: %s, then %s", m.ID, terminal[m.ID], m.Type)
+			}
+			if m.Type == "error" && !strings.Contains(string(m.Payload), `"token expired"`) {
+				t.Fatalf("%s: error %s", m.ID, m.Payload)
+			}
+			terminal[m.ID] = m.Type
+		}
+	}
+	if code := websocket.CloseStatus(<-c.readErr); code != 4403 {
+		t.Fatalf("closed with %d, want 4403", code)
+	}
+	for id := range answered {
+		if terminal[id] != "complete" {
+			t.Fatalf("%s answered but ended with %q, want complete", id, terminal[id])
+		}
+	}
+	var d struct {
+		Viewer struct {
+			Inbox struct {
+				Edges []struct{ Node struct{ Title string } }
+			}
+		}
+	}
+	s.mustData(s.token("t1", "dora"), `{ viewer { inbox(first: 100) { edges { node { title } } } } }`, nil, &d)
+	written := map[string]bool{}
+	for _, e := range d.Viewer.Inbox.Edges {
+		written[e.Node.Title] = true
+	}
+	for i := range sent {
+		id := fmt.Sprint("exp-", i)
+		if written[id] != answered[id] {
+			t.Fatalf("%s: written %v, answered with a result %v (ended: %q)", id, written[id], answered[id], terminal[id])
+		}
+	}
+	if len(answered) == 0 || len(answered) == sent {
+		t.Fatalf("%d of %d mutations answered: the sends did not straddle the expiry", len(answered), sent)
+	}
+	t.Logf("%d mutations sent across the expiry: %d answered and written, the rest not started", sent, len(answered))
+}

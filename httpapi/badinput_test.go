@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
@@ -184,6 +186,47 @@ func TestTransportLevelErrorsHaveCodes(t *testing.T) {
 	if r.status != http.StatusBadRequest || r.code() != inbox.CodeBadUserInput ||
 		strings.Contains(string(r.body), "xxxx") || strings.Contains(string(r.body), "RawParams") || len(r.body) > 1024 {
 		t.Fatalf("HTTP %d %s, want a short BAD_USER_INPUT error", r.status, r.body)
+	}
+	// A body over 1 MiB without a Content-Length (chunked) gets the same 413 as one with.
+	chunked, _ := http.NewRequest(http.MethodPost, u, io.MultiReader(strings.NewReader(
+		`{"query":"{ viewer { unreadCount } }","variables":{"x":"`+strings.Repeat("a", 1<<20)+`"}}`)))
+	chunked.Header.Set("Content-Type", "application/json")
+	chunked.Header.Set("Authorization", "Bearer "+g.token)
+	if resp, err := http.DefaultClient.Do(chunked); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked body over 1 MiB: HTTP %d, want 413", resp.StatusCode)
+	}
+	// A POST that carries "Upgrade: websocket" is not a handshake: it is served.
+	upgradeReq, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(gql(`{ viewer { unreadCount } }`)))
+	upgradeReq.Header.Set("Content-Type", "application/json")
+	upgradeReq.Header.Set("Authorization", "Bearer "+g.token)
+	upgradeReq.Header.Set("Upgrade", "websocket")
+	if resp, err := http.DefaultClient.Do(upgradeReq); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST with Upgrade: websocket: HTTP %d, want 200", resp.StatusCode)
+	}
+	// SSE: a body that is not a GraphQL request gets BAD_USER_INPUT, and the body does not
+	// reach the log (gqlgen's SSE transport would print it through the standard logger).
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	defer log.SetOutput(os.Stderr)
+	sse := func(body string) response {
+		req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+g.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return response{status: resp.StatusCode, body: b}
+	}
+	if r := sse(`SECRET{`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), `"BAD_USER_INPUT"`) || strings.Contains(logged.String(), "SECRET") {
+		t.Fatalf("SSE bad body: HTTP %d %s; log %q", r.status, r.body, logged.String())
 	}
 	// The refused GET mutation did not run: markAllRead would have written the watermark.
 	if n := g.rec.Count("UpdateItem"); n != 0 {

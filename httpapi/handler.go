@@ -7,9 +7,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -125,7 +127,7 @@ func NewHandler(o Options) *Handler {
 	h := &Handler{conns: newConnRegistry(), streams: sseCtx, stopSSE: stopSSE}
 	gql.AddTransport(&wsTransport{verifier: verifier, log: log, origins: o.AllowedOrigins,
 		initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns})
-	gql.AddTransport(transport.SSE{KeepAlivePingInterval: keepAlive})
+	gql.AddTransport(sseTransport{transport.SSE{KeepAlivePingInterval: keepAlive}})
 	gql.AddTransport(optionsTransport{})
 	gql.AddTransport(getTransport{})
 	gql.AddTransport(postTransport{})
@@ -164,7 +166,7 @@ func NewHandler(o Options) *Handler {
 			// not JSON, variables of the wrong shape). gqlgen's message quotes the whole
 			// body and Go's decoder (type names): the client gets what to fix instead.
 			if strings.HasPrefix(gerr.Message, "json request body could not be decoded") {
-				gerr.Message = "the request body is not a GraphQL request: a JSON object with query (a string), and optionally variables (an object), operationName (a string) and extensions (an object)"
+				gerr.Message = msgNotAGraphQLRequest
 			}
 			gerr.Extensions = map[string]any{"code": inbox.CodeBadUserInput}
 			return gerr
@@ -232,16 +234,35 @@ func Complexity() graph.ComplexityRoot {
 // 16 KiB, so anything near this is not a legitimate operation.
 const MaxBodyBytes = 1 << 20
 
-// limitBody stops reading a request body past MaxBodyBytes (the decoder then fails and
-// the request gets an error instead of the gateway buffering it).
+// limitBody refuses a request body over MaxBodyBytes with 413. A declared length is
+// checked at once; a body of unknown length (chunked) is read here, up to the limit, so
+// that it gets the same 413 (the transports would report the cut-off read as a bad
+// body). The usual request, with a Content-Length, is not read twice.
 func limitBody(next http.Handler) http.Handler {
+	tooLarge := func(w http.ResponseWriter) {
+		writeRequestError(w, http.StatusRequestEntityTooLarge, inbox.CodeBadUserInput, "request body over 1 MiB")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > MaxBodyBytes {
-			writeRequestError(w, http.StatusRequestEntityTooLarge, inbox.CodeBadUserInput, "request body over 1 MiB")
+			tooLarge(w)
 			return
 		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		if r.ContentLength < 0 {
+			b, err := io.ReadAll(r.Body)
+			if _, over := errors.AsType[*http.MaxBytesError](err); over {
+				tooLarge(w)
+				return
+			}
+			if err != nil {
+				writeRequestError(w, http.StatusBadRequest, inbox.CodeBadUserInput, "the request body could not be read")
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
 		next.ServeHTTP(w, r)
 	})

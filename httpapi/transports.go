@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -16,6 +17,12 @@ import (
 // Request errors that gqlgen's HTTP transports answer without an extensions.code get one
 // here, and the status the GraphQL-over-HTTP spec asks for
 // (https://graphql.github.io/graphql-over-http/draft/).
+
+// msgNotAGraphQLRequest answers a body that does not decode as a GraphQL request. It names
+// what to send, not what the decoder saw (gqlgen's own message quotes the whole body and
+// Go's type names).
+const msgNotAGraphQLRequest = "the request body is not a GraphQL request: a JSON object with query (a string), " +
+	"and optionally variables (an object), operationName (a string) and extensions (an object)"
 
 // writeRequestError answers a request the gateway cannot read: status, and one error
 // with message and code.
@@ -40,9 +47,10 @@ func (getTransport) Supports(r *http.Request) bool {
 	return r.Method == http.MethodGet && !isWebSocketUpgrade(r)
 }
 
-// isWebSocketUpgrade reports whether r asks for a WebSocket.
+// isWebSocketUpgrade reports whether r asks for a WebSocket (a handshake is a GET: a POST
+// carrying the header is an ordinary request).
 func isWebSocketUpgrade(r *http.Request) bool {
-	return strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "websocket")
+	return r.Method == http.MethodGet && strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "websocket")
 }
 
 func (t getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
@@ -82,6 +90,29 @@ func (g *getOnlyQueries) Write(b []byte) (int, error) {
 		return len(b), nil // gqlgen's uncoded body: already answered
 	}
 	return g.statusWriter.Write(b)
+}
+
+// sseTransport is gqlgen's SSE transport, with the request read first: gqlgen's logs a
+// body it cannot decode, whole, through the standard logger (up to MaxBodyBytes of a
+// client's data in the gateway's log, outside its structured logging). SSE requests are
+// few and long-lived, so reading the body twice costs nothing that matters.
+type sseTransport struct{ transport.SSE }
+
+func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeRequestError(w, http.StatusBadRequest, inbox.CodeBadUserInput, "the request body could not be read")
+		return
+	}
+	var params graphql.RawParams
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&params); err != nil {
+		writeRequestError(w, http.StatusBadRequest, inbox.CodeBadUserInput, msgNotAGraphQLRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	t.SSE.Do(w, r, exec)
 }
 
 // postTransport is gqlgen's POST transport with the statuses of statusWriter.

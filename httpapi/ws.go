@@ -73,6 +73,9 @@ const (
 	MaxOperationsPerConnection = 100
 	// wsMaxMessage bounds one client message (a subscribe with its query and variables).
 	wsMaxMessage = 256 << 10
+	// wsExpiryDrain bounds how long, at token expiry, the operations already running may
+	// take to answer before the connection closes.
+	wsExpiryDrain = 5 * time.Second
 	// wsWriteTimeout bounds one frame's write: a peer that reads nothing for this long is
 	// gone, and its connection is closed.
 	wsWriteTimeout = 10 * time.Second
@@ -172,13 +175,16 @@ type wsConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends every operation of the connection
 
-	mu          sync.Mutex
-	inited      bool            // connection_init received
-	opCtx       context.Context // ctx with the verified claims, once acknowledged
-	closing     bool
-	ops         map[string]*wsOp // running operations by id
-	queue       []*wsOp          // subscriptions with events to write
-	flushing    bool             // the flusher runs
+	mu      sync.Mutex
+	inited  bool            // connection_init received
+	opCtx   context.Context // ctx with the verified claims, once acknowledged
+	closing bool
+	ops     map[string]*wsOp // running operations by id
+	queue   []*wsOp          // subscriptions with events to write
+	// starting counts operations in run: being read and dispatched, and queries and
+	// mutations until their result is written.
+	starting    sync.WaitGroup
+	flushing    bool // the flusher runs
 	initTimer   *time.Timer
 	kaTimer     *time.Timer
 	expiryTimer *time.Timer
@@ -361,17 +367,30 @@ func (c *wsConn) keepAliveTick() {
 	c.mu.Unlock()
 }
 
-// expire ends the connection when its token expires: every running operation gets an
-// UNAUTHENTICATED "token expired" error, then the socket closes with 4403 "token expired".
+// expire ends the connection when its token expires. It takes no new operation; the
+// queries and mutations already running finish and answer (a mutation that started
+// commits: telling its client "token expired" would hide a write that happened), for at
+// most wsExpiryDrain; then every operation left (the subscriptions) gets an
+// UNAUTHENTICATED "token expired" error, and the socket closes with 4403 "token expired".
 func (c *wsConn) expire() {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return
 	}
-	// The connection takes no new message (closing) while the operations end.
 	c.closing = true
 	c.stopTimersLocked()
+	c.mu.Unlock()
+	drained := make(chan struct{})
+	go func() {
+		c.starting.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(wsExpiryDrain):
+	}
+	c.mu.Lock()
 	ops := make([]*wsOp, 0, len(c.ops))
 	for _, op := range c.ops {
 		ops = append(ops, op)
@@ -390,6 +409,10 @@ func (c *wsConn) expire() {
 // start handles subscribe (graphql-ws: start): a new operation under id.
 func (c *wsConn) start(id string, payload json.RawMessage) {
 	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock() // the token expired or the connection is ending: no new operation
+		return
+	}
 	if c.opCtx == nil {
 		c.mu.Unlock()
 		if c.legacy {
@@ -422,8 +445,12 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 	op.ctx, op.cancel = context.WithCancel(c.opCtx)
 	op.hook.Ready = op.ready
 	c.ops[id] = op
+	c.starting.Add(1) // under c.mu, before expire (which sets closing under it) can Wait
 	c.mu.Unlock()
-	go op.run(payload)
+	go func() {
+		defer c.starting.Done()
+		op.run(payload)
+	}()
 }
 
 // stop handles complete (graphql-ws: stop): the client ends the operation. Nothing more
