@@ -69,7 +69,8 @@ type Config struct {
 	// WSInitTimeout is how long a WebSocket may wait before connection_init (then 4408).
 	WSInitTimeout time.Duration `env:"INBOX_WS_INIT_TIMEOUT" envDefault:"10s"`
 	// KeepAlive is the interval of keep-alive messages: graphql-transport-ws "ping",
-	// graphql-ws "ka" and SSE ": ping" comments.
+	// graphql-ws "ka" and SSE ": ping" comments. A WebSocket peer not heard from for two
+	// intervals, or an SSE write stalled that long (at most 10 s), ends its connection.
 	KeepAlive time.Duration `env:"INBOX_KEEPALIVE" envDefault:"15s"`
 	LogFormat string        `env:"INBOX_LOG_FORMAT"`
 	// ComplexityLimit bounds a query's cost (gqlgen complexity; a list field counts its
