@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +168,19 @@ func expectClosedByServer(t *testing.T, conn net.Conn) {
 	}
 }
 
+// connGoroutines counts the goroutines running code of a WebSocket connection.
+func connGoroutines() int {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	n := 0
+	for g := range strings.SplitSeq(buf.String(), "\n\n") {
+		if strings.Contains(g, "httpapi.(*wsConn)") || strings.Contains(g, "httpapi.(*wsOp)") {
+			n++
+		}
+	}
+	return n
+}
+
 // A subscriber that stops reading and answering (no pong, no frame, no FIN) is dropped
 // within about two keep-alive intervals and its subscription released, on both protocols.
 func TestWebSocketDeadPeerIsDropped(t *testing.T) {
@@ -176,11 +191,19 @@ func TestWebSocketDeadPeerIsDropped(t *testing.T) {
 			waitUntil(t, 10*time.Second, "the subscription to start", func() bool {
 				return g.broker.Subscribers() == 1 && h.WebSockets() == 1
 			})
+			if connGoroutines() == 0 {
+				t.Fatal("no goroutine of the connection found: connGoroutines counts nothing")
+			}
 			took := waitUntil(t, peerDropBound, "the silent peer to be dropped and its subscription released", func() bool {
 				return g.broker.Subscribers() == 0 && h.WebSockets() == 0
 			})
 			t.Logf("%s: silent peer dropped %v after its subscription started (keep-alive %v)", protocol, took.Round(10*time.Millisecond), peerKeepAlive)
 			expectClosedByServer(t, conn)
+			// Nothing of the connection runs any more: its reader, flusher, keep-alive
+			// ticks and operations are gone.
+			waitUntil(t, 5*time.Second, "the connection's goroutines to end", func() bool {
+				return connGoroutines() == 0
+			})
 		})
 	}
 }
