@@ -3,6 +3,7 @@ package auth
 import (
 	"encoding/base64"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,16 @@ func TestVerifyStrict(t *testing.T) {
 		{"iss a number", hdr, payload(map[string]string{"iss": `1`}), "iss"},
 		{"aud a number", hdr, payload(map[string]string{"aud": `1`}), "aud"},
 	}
+	// A signature with stray bits after its last byte decodes to the same bytes: only
+	// strict base64url decoding (jwt.WithStrictDecoding) refuses it.
+	t.Run("non-canonical base64url", func(t *testing.T) {
+		tok := signRawJSON(t, testSecret, hdr, payload(nil))
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+		last := strings.IndexByte(alphabet, tok[len(tok)-1])
+		tok = tok[:len(tok)-1] + string(alphabet[last|1]) // 32 bytes: the low 4 bits are padding
+		_, err := v.Verify(tok)
+		checkUnauthenticated(t, err, "malformed token")
+	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := v.Verify(signRawJSON(t, testSecret, tc.header, tc.payload))
