@@ -325,11 +325,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer broker.Close()
-	cursorKey, err := cursorKey(cfg)
+	cursorSecret, err := cursorKey(cfg)
 	if err != nil {
 		return err
 	}
-	st, closeStore, err := openStore(ctx, cfg, log, store.WithPublisher(broker), store.WithCursorKey(cursorKey))
+	st, closeStore, err := openStore(ctx, cfg, log, store.WithPublisher(broker), store.WithCursorKey(cursorSecret))
 	if err != nil {
 		return err
 	}
