@@ -60,13 +60,17 @@ type Config struct {
 	JWTSecret   string `env:"INBOX_JWT_SECRET"`
 	JWTIssuer   string `env:"INBOX_JWT_ISSUER"`
 	JWTAudience string `env:"INBOX_JWT_AUDIENCE"`
+	// CursorSecret signs inbox cursors (at least 32 bytes, the same on every instance);
+	// unset, the key is derived from the JWT secret (store.DeriveCursorKey).
+	CursorSecret string `env:"INBOX_CURSOR_SECRET"`
 	// AllowedOrigins are the Origins WebSocket upgrades accept besides the same origin:
 	// host patterns ("app.example.com", "*.example.com") or scheme://host patterns.
 	AllowedOrigins []string `env:"INBOX_ALLOWED_ORIGINS" envSeparator:","`
 	// WSInitTimeout is how long a WebSocket may wait before connection_init (then 4408).
 	WSInitTimeout time.Duration `env:"INBOX_WS_INIT_TIMEOUT" envDefault:"10s"`
 	// KeepAlive is the interval of keep-alive messages: graphql-transport-ws "ping",
-	// graphql-ws "ka" and SSE ": ping" comments.
+	// graphql-ws "ka" and SSE ": ping" comments. A WebSocket peer not heard from for two
+	// intervals, or an SSE write stalled that long (at most 10 s), ends its connection.
 	KeepAlive time.Duration `env:"INBOX_KEEPALIVE" envDefault:"15s"`
 	LogFormat string        `env:"INBOX_LOG_FORMAT"`
 	// ComplexityLimit bounds a query's cost (gqlgen complexity; a list field counts its
@@ -98,6 +102,9 @@ func loadConfig() (Config, error) {
 	}
 	if c.KeepAlive < time.Second || c.KeepAlive > 10*time.Minute {
 		return c, fmt.Errorf("configuration: INBOX_KEEPALIVE must be between 1s and 10m, not %v", c.KeepAlive)
+	}
+	if c.CursorSecret != "" && len(c.CursorSecret) < 32 {
+		return c, fmt.Errorf("configuration: INBOX_CURSOR_SECRET must be at least 32 bytes, not %d", len(c.CursorSecret))
 	}
 	if c.WSInitTimeout < 100*time.Millisecond {
 		return c, fmt.Errorf("configuration: INBOX_WS_INIT_TIMEOUT must be at least 100ms, not %v", c.WSInitTimeout)
@@ -250,6 +257,22 @@ func answers(ctx context.Context, endpoint string) bool {
 	return err == nil
 }
 
+// cursorKey returns the key inbox cursors are signed with: INBOX_CURSOR_SECRET, or a key
+// derived from the JWT secret with a labelled HMAC (store.DeriveCursorKey). Either way
+// every instance with the same configuration has the same key, so a cursor works behind
+// a load balancer; rotating it (or the JWT secret, when it is derived) invalidates the
+// cursors clients hold (BAD_USER_INPUT "invalid cursor": they start from the top).
+func cursorKey(cfg Config) ([]byte, error) {
+	if cfg.CursorSecret != "" {
+		return []byte(cfg.CursorSecret), nil
+	}
+	secret, err := jwtSecret(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return store.DeriveCursorKey(secret), nil
+}
+
 // maxIdleConns is how many idle connections to DynamoDB the client keeps. The SDK's
 // default keeps 10 per host: with more calls in flight than that (a busy gateway has a
 // few per request), every call beyond the tenth closed its connection afterwards and
@@ -302,7 +325,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer broker.Close()
-	st, closeStore, err := openStore(ctx, cfg, log, store.WithPublisher(broker))
+	cursorSecret, err := cursorKey(cfg)
+	if err != nil {
+		return err
+	}
+	st, closeStore, err := openStore(ctx, cfg, log, store.WithPublisher(broker), store.WithCursorKey(cursorSecret))
 	if err != nil {
 		return err
 	}

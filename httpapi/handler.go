@@ -127,7 +127,7 @@ func NewHandler(o Options) *Handler {
 	h := &Handler{conns: newConnRegistry(), streams: sseCtx, stopSSE: stopSSE}
 	gql.AddTransport(&wsTransport{verifier: verifier, log: log, origins: o.AllowedOrigins,
 		initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns})
-	gql.AddTransport(sseTransport{transport.SSE{KeepAlivePingInterval: keepAlive}})
+	gql.AddTransport(sseTransport{transport.SSE{KeepAlivePingInterval: keepAlive}, sseWriteTimeout(keepAlive)})
 	gql.AddTransport(optionsTransport{})
 	gql.AddTransport(getTransport{})
 	gql.AddTransport(postTransport{})
