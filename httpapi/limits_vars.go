@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -46,13 +47,50 @@ type strictExecutor struct {
 // CreateOperationContext creates the operation as gqlgen does; a variable that does not
 // coerce strictly replaces whatever gqlgen answered with one BAD_USER_INPUT error.
 func (e strictExecutor) CreateOperationContext(ctx context.Context, params *graphql.RawParams) (*graphql.OperationContext, gqlerror.List) {
+	// gqlparser coerces input objects' fields in place: check a copy of what was sent.
+	sent := cloneJSON(params.Variables)
 	oc, errs := e.GraphExecutor.CreateOperationContext(ctx, params)
 	if oc != nil && oc.Operation != nil {
-		if err := strictVariables(e.schema, oc.Operation.VariableDefinitions, params.Variables); err != nil {
+		if err := strictVariables(e.schema, oc.Operation.VariableDefinitions, sent); err != nil {
 			return oc, gqlerror.List{err}
 		}
 	}
 	return oc, errs
+}
+
+// cloneJSON copies the maps and lists of a decoded JSON value.
+func cloneJSON(v map[string]any) map[string]any {
+	if v == nil {
+		return nil
+	}
+	out := make(map[string]any, len(v))
+	for k, e := range v {
+		out[k] = cloneValue(e)
+	}
+	return out
+}
+
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return cloneJSON(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = cloneValue(e)
+		}
+		return out
+	}
+	return v
+}
+
+func init() {
+	// A BAD_USER_INPUT from CreateOperationContext (a variable, a persisted query) is a
+	// request error like gqlparser's own: gqlgen's transports answer it 400 for
+	// application/graphql-response+json (and 422, which statusWriter makes 200, for
+	// application/json), as the GraphQL-over-HTTP spec asks of a variable that does not
+	// coerce. Errors of a running operation are not affected (always 200).
+	errcode.RegisterErrorType(inbox.CodeBadUserInput, errcode.KindProtocol)
 }
 
 // strictVariables returns the first variable of vars that does not coerce to its
