@@ -22,13 +22,19 @@ const DefaultQueryCacheBytes = 16 << 20
 // (hash -> query text), 4 MiB.
 const DefaultAPQCacheBytes = 4 << 20
 
-// queryASTFactor is what a cached parsed document costs per byte of its query text. The
-// cache holds the text (its key, which the AST's Source shares) and the AST built from it.
-// Measured with TestQueryCacheChargeCoversTheAST (runtime heap after parsing N distinct
-// documents, divided by their total length): about 5-7 bytes per byte of text for the
-// dense documents our clients send (GraphiQL's introspection query, the inbox page), and
-// 1 byte per byte for a document that is mostly comment or string padding. 8 covers both.
-const queryASTFactor = 8
+// astNodeBytes is what one node of a parsed document (a field, an argument, a value, a
+// directive, a variable definition...) costs in heap, with its share of the document's
+// fixed overhead. The query text alone is not a fair proxy of the AST: measured with
+// TestQueryCacheChargeCoversTheAST (live heap after parsing 200 distinct documents), the
+// AST costs 10.7 bytes per byte of text for GraphiQL's introspection query, 17 for 300
+// aliases of __typename and 29 for an inbox page query, but 1.1 for a document padded
+// with a comment. Per node it is about 150-250 bytes; 320 covers every case measured.
+const astNodeBytes = 320
+
+// docBytes is a cached document's fixed cost besides its text and nodes: the document,
+// its Source, the cache's list entry and map slot (measured about 300-400 bytes; the
+// rest is margin for a document of few nodes and a long text).
+const docBytes = 2048
 
 // maxCachedFraction: a document whose charge is over this fraction of the budget is not
 // cached at all (it would evict a useful share of the cache for one entry; a legitimate
@@ -88,10 +94,70 @@ func (c *byteCache[T]) size() (entries, bytes int) {
 	return c.lru.Len(), c.bytes
 }
 
-// newQueryCache is the parsed-document cache: each document is charged queryASTFactor
-// times its text (the cache key is the query text).
+// newQueryCache is the parsed-document cache: each document is charged docBytes, its
+// text (the cache key, which the AST's Source shares) and astNodeBytes per node of its AST.
 func newQueryCache(maxBytes int) *byteCache[*ast.QueryDocument] {
-	return newByteCache(maxBytes, func(query string, _ *ast.QueryDocument) int { return queryASTFactor * len(query) })
+	return newByteCache(maxBytes, func(query string, doc *ast.QueryDocument) int {
+		return docBytes + len(query) + astNodeBytes*astNodes(doc)
+	})
+}
+
+// astNodes counts the nodes of a parsed document.
+func astNodes(doc *ast.QueryDocument) int {
+	if doc == nil {
+		return 0
+	}
+	n := 1
+	for _, op := range doc.Operations {
+		n += 1 + directiveNodes(op.Directives) + selectionNodes(op.SelectionSet)
+		for _, v := range op.VariableDefinitions {
+			n += 2 + valueNodes(v.DefaultValue) + directiveNodes(v.Directives)
+		}
+	}
+	for _, f := range doc.Fragments {
+		n += 1 + directiveNodes(f.Directives) + selectionNodes(f.SelectionSet)
+	}
+	return n
+}
+
+func selectionNodes(set ast.SelectionSet) int {
+	n := 0
+	for _, s := range set {
+		switch s := s.(type) {
+		case *ast.Field:
+			n += 1 + directiveNodes(s.Directives) + selectionNodes(s.SelectionSet)
+			for _, a := range s.Arguments {
+				n += 1 + valueNodes(a.Value)
+			}
+		case *ast.InlineFragment:
+			n += 1 + directiveNodes(s.Directives) + selectionNodes(s.SelectionSet)
+		case *ast.FragmentSpread:
+			n += 1 + directiveNodes(s.Directives)
+		}
+	}
+	return n
+}
+
+func directiveNodes(list ast.DirectiveList) int {
+	n := 0
+	for _, d := range list {
+		n++
+		for _, a := range d.Arguments {
+			n += 1 + valueNodes(a.Value)
+		}
+	}
+	return n
+}
+
+func valueNodes(v *ast.Value) int {
+	if v == nil {
+		return 0
+	}
+	n := 1
+	for _, c := range v.Children {
+		n += valueNodes(c.Value)
+	}
+	return n
 }
 
 // newAPQCache is the persisted-query cache (sha256 hex -> query text): each entry is

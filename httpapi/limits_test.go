@@ -168,9 +168,9 @@ func TestErrorsPerResponseAreBounded(t *testing.T) {
 // Issue 8, item 2: distinct valid documents padded in a comment were all kept by the query
 // cache (1,000 entries whatever their size) and the APQ cache (100 entries): 1,000 1 MB
 // documents pinned 1.68 GB. Both caches are bounded by bytes: 100 distinct 200 KB
-// documents sent as persisted queries (both caches see each) keep at most the APQ budget.
+// documents sent as persisted queries (both caches see each) keep at most the budgets.
 func TestQueryCachesAreBoundedByBytes(t *testing.T) {
-	g := newLimitedGateway(t, func(o *httpapi.Options) { o.APQCacheBytes = 2 << 20 }, httpapi.Timeouts{})
+	g := newLimitedGateway(t, func(o *httpapi.Options) { o.QueryCacheBytes, o.APQCacheBytes = 4<<20, 2<<20 }, httpapi.Timeouts{})
 	const docs, size = 100, 200_000
 	base := heapAfterGC()
 	for i := range docs {
@@ -185,8 +185,8 @@ func TestQueryCachesAreBoundedByBytes(t *testing.T) {
 	}
 	grown := int64(heapAfterGC()) - int64(base)
 	t.Logf("%d documents of %d KB: live heap grew by %.1f MiB", docs, size/1000, float64(grown)/(1<<20))
-	// Before: every document stayed, twice referenced (20 MB). Now: the APQ budget (2 MiB),
-	// and no query-cache entry (each is over its per-entry bound).
+	// Before: every document stayed (20 MB; both caches share each text). Now: at most the
+	// query cache's 4 MiB and the APQ cache's 2 MiB.
 	if grown > 8<<20 {
 		t.Errorf("live heap grew by %d MiB after %d documents, want at most 8", grown>>20, docs)
 	}
