@@ -68,6 +68,8 @@ type Options struct {
 	// (defaults DefaultQueryTimeout, DefaultMutationTimeout); each field of a
 	// subscription event is bounded by QueryTimeout. A deadline hit is UNAVAILABLE.
 	QueryTimeout, MutationTimeout time.Duration
+	// MaxResponseBytes bounds a response's data (default MaxResponseBytes).
+	MaxResponseBytes int
 }
 
 // Handler is the HTTP surface. Shutdown ends its long-lived streams.
@@ -157,7 +159,7 @@ func NewHandler(o Options) *Handler {
 	}
 	gql.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache(cmp.Or(o.APQCacheBytes, DefaultAPQCacheBytes))}})
 	gql.Use(extension.FixedComplexityLimit(o.ComplexityLimit))
-	gql.AroundResponses(boundResponse)
+	gql.AroundResponses(boundResponse(cmp.Or(o.MaxResponseBytes, MaxResponseBytes)))
 	gql.AroundResponses(deadlines(cmp.Or(o.QueryTimeout, DefaultQueryTimeout), cmp.Or(o.MutationTimeout, DefaultMutationTimeout)))
 	gql.AroundFields(eventDeadline(cmp.Or(o.QueryTimeout, DefaultQueryTimeout)))
 	gql.AroundResponses(func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {

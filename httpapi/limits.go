@@ -36,9 +36,10 @@ const MaxErrors = 50
 // names of the document, which may be long).
 const maxErrorMessage = 512
 
-// MaxResponseBytes bounds the "data" of a response (8 MiB). The largest legitimate
-// answer, an inbox page of 100 notifications with 16 KiB payloads each, is about 1.7 MiB.
-// A response over it is replaced by one BAD_USER_INPUT error.
+// MaxResponseBytes is the default bound of the "data" of a response (8 MiB,
+// Options.MaxResponseBytes). The largest legitimate answer, an inbox page of 100
+// notifications with 16 KiB payloads each, is about 1.7 MiB. A response over it is
+// replaced by one BAD_USER_INPUT error.
 const MaxResponseBytes = 8 << 20
 
 // DefaultQueryTimeout and DefaultMutationTimeout are the deadlines of a query and of a
@@ -50,17 +51,22 @@ const (
 )
 
 // boundResponse caps a response's errors (MaxErrors, maxErrorMessage) and its data
-// (MaxResponseBytes). It runs around every response: each query, mutation, subscription
+// (maxData bytes). It runs around every response: each query, mutation, subscription
 // event, and the request errors of a document that does not parse or validate.
-func boundResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-	resp := next(ctx)
+func boundResponse(maxData int) graphql.ResponseMiddleware {
+	return func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+		return bound(next(ctx), maxData)
+	}
+}
+
+func bound(resp *graphql.Response, maxData int) *graphql.Response {
 	if resp == nil {
 		return nil
 	}
-	if len(resp.Data) > MaxResponseBytes {
+	if len(resp.Data) > maxData {
 		resp.Data = nil
 		resp.Errors = append(resp.Errors, &gqlerror.Error{
-			Message:    fmt.Sprintf("the response would be over %d MiB: ask for fewer fields or a smaller page", MaxResponseBytes>>20),
+			Message:    fmt.Sprintf("the response would be over %d KiB: ask for fewer fields or a smaller page", maxData>>10),
 			Extensions: map[string]any{"code": inbox.CodeBadUserInput},
 		})
 	}

@@ -335,3 +335,30 @@ func TestWrongPersistedQueryHashIsBadUserInput(t *testing.T) {
 		t.Errorf("logged at ERROR:\n%s", logs.String())
 	}
 }
+
+// Issue 8, item 1: the response size is bounded (Options.MaxResponseBytes, 1 MiB here
+// for a small test; 8 MiB by default). Four aliases of a page of 20 notifications with
+// 15 KiB payloads make a 1.2 MB answer; it is replaced by one coded error (the client asks
+// for less), not sent.
+func TestResponseSizeIsBounded(t *testing.T) {
+	g := newLimitedGateway(t, func(o *httpapi.Options) { o.MaxResponseBytes = 1 << 20 }, httpapi.Timeouts{})
+	payload, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 15<<10)})
+	for i := range 20 {
+		_, err := g.st.Send(context.Background(), "acme", inbox.SendInput{
+			IdempotencyKey: fmt.Sprintf("big-%d", i), Recipients: []string{"alice"}, Type: "t", Payload: inbox.JSON(payload)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := func(alias string) string { return alias + `: viewer { inbox(first: 20) { nodes { payload } } }` }
+	one := g.request(t, http.MethodPost, g.srv.URL+"/graphql", "application/json", gql("{ "+page("a")+" }"))
+	if len(one.errors) != 0 || len(one.body) < 300_000 {
+		t.Fatalf("one page: %d bytes, errors %v", len(one.body), one.errors)
+	}
+	four := g.request(t, http.MethodPost, g.srv.URL+"/graphql", "application/json",
+		gql("{ "+page("a")+" "+page("b")+" "+page("c")+" "+page("d")+" }"))
+	t.Logf("one page: %d bytes; four: HTTP %d, %d bytes", len(one.body), four.status, len(four.body))
+	if len(four.body) > 4096 || four.code() != inbox.CodeBadUserInput || four.data != nil {
+		t.Errorf("four pages: HTTP %d, %d bytes: %.300s", four.status, len(four.body), four.body)
+	}
+}
