@@ -8,14 +8,14 @@ import (
 	"github.com/inboxgw/gateway/httpapi"
 )
 
-// The limit settings of issue 8 (INBOX_QUERY_CACHE_BYTES, INBOX_INTROSPECTION, the request
+// The limit settings of issue 8 (the query and APQ cache budgets, INBOX_INTROSPECTION, the request
 // deadlines and the HTTP server timeouts) have defaults and bounds.
 func TestLimitConfigDefaultsAndBounds(t *testing.T) {
 	cfg, err := loadConfig()
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if cfg.QueryCacheBytes != httpapi.DefaultQueryCacheBytes || cfg.QueryTimeout != httpapi.DefaultQueryTimeout ||
+	if cfg.QueryCacheBytes != httpapi.DefaultQueryCacheBytes || cfg.APQCacheBytes != httpapi.DefaultAPQCacheBytes || cfg.QueryTimeout != httpapi.DefaultQueryTimeout ||
 		cfg.MutationTimeout != httpapi.DefaultMutationTimeout || cfg.QueryTimeout >= cfg.MutationTimeout ||
 		cfg.ReadHeaderTimeout != httpapi.DefaultTimeouts.ReadHeader || cfg.ReadTimeout != httpapi.DefaultTimeouts.Read ||
 		cfg.WriteTimeout != httpapi.DefaultTimeouts.Write || cfg.IdleTimeout != httpapi.DefaultTimeouts.Idle ||
@@ -26,6 +26,7 @@ func TestLimitConfigDefaultsAndBounds(t *testing.T) {
 		{"INBOX_INTROSPECTION", "yes"},
 		{"INBOX_QUERY_CACHE_BYTES", "1000"},
 		{"INBOX_QUERY_CACHE_BYTES", "-1"},
+		{"INBOX_APQ_CACHE_BYTES", "100"},
 		{"INBOX_QUERY_TIMEOUT", "0s"},
 		{"INBOX_MUTATION_TIMEOUT", "1h"},
 		{"INBOX_READ_HEADER_TIMEOUT", "1ms"},

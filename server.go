@@ -88,6 +88,7 @@ type Config struct {
 	// mode (INBOX_DEV allows them too).
 	Introspection   string `env:"INBOX_INTROSPECTION"`
 	QueryCacheBytes int    `env:"INBOX_QUERY_CACHE_BYTES" envDefault:"16777216"`
+	APQCacheBytes   int    `env:"INBOX_APQ_CACHE_BYTES" envDefault:"4194304"`
 	// QueryTimeout and MutationTimeout are a query's and a mutation's deadlines.
 	QueryTimeout    time.Duration `env:"INBOX_QUERY_TIMEOUT" envDefault:"10s"`
 	MutationTimeout time.Duration `env:"INBOX_MUTATION_TIMEOUT" envDefault:"30s"`
@@ -106,6 +107,9 @@ func (c Config) checkLimits() error {
 	}
 	if c.QueryCacheBytes < 1<<20 || c.QueryCacheBytes > 1<<30 {
 		return fmt.Errorf("configuration: INBOX_QUERY_CACHE_BYTES must be between 1 MiB and 1 GiB, not %d", c.QueryCacheBytes)
+	}
+	if c.APQCacheBytes < 64<<10 || c.APQCacheBytes > 1<<30 {
+		return fmt.Errorf("configuration: INBOX_APQ_CACHE_BYTES must be between 64 KiB and 1 GiB, not %d", c.APQCacheBytes)
 	}
 	for _, d := range []struct {
 		name     string
@@ -454,6 +458,7 @@ func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store
 		KeepAlive:       cfg.KeepAlive,
 		Introspection:   cfg.Dev || cfg.Introspection == "on",
 		QueryCacheBytes: cfg.QueryCacheBytes,
+		APQCacheBytes:   cfg.APQCacheBytes,
 		QueryTimeout:    cfg.QueryTimeout,
 		MutationTimeout: cfg.MutationTimeout,
 	})
