@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -83,7 +84,11 @@ func bound(resp *graphql.Response, maxData int) *graphql.Response {
 	}
 	for _, e := range resp.Errors {
 		if len(e.Message) > maxErrorMessage {
-			e.Message = e.Message[:maxErrorMessage] + "…"
+			cut := maxErrorMessage
+			for cut > 0 && !utf8.RuneStart(e.Message[cut]) {
+				cut-- // not inside a character
+			}
+			e.Message = e.Message[:cut] + "…"
 		}
 	}
 	return resp

@@ -362,3 +362,15 @@ func TestResponseSizeIsBounded(t *testing.T) {
 		t.Errorf("four pages: HTTP %d, %d bytes: %.300s", four.status, len(four.body), four.body)
 	}
 }
+
+// Issue 8, item 1: an error message quotes the document's names, which may be long (up to
+// the 1 MiB body): each message is cut at 512 bytes.
+func TestLongErrorMessagesAreCut(t *testing.T) {
+	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
+	name := strings.Repeat("a", 600_000)
+	status, resp := anonymous(t, g, []byte(gql("{ "+name+" }")))
+	errs := decodeErrors(t, resp)
+	if len(resp) > 4096 || len(errs) != 1 || !strings.HasSuffix(errs[0].Message, "aaa…") {
+		t.Errorf("HTTP %d, %d bytes: %.300s", status, len(resp), resp)
+	}
+}
