@@ -87,6 +87,51 @@ type Config struct {
 	// RelayLease is how long the stream relay's lease lasts without renewal: a crashed
 	// relay's successor takes over within it.
 	RelayLease time.Duration `env:"INBOX_RELAY_LEASE" envDefault:"10s"`
+	// Limits (issue 8): see httpapi/limits*.go.
+	// Introspection is "on" to allow introspection and validation suggestions outside dev
+	// mode (INBOX_DEV allows them too).
+	Introspection   string `env:"INBOX_INTROSPECTION"`
+	QueryCacheBytes int    `env:"INBOX_QUERY_CACHE_BYTES" envDefault:"16777216"`
+	APQCacheBytes   int    `env:"INBOX_APQ_CACHE_BYTES" envDefault:"4194304"`
+	// QueryTimeout and MutationTimeout are a query's and a mutation's deadlines.
+	QueryTimeout    time.Duration `env:"INBOX_QUERY_TIMEOUT" envDefault:"10s"`
+	MutationTimeout time.Duration `env:"INBOX_MUTATION_TIMEOUT" envDefault:"30s"`
+	// HTTP server timeouts: headers, body (from the end of the headers), response
+	// writes (SSE and WebSocket exempt), and a keep-alive connection's idle wait.
+	ReadHeaderTimeout time.Duration `env:"INBOX_READ_HEADER_TIMEOUT" envDefault:"10s"`
+	ReadTimeout       time.Duration `env:"INBOX_READ_TIMEOUT" envDefault:"30s"`
+	WriteTimeout      time.Duration `env:"INBOX_WRITE_TIMEOUT" envDefault:"60s"`
+	IdleTimeout       time.Duration `env:"INBOX_IDLE_TIMEOUT" envDefault:"120s"`
+}
+
+// checkLimits bounds the limit settings.
+func (c Config) checkLimits() error {
+	if c.Introspection != "" && c.Introspection != "on" && c.Introspection != "off" {
+		return fmt.Errorf("configuration: INBOX_INTROSPECTION must be on or off, not %q", c.Introspection)
+	}
+	if c.QueryCacheBytes < 1<<20 || c.QueryCacheBytes > 1<<30 {
+		return fmt.Errorf("configuration: INBOX_QUERY_CACHE_BYTES must be between 1 MiB and 1 GiB, not %d", c.QueryCacheBytes)
+	}
+	if c.APQCacheBytes < 64<<10 || c.APQCacheBytes > 1<<30 {
+		return fmt.Errorf("configuration: INBOX_APQ_CACHE_BYTES must be between 64 KiB and 1 GiB, not %d", c.APQCacheBytes)
+	}
+	for _, d := range []struct {
+		name     string
+		v        time.Duration
+		min, max time.Duration
+	}{
+		{"INBOX_QUERY_TIMEOUT", c.QueryTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"INBOX_MUTATION_TIMEOUT", c.MutationTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"INBOX_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"INBOX_READ_TIMEOUT", c.ReadTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"INBOX_WRITE_TIMEOUT", c.WriteTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"INBOX_IDLE_TIMEOUT", c.IdleTimeout, 100 * time.Millisecond, time.Hour},
+	} {
+		if d.v < d.min || d.v > d.max {
+			return fmt.Errorf("configuration: %s must be between %v and %v, not %v", d.name, d.min, d.max, d.v)
+		}
+	}
+	return nil
 }
 
 func loadConfig() (Config, error) {
@@ -108,6 +153,9 @@ func loadConfig() (Config, error) {
 	}
 	if c.WSInitTimeout < 100*time.Millisecond {
 		return c, fmt.Errorf("configuration: INBOX_WS_INIT_TIMEOUT must be at least 100ms, not %v", c.WSInitTimeout)
+	}
+	if err := c.checkLimits(); err != nil {
+		return c, err
 	}
 	if c.CreateTable == nil {
 		on := c.Store == "local"
@@ -355,7 +403,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	h := newHandler(cfg, log, verifier, st, broker, demoToken)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpapi.NewServer(h, httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
 	url := "http://" + displayAddr(ln.Addr())
 	log.Info("inbox gateway listening", "graphiql", url+"/", "graphql", url+"/graphql")
 	if demoToken != "" {
@@ -435,5 +483,10 @@ func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store
 		GraphiQLHeaders: headers,
 		InitTimeout:     cfg.WSInitTimeout,
 		KeepAlive:       cfg.KeepAlive,
+		Introspection:   cfg.Dev || cfg.Introspection == "on",
+		QueryCacheBytes: cfg.QueryCacheBytes,
+		APQCacheBytes:   cfg.APQCacheBytes,
+		QueryTimeout:    cfg.QueryTimeout,
+		MutationTimeout: cfg.MutationTimeout,
 	})
 }
