@@ -31,6 +31,7 @@ import (
 	"github.com/inboxgw/gateway/graph/model"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/loader"
+	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/resolvers"
 	"github.com/inboxgw/gateway/store"
 	"github.com/inboxgw/gateway/web"
@@ -58,6 +59,8 @@ type Options struct {
 	// KeepAlive is the interval of graphql-transport-ws "ping" messages, graphql-ws "ka"
 	// messages and SSE ": ping" comments (default 15s).
 	KeepAlive time.Duration
+	// Metrics, when set, counts operations, connections and subscriptions (nil: none).
+	Metrics *metrics.Registry
 }
 
 // Handler is the HTTP surface. Shutdown ends its long-lived streams.
@@ -126,13 +129,16 @@ func NewHandler(o Options) *Handler {
 	sseCtx, stopSSE := context.WithCancel(context.Background())
 	h := &Handler{conns: newConnRegistry(), streams: sseCtx, stopSSE: stopSSE}
 	gql.AddTransport(&wsTransport{verifier: verifier, log: log, origins: o.AllowedOrigins,
-		initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns})
-	gql.AddTransport(sseTransport{transport.SSE{KeepAlivePingInterval: keepAlive}})
+		initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns, metrics: o.Metrics})
+	gql.AddTransport(sseTransport{SSE: transport.SSE{KeepAlivePingInterval: keepAlive}, metrics: o.Metrics})
 	gql.AddTransport(optionsTransport{})
 	gql.AddTransport(getTransport{})
 	gql.AddTransport(postTransport{})
 	gql.AddTransport(unsupportedTransport{}) // last: answers what no other took
 	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	if o.Metrics != nil {
+		gql.Use(o.Metrics.GraphQL())
+	}
 	gql.Use(extension.Introspection{})
 	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	gql.Use(extension.FixedComplexityLimit(o.ComplexityLimit))

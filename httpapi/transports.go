@@ -12,6 +12,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/metrics"
 )
 
 // Request errors that gqlgen's HTTP transports answer without an extensions.code get one
@@ -96,7 +97,10 @@ func (g *getOnlyQueries) Write(b []byte) (int, error) {
 // body it cannot decode, whole, through the standard logger (up to MaxBodyBytes of a
 // client's data in the gateway's log, outside its structured logging). SSE requests are
 // few and long-lived, so reading the body twice costs nothing that matters.
-type sseTransport struct{ transport.SSE }
+type sseTransport struct {
+	transport.SSE
+	metrics *metrics.Registry // nil: none
+}
 
 func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	b, err := io.ReadAll(r.Body)
@@ -112,7 +116,8 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
-	t.SSE.Do(w, r, exec)
+	defer t.metrics.ConnectionOpened(metrics.TransportSSE)()
+	t.SSE.Do(w, r.WithContext(metrics.WithTransport(r.Context(), metrics.TransportSSE)), exec)
 }
 
 // postTransport is gqlgen's POST transport with the statuses of statusWriter.
