@@ -104,7 +104,7 @@ func main() {
 	flag.DurationVar(&c.relay.timeout, "relay-timeout", 10*time.Second, "relay scenario: how long a write's frame may take before the write counts as lost")
 	flag.BoolVar(&c.loadgen, "loadgen", false, "internal: run as the HTTP load generator (spec on stdin)")
 	flag.BoolVar(&c.livegen, "livegen", false, "internal: run as the live scenario's WebSocket client (spec on stdin)")
-	flag.DurationVar(&c.abuse.rest, "abuse-rest", 3*time.Second, "abuse scenario: the normal client's window at rest, before each attack")
+	flag.DurationVar(&c.abuse.rest, "abuse-rest", 2*time.Second, "abuse scenario: the normal client's window at rest, before each attack")
 	flag.DurationVar(&c.abuse.window, "abuse-window", 5*time.Second, "abuse scenario: how long -abuse-conc hostile requests at once are repeated")
 	flag.DurationVar(&c.abuse.hold, "abuse-hold", 15*time.Second, "abuse scenario: how long the connection attacks (slow body, idle, silent WebSocket) keep their connections at most")
 	flag.IntVar(&c.abuse.conc, "abuse-conc", 8, "abuse scenario: hostile requests at once")
