@@ -174,6 +174,7 @@ type abuseSpec struct {
 	Bodies   []string // kindPost: cycled (distinct documents are generated from Template)
 	Template string   // kindPost, when set: "%d" in it is replaced by the request index
 	Pad      int      // with Template: padded to this many bytes (inside the comment)
+	First    int      // with Template: the index of the first document
 	Conc     int
 	Total    int // 0: until Duration
 	Duration time.Duration
@@ -452,6 +453,7 @@ func (b *bench) runAttack(ctx context.Context, ac abuseCase, start func() (*chil
 			d = max(d, 60*time.Second) // bounded by the documents, not the window
 		}
 		atOnce := ac.spec(gw, c.conc, total, d)
+		atOnce.First = 1 // the cache attack's documents differ from the one sent alone
 		watch := gw.watchRSS(c.rssCap)
 		var wg sync.WaitGroup
 		var attackErr error
@@ -905,7 +907,7 @@ func postOnce(spec abuseSpec, i int, deadline time.Time, col *outcomes) error {
 	case spec.Template != "":
 		var sb strings.Builder
 		sb.Grow(spec.Pad + 64)
-		sb.WriteString(fmt.Sprintf(spec.Template, i))
+		sb.WriteString(fmt.Sprintf(spec.Template, spec.First+i))
 		for sb.Len() < spec.Pad-64 {
 			sb.WriteString("padding-padding-padding-padding-padding-padding-padding-padding ")
 		}
