@@ -38,9 +38,9 @@
 //     that user's subscriber. The relay's polling (200ms after a non-empty read, up to 500ms
 //     when idle) bounds it. -skip relay leaves it out.
 //  9. abuse: the attacks of issue 8 (directive flood, 1,000 padded documents for the
-//     query cache, introspection, slow body, idle connection, without a token; 4,900 and
-//     2,450 viewer aliases, 2,400 node aliases, 500 markRead aliases, a silent WebSocket
-//     peer, with one) against the gateway binary in a child process, a fresh one per
+//     query cache, introspection, slow body, idle connection, without a token; a silent
+//     WebSocket peer, 4,900 viewer aliases, 2,400 node aliases, 500 markRead aliases and
+//     the largest alias documents the default limits let through, with one) against the gateway binary in a child process, a fresh one per
 //     attack: its RSS for one hostile request and for -abuse-conc (8) at once, a normal
 //     client's p50/p99 at rest and during the attack, how long connections are kept,
 //     and the DynamoDB calls of aliased documents against the same without aliases

@@ -110,7 +110,7 @@ func main() {
 	flag.IntVar(&c.abuse.conc, "abuse-conc", 8, "abuse scenario: hostile requests at once")
 	flag.IntVar(&c.abuse.cacheDocs, "abuse-cache-docs", 1000, "abuse scenario: distinct 1 MiB documents of the query-cache attack")
 	flag.Float64Var(&c.abuse.rssCap, "abuse-rss-cap", 2048, "abuse scenario: MiB of gateway RSS at which the attack's gateway is killed (protects the machine)")
-	flag.StringVar(&c.abuse.only, "abuse-only", "", "abuse scenario: comma-separated attacks to run (default all): directive-flood,query-cache,introspection,slow-body,idle-connection,viewer-aliases,node-aliases,markread-aliases,silent-websocket")
+	flag.StringVar(&c.abuse.only, "abuse-only", "", "abuse scenario: comma-separated attacks to run (default all): directive-flood,query-cache,introspection,slow-body,idle-connection,silent-websocket,viewer-aliases,markread-aliases,markread-aliases-380,viewer-aliases-800,node-aliases-450,node-aliases")
 	flag.BoolVar(&c.abusegen, "abusegen", false, "internal: run as the abuse scenario's attacker (spec on stdin)")
 	flag.Parse()
 
