@@ -21,7 +21,7 @@ func TestRootField(t *testing.T) {
 		{`{ viewer { n } node(id: "1") { id } }`, "several"},
 		{`{ viewer { n } ...F } fragment F on Query { node(id: "1") { id } }`, "several"},
 	} {
-		doc, errs := gqlparser.LoadQuery(schema, c.query)
+		doc, errs := gqlparser.LoadQueryWithRules(schema, c.query, nil)
 		if len(errs) > 0 {
 			t.Fatalf("%s: %v", c.query, errs)
 		}
