@@ -59,7 +59,7 @@ func importCommand(ctx context.Context, cfg Config, log *slog.Logger, args []str
 	if fs.NArg() != 1 {
 		return fmt.Errorf("import-github: want one FILE (node_modules/@octokit/webhooks-examples/api.github.com/index.json)")
 	}
-	st, closeStore, err := openStore(ctx, cfg, log)
+	st, closeStore, err := openStore(ctx, cfg, log, nil)
 	if err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ func relayCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Broker != "redis" {
 		return errors.New("relay: set INBOX_BROKER=redis (and INBOX_REDIS_URL): the relay publishes to the gateways through Redis")
 	}
-	broker, err := newBroker(ctx, cfg, log)
+	broker, err := newBroker(ctx, cfg, log, nil)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/inboxgw/gateway/dynlocal"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -87,6 +88,10 @@ type Config struct {
 	// RelayLease is how long the stream relay's lease lasts without renewal: a crashed
 	// relay's successor takes over within it.
 	RelayLease time.Duration `env:"INBOX_RELAY_LEASE" envDefault:"10s"`
+	// MetricsAddr is where GET /metrics (Prometheus) is served: "" on the gateway's own
+	// listener (no token, as Prometheus scrapes), an address (":9090") on a separate
+	// listener of its own (keep it internal), "off" nowhere.
+	MetricsAddr string `env:"INBOX_METRICS_ADDR"`
 	// Limits (issue 8): see httpapi/limits*.go.
 	// Introspection is "on" to allow introspection and validation suggestions outside dev
 	// mode (INBOX_DEV allows them too).
@@ -345,9 +350,10 @@ func localClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.C
 	}, optFns...)
 }
 
-// openStore connects to the engine and, when configured, creates the table.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger, opts ...store.Option) (*store.Store, func(), error) {
-	eng, err := openEngine(ctx, cfg, log)
+// openStore connects to the engine (with dbOpts on the client, e.g. the metrics
+// middleware) and, when configured, creates the table.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(*dynamodb.Options), opts ...store.Option) (*store.Store, func(), error) {
+	eng, err := openEngine(ctx, cfg, log, dbOpts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -368,7 +374,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	broker, err := newBroker(ctx, cfg, log)
+	// One metrics registry, given to what reports to it: every DynamoDB call of the
+	// client (an SDK middleware), the broker's publish lag, the HTTP handler.
+	reg := metrics.New()
+	broker, err := newBroker(ctx, cfg, log, reg.ObservePublishLag)
 	if err != nil {
 		return err
 	}
@@ -377,7 +386,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	st, closeStore, err := openStore(ctx, cfg, log, store.WithPublisher(broker), store.WithCursorKey(cursorSecret))
+	st, closeStore, err := openStore(ctx, cfg, log, []func(*dynamodb.Options){reg.DynamoDB()}, store.WithPublisher(broker), store.WithCursorKey(cursorSecret))
 	if err != nil {
 		return err
 	}
@@ -402,8 +411,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	h := newHandler(cfg, log, verifier, st, broker, demoToken)
-	srv := httpapi.NewServer(h, httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
+	h := newHandler(cfg, log, verifier, st, broker, demoToken, reg)
+	srv := httpapi.NewServer(withMetricsRoute(cfg, h, reg), httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
+	_, stopMetrics, err := serveMetrics(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	url := "http://" + displayAddr(ln.Addr())
 	log.Info("inbox gateway listening", "graphiql", url+"/", "graphql", url+"/graphql")
 	if demoToken != "" {
@@ -433,17 +447,51 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return nil
 }
 
-// newBroker returns the configured broker: in-process, or Redis pub/sub.
-func newBroker(ctx context.Context, cfg Config, log *slog.Logger) (live.Broker, error) {
+// newBroker returns the configured broker: in-process, or Redis pub/sub; lag (may be
+// nil) receives the publish lag of every delivered change.
+func newBroker(ctx context.Context, cfg Config, log *slog.Logger, lag live.LagObserver) (live.Broker, error) {
 	if cfg.Broker == "redis" {
-		b, err := live.NewRedis(ctx, live.RedisOptions{URL: cfg.RedisURL, Logger: log})
+		b, err := live.NewRedis(ctx, live.RedisOptions{URL: cfg.RedisURL, Logger: log, Lag: lag})
 		if err != nil {
 			return nil, fmt.Errorf("INBOX_BROKER=redis: %w", err)
 		}
 		log.Info("broker: redis", "url", redactURL(cfg.RedisURL))
 		return b, nil
 	}
-	return live.NewLocal(), nil
+	return live.NewLocal(live.WithLagObserver(lag)), nil
+}
+
+// withMetricsRoute serves GET /metrics beside h when INBOX_METRICS_ADDR is empty: open,
+// as Prometheus scrapes are (it shows counts by operation type, root field, code and
+// transport; never a user, tenant or client-chosen name).
+func withMetricsRoute(cfg Config, h http.Handler, reg *metrics.Registry) http.Handler {
+	if cfg.MetricsAddr != "" {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", reg.Handler())
+	mux.Handle("/", h)
+	return mux
+}
+
+// serveMetrics serves GET /metrics on a listener of its own when INBOX_METRICS_ADDR is
+// an address, and returns its URL ("" when none) and what stops it.
+func serveMetrics(cfg Config, log *slog.Logger, reg *metrics.Registry) (url string, stop func(), err error) {
+	if cfg.MetricsAddr == "" || cfg.MetricsAddr == "off" {
+		return "", func() {}, nil
+	}
+	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		return "", nil, fmt.Errorf("INBOX_METRICS_ADDR: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", reg.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() { _ = srv.Serve(ln) }()
+	url = "http://" + displayAddr(ln.Addr()) + "/metrics"
+	log.Info("metrics listening", "url", url)
+	return url, func() { _ = srv.Close() }, nil
 }
 
 // redactURL drops a URL's password for logging.
@@ -468,7 +516,7 @@ func displayAddr(a net.Addr) string {
 
 // newHandler builds the HTTP surface: /graphql (every transport), GraphiQL at /, health
 // (see package httpapi, which cmd/bench builds too).
-func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string) *httpapi.Handler {
+func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string, reg *metrics.Registry) *httpapi.Handler {
 	headers := ""
 	if cfg.Dev && demoToken != "" {
 		headers = `{"Authorization": "Bearer ` + demoToken + `"}`
@@ -488,5 +536,6 @@ func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store
 		APQCacheBytes:   cfg.APQCacheBytes,
 		QueryTimeout:    cfg.QueryTimeout,
 		MutationTimeout: cfg.MutationTimeout,
+		Metrics:         reg,
 	})
 }

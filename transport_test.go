@@ -59,7 +59,7 @@ func newTestServerConfig(t *testing.T, set func(*Config)) *testServer {
 	if set != nil {
 		set(&cfg)
 	}
-	srv := httptest.NewServer(newHandler(cfg, log, v, st, broker, ""))
+	srv := httptest.NewServer(newHandler(cfg, log, v, st, broker, "", nil))
 	t.Cleanup(srv.Close)
 	return &testServer{t: t, srv: srv, url: srv.URL + "/graphql", verifier: v, store: st, broker: broker, seq: new(atomic.Int64)}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/inboxgw/gateway/graph/model"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/loader"
+	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/resolvers"
 	"github.com/inboxgw/gateway/store"
 	"github.com/inboxgw/gateway/web"
@@ -70,6 +71,8 @@ type Options struct {
 	QueryTimeout, MutationTimeout time.Duration
 	// MaxResponseBytes bounds a response's data (default MaxResponseBytes).
 	MaxResponseBytes int
+	// Metrics, when set, counts operations, connections and subscriptions (nil: none).
+	Metrics *metrics.Registry
 }
 
 // Handler is the HTTP surface. Shutdown ends its long-lived streams.
@@ -140,8 +143,8 @@ func NewHandler(o Options) *Handler {
 	schema := graph.NewExecutableSchema(graph.Config{}).Schema()
 	for _, t := range []graphql.Transport{
 		&wsTransport{verifier: verifier, log: log, origins: o.AllowedOrigins,
-			initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns},
-		sseTransport{transport.SSE{KeepAlivePingInterval: keepAlive}, sseWriteTimeout(keepAlive)},
+			initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns, metrics: o.Metrics},
+		sseTransport{SSE: transport.SSE{KeepAlivePingInterval: keepAlive}, writeTimeout: sseWriteTimeout(keepAlive), metrics: o.Metrics},
 		optionsTransport{},
 		getTransport{},
 		postTransport{},
@@ -151,6 +154,9 @@ func NewHandler(o Options) *Handler {
 	}
 	gql.SetParserTokenLimit(ParserTokenLimit)
 	gql.SetQueryCache(newQueryCache(cmp.Or(o.QueryCacheBytes, DefaultQueryCacheBytes)))
+	if o.Metrics != nil {
+		gql.Use(o.Metrics.GraphQL())
+	}
 	if o.Introspection {
 		gql.Use(extension.Introspection{})
 	} else {

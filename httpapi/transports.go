@@ -13,6 +13,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/metrics"
 )
 
 // Request errors that gqlgen's HTTP transports answer without an extensions.code get one
@@ -101,6 +102,7 @@ func (g *getOnlyQueries) Write(b []byte) (int, error) {
 type sseTransport struct {
 	transport.SSE
 	writeTimeout time.Duration
+	metrics      *metrics.Registry // nil: none
 }
 
 func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
@@ -119,7 +121,8 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	w, r, done := withWriteDeadlines(w, r, t.writeTimeout)
 	defer done()
-	t.SSE.Do(w, r, exec)
+	defer t.metrics.ConnectionOpened(metrics.TransportSSE)()
+	t.SSE.Do(w, r.WithContext(metrics.WithTransport(r.Context(), metrics.TransportSSE)), exec)
 }
 
 // postTransport is gqlgen's POST transport with the statuses of statusWriter.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/resolvers"
 )
 
@@ -94,6 +95,7 @@ type wsTransport struct {
 	initTimeout time.Duration
 	keepAlive   time.Duration
 	reg         *connRegistry
+	metrics     *metrics.Registry // nil: none
 }
 
 var _ graphql.Transport = (*wsTransport)(nil)
@@ -123,7 +125,7 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	// The request's context ends when this handler returns; the connection's must not.
 	// Operations need none of its values (the claims come with connection_init), and not
 	// deriving from it lets net/http's per-request contexts go.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(metrics.WithTransport(context.Background(), metrics.TransportWebSocket))
 	c := &wsConn{t: t, ws: ws, exec: exec, ctx: ctx, cancel: cancel, lastHeard: heard,
 		legacy: ws.Subprotocol() != subprotocolTransportWS, ops: map[string]*wsOp{}}
 	if !t.reg.add(c) {
@@ -131,6 +133,7 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		_ = ws.Close(CloseGoingAway, closeReasonShuttingDown)
 		return
 	}
+	context.AfterFunc(ctx, t.metrics.ConnectionOpened(metrics.TransportWebSocket)) // teardown cancels ctx
 	if t.initTimeout > 0 {
 		c.mu.Lock()
 		c.initTimer = time.AfterFunc(t.initTimeout, func() {

@@ -14,6 +14,7 @@ type hub struct {
 	subs    map[inbox.Viewer]map[*Subscription]struct{}
 	onFirst func(inbox.Viewer)
 	onLast  func(inbox.Viewer)
+	lag     LagObserver // nil: lag is not measured
 }
 
 func newHub() *hub {

@@ -5,6 +5,7 @@ package live
 
 import (
 	"context"
+	"time"
 
 	"github.com/inboxgw/gateway/inbox"
 )
@@ -28,13 +29,19 @@ type Local struct {
 var _ Broker = (*Local)(nil)
 
 // NewLocal returns an empty in-process broker.
-func NewLocal() *Local {
-	return &Local{h: newHub()}
+func NewLocal(opts ...LocalOption) *Local {
+	b := &Local{h: newHub()}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
 }
 
 // Publish hands c to every subscription of c.Viewer: a badge change replaces the pending
 // one (coalescing), a new notification is queued (bounded).
-func (b *Local) Publish(_ context.Context, c inbox.Change) { b.h.deliver(c) }
+func (b *Local) Publish(_ context.Context, c inbox.Change) {
+	b.h.deliverSince(c, time.Now(), LagLocal)
+}
 
 // Subscribe registers a subscription to v's changes. Close it when done.
 func (b *Local) Subscribe(v inbox.Viewer, opts ...SubscribeOption) *Subscription {

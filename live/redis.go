@@ -35,6 +35,8 @@ type RedisOptions struct {
 	// HealthInterval is how long the subscriber connection may stay silent before it is
 	// pinged (default 5s).
 	HealthInterval time.Duration
+	// Lag, when set, receives the publish lag of every change delivered here.
+	Lag LagObserver
 }
 
 // Redis is a broker over Redis pub/sub, for many gateway instances (and the stream relay)
@@ -113,6 +115,7 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 	if b.health <= 0 {
 		b.health = 5 * time.Second
 	}
+	b.h.lag = o.Lag
 	b.h.onFirst = b.markDirty
 	b.h.onLast = b.markDirty
 	runCtx, stop := context.WithCancel(context.Background())
@@ -143,7 +146,7 @@ func (b *Redis) viewerOf(ch string) (inbox.Viewer, bool) {
 // channel for the other instances. A failed publish is logged: the other instances' own
 // resynchronisation (and the stream relay, when it runs) repairs their badges.
 func (b *Redis) Publish(ctx context.Context, c inbox.Change) {
-	b.h.deliver(c)
+	b.h.deliverSince(c, time.Now(), LagLocal)
 	payload, err := encodeChange(b.origin, c)
 	if err != nil {
 		b.log.Error("redis broker: encode change", "err", err)
@@ -293,7 +296,7 @@ func (b *Redis) receive(ctx context.Context) {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			origin, c, err := decodeChange([]byte(m.Payload))
+			origin, sent, c, err := decodeChange([]byte(m.Payload))
 			if err != nil {
 				b.log.Warn("redis broker: bad message", "channel", m.Channel, "err", err)
 				continue
@@ -305,7 +308,7 @@ func (b *Redis) receive(ctx context.Context) {
 				b.log.Warn("redis broker: message viewer does not match its channel", "channel", m.Channel)
 				continue
 			}
-			b.h.deliver(c)
+			b.h.deliverSince(c, sent, LagRedis)
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
 				if v, ok := b.viewerOf(m.Channel); ok {

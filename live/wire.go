@@ -16,6 +16,8 @@ type wireChange struct {
 	Count        int               `json:"count"`
 	Version      int64             `json:"version"`
 	Notification *wireNotification `json:"notification,omitempty"`
+	// SentAt is the publisher's clock at the publish, in Unix nanoseconds (publish lag).
+	SentAt int64 `json:"sentAt,omitempty"`
 }
 
 // wireNotification is an inbox.Notification on the wire.
@@ -35,7 +37,8 @@ type wireNotification struct {
 }
 
 func encodeChange(origin string, c inbox.Change) ([]byte, error) {
-	w := wireChange{Origin: origin, Tenant: c.Viewer.TenantID, User: c.Viewer.UserID, Count: c.UnreadCount, Version: c.Version}
+	w := wireChange{Origin: origin, Tenant: c.Viewer.TenantID, User: c.Viewer.UserID, Count: c.UnreadCount, Version: c.Version,
+		SentAt: time.Now().UnixNano()}
 	if n := c.Notification; n != nil {
 		w.Notification = &wireNotification{ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
 			Read: n.Read, ReadAt: n.ReadAt, CreatedAt: n.CreatedAt, ActorID: n.ActorID, TargetKind: n.TargetKind,
@@ -44,10 +47,15 @@ func encodeChange(origin string, c inbox.Change) ([]byte, error) {
 	return json.Marshal(w)
 }
 
-func decodeChange(b []byte) (origin string, c inbox.Change, err error) {
+// decodeChange returns a change, its publisher (origin) and when it was published (zero
+// when the publisher did not say).
+func decodeChange(b []byte) (origin string, sent time.Time, c inbox.Change, err error) {
 	var w wireChange
 	if err := json.Unmarshal(b, &w); err != nil {
-		return "", inbox.Change{}, err
+		return "", time.Time{}, inbox.Change{}, err
+	}
+	if w.SentAt > 0 {
+		sent = time.Unix(0, w.SentAt)
 	}
 	c = inbox.Change{Viewer: inbox.Viewer{TenantID: w.Tenant, UserID: w.User}, UnreadCount: w.Count, Version: w.Version}
 	if n := w.Notification; n != nil {
@@ -55,5 +63,5 @@ func decodeChange(b []byte) (origin string, c inbox.Change, err error) {
 			Read: n.Read, ReadAt: n.ReadAt, CreatedAt: n.CreatedAt, ActorID: n.ActorID, TargetKind: n.TargetKind,
 			TargetID: n.TargetID, Payload: inbox.JSON(n.Payload)}
 	}
-	return w.Origin, c, nil
+	return w.Origin, sent, c, nil
 }

@@ -37,6 +37,14 @@
 //     writes them), each timed from just before the call to the frame with the new count at
 //     that user's subscriber. The relay's polling (200ms after a non-empty read, up to 500ms
 //     when idle) bounds it. -skip relay leaves it out.
+//  9. abuse: the attacks of issue 8 (directive flood, 1,000 padded documents for the
+//     query cache, introspection, slow body, idle connection, without a token; a silent
+//     WebSocket peer, 4,900 viewer aliases, 2,400 node aliases, 500 markRead aliases and
+//     the largest alias documents the default limits let through, with one) against the gateway binary in a child process, a fresh one per
+//     attack: its RSS for one hostile request and for -abuse-conc (8) at once, a normal
+//     client's p50/p99 at rest and during the attack, how long connections are kept,
+//     and the DynamoDB calls of aliased documents against the same without aliases
+//     (from the gateway's /metrics); see abuse.go. -skip abuse leaves it out.
 //
 // It prints a table and writes bench/results/latest.{json,md} plus a dated copy.
 //
@@ -44,11 +52,13 @@
 //	go run ./cmd/bench -duration 5s -users 50           smaller and faster
 //	go run ./cmd/bench -endpoint http://127.0.0.1:8000  any DynamoDB endpoint (static local credentials for localhost)
 //	go run ./cmd/bench -endpoint aws                    DynamoDB itself (standard AWS configuration)
-//	go run ./cmd/bench -skip inbox,naive,cache,markall,send,relay -users 4 -big-users 0
+//	go run ./cmd/bench -skip inbox,naive,cache,markall,send,relay,abuse -users 4 -big-users 0
 //	                                                    the live scenario alone (small seed)
-//	go run ./cmd/bench -skip inbox,naive,cache,markall,send,live -users 4 -big-users 0 -out /tmp/relay
+//	go run ./cmd/bench -skip inbox,naive,cache,markall,send,live,abuse -users 4 -big-users 0 -out /tmp/relay
 //	                                                    the relay scenario alone
-//	go run ./cmd/bench -skip naive,cache,markall,send,live,relay -cpuprofile cpu.pprof -memprofile mem.pprof
+//	go run ./cmd/bench -endpoint http://127.0.0.1:8765 -skip inbox,naive,cache,markall,send,live,relay -users 2 -per-user 5 -big-users 0 -out /tmp/abuse
+//	                                                    the abuse scenario alone (small seed; about 3 minutes)
+//	go run ./cmd/bench -skip naive,cache,markall,send,live,relay,abuse -cpuprofile cpu.pprof -memprofile mem.pprof
 //	                                                    profile the gateway side of scenario 1 (its first half):
 //	                                                    go tool pprof -top cpu.pprof
 //	                                                    go tool pprof -sample_index=alloc_objects -base mem.pprof.base -top mem.pprof

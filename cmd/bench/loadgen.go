@@ -30,6 +30,8 @@ type loadSpec struct {
 	// KeepLatencies asks for every request's latency in the result (so that the
 	// latencies of several runs can be summarised together).
 	KeepLatencies bool
+	// Timeout bounds each request (0: none); a request cut by it is an error.
+	Timeout time.Duration
 }
 
 type loadRequest struct {
@@ -81,7 +83,7 @@ func runLoadgen(r io.Reader, w io.Writer) error {
 	if err := json.NewDecoder(r).Decode(&spec); err != nil {
 		return err
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4 * spec.Concurrency, MaxIdleConnsPerHost: 4 * spec.Concurrency}}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4 * spec.Concurrency, MaxIdleConnsPerHost: 4 * spec.Concurrency}, Timeout: spec.Timeout}
 	var (
 		mu       sync.Mutex
 		all      []time.Duration

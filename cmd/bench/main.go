@@ -61,6 +61,8 @@ type config struct {
 	live         liveConfig
 	relay        relayConfig
 	livegen      bool
+	abuse        abuseConfig
+	abusegen     bool
 }
 
 func main() {
@@ -81,7 +83,7 @@ func main() {
 	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
-	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,send,live,relay")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,send,live,relay,abuse")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 (its first half) to this file")
@@ -102,7 +104,23 @@ func main() {
 	flag.DurationVar(&c.relay.timeout, "relay-timeout", 10*time.Second, "relay scenario: how long a write's frame may take before the write counts as lost")
 	flag.BoolVar(&c.loadgen, "loadgen", false, "internal: run as the HTTP load generator (spec on stdin)")
 	flag.BoolVar(&c.livegen, "livegen", false, "internal: run as the live scenario's WebSocket client (spec on stdin)")
+	flag.DurationVar(&c.abuse.rest, "abuse-rest", 2*time.Second, "abuse scenario: the normal client's window at rest, before each attack")
+	flag.DurationVar(&c.abuse.window, "abuse-window", 5*time.Second, "abuse scenario: how long -abuse-conc hostile requests at once are repeated")
+	flag.DurationVar(&c.abuse.hold, "abuse-hold", 15*time.Second, "abuse scenario: how long the connection attacks (slow body, idle, silent WebSocket) keep their connections at most")
+	flag.IntVar(&c.abuse.conc, "abuse-conc", 8, "abuse scenario: hostile requests at once")
+	flag.IntVar(&c.abuse.cacheDocs, "abuse-cache-docs", 1000, "abuse scenario: distinct 1 MiB documents of the query-cache attack")
+	flag.Float64Var(&c.abuse.rssCap, "abuse-rss-cap", 2048, "abuse scenario: MiB of gateway RSS at which the attack's gateway is killed (protects the machine)")
+	flag.StringVar(&c.abuse.only, "abuse-only", "", "abuse scenario: comma-separated attacks to run (default all): directive-flood,query-cache,introspection,slow-body,idle-connection,silent-websocket,viewer-aliases,markread-aliases,markread-aliases-380,viewer-aliases-800,node-aliases-450,node-aliases")
+	flag.BoolVar(&c.abusegen, "abusegen", false, "internal: run as the abuse scenario's attacker (spec on stdin)")
 	flag.Parse()
+
+	if c.abusegen {
+		if err := runAbusegen(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench abusegen:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	if c.livegen {
 		if err := runLivegen(os.Stdin, os.Stdout); err != nil {
@@ -135,7 +153,11 @@ type engine struct {
 	streams *dynamodbstreams.Client // the table's stream (the relay scenario)
 	rec     *ddbtrace.Recorder
 	pid     int // the local engine's process id, 0 when it is not our child
-	stop    func()
+	// endpoint is the engine's URL ("" for AWS itself); local says it takes any static
+	// credentials (the abuse scenario's gateway child needs both).
+	endpoint string
+	local    bool
+	stop     func()
 }
 
 func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error) {
@@ -160,7 +182,8 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 		}
 		var db *dynamodb.Client
 		var streams *dynamodbstreams.Client
-		if h := u.Hostname(); h == "localhost" || net.ParseIP(h).IsLoopback() {
+		h := u.Hostname()
+		if h == "localhost" || net.ParseIP(h).IsLoopback() {
 			db = dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(c.endpoint),
 				Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, opts, rec.Option())
 			streams = localStreams(c.endpoint)
@@ -172,7 +195,8 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 			db = dynamodb.NewFromConfig(cfg, opts, rec.Option(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(c.endpoint) })
 			streams = dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(c.endpoint) })
 		}
-		return &engine{name: "DynamoDB at " + c.endpoint, db: db, streams: streams, rec: rec, stop: func() {}}, nil
+		return &engine{name: "DynamoDB at " + c.endpoint, db: db, streams: streams, rec: rec, stop: func() {},
+			endpoint: c.endpoint, local: h == "localhost" || net.ParseIP(h).IsLoopback()}, nil
 	}
 	srv, err := dynlocal.Start(ctx, dynlocal.Options{DataDir: dynlocal.MemoryDataDir, Logger: log, StartTimeout: 2 * time.Minute})
 	if err != nil {
@@ -180,7 +204,8 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 	}
 	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint()),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, opts, rec.Option())
-	return &engine{name: localEngineName(), db: db, streams: localStreams(srv.Endpoint()), rec: rec, pid: srv.PID(), stop: func() { _ = srv.Close() }}, nil
+	return &engine{name: localEngineName(), db: db, streams: localStreams(srv.Endpoint()), rec: rec, pid: srv.PID(), stop: func() { _ = srv.Close() },
+		endpoint: srv.Endpoint(), local: true}, nil
 }
 
 // localStreams is a DynamoDB Streams client for a local endpoint (static credentials).
@@ -328,6 +353,14 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("relay: %w", err)
 		}
 		res.Relay = r
+	}
+	// The abuse scenario: the attacks of issue 8 against the gateway binary.
+	if !b.skip("abuse") {
+		r, err := b.abuseScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("abuse: %w", err)
+		}
+		res.Abuse = r
 	}
 	res.Elapsed = time.Since(started).Round(time.Second).String()
 	res.finish()

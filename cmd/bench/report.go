@@ -28,6 +28,7 @@ type Results struct {
 	Memory    Memory         `json:"memory"`
 	Live      *LiveResult    `json:"live,omitempty"`
 	Relay     *RelayResult   `json:"relay,omitempty"`
+	Abuse     *AbuseResult   `json:"abuse,omitempty"`
 }
 
 // Host describes the machine.
@@ -322,6 +323,9 @@ func (r *Results) Table() string {
 		b.WriteString(l.Table())
 	}
 	if x := r.Relay; x != nil {
+		b.WriteString(x.Table())
+	}
+	if x := r.Abuse; x != nil {
 		b.WriteString(x.Table())
 	}
 	return b.String()
