@@ -116,19 +116,35 @@ func TestStreamsOutliveTheReadAndWriteTimeouts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// recv returns the next message that is not a ping (answered with a pong).
-	recv := func() msg {
+	// A reader answers pings (the protocol's, and WebSocket pongs, which coder/websocket
+	// sends only while a Read is pending) all along: a peer that stops reading is dropped
+	// after two keep-alive intervals, and this one must stay.
+	msgs := make(chan msg, 16)
+	go func() {
+		defer close(msgs)
 		for {
 			var m msg
 			if err := wsjson.Read(ctx, ws, &m); err != nil {
-				t.Fatalf("WebSocket: %v", err)
+				return
 			}
 			if m.Type == "ping" {
-				send(msg{Type: "pong"})
+				_ = wsjson.Write(ctx, ws, msg{Type: "pong"})
 				continue
 			}
-			return m
+			msgs <- m
 		}
+	}()
+	recv := func() msg {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				t.Fatal("WebSocket closed")
+			}
+			return m
+		case <-ctx.Done():
+			t.Fatal("WebSocket: no message")
+		}
+		return msg{}
 	}
 	send(msg{Type: "connection_init", Payload: map[string]any{"Authorization": "Bearer " + g.token}})
 	if m := recv(); m.Type != "connection_ack" {
