@@ -114,13 +114,20 @@ func (s *Store) Mark(ctx context.Context, v inbox.Viewer, ids []string, read boo
 			return inbox.MarkResult{}, inbox.Errorf(inbox.CodeNotFound, "notification not found")
 		}
 	}
-	res, err := retryConflicts(ctx, func() (markResult, error) { return s.markOnce(ctx, v, distinct, read) })
+	wrote := false
+	res, err := retryConflicts(ctx, func() (markResult, error) { return s.markOnce(ctx, v, distinct, read, &wrote) })
 	if err != nil {
+		if wrote {
+			// A transaction was sent: it may have committed (its answer lost, or the META
+			// read after it failed). Subscribers re-read the badge rather than miss it.
+			s.publish(ctx, inbox.Change{Viewer: v})
+		}
 		return inbox.MarkResult{}, err
 	}
-	if res.Changed > 0 {
-		s.publish(ctx, inbox.Change{Viewer: v, UnreadCount: res.UnreadCount, Version: res.version})
-	}
+	// Published even when nothing changed: an earlier attempt (this call's, whose answer
+	// was lost, or the client's previous call that errored) may have committed without
+	// being published. The change is versioned, so it never moves a badge back.
+	s.publish(ctx, inbox.Change{Viewer: v, UnreadCount: res.UnreadCount, Version: res.version})
 	return res.MarkResult, nil
 }
 
@@ -130,7 +137,8 @@ type markResult struct {
 	version int64
 }
 
-func (s *Store) markOnce(ctx context.Context, v inbox.Viewer, ids []string, read bool) (markResult, error) {
+// markOnce is one attempt of Mark; it sets *wrote when it sent a transaction.
+func (s *Store) markOnce(ctx context.Context, v inbox.Viewer, ids []string, read bool, wrote *bool) (markResult, error) {
 	keys := make([]itemKey, 0, len(ids)+1)
 	keys = append(keys, itemKey{userPK(v), skMeta})
 	for _, id := range ids {
@@ -173,6 +181,7 @@ func (s *Store) markOnce(ctx context.Context, v inbox.Viewer, ids []string, read
 			delta = -delta
 		}
 		acts = append(acts, s.metaDeltaAction(v, delta, wm, markedAt))
+		*wrote = true
 		if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: acts}); err != nil {
 			return markResult{}, fmt.Errorf("mark transaction: %w", err)
 		}
@@ -275,8 +284,10 @@ func (s *Store) MarkAll(ctx context.Context, v inbox.Viewer) (inbox.MarkAllResul
 		return inbox.MarkAllResult{}, err
 	}
 	floor := ""
+	wrote := false
 	res, err := retryConflicts(ctx, func() (markAllResult, error) {
 		wm := s.newID(floor)
+		wrote = true
 		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:    aws.String(s.table),
 			ReturnValues: types.ReturnValueUpdatedNew,
@@ -313,6 +324,10 @@ func (s *Store) MarkAll(ctx context.Context, v inbox.Viewer) (inbox.MarkAllResul
 		return markAllResult{inbox.MarkAllResult{UnreadCount: 0, ReadAllBefore: ulidTime(wm)}, m.Version}, nil
 	})
 	if err != nil {
+		if wrote {
+			// The update may have committed with its answer lost: subscribers re-read.
+			s.publish(ctx, inbox.Change{Viewer: v})
+		}
 		return inbox.MarkAllResult{}, fmt.Errorf("mark all read: %w", err)
 	}
 	s.sweeper.enqueue(v)
