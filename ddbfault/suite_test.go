@@ -431,3 +431,40 @@ func TestFaultInjectionSuite(t *testing.T) {
 }
 
 func ptr(i int) *int { return &i }
+
+// Issue 8, item 10: a subscriber whose badge re-read fails keeps retrying (with backoff)
+// until it succeeds, instead of logging the failure and giving up: once DynamoDB answers
+// again, the live badge shows the stored value.
+func TestBadgeRereadIsRetriedUntilItSucceeds(t *testing.T) {
+	s := newSuite(t, []string{"u0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := s.watch(ctx, "u0")
+	if w.last.Load() != 0 {
+		t.Fatalf("first value %d, want 0", w.last.Load())
+	}
+	// Every GetItem fails (the badge re-read is one); the send's transaction passes.
+	s.proxy.SetConfig(ddbfault.Config{Outage: 1, Ops: []string{"GetItem"}})
+	s.proxy.SetEnabled(true)
+	vars := map[string]any{"in": map[string]any{"idempotencyKey": "k", "recipients": []string{"u0"}, "type": "t", "title": "k"}}
+	if _, errs, err := s.do(s.sender, sendQ, vars); err != nil || len(errs) > 0 {
+		t.Fatalf("send: %v %+v", err, errs)
+	}
+	// Long enough for the store's retries of a re-read to run out (6 calls) and the
+	// subscriber to try again, or at most 3 s.
+	for i := 0; i < 300 && s.proxy.Stats().Outages < 7; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if w.last.Load() != 0 {
+		t.Fatalf("the badge moved to %d while every read failed", w.last.Load())
+	}
+	s.proxy.SetEnabled(false)
+	// Generous: the subscriber's backoff is at most 1 s, plus the read.
+	deadline := time.Now().Add(5 * time.Second)
+	for w.last.Load() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := w.last.Load(); got != 1 {
+		t.Fatalf("live badge %d 5 s after the storage recovered, want the stored 1", got)
+	}
+}

@@ -105,7 +105,7 @@ func (f *badgeFeed) onChange() {
 // one); it stops only when the subscription ends.
 const (
 	rereadBaseDelay = 20 * time.Millisecond
-	rereadMaxDelay  = 2 * time.Second
+	rereadMaxDelay  = time.Second
 )
 
 // read reads the badge with a strongly consistent GetItem (the current state) until no
