@@ -33,8 +33,8 @@ import (
 var faultRates = ddbfault.Config{Seed: 8, Throttle: 0.12, Outage: 0.08, LostAnswer: 0.08, Latency: 0.08, LatencySpike: 150 * time.Millisecond}
 
 // badgeWithin is how soon after a successful mutation the live badge must show the stored
-// value (issue 8: "within 1 s").
-const badgeWithin = time.Second
+// value (issue 8: "within 1 s"; 5 s under the race detector, see race_test.go).
+var badgeWithin = time.Second
 
 // suite is the real gateway (HTTP, JWTs, local broker) over a store whose DynamoDB
 // client goes through the fault proxy, and a second store reading the same table
