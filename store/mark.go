@@ -89,8 +89,14 @@ func decodeMarkSnapshot(got map[itemKey]map[string]types.AttributeValue, v inbox
 // repeated from the read, with backoff; a concurrent send does not conflict (its ADD
 // commutes). Ids repeated in one call count once.
 //
+// On success it publishes v's badge as read back (versioned), even when nothing changed:
+// an earlier attempt whose answer was lost may have committed unpublished. When it fails
+// after sending a transaction, it publishes a re-read hint (a Change of Version 0).
+//
 // Errors: BAD_USER_INPUT for no ids or more than MaxMarkIDs distinct ids; NOT_FOUND when any
-// id is not one of v's notifications (nothing is written then).
+// id is not one of v's notifications (nothing is written then); THROTTLED or UNAVAILABLE
+// when DynamoDB stayed throttled or failing for the retry budget (the mark may have
+// committed; repeating it is safe).
 func (s *Store) Mark(ctx context.Context, v inbox.Viewer, ids []string, read bool) (inbox.MarkResult, error) {
 	if err := checkViewer(v); err != nil {
 		return inbox.MarkResult{}, err
@@ -279,6 +285,10 @@ type markAllResult struct {
 // nothing unread can hide above it; when another instance's clock is ahead, the update is
 // retried with a watermark just above META.clock. GSI1 entries below the watermark are
 // then removed by the background sweep, which nothing a user sees depends on.
+//
+// It publishes the new badge (0, versioned); when it fails after sending the update, a
+// re-read hint. Errors: THROTTLED or UNAVAILABLE when DynamoDB stayed throttled or
+// failing for the retry budget (repeating it is safe).
 func (s *Store) MarkAll(ctx context.Context, v inbox.Viewer) (inbox.MarkAllResult, error) {
 	if err := checkViewer(v); err != nil {
 		return inbox.MarkAllResult{}, err

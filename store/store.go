@@ -82,6 +82,8 @@ func (s *Store) publish(ctx context.Context, c inbox.Change) {
 }
 
 // New returns a Store over table through db. Call Close to stop its background sweep.
+// Every data-plane call to db is retried by the store on transient failures (see
+// WithRetryPolicy and retry.go), with one SDK attempt each.
 func New(db API, table string, opts ...Option) *Store {
 	s := &Store{
 		db:              db,
