@@ -45,6 +45,7 @@ type suite struct {
 	srv    *httptest.Server
 	v      *auth.Verifier
 	truth  *store.Store
+	st     *store.Store // the gateway's store, behind the proxy
 	tenant string
 	tokens map[string]string
 	sender string
@@ -76,7 +77,7 @@ func newSuite(t *testing.T, users []string) *suite {
 	h := httpapi.NewHandler(httpapi.Options{Verifier: v, Store: st, Broker: broker, ComplexityLimit: 100000})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	s := &suite{t: t, proxy: proxy, srv: srv, v: v, truth: truth, tenant: "acme", tokens: map[string]string{}}
+	s := &suite{t: t, proxy: proxy, srv: srv, v: v, truth: truth, st: st, tenant: "acme", tokens: map[string]string{}}
 	for _, u := range users {
 		s.tokens[u] = s.sign(u)
 	}
@@ -466,5 +467,22 @@ func TestBadgeRereadIsRetriedUntilItSucceeds(t *testing.T) {
 	}
 	if got := w.last.Load(); got != 1 {
 		t.Fatalf("live badge %d 5 s after the storage recovered, want the stored 1", got)
+	}
+}
+
+// Issue 8, item 12: the SDK's retries and the store's do not multiply. A read under a
+// full outage makes exactly the store's budget of HTTP calls (6), not the SDK's attempts
+// times the store's, and ends UNAVAILABLE.
+func TestStoreAndSDKRetriesDoNotMultiply(t *testing.T) {
+	s := newSuite(t, nil)
+	s.proxy.SetConfig(ddbfault.Config{Outage: 1})
+	s.proxy.SetEnabled(true)
+	before := s.proxy.Stats().Calls
+	_, err := s.st.UnreadCount(context.Background(), inbox.Viewer{TenantID: s.tenant, UserID: "u0"})
+	if code := inbox.ErrorCode(err); code != inbox.CodeUnavailable {
+		t.Fatalf("read under a full outage: %v (code %q), want UNAVAILABLE", err, code)
+	}
+	if n := s.proxy.Stats().Calls - before; n != int64(store.DefaultRetryPolicy.Attempts) {
+		t.Fatalf("%d HTTP calls for one read; want the store's budget of %d", n, store.DefaultRetryPolicy.Attempts)
 	}
 }
