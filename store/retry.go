@@ -100,8 +100,8 @@ var (
 // transient reports whether err is a failure that a later identical call may not meet
 // (throttling, HTTP 5xx, a reset or timed-out connection, EOF), and whether it is
 // throttling. The SDK's own classification (aws/retry.DefaultRetryables and
-// DefaultThrottles) decides, plus transientCodes. A cancelled or expired context is not
-// transient: the caller has stopped waiting.
+// DefaultThrottles) decides, plus throttleCodes and outageCodes. A cancelled or expired
+// context is not transient: the caller has stopped waiting.
 func transient(ctx context.Context, err error) (retryable, throttle bool) {
 	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return false, false
