@@ -354,3 +354,80 @@ func aliceDone(ctx context.Context, f *fixture) bool {
 		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "T#acme#IDEM#replay"}, "sk": &types.AttributeValueMemberS{Value: "R#alice"}}})
 	return err == nil && out.Item != nil
 }
+
+// Issue 8, item 7: a mark whose transactions keep being cancelled by conflicts ends
+// THROTTLED when its deadline ends the conflict loop (it used to end with the bare
+// context error, an INTERNAL_SERVER_ERROR), after a bounded number of transactions.
+func TestConflictLoopEndsThrottledAtTheDeadline(t *testing.T) {
+	f := newFixture(t)
+	ids := sendTo(t, f.s, f.tenant, "k1", "alice").NotificationIDs
+	var mu sync.Mutex
+	calls := 0
+	conflicting := func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *smithymw.Stack) error {
+			return s.Initialize.Add(smithymw.InitializeMiddlewareFunc("always-conflict",
+				func(ctx context.Context, in smithymw.InitializeInput, next smithymw.InitializeHandler) (smithymw.InitializeOutput, smithymw.Metadata, error) {
+					if _, ok := in.Parameters.(*dynamodb.TransactWriteItemsInput); !ok {
+						return next.HandleInitialize(ctx, in)
+					}
+					mu.Lock()
+					calls++
+					mu.Unlock()
+					code := "TransactionConflict"
+					return smithymw.InitializeOutput{}, smithymw.Metadata{}, &types.TransactionCanceledException{
+						Message: &code, CancellationReasons: []types.CancellationReason{{Code: &code}, {Code: &code}}}
+				}), smithymw.After)
+		})
+	}
+	s := store.New(dynlocaltest.Client(t, conflicting), f.table, store.WithSweepWorkers(0))
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := s.Mark(ctx, f.viewer("alice"), ids, true)
+	if code := inbox.ErrorCode(err); code != inbox.CodeThrottled {
+		t.Fatalf("mark under endless conflicts: %v (code %q), want THROTTLED", err, code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls == 0 || calls > 40 {
+		t.Fatalf("%d transactions; want between 1 and the budget of 40", calls)
+	}
+}
+
+// A call that DynamoDB never answers (a silent network, a stalled engine) times out after
+// the policy's AttemptTimeout and is retried; it used to wait as long as the caller's
+// context, forever without a deadline.
+func TestUnansweredCallTimesOutAndIsRetried(t *testing.T) {
+	f := newFixture(t)
+	sendTo(t, f.s, f.tenant, "k1", "alice")
+	var mu sync.Mutex
+	calls := 0
+	silent := func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *smithymw.Stack) error {
+			return s.Initialize.Add(smithymw.InitializeMiddlewareFunc("silent-once",
+				func(ctx context.Context, in smithymw.InitializeInput, next smithymw.InitializeHandler) (smithymw.InitializeOutput, smithymw.Metadata, error) {
+					mu.Lock()
+					calls++
+					first := calls == 1
+					mu.Unlock()
+					if first {
+						<-ctx.Done() // never answered
+						return smithymw.InitializeOutput{}, smithymw.Metadata{}, ctx.Err()
+					}
+					return next.HandleInitialize(ctx, in)
+				}), smithymw.After)
+		})
+	}
+	s := store.New(dynlocaltest.Client(t, silent), f.table, store.WithSweepWorkers(0),
+		store.WithRetryPolicy(store.RetryPolicy{Attempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, AttemptTimeout: 300 * time.Millisecond}))
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := s.UnreadCount(ctx, f.viewer("alice"))
+	if err != nil || n != 1 {
+		t.Fatalf("UnreadCount = %d, %v; want 1 after the silent call timed out", n, err)
+	}
+	if calls != 2 {
+		t.Fatalf("%d calls, want 2 (the silent one, then its retry)", calls)
+	}
+}

@@ -41,13 +41,18 @@ type RetryPolicy struct {
 	// [0, min(MaxDelay, BaseDelay·2^k)) ("full jitter", AWS Architecture Blog,
 	// "Exponential Backoff And Jitter").
 	BaseDelay, MaxDelay time.Duration
+	// AttemptTimeout bounds one call (0: only the caller's context does). A call that
+	// DynamoDB never answers (a silent network, a stalled engine) then fails as a
+	// timeout and is retried like any other transient failure.
+	AttemptTimeout time.Duration
 }
 
-// DefaultRetryPolicy is 6 attempts with backoff from 25 ms capped at 800 ms: at most
-// about 1.6 s of waiting, within every request deadline the gateway sets. A wait that
-// would end past the context's deadline is not started: the call fails at once with its
-// coded error instead.
-var DefaultRetryPolicy = RetryPolicy{Attempts: 6, BaseDelay: 25 * time.Millisecond, MaxDelay: 800 * time.Millisecond}
+// DefaultRetryPolicy is 6 attempts with backoff from 25 ms capped at 800 ms (at most
+// about 1.6 s of waiting) and 10 s per attempt, within every request deadline the
+// gateway sets. A wait that would end past the context's deadline is not started: the
+// call fails at once with its coded error instead.
+var DefaultRetryPolicy = RetryPolicy{Attempts: 6, BaseDelay: 25 * time.Millisecond, MaxDelay: 800 * time.Millisecond,
+	AttemptTimeout: 10 * time.Second}
 
 // WithRetryPolicy sets how the store retries transient DynamoDB failures (default
 // DefaultRetryPolicy). Attempts below 1 count as 1; delays are clamped to at least 1 ms.
@@ -147,7 +152,7 @@ func singleAttempt(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }
 func retrying[O any](ctx context.Context, p RetryPolicy, op string, call func(context.Context, ...func(*dynamodb.Options)) (O, error)) (O, error) {
 	var zero O
 	for attempt := 1; ; attempt++ {
-		out, err := call(ctx, singleAttempt)
+		out, err := attempt1(ctx, p.AttemptTimeout, call)
 		if err == nil {
 			return out, nil
 		}
@@ -174,6 +179,16 @@ func retrying[O any](ctx context.Context, p RetryPolicy, op string, call func(co
 		case <-t.C:
 		}
 	}
+}
+
+// attempt1 makes one call, bounded by timeout when it is positive.
+func attempt1[O any](ctx context.Context, timeout time.Duration, call func(context.Context, ...func(*dynamodb.Options)) (O, error)) (O, error) {
+	if timeout <= 0 {
+		return call(ctx, singleAttempt)
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return call(actx, singleAttempt)
 }
 
 // retryingAPI is the store's view of DynamoDB: every data-plane call goes through

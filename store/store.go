@@ -184,17 +184,27 @@ func retryConflicts[T any](ctx context.Context, op func() (T, error)) (T, error)
 	b.InitialInterval = 5 * time.Millisecond
 	b.MaxInterval = 100 * time.Millisecond
 	b.RandomizationFactor = 0.6
-	var last error
+	var conflict error // the last conflict met, if any
 	v, err := backoff.Retry(ctx, func() (T, error) {
 		v, err := op()
-		last = err
 		if err != nil && !isRetryable(err) {
 			return v, backoff.Permanent(err)
 		}
+		if err != nil {
+			conflict = err
+		}
 		return v, err
 	}, backoff.WithBackOff(b), backoff.WithMaxTries(40), backoff.WithMaxElapsedTime(15*time.Second))
-	if err != nil && last != nil && isRetryable(last) && (ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
-		return v, fmt.Errorf("%w (%w)", errBusy, last)
+	switch {
+	case err == nil || conflict == nil:
+		return v, err
+	case isRetryable(err) && ctx.Err() == nil:
+		// The budget ran out on conflicts.
+		return v, fmt.Errorf("%w (%w)", errBusy, err)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The deadline ended the loop (in a wait or in the next attempt's calls) while
+		// it was still meeting conflicts.
+		return v, fmt.Errorf("%w (%w; %w)", errBusy, conflict, err)
 	}
 	return v, err
 }
