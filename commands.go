@@ -186,6 +186,7 @@ func streamsClient(ctx context.Context, cfg Config, eng *engine) (*dynamodbstrea
 			return nil, fmt.Errorf("AWS configuration: %w", err)
 		}
 		return dynamodbstreams.NewFromConfig(awsCfg, func(o *dynamodbstreams.Options) {
+			o.Retryer = store.NewSDKRetryer()
 			// DynamoDB Local (and other stand-ins) serve Streams on the DynamoDB endpoint:
 			// with only AWS_ENDPOINT_URL_DYNAMODB set, use it for Streams too.
 			if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB_STREAMS") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
@@ -199,5 +200,6 @@ func streamsClient(ctx context.Context, cfg Config, eng *engine) (*dynamodbstrea
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(eng.endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
+		Retryer:      store.NewSDKRetryer(),
 	}), nil
 }

@@ -332,13 +332,19 @@ func cursorKey(cfg Config) ([]byte, error) {
 // the next one opened a new one (and, on AWS, paid a TLS handshake).
 const maxIdleConns = 256
 
-// withPooledHTTP gives the client an HTTP transport that keeps maxIdleConns connections.
+// withPooledHTTP gives the client an HTTP transport that keeps maxIdleConns connections,
+// and the gateway's retryer (store.NewSDKRetryer: bounded attempts and backoff, no
+// client-side retry quota, which a long-running service drains in its first burst of
+// faults; the store retries its own calls itself, so the two never multiply).
 func withPooledHTTP() func(*dynamodb.Options) {
 	client := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConns = maxIdleConns
 		t.MaxIdleConnsPerHost = maxIdleConns
 	})
-	return func(o *dynamodb.Options) { o.HTTPClient = client }
+	return func(o *dynamodb.Options) {
+		o.HTTPClient = client
+		o.Retryer = store.NewSDKRetryer()
+	}
 }
 
 // localClient is a DynamoDB client for DynamoDB Local (any static credentials do).

@@ -14,9 +14,14 @@ const (
 	// a content type, a mutation sent with GET).
 	CodeBadRequest = "BAD_REQUEST"
 	CodeNotFound   = "NOT_FOUND"
-	CodeThrottled  = "THROTTLED"
-	// CodeUnavailable is a storage outage or a request that ran out of its deadline:
-	// retryable later.
+	// CodeThrottled is a retryable refusal: DynamoDB throttled the request (or an inbox
+	// stayed contended) for the whole retry budget. Nothing was half written.
+	CodeThrottled = "THROTTLED"
+	// CodeUnavailable is a retryable storage outage, or a request that ran out of its
+	// deadline (see httpapi's deadlines): when DynamoDB kept failing (HTTP 5xx,
+	// InternalServerError, connections reset or timing out) for the whole retry budget.
+	// A write that fails with it may have committed; retrying it is safe (every write is
+	// idempotent by its conditions or its idempotency key).
 	CodeUnavailable = "UNAVAILABLE"
 	// CodeSlowConsumer ends a subscription whose client fell too far behind its events.
 	CodeSlowConsumer = "SLOW_CONSUMER"

@@ -287,6 +287,11 @@ func (r *Relay) read(ctx context.Context) error {
 	}
 	results := make(chan result)
 	running := make(map[string]bool)
+	// Restart budget of failing shard readers: failures[id] counts a shard's consecutive
+	// failures, retryAt[id] is when it may start again, started[id] when it last started.
+	failures := make(map[string]int)
+	retryAt := make(map[string]time.Time)
+	started := make(map[string]time.Time)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	tick := time.NewTicker(r.discover)
@@ -306,13 +311,14 @@ func (r *Relay) read(ctx context.Context) error {
 		}
 		for _, s := range shards {
 			id := aws.ToString(s.ShardId)
-			if running[id] || states[id].done {
+			if running[id] || states[id].done || r.now().Before(retryAt[id]) {
 				continue
 			}
 			if p := aws.ToString(s.ParentShardId); p != "" && present[p] && !states[p].done {
 				continue // parent first
 			}
 			running[id] = true
+			started[id] = r.now()
 			st := states[id]
 			wg.Add(1)
 			go func() {
@@ -336,7 +342,17 @@ func (r *Relay) read(ctx context.Context) error {
 			case errors.Is(res.err, errLeaseLost):
 				return res.err
 			case ctx.Err() == nil:
-				r.log.Warn("relay: shard reader stopped; retrying", "shard", res.shard, "err", res.err)
+				if r.now().Sub(started[res.shard]) >= shardHealthy {
+					failures[res.shard] = 0 // it worked for a while: a new run of failures
+				}
+				failures[res.shard]++
+				n := failures[res.shard]
+				if n >= maxShardFailures {
+					return fmt.Errorf("relay: shard %s failed %d times in a row: %w", res.shard, n, res.err)
+				}
+				delay := min(shardRetryBase<<(n-1), shardRetryMax)
+				retryAt[res.shard] = r.now().Add(delay)
+				r.log.Warn("relay: shard reader stopped; retrying", "shard", res.shard, "in", delay, "err", res.err)
 				// Its checkpoint is in the table; reload it before the retry.
 				if fresh, err := r.loadCheckpoints(ctx, arn); err == nil {
 					states = fresh
@@ -459,6 +475,21 @@ func (r *Relay) checkpoint(ctx context.Context, arn, shard, seq string, done boo
 	return fmt.Errorf("relay: checkpoint %s: %w", shard, err)
 }
 
+// Retry budgets of the stream reading (issue 8, item 7). A shard reader that fails is
+// restarted after shardRetryBase, doubling to shardRetryMax (and no sooner than the next
+// shard discovery); after maxShardFailures failures in a row (a run that lasted
+// shardHealthy or more starts a new count) the relay stops reading, releases its lease
+// and waits one lease time (Run), so a standby that can read takes over. Within a
+// reader, GetRecords is retried with its pause (200 ms doubling to 5 s) at most
+// maxReadFailures times in a row.
+const (
+	shardRetryBase   = time.Second
+	shardRetryMax    = 30 * time.Second
+	maxShardFailures = 6
+	shardHealthy     = time.Minute
+	maxReadFailures  = 10
+)
+
 // creationSlack is how much older than the relay's first start a record may be and still
 // be published: ApproximateCreationDateTime is rounded (down to the minute on DynamoDB
 // Local), so the first start may replay up to a minute of history, never more.
@@ -477,6 +508,7 @@ func (r *Relay) readShard(ctx context.Context, arn, shard, seq string, since tim
 	}
 	pause := time.Duration(0)
 	saved, savedAt := seq, r.now()
+	failed := 0 // GetRecords failures in a row
 	for {
 		if pause > 0 {
 			select {
@@ -489,6 +521,9 @@ func (r *Relay) readShard(ctx context.Context, arn, shard, seq string, since tim
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if failed++; failed >= maxReadFailures {
+				return fmt.Errorf("relay: get records of %s failed %d times in a row: %w", shard, failed, err)
 			}
 			var ae smithy.APIError
 			if errors.As(err, &ae) {
@@ -516,6 +551,7 @@ func (r *Relay) readShard(ctx context.Context, arn, shard, seq string, since tim
 			r.log.Warn("relay: get records", "shard", shard, "err", err)
 			continue
 		}
+		failed = 0
 		if len(out.Records) > 0 {
 			r.log.Debug("relay: records", "shard", shard, "n", len(out.Records))
 		}

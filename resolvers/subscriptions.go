@@ -2,6 +2,7 @@ package resolvers
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -99,14 +100,42 @@ func (f *badgeFeed) onChange() {
 	f.sendLocked(c.UnreadCount)
 }
 
+// Backoff of a failed badge re-read: capped exponential with full jitter. A subscriber
+// never gives up on a re-read (the change it stands for would be missed until the next
+// one); it stops only when the subscription ends.
+const (
+	rereadBaseDelay = 20 * time.Millisecond
+	rereadMaxDelay  = time.Second
+)
+
 // read reads the badge with a strongly consistent GetItem (the current state) until no
-// change asked for another read while it ran.
+// change asked for another read while it ran. A failed read is retried with backoff
+// (rereadBaseDelay doubling to rereadMaxDelay, full jitter) until it succeeds or the
+// subscription ends; the first failure of a run is logged.
 func (f *badgeFeed) read() {
+	failures := 0
 	for {
 		n, ver, err := f.r.Store.Badge(f.ctx, f.v)
-		if err != nil && f.ctx.Err() == nil {
-			f.r.Log.Warn("unreadCount subscription: read badge", "err", err)
+		if err != nil {
+			if f.ctx.Err() != nil {
+				f.mu.Lock()
+				f.reading = false
+				f.mu.Unlock()
+				return
+			}
+			if failures == 0 {
+				f.r.Log.Warn("unreadCount subscription: read badge; retrying", "err", err)
+			}
+			failures++
+			t := time.NewTimer(rand.N(min(rereadMaxDelay, rereadBaseDelay<<min(failures-1, 20))) + time.Millisecond)
+			select {
+			case <-f.ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+			continue
 		}
+		failures = 0
 		f.mu.Lock()
 		// A versioned change may have been sent while the read ran: a result older than
 		// it is stale. An equal version with another count is a writer that did not bump

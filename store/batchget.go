@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/inboxgw/gateway/inbox"
 )
 
 // maxBatchGet is BatchGetItem's limit of keys per call (DynamoDB API reference).
@@ -44,12 +46,22 @@ type batchGetOptions struct {
 	names      map[string]string
 }
 
+// maxUnprocessedCalls bounds the BatchGetItem calls one chunk of ≤100 keys makes while
+// DynamoDB keeps answering with UnprocessedKeys (the first call included). With the
+// backoff of batchGetChunk that is at most about 3 s of waiting.
+const maxUnprocessedCalls = 10
+
+// errUnprocessed ends a batchGet whose keys stayed unprocessed for maxUnprocessedCalls
+// calls: DynamoDB is throttling the table or partition.
+var errUnprocessed = inbox.Errorf(inbox.CodeThrottled, "the inbox storage is throttling reads; retry shortly")
+
 // batchGet reads the items of keys (which must be distinct; DynamoDB rejects duplicates)
 // with BatchGetItem: ≤100 keys a call, the calls of one batch sent concurrently, and
 // UnprocessedKeys re-sent with capped exponential backoff and full jitter (10 ms doubling
-// to 500 ms) until all are answered or ctx ends, as the BatchGetItem API reference
-// advises. Only keys not yet answered are ever re-sent. Missing items are absent from the
-// returned map.
+// to 500 ms), as the BatchGetItem API reference advises, at most maxUnprocessedCalls calls
+// per chunk and never waiting past ctx's deadline: then the error is THROTTLED
+// (errUnprocessed). Only keys not yet answered are ever re-sent. Missing items are absent
+// from the returned map.
 func (s *Store) batchGet(ctx context.Context, keys []itemKey, o batchGetOptions) (map[itemKey]map[string]types.AttributeValue, error) {
 	out := make(map[itemKey]map[string]types.AttributeValue, len(keys))
 	if len(keys) == 0 {
@@ -105,7 +117,7 @@ func (s *Store) batchGetChunk(ctx context.Context, keys []itemKey, o batchGetOpt
 	}
 	var items []map[string]types.AttributeValue
 	delay := 10 * time.Millisecond
-	for {
+	for calls := 1; ; calls++ {
 		out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
 			RequestItems: map[string]types.KeysAndAttributes{s.table: req},
 		})
@@ -118,7 +130,11 @@ func (s *Store) batchGetChunk(ctx context.Context, keys []itemKey, o batchGetOpt
 			return items, nil
 		}
 		req.Keys = next.Keys
-		t := time.NewTimer(rand.N(delay) + time.Millisecond)
+		wait := rand.N(delay) + time.Millisecond
+		if dl, ok := ctx.Deadline(); calls >= maxUnprocessedCalls || ok && time.Until(dl) < wait {
+			return nil, fmt.Errorf("%w (%d keys unprocessed after %d calls)", errUnprocessed, len(next.Keys), calls)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

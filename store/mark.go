@@ -89,8 +89,14 @@ func decodeMarkSnapshot(got map[itemKey]map[string]types.AttributeValue, v inbox
 // repeated from the read, with backoff; a concurrent send does not conflict (its ADD
 // commutes). Ids repeated in one call count once.
 //
+// On success it publishes v's badge as read back (versioned), even when nothing changed:
+// an earlier attempt whose answer was lost may have committed unpublished. When it fails
+// after sending a transaction, it publishes a re-read hint (a Change of Version 0).
+//
 // Errors: BAD_USER_INPUT for no ids or more than MaxMarkIDs distinct ids; NOT_FOUND when any
-// id is not one of v's notifications (nothing is written then).
+// id is not one of v's notifications (nothing is written then); THROTTLED or UNAVAILABLE
+// when DynamoDB stayed throttled or failing for the retry budget (the mark may have
+// committed; repeating it is safe).
 func (s *Store) Mark(ctx context.Context, v inbox.Viewer, ids []string, read bool) (inbox.MarkResult, error) {
 	if err := checkViewer(v); err != nil {
 		return inbox.MarkResult{}, err
@@ -114,13 +120,20 @@ func (s *Store) Mark(ctx context.Context, v inbox.Viewer, ids []string, read boo
 			return inbox.MarkResult{}, inbox.Errorf(inbox.CodeNotFound, "notification not found")
 		}
 	}
-	res, err := retryConflicts(ctx, func() (markResult, error) { return s.markOnce(ctx, v, distinct, read) })
+	wrote := false
+	res, err := retryConflicts(ctx, func() (markResult, error) { return s.markOnce(ctx, v, distinct, read, &wrote) })
 	if err != nil {
+		if wrote {
+			// A transaction was sent: it may have committed (its answer lost, or the META
+			// read after it failed). Subscribers re-read the badge rather than miss it.
+			s.publish(ctx, inbox.Change{Viewer: v})
+		}
 		return inbox.MarkResult{}, err
 	}
-	if res.Changed > 0 {
-		s.publish(ctx, inbox.Change{Viewer: v, UnreadCount: res.UnreadCount, Version: res.version})
-	}
+	// Published even when nothing changed: an earlier attempt (this call's, whose answer
+	// was lost, or the client's previous call that errored) may have committed without
+	// being published. The change is versioned, so it never moves a badge back.
+	s.publish(ctx, inbox.Change{Viewer: v, UnreadCount: res.UnreadCount, Version: res.version})
 	return res.MarkResult, nil
 }
 
@@ -130,7 +143,8 @@ type markResult struct {
 	version int64
 }
 
-func (s *Store) markOnce(ctx context.Context, v inbox.Viewer, ids []string, read bool) (markResult, error) {
+// markOnce is one attempt of Mark; it sets *wrote when it sent a transaction.
+func (s *Store) markOnce(ctx context.Context, v inbox.Viewer, ids []string, read bool, wrote *bool) (markResult, error) {
 	keys := make([]itemKey, 0, len(ids)+1)
 	keys = append(keys, itemKey{userPK(v), skMeta})
 	for _, id := range ids {
@@ -173,6 +187,7 @@ func (s *Store) markOnce(ctx context.Context, v inbox.Viewer, ids []string, read
 			delta = -delta
 		}
 		acts = append(acts, s.metaDeltaAction(v, delta, wm, markedAt))
+		*wrote = true
 		if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: acts}); err != nil {
 			return markResult{}, fmt.Errorf("mark transaction: %w", err)
 		}
@@ -270,13 +285,19 @@ type markAllResult struct {
 // nothing unread can hide above it; when another instance's clock is ahead, the update is
 // retried with a watermark just above META.clock. GSI1 entries below the watermark are
 // then removed by the background sweep, which nothing a user sees depends on.
+//
+// It publishes the new badge (0, versioned); when it fails after sending the update, a
+// re-read hint. Errors: THROTTLED or UNAVAILABLE when DynamoDB stayed throttled or
+// failing for the retry budget (repeating it is safe).
 func (s *Store) MarkAll(ctx context.Context, v inbox.Viewer) (inbox.MarkAllResult, error) {
 	if err := checkViewer(v); err != nil {
 		return inbox.MarkAllResult{}, err
 	}
 	floor := ""
+	wrote := false
 	res, err := retryConflicts(ctx, func() (markAllResult, error) {
 		wm := s.newID(floor)
+		wrote = true
 		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:    aws.String(s.table),
 			ReturnValues: types.ReturnValueUpdatedNew,
@@ -313,6 +334,10 @@ func (s *Store) MarkAll(ctx context.Context, v inbox.Viewer) (inbox.MarkAllResul
 		return markAllResult{inbox.MarkAllResult{UnreadCount: 0, ReadAllBefore: ulidTime(wm)}, m.Version}, nil
 	})
 	if err != nil {
+		if wrote {
+			// The update may have committed with its answer lost: subscribers re-read.
+			s.publish(ctx, inbox.Change{Viewer: v})
+		}
 		return inbox.MarkAllResult{}, fmt.Errorf("mark all read: %w", err)
 	}
 	s.sweeper.enqueue(v)

@@ -32,7 +32,12 @@ import (
 // written again, so a replay after a complete send writes nothing and returns the first
 // result with Duplicate set, and a replay after a send that failed part-way completes the
 // remaining recipients and duplicates none. A key reused with different content is refused.
-// Actor and target are upserted as profiles (UpdateItem) before any notification.
+// Actor and target are upserted as profiles (UpdateItem) before any notification, by the
+// first call of a key only (one that finds no guard).
+//
+// Every recipient with a notification from this key is published: a new one with its
+// notification, one found already written (a replay) as a re-read hint, since the call
+// that wrote it may have lost its answer before publishing.
 //
 // Errors: BAD_USER_INPUT for invalid input (see inbox.SendInput.Validate), a payload that is
 // not JSON, or a reused key; the first write error of a recipient otherwise (recipients
@@ -90,7 +95,16 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 			deliveries[r] = inbox.Delivery{UserID: r, Notification: &inbox.Notification{ID: g.NotificationID}}
 		}
 	}
-	if len(pending) > 0 {
+	for r, g := range guards {
+		if g.NotificationID != "" && !slices.Contains(pending, r) {
+			// A replay: the first send may have committed this recipient's notification
+			// and lost its answer before publishing. Subscribers re-read the badge.
+			s.publish(ctx, inbox.Change{Viewer: inbox.Viewer{TenantID: tenantID, UserID: r}})
+		}
+	}
+	// Actor and target are upserted before any guard is written, so a key with guards
+	// (a replay) has written them already: a replay writes nothing the first send wrote.
+	if len(pending) > 0 && len(guards) == 0 {
 		if in.Actor != nil {
 			if err := s.upsertActor(ctx, tenantID, in.Actor); err != nil {
 				return inbox.SendResult{}, err
@@ -101,6 +115,8 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 				return inbox.SendResult{}, err
 			}
 		}
+	}
+	if len(pending) > 0 {
 		muted, err := s.mutedFor(ctx, tenantID, pending, in.Category)
 		if err != nil {
 			return inbox.SendResult{}, err
@@ -266,11 +282,17 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		}
 		return inbox.Delivery{UserID: user, Notification: toNotification(it, ""), New: true}, nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
+		// A transaction may have committed with its answer lost: subscribers re-read.
+		s.publish(ctx, inbox.Change{Viewer: v})
 		return inbox.Delivery{}, err
-	}
-	if d.New {
+	case d.New:
 		s.publish(ctx, inbox.Change{Viewer: v, Notification: d.Notification})
+	case d.Notification != nil:
+		// The guard was there: another call with this key, or this call's own commit
+		// whose answer was lost (and so never published). Subscribers re-read the badge.
+		s.publish(ctx, inbox.Change{Viewer: v})
 	}
 	return d, nil
 }

@@ -45,6 +45,7 @@ type Store struct {
 	pub             inbox.Publisher
 	profiles        *profileCache
 	cursors         *cursorKey
+	retry           RetryPolicy
 }
 
 // Option configures a Store.
@@ -82,6 +83,8 @@ func (s *Store) publish(ctx context.Context, c inbox.Change) {
 }
 
 // New returns a Store over table through db. Call Close to stop its background sweep.
+// Every data-plane call to db is retried by the store on transient failures (see
+// WithRetryPolicy and retry.go), with one SDK attempt each.
 func New(db API, table string, opts ...Option) *Store {
 	s := &Store{
 		db:              db,
@@ -92,11 +95,13 @@ func New(db API, table string, opts ...Option) *Store {
 		idemTTL:         30 * 24 * time.Hour,
 		sendConcurrency: 8,
 		cursors:         randomCursorKey(),
+		retry:           DefaultRetryPolicy,
 	}
 	s.sweeper = newSweeper(2)
 	for _, o := range opts {
 		o(s)
 	}
+	s.db = retryingAPI{API: db, p: s.retry}
 	s.sweeper.start(s)
 	return s
 }
@@ -170,24 +175,38 @@ func ValidNotificationID(id string) bool {
 
 // retryConflicts runs op until it succeeds, fails with an error that is not a transient
 // conflict (TransactionCanceledException whose reasons are conflicts or conditions that a
-// re-read resolves, TransactionConflictException, throttling), or ctx ends. Backoff is
+// re-read resolves, TransactionConflictException, errRetry), or ctx ends. Backoff is
 // exponential from 5 ms, capped at 100 ms, with jitter (cenkalti/backoff), at most 40
-// tries or 15 s. When the budget runs out on conflicts (many writers on one inbox at
-// once), the error is THROTTLED: the client may retry, nothing was half written.
+// tries or 15 s. When the budget (or ctx's deadline) runs out on conflicts (many writers
+// on one inbox at once), the error is THROTTLED: the client may retry, nothing was half
+// written. Transient DynamoDB failures are not repeated here: retryingAPI retried each
+// call within its own budget already, and what it gave up on ends the loop.
 func retryConflicts[T any](ctx context.Context, op func() (T, error)) (T, error) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 5 * time.Millisecond
 	b.MaxInterval = 100 * time.Millisecond
 	b.RandomizationFactor = 0.6
+	var conflict error // the last conflict met, if any
 	v, err := backoff.Retry(ctx, func() (T, error) {
 		v, err := op()
 		if err != nil && !isRetryable(err) {
 			return v, backoff.Permanent(err)
 		}
+		if err != nil {
+			conflict = err
+		}
 		return v, err
 	}, backoff.WithBackOff(b), backoff.WithMaxTries(40), backoff.WithMaxElapsedTime(15*time.Second))
-	if err != nil && isRetryable(err) && ctx.Err() == nil {
+	switch {
+	case err == nil || conflict == nil:
+		return v, err
+	case isRetryable(err) && ctx.Err() == nil:
+		// The budget ran out on conflicts.
 		return v, fmt.Errorf("%w (%w)", errBusy, err)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The deadline ended the loop (in a wait or in the next attempt's calls) while
+		// it was still meeting conflicts.
+		return v, fmt.Errorf("%w (%w; %w)", errBusy, conflict, err)
 	}
 	return v, err
 }
@@ -201,6 +220,11 @@ var errRetry = errors.New("store: state changed during the operation; retrying")
 func isRetryable(err error) bool {
 	if errors.Is(err, errRetry) {
 		return true
+	}
+	var ex *exhaustedError
+	if errors.As(err, &ex) {
+		// Transient failures are retried, within their own budget, by retryingAPI.
+		return false
 	}
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {

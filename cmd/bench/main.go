@@ -166,7 +166,7 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 		t.MaxIdleConns = 1024
 		t.MaxIdleConnsPerHost = 1024
 	})
-	opts := func(o *dynamodb.Options) { o.HTTPClient = httpClient }
+	opts := func(o *dynamodb.Options) { o.HTTPClient, o.Retryer = httpClient, store.NewSDKRetryer() }
 	switch {
 	case c.endpoint == "aws":
 		cfg, err := awsconfig.LoadDefaultConfig(ctx)
