@@ -140,6 +140,7 @@ func NewHandler(o Options) *Handler {
 	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	gql.Use(extension.FixedComplexityLimit(o.ComplexityLimit))
 	gql.Use(MutationLimit{Max: cmp.Or(o.MaxMutations, DefaultMaxMutationFields)})
+	gql.Use(resolvers.SubscriptionPaths{})
 	gql.AroundResponses(func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 		// Fresh dataloaders for every response: each query, mutation and subscription event.
 		if c, ok := auth.FromContext(ctx); ok {

@@ -264,6 +264,18 @@ func Nodes(ctx context.Context, src NodeSource, v inbox.Viewer, refs []inbox.Nod
 	return got, nil
 }
 
+// Enqueue hands refs of viewer v to ctx's node loader without waiting for them: a caller
+// that knows every ref the operation will ask (the ids of all its root node and nodes
+// fields) enqueues them at once, so that they share batches however the resolvers that
+// ask them are scheduled. Without a node loader it does nothing.
+func Enqueue(ctx context.Context, v inbox.Viewer, refs []inbox.NodeRef) {
+	l := For(ctx)
+	if l == nil || l.nodes == nil || len(refs) == 0 || !l.bindViewer(v) {
+		return
+	}
+	l.nodes.LoadMany(ctx, refs)
+}
+
 // bindViewer records v as the operation's viewer and reports whether it is the one
 // recorded (an operation has one viewer; the node loader's batches are read as it).
 func (l *Loaders) bindViewer(v inbox.Viewer) bool {

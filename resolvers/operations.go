@@ -208,6 +208,7 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 	if len(ids) > maxNodes {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "at most %d ids", maxNodes)
 	}
+	rootRefs := rootNodeRefs(ctx, v)
 	out := make([]gqlscalar.Node, len(ids))
 	refs := make([]inbox.NodeRef, 0, len(ids))
 	idx := make([]int, 0, len(ids))
@@ -250,12 +251,76 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 			}
 		}
 	}
+	if len(found) > 0 && len(rootRefs) > 0 {
+		// The profiles of every notification the root node fields found, in one
+		// prefetch (when this field selects them; prefetches are single-flight).
+		all, err := loader.Nodes(ctx, r.Store, v, rootRefs)
+		if err != nil {
+			return nil, err
+		}
+		for _, res := range all {
+			if res.Notification != nil {
+				found = append(found, res.Notification)
+			}
+		}
+	}
 	if len(found) > 0 {
 		if err := r.prefetchProfiles(ctx, v, found); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// maxRootNodeRefs bounds how many distinct refs enqueueRootNodes hands over at once (the
+// complexity limit bounds a document's node fields long before).
+const maxRootNodeRefs = 1000
+
+// rootNodeRefs returns the refs of every root node and nodes field of the operation,
+// worked out once per operation and handed to its node loader before the first of them
+// is resolved: aliases of node over a few ids then share one batch however their
+// resolvers are scheduled (a batch closes Wait after its first key; a resolver scheduled
+// later would start another). Ids that are not well formed are left to their own field,
+// which reports them.
+func rootNodeRefs(ctx context.Context, v inbox.Viewer) []inbox.NodeRef {
+	if !graphql.HasOperationContext(ctx) {
+		return nil
+	}
+	oc := graphql.GetOperationContext(ctx)
+	if oc.Operation == nil || oc.Operation.Operation != ast.Query {
+		return nil
+	}
+	refs, _ := loader.Once(ctx, "root nodes", func(ctx context.Context) ([]inbox.NodeRef, error) {
+		seen := make(map[inbox.NodeRef]bool)
+		var refs []inbox.NodeRef
+		add := func(id any) {
+			s, _ := id.(string)
+			if _, ref, ok, err := parseGlobalID(s); err == nil && ok && !seen[ref] && len(refs) < maxRootNodeRefs {
+				seen[ref] = true
+				refs = append(refs, ref)
+			}
+		}
+		for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Query"}) {
+			switch f.Name {
+			case "node":
+				add(f.ArgumentMap(oc.Variables)["id"])
+			case "nodes":
+				switch ids := f.ArgumentMap(oc.Variables)["ids"].(type) {
+				case []any:
+					for _, id := range ids[:min(len(ids), maxNodes)] {
+						add(id)
+					}
+				case []string:
+					for _, id := range ids[:min(len(ids), maxNodes)] {
+						add(id)
+					}
+				}
+			}
+		}
+		loader.Enqueue(ctx, v, refs)
+		return refs, nil
+	})
+	return refs
 }
 
 // notification returns the viewer's notification with ULID key, or nil, through the
