@@ -118,7 +118,9 @@ func TestAliasesCostWhatTheyReach(t *testing.T) {
 			declA + ` { viewer { ` + aliased(1000, `notification(id: $a) { id title }`) + ` } }`},
 	} {
 		plain, _ := g.ops(t, c.plain, vars)
+		start := time.Now()
 		got, _ := g.ops(t, c.aliasd, vars)
+		t.Logf("%s: %d bytes, %d DynamoDB calls, %v", c.name, len(c.aliasd), len(got), time.Since(start).Round(time.Millisecond))
 		if !slices.Equal(got, plain) {
 			t.Errorf("%s: aliased document made %d DynamoDB calls %v; the same without aliases %v", c.name, len(got), summarize(got), plain)
 		}
@@ -213,6 +215,7 @@ func TestRequestConcurrencyTowardDynamoDBIsBounded(t *testing.T) {
 	if n := slices.Index(ops, "Query"); n < 0 || len(ops) < 40 {
 		t.Fatalf("calls %v: want one Query per distinct page", summarize(ops))
 	}
+	t.Logf("40 distinct pages: %d DynamoDB calls, at most %d in flight", len(ops), f.max.Load())
 	if m := f.max.Load(); m > loader.MaxConcurrent {
 		t.Errorf("%d DynamoDB requests in flight at once for one request, want at most %d", m, loader.MaxConcurrent)
 	}
