@@ -77,8 +77,9 @@ const DefaultMaxMutationFields = 5
 
 // MutationLimit refuses, before anything runs, a mutation document with more than Max
 // root fields, aliases included (a document with 500 aliased markRead fields ran 500
-// transactions: issue 8, item 5). The error is BAD_USER_INPUT and the HTTP status 422, as
-// for the complexity limit. Fields skipped by @skip or @include do not count.
+// transactions: issue 8, item 5). The error is BAD_USER_INPUT, with no data, answered
+// like the complexity limit's (the same HTTP status). Fields skipped by @skip or @include
+// do not count.
 type MutationLimit struct {
 	// Max is the most mutation fields a document may carry (at least 1).
 	Max int
