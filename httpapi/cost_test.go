@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/ddbtrace"
@@ -400,6 +402,69 @@ func TestSubscriptionErrorPathsHaveTheRootField(t *testing.T) {
 		t.Fatalf("event %q: want an error under actor", ev)
 	}
 	if p := fmt.Sprint(got.Errors[0].Path); p != "[notificationAdded actor]" {
-		t.Errorf("error path %s, want [notificationAdded actor]; event %s", p, ev)
+		t.Errorf("SSE: error path %s, want [notificationAdded actor]; event %s", p, ev)
+	}
+
+	// The same over a WebSocket (graphql-transport-ws).
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.srv.URL, "http")+"/graphql",
+		&websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	send := func(v any) {
+		t.Helper()
+		if err := wsjson.Write(ctx, ws, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type msg struct {
+		Type    string          `json:"type"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	read := func() msg {
+		t.Helper()
+		var m msg
+		if err := wsjson.Read(ctx, ws, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	send(map[string]any{"type": "connection_init", "payload": map[string]any{"Authorization": "Bearer " + g.token}})
+	if m := read(); m.Type != "connection_ack" {
+		t.Fatalf("got %s, want connection_ack", m.Type)
+	}
+	send(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": "subscription { notificationAdded { title actor { name } } }"}})
+	received := make(chan msg, 1)
+	go func() {
+		for {
+			var m msg
+			if wsjson.Read(ctx, ws, &m) != nil {
+				close(received)
+				return
+			}
+			if m.Type == "next" {
+				received <- m
+				return
+			}
+		}
+	}()
+	var m msg
+	for i := 0; m.Type == "" && i < 20; i++ {
+		if _, err := g.st.Send(ctx, "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("ws%d", i), Recipients: []string{"alice"}, Type: "t",
+			Title: "hello", Actor: &inbox.Actor{ActorID: "broken"}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m = <-received:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	got.Errors = nil
+	if err := json.Unmarshal(m.Payload, &got); err != nil || len(got.Errors) == 0 {
+		t.Fatalf("WebSocket next %s: want an error under actor", m.Payload)
+	}
+	if p := fmt.Sprint(got.Errors[0].Path); p != "[notificationAdded actor]" {
+		t.Errorf("WebSocket: error path %s, want [notificationAdded actor]; payload %s", p, m.Payload)
 	}
 }
