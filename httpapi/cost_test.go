@@ -50,9 +50,9 @@ func (f *inFlight) option() func(*dynamodb.Options) {
 	}
 }
 
-// newLimitedGateway is newGateway with the given complexity limit (0: the server's
+// newCostGateway is newGateway with the given complexity limit (0: the server's
 // default, 5000) and every DynamoDB call also seen by the extra client options.
-func newLimitedGateway(t *testing.T, limit int, opts ...func(*dynamodb.Options)) *gateway {
+func newCostGateway(t *testing.T, limit int, opts ...func(*dynamodb.Options)) *gateway {
 	t.Helper()
 	if limit == 0 {
 		limit = 5000
@@ -141,7 +141,7 @@ func summarize(ops []string) map[string]int {
 // Absurd documents are refused by the cost limit before anything reaches DynamoDB, while
 // the largest legitimate pages still pass under the default limit (5000).
 func TestCostLimitCountsDynamoDBFields(t *testing.T) {
-	g := newLimitedGateway(t, 0)
+	g := newCostGateway(t, 0)
 	g.seed(t, 2, "t", mod(1), mod(1))
 	id := gid("Notification:01HZX8Y3T9M2V6Q4R8S0W1A2B3")
 	for name, doc := range map[string]string{
@@ -178,7 +178,7 @@ func TestCostLimitCountsDynamoDBFields(t *testing.T) {
 // A document carries at most 5 mutation fields (aliases count): more is BAD_USER_INPUT
 // before anything runs.
 func TestMutationFieldsAreBounded(t *testing.T) {
-	g := newLimitedGateway(t, 0)
+	g := newCostGateway(t, 0)
 	g.seed(t, 1, "t", mod(1), mod(1))
 	_, data := g.ops(t, `{ viewer { inbox(first: 1) { nodes { id } } } }`, nil)
 	id := data["viewer"].(map[string]any)["inbox"].(map[string]any)["nodes"].([]any)[0].(map[string]any)["id"].(string)
@@ -206,7 +206,7 @@ func TestMutationFieldsAreBounded(t *testing.T) {
 // pages in one document do not open 40 concurrent requests toward DynamoDB.
 func TestRequestConcurrencyTowardDynamoDBIsBounded(t *testing.T) {
 	f := &inFlight{}
-	g := newLimitedGateway(t, 100000, f.option())
+	g := newCostGateway(t, 100000, f.option())
 	g.seed(t, 5, "t", mod(1), mod(1))
 	var b strings.Builder
 	for i := 1; i <= 40; i++ {
