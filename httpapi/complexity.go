@@ -18,23 +18,30 @@ import (
 // included, and refuses a document over the limit (INBOX_COMPLEXITY_LIMIT, default 5000)
 // before anything runs, with extensions.code COMPLEXITY_LIMIT_EXCEEDED. A field without a
 // cost below costs 1 plus its children.
+//
+// A field that reads DynamoDB on its own costs CostRead = 100, so a document under the
+// default limit makes at most 50 such reads (repeats of one read are served once per
+// operation, but every alias is charged, so 50 aliases of viewer { unreadCount } are
+// refused). The largest legitimate documents stay far below: a first page of 100
+// notifications with actors, targets and the badge costs about 2,200; nodes of 100 ids
+// with their actors about 1,300; markRead of 99 ids returning them about 2,000.
 const (
 	// CostRead is the cost of a field that reaches DynamoDB with a call of its own (a
 	// GetItem, Query or BatchGetItem): Viewer.unreadCount, Viewer.inbox,
-	// Viewer.notification, Query.node, Query.nodes. Repeats of the same read are served
-	// once per operation, but each alias still costs: 4,900 aliases of
-	// viewer { unreadCount } cost about 59,000.
-	CostRead = 10
+	// Viewer.notification, Query.node, Query.nodes.
+	CostRead = 100
 	// CostProfile is the cost of Notification.actor and Notification.target: read for a
 	// whole page in one BatchGetItem, so cheap per notification, but not free.
 	CostProfile = 2
-	// CostWrite is the cost of a mutation field (one or more transactions); markRead,
-	// markUnread and sendNotification add CostRead per id or recipient.
+	// CostWrite is the cost of a mutation field (at most MutationLimit.Max of them run).
 	CostWrite = 50
+	// CostPerID is what markRead and markUnread add per id and sendNotification per
+	// recipient (each a transaction item).
+	CostPerID = 10
 )
 
 // Complexity is the cost of each field that reaches DynamoDB (see CostRead, CostProfile,
-// CostWrite); list fields multiply their children's cost by their size (a page's first
+// CostWrite, CostPerID); list fields multiply their children's cost by their size (a page's first
 // or last, default inbox.DefaultPageSize; the number of ids).
 func Complexity() graph.ComplexityRoot {
 	var c graph.ComplexityRoot
@@ -60,13 +67,13 @@ func Complexity() graph.ComplexityRoot {
 	// The payload's notifications list has one entry per distinct id.
 	mark := func(childComplexity int, ids []string) int {
 		n := min(len(ids), 100)
-		return CostWrite + n*CostRead + max(n, 1)*childComplexity
+		return CostWrite + n*CostPerID + max(n, 1)*childComplexity
 	}
 	c.Mutation.MarkRead = mark
 	c.Mutation.MarkUnread = mark
 	c.Mutation.MarkAllRead = func(childComplexity int) int { return CostWrite + childComplexity }
 	c.Mutation.SendNotification = func(childComplexity int, in model.SendNotificationInput) int {
-		return CostWrite + min(len(in.Recipients), 1000)*CostRead + childComplexity
+		return CostWrite + min(len(in.Recipients), 1000)*CostPerID + childComplexity
 	}
 	return c
 }
