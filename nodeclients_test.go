@@ -130,7 +130,8 @@ func TestGraphQLOverHTTPAudit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("node_modules", "graphql-http", "package.json")); err != nil {
 		t.Fatalf("npm package graphql-http is missing (%v): run `npm ci` in the module root", err)
 	}
-	s := newTestServer(t)
+	// The audits query __type (introspection), which production mode refuses.
+	s := newTestServerConfig(t, func(c *Config) { c.Introspection = "on" })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join("tests", "js", "graphql-http-audit.mjs"), s.url, s.token("t1", "auditor"))

@@ -60,13 +60,17 @@ type Config struct {
 	JWTSecret   string `env:"INBOX_JWT_SECRET"`
 	JWTIssuer   string `env:"INBOX_JWT_ISSUER"`
 	JWTAudience string `env:"INBOX_JWT_AUDIENCE"`
+	// CursorSecret signs inbox cursors (at least 32 bytes, the same on every instance);
+	// unset, the key is derived from the JWT secret (store.DeriveCursorKey).
+	CursorSecret string `env:"INBOX_CURSOR_SECRET"`
 	// AllowedOrigins are the Origins WebSocket upgrades accept besides the same origin:
 	// host patterns ("app.example.com", "*.example.com") or scheme://host patterns.
 	AllowedOrigins []string `env:"INBOX_ALLOWED_ORIGINS" envSeparator:","`
 	// WSInitTimeout is how long a WebSocket may wait before connection_init (then 4408).
 	WSInitTimeout time.Duration `env:"INBOX_WS_INIT_TIMEOUT" envDefault:"10s"`
 	// KeepAlive is the interval of keep-alive messages: graphql-transport-ws "ping",
-	// graphql-ws "ka" and SSE ": ping" comments.
+	// graphql-ws "ka" and SSE ": ping" comments. A WebSocket peer not heard from for two
+	// intervals, or an SSE write stalled that long (at most 10 s), ends its connection.
 	KeepAlive time.Duration `env:"INBOX_KEEPALIVE" envDefault:"15s"`
 	LogFormat string        `env:"INBOX_LOG_FORMAT"`
 	// ComplexityLimit bounds a query's cost (gqlgen complexity; a list field counts its
@@ -85,6 +89,51 @@ type Config struct {
 	// RelayLease is how long the stream relay's lease lasts without renewal: a crashed
 	// relay's successor takes over within it.
 	RelayLease time.Duration `env:"INBOX_RELAY_LEASE" envDefault:"10s"`
+	// Limits (issue 8): see httpapi/limits*.go.
+	// Introspection is "on" to allow introspection and validation suggestions outside dev
+	// mode (INBOX_DEV allows them too).
+	Introspection   string `env:"INBOX_INTROSPECTION"`
+	QueryCacheBytes int    `env:"INBOX_QUERY_CACHE_BYTES" envDefault:"16777216"`
+	APQCacheBytes   int    `env:"INBOX_APQ_CACHE_BYTES" envDefault:"4194304"`
+	// QueryTimeout and MutationTimeout are a query's and a mutation's deadlines.
+	QueryTimeout    time.Duration `env:"INBOX_QUERY_TIMEOUT" envDefault:"10s"`
+	MutationTimeout time.Duration `env:"INBOX_MUTATION_TIMEOUT" envDefault:"30s"`
+	// HTTP server timeouts: headers, body (from the end of the headers), response
+	// writes (SSE and WebSocket exempt), and a keep-alive connection's idle wait.
+	ReadHeaderTimeout time.Duration `env:"INBOX_READ_HEADER_TIMEOUT" envDefault:"10s"`
+	ReadTimeout       time.Duration `env:"INBOX_READ_TIMEOUT" envDefault:"30s"`
+	WriteTimeout      time.Duration `env:"INBOX_WRITE_TIMEOUT" envDefault:"60s"`
+	IdleTimeout       time.Duration `env:"INBOX_IDLE_TIMEOUT" envDefault:"120s"`
+}
+
+// checkLimits bounds the limit settings.
+func (c Config) checkLimits() error {
+	if c.Introspection != "" && c.Introspection != "on" && c.Introspection != "off" {
+		return fmt.Errorf("configuration: INBOX_INTROSPECTION must be on or off, not %q", c.Introspection)
+	}
+	if c.QueryCacheBytes < 1<<20 || c.QueryCacheBytes > 1<<30 {
+		return fmt.Errorf("configuration: INBOX_QUERY_CACHE_BYTES must be between 1 MiB and 1 GiB, not %d", c.QueryCacheBytes)
+	}
+	if c.APQCacheBytes < 64<<10 || c.APQCacheBytes > 1<<30 {
+		return fmt.Errorf("configuration: INBOX_APQ_CACHE_BYTES must be between 64 KiB and 1 GiB, not %d", c.APQCacheBytes)
+	}
+	for _, d := range []struct {
+		name     string
+		v        time.Duration
+		min, max time.Duration
+	}{
+		{"INBOX_QUERY_TIMEOUT", c.QueryTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"INBOX_MUTATION_TIMEOUT", c.MutationTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"INBOX_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"INBOX_READ_TIMEOUT", c.ReadTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"INBOX_WRITE_TIMEOUT", c.WriteTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"INBOX_IDLE_TIMEOUT", c.IdleTimeout, 100 * time.Millisecond, time.Hour},
+	} {
+		if d.v < d.min || d.v > d.max {
+			return fmt.Errorf("configuration: %s must be between %v and %v, not %v", d.name, d.min, d.max, d.v)
+		}
+	}
+	return nil
 }
 
 func loadConfig() (Config, error) {
@@ -104,8 +153,14 @@ func loadConfig() (Config, error) {
 	if c.KeepAlive < time.Second || c.KeepAlive > 10*time.Minute {
 		return c, fmt.Errorf("configuration: INBOX_KEEPALIVE must be between 1s and 10m, not %v", c.KeepAlive)
 	}
+	if c.CursorSecret != "" && len(c.CursorSecret) < 32 {
+		return c, fmt.Errorf("configuration: INBOX_CURSOR_SECRET must be at least 32 bytes, not %d", len(c.CursorSecret))
+	}
 	if c.WSInitTimeout < 100*time.Millisecond {
 		return c, fmt.Errorf("configuration: INBOX_WS_INIT_TIMEOUT must be at least 100ms, not %v", c.WSInitTimeout)
+	}
+	if err := c.checkLimits(); err != nil {
+		return c, err
 	}
 	if c.CreateTable == nil {
 		on := c.Store == "local"
@@ -255,6 +310,22 @@ func answers(ctx context.Context, endpoint string) bool {
 	return err == nil
 }
 
+// cursorKey returns the key inbox cursors are signed with: INBOX_CURSOR_SECRET, or a key
+// derived from the JWT secret with a labelled HMAC (store.DeriveCursorKey). Either way
+// every instance with the same configuration has the same key, so a cursor works behind
+// a load balancer; rotating it (or the JWT secret, when it is derived) invalidates the
+// cursors clients hold (BAD_USER_INPUT "invalid cursor": they start from the top).
+func cursorKey(cfg Config) ([]byte, error) {
+	if cfg.CursorSecret != "" {
+		return []byte(cfg.CursorSecret), nil
+	}
+	secret, err := jwtSecret(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return store.DeriveCursorKey(secret), nil
+}
+
 // maxIdleConns is how many idle connections to DynamoDB the client keeps. The SDK's
 // default keeps 10 per host: with more calls in flight than that (a busy gateway has a
 // few per request), every call beyond the tenth closed its connection afterwards and
@@ -307,7 +378,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer broker.Close()
-	st, closeStore, err := openStore(ctx, cfg, log, store.WithPublisher(broker))
+	cursorSecret, err := cursorKey(cfg)
+	if err != nil {
+		return err
+	}
+	st, closeStore, err := openStore(ctx, cfg, log, store.WithPublisher(broker), store.WithCursorKey(cursorSecret))
 	if err != nil {
 		return err
 	}
@@ -333,7 +408,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	h := newHandler(cfg, log, verifier, st, broker, demoToken)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpapi.NewServer(h, httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
 	url := "http://" + displayAddr(ln.Addr())
 	log.Info("inbox gateway listening", "graphiql", url+"/", "graphql", url+"/graphql")
 	if demoToken != "" {
@@ -414,5 +489,10 @@ func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store
 		GraphiQLHeaders: headers,
 		InitTimeout:     cfg.WSInitTimeout,
 		KeepAlive:       cfg.KeepAlive,
+		Introspection:   cfg.Dev || cfg.Introspection == "on",
+		QueryCacheBytes: cfg.QueryCacheBytes,
+		APQCacheBytes:   cfg.APQCacheBytes,
+		QueryTimeout:    cfg.QueryTimeout,
+		MutationTimeout: cfg.MutationTimeout,
 	})
 }

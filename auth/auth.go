@@ -93,6 +93,8 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(cfg.Leeway),
 		jwt.WithTimeFunc(now),
+		// Base64url exactly as RFC 7515 writes it: no padding, no stray trailing bits.
+		jwt.WithStrictDecoding(),
 	}
 	if cfg.Issuer != "" {
 		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
@@ -118,6 +120,70 @@ type tokenClaims struct {
 	Tenant *string    `json:"tenant,omitempty"`
 	Scope  scopeClaim `json:"scope,omitempty"`
 }
+
+// UnmarshalJSON decodes the payload after checking the JSON type of every claim the
+// gateway reads: exp, iat and nbf must be numbers (jwt.NumericDate also takes a string
+// holding a number, which RFC 7519 section 2 does not allow), sub, iss, jti and tenant
+// strings, aud and scope a string or an array of strings. A present tenant of another type,
+// null included, is an error: only an absent tenant means DefaultTenant. A wrong type is a
+// *claimTypeError, which Verify reports as UNAUTHENTICATED naming the claim.
+func (tc *tokenClaims) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return &claimTypeError{msg: "token payload is not a JSON object"}
+	}
+	for name, v := range raw {
+		if err := checkClaimType(name, v); err != nil {
+			return err
+		}
+	}
+	type plain tokenClaims // without this method
+	return json.Unmarshal(b, (*plain)(tc))
+}
+
+// claimTypeError is a claim of the wrong JSON type; msg is client-safe.
+type claimTypeError struct{ msg string }
+
+func (e *claimTypeError) Error() string { return e.msg }
+
+// checkClaimType checks the JSON type of one claim the gateway reads (see
+// tokenClaims.UnmarshalJSON); other claims pass.
+func checkClaimType(name string, v json.RawMessage) error {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return &claimTypeError{msg: "token claim " + name + " is empty"}
+	}
+	isString := v[0] == '"'
+	switch name {
+	case "exp", "iat", "nbf":
+		if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+			return &claimTypeError{msg: "token claim " + name + " must be a number (seconds since the epoch)"}
+		}
+	case "sub", "iss", "jti", "tenant":
+		if !isString {
+			return &claimTypeError{msg: "token claim " + name + " must be a string"}
+		}
+	case "aud", "scope":
+		if isString {
+			return nil
+		}
+		var list []json.RawMessage
+		if v[0] != '[' || json.Unmarshal(v, &list) != nil {
+			return &claimTypeError{msg: "token claim " + name + " must be a string or an array of strings"}
+		}
+		for _, e := range list {
+			if e = bytes.TrimSpace(e); len(e) == 0 || e[0] != '"' {
+				return &claimTypeError{msg: "token claim " + name + " must be a string or an array of strings"}
+			}
+		}
+	}
+	return nil
+}
+
+// errCriticalHeader refuses a token with a crit header: RFC 7515 section 4.1.11 requires
+// rejecting a token whose crit names an extension the recipient does not understand, and
+// the gateway understands none (golang-jwt/jwt/v5 ignores crit altogether).
+var errCriticalHeader = errors.New("crit header")
 
 // scopeClaim is the scope claim: a space-separated string (RFC 8693 section 4.2). A JSON
 // array of strings is accepted as well, since some issuers emit one.
@@ -159,7 +225,10 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 		return Claims{}, unauthenticated("missing bearer token")
 	}
 	var tc tokenClaims
-	parsed, err := v.parser.ParseWithClaims(token, &tc, func(*jwt.Token) (any, error) {
+	parsed, err := v.parser.ParseWithClaims(token, &tc, func(t *jwt.Token) (any, error) {
+		if _, ok := t.Header["crit"]; ok {
+			return nil, errCriticalHeader
+		}
 		return v.secret, nil
 	})
 	if err != nil {
@@ -190,7 +259,12 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 // mapError turns a jwt error into a client-safe UNAUTHENTICATED error. The library's own
 // text is never shown: it may quote claim values or name internal details.
 func (v *Verifier) mapError(parsed *jwt.Token, tc *tokenClaims, err error) error {
+	var typeErr *claimTypeError
 	switch {
+	case errors.As(err, &typeErr):
+		return unauthenticated(typeErr.msg)
+	case errors.Is(err, errCriticalHeader):
+		return unauthenticated("token has critical header parameters (crit) the gateway does not support")
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return unauthenticated("malformed token")
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):

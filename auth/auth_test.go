@@ -126,7 +126,7 @@ func TestVerify(t *testing.T) {
 			token: func(t *testing.T) string {
 				return signRaw(t, hs, testSecret, base(jwt.MapClaims{"scope": 42}))
 			},
-			wantErr: "malformed token",
+			wantErr: "token claim scope must be a string or an array of strings",
 		},
 		{
 			name: "expired",
@@ -231,7 +231,7 @@ func TestVerify(t *testing.T) {
 		{
 			name:    "tenant of wrong type",
 			token:   func(t *testing.T) string { return signRaw(t, hs, testSecret, base(jwt.MapClaims{"tenant": 7})) },
-			wantErr: "malformed token",
+			wantErr: "token claim tenant must be a string",
 		},
 		{
 			name: "iss and aud match",

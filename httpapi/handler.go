@@ -22,9 +22,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/inboxgw/gateway/auth"
@@ -61,6 +59,19 @@ type Options struct {
 	// KeepAlive is the interval of graphql-transport-ws "ping" messages, graphql-ws "ka"
 	// messages and SSE ": ping" comments (default 15s).
 	KeepAlive time.Duration
+	// QueryCacheBytes bounds the parsed-query cache in bytes (default
+	// DefaultQueryCacheBytes; see limits_cache.go). APQCacheBytes bounds the persisted
+	// queries cache (default DefaultAPQCacheBytes).
+	QueryCacheBytes, APQCacheBytes int
+	// Introspection allows introspection (__schema, __type) and "Did you mean" suggestions
+	// in validation errors: dev mode and GraphiQL. Off, both are refused/absent.
+	Introspection bool
+	// QueryTimeout and MutationTimeout are the deadlines of a query and a mutation
+	// (defaults DefaultQueryTimeout, DefaultMutationTimeout); each field of a
+	// subscription event is bounded by QueryTimeout. A deadline hit is UNAVAILABLE.
+	QueryTimeout, MutationTimeout time.Duration
+	// MaxResponseBytes bounds a response's data (default MaxResponseBytes).
+	MaxResponseBytes int
 }
 
 // Handler is the HTTP surface. Shutdown ends its long-lived streams.
@@ -128,19 +139,33 @@ func NewHandler(o Options) *Handler {
 	}
 	sseCtx, stopSSE := context.WithCancel(context.Background())
 	h := &Handler{conns: newConnRegistry(), streams: sseCtx, stopSSE: stopSSE}
-	gql.AddTransport(&wsTransport{verifier: verifier, log: log, origins: o.AllowedOrigins,
-		initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns})
-	gql.AddTransport(sseTransport{transport.SSE{KeepAlivePingInterval: keepAlive}})
-	gql.AddTransport(optionsTransport{})
-	gql.AddTransport(getTransport{})
-	gql.AddTransport(postTransport{})
-	gql.AddTransport(unsupportedTransport{}) // last: answers what no other took
-	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
-	gql.Use(extension.Introspection{})
-	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	schema := graph.NewExecutableSchema(graph.Config{}).Schema()
+	for _, t := range []graphql.Transport{
+		&wsTransport{verifier: verifier, log: log, origins: o.AllowedOrigins,
+			initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns},
+		sseTransport{transport.SSE{KeepAlivePingInterval: keepAlive}, sseWriteTimeout(keepAlive)},
+		optionsTransport{},
+		getTransport{},
+		postTransport{},
+		unsupportedTransport{}, // last: answers what no other took
+	} {
+		gql.AddTransport(strictTransport{Transport: t, schema: schema})
+	}
+	gql.SetParserTokenLimit(ParserTokenLimit)
+	gql.SetQueryCache(newQueryCache(cmp.Or(o.QueryCacheBytes, DefaultQueryCacheBytes)))
+	if o.Introspection {
+		gql.Use(extension.Introspection{})
+	} else {
+		gql.Use(introspectionGate{})
+		gql.SetDisableSuggestion(true)
+	}
+	gql.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache(cmp.Or(o.APQCacheBytes, DefaultAPQCacheBytes))}})
 	gql.Use(extension.FixedComplexityLimit(o.ComplexityLimit))
 	gql.Use(MutationLimit{Max: cmp.Or(o.MaxMutations, DefaultMaxMutationFields)})
 	gql.Use(resolvers.SubscriptionPaths{})
+	gql.AroundResponses(boundResponse(cmp.Or(o.MaxResponseBytes, MaxResponseBytes)))
+	gql.AroundResponses(deadlines(cmp.Or(o.QueryTimeout, DefaultQueryTimeout), cmp.Or(o.MutationTimeout, DefaultMutationTimeout)))
+	gql.AroundFields(eventDeadline(cmp.Or(o.QueryTimeout, DefaultQueryTimeout)))
 	gql.AroundResponses(func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 		// Fresh dataloaders for every response: each query, mutation and subscription event.
 		if c, ok := auth.FromContext(ctx); ok {
@@ -153,7 +178,10 @@ func NewHandler(o Options) *Handler {
 	gql.SetErrorPresenter(func(ctx context.Context, err error) *gqlerror.Error {
 		gerr := graphql.DefaultErrorPresenter(ctx, err)
 		var ie *inbox.Error
-		if errors.As(err, &ie) {
+		if te, ok := timeoutError(err); ok {
+			ie = te
+		}
+		if ie != nil || errors.As(err, &ie) {
 			gerr.Message = ie.Message
 			gerr.Extensions = map[string]any{"code": ie.Code}
 			return gerr

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -95,8 +96,12 @@ func (g *getOnlyQueries) Write(b []byte) (int, error) {
 // sseTransport is gqlgen's SSE transport, with the request read first: gqlgen's logs a
 // body it cannot decode, whole, through the standard logger (up to MaxBodyBytes of a
 // client's data in the gateway's log, outside its structured logging). SSE requests are
-// few and long-lived, so reading the body twice costs nothing that matters.
-type sseTransport struct{ transport.SSE }
+// few and long-lived, so reading the body twice costs nothing that matters. Every write
+// has a deadline (see withWriteDeadlines).
+type sseTransport struct {
+	transport.SSE
+	writeTimeout time.Duration
+}
 
 func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	b, err := io.ReadAll(r.Body)
@@ -112,6 +117,8 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
+	w, r, done := withWriteDeadlines(w, r, t.writeTimeout)
+	defer done()
 	t.SSE.Do(w, r, exec)
 }
 

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -36,7 +37,8 @@ import (
 // holds no goroutine: its stream signals through a resolvers.StreamHook when a value is
 // waiting, and the connection's flusher, a goroutine that exists only while there is
 // something to write, renders and writes it. Timers (init timeout, keep-alive, token
-// expiry) are runtime timers, not goroutines. gqlgen's own WebSocket transport spends four
+// expiry) are runtime timers, not goroutines; a keep-alive tick runs on a goroutine of its
+// own until the peer's WebSocket pong comes back (a round trip) or the peer is late. gqlgen's own WebSocket transport spends four
 // goroutines and about 70 KiB on an idle subscriber.
 
 // WebSocket close codes of the graphql-transport-ws protocol (and RFC 6455's going away).
@@ -79,6 +81,9 @@ const (
 	// wsWriteTimeout bounds one frame's write: a peer that reads nothing for this long is
 	// gone, and its connection is closed.
 	wsWriteTimeout = 10 * time.Second
+	// wsPeerDeadlineIntervals is how many keep-alive intervals a connection may go without
+	// hearing from its peer (any message, or a WebSocket pong) before it is dropped.
+	wsPeerDeadlineIntervals = 2
 )
 
 // wsTransport is a gqlgen transport (graphql.Transport) for WebSocket upgrades.
@@ -101,9 +106,14 @@ func (t *wsTransport) Supports(r *http.Request) bool { return isWebSocketUpgrade
 // against the allow-list: same origin only when it is empty) and returns: the connection
 // lives on in its own goroutine, so the HTTP server's goroutine and its stack are freed.
 func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	heard := new(atomic.Int64) // the connection's lastHeard; pongs arrive through the reader
+	heard.Store(time.Now().UnixNano())
 	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
 		Subprotocols:   []string{subprotocolTransportWS, subprotocolGraphQLWS},
 		OriginPatterns: t.origins,
+		// Any pong, the answer to keepAliveTick's ping or an unsolicited one, shows the
+		// peer is there. Called synchronously by the reader: no goroutine.
+		OnPongReceived: func(context.Context, []byte) { heard.Store(time.Now().UnixNano()) },
 	})
 	if err != nil {
 		t.log.Debug("websocket upgrade refused", "err", err) // Accept wrote the response
@@ -114,7 +124,7 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	// Operations need none of its values (the claims come with connection_init), and not
 	// deriving from it lets net/http's per-request contexts go.
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &wsConn{t: t, ws: ws, exec: exec, ctx: ctx, cancel: cancel,
+	c := &wsConn{t: t, ws: ws, exec: exec, ctx: ctx, cancel: cancel, lastHeard: heard,
 		legacy: ws.Subprotocol() != subprotocolTransportWS, ops: map[string]*wsOp{}}
 	if !t.reg.add(c) {
 		cancel()
@@ -174,6 +184,9 @@ type wsConn struct {
 	legacy bool // graphql-ws (subscriptions-transport-ws), not graphql-transport-ws
 	ctx    context.Context
 	cancel context.CancelFunc // ends every operation of the connection
+	// lastHeard is when the peer was last heard from (UnixNano): a message read, or a
+	// WebSocket pong. keepAliveTick drops a peer silent for wsPeerDeadlineIntervals.
+	lastHeard *atomic.Int64
 
 	mu      sync.Mutex
 	inited  bool            // connection_init received
@@ -206,6 +219,7 @@ func (c *wsConn) run() {
 		if err != nil {
 			return
 		}
+		c.lastHeard.Store(time.Now().UnixNano())
 		c.mu.Lock()
 		closing := c.closing
 		c.mu.Unlock()
@@ -349,22 +363,50 @@ func (c *wsConn) init(payload json.RawMessage) {
 	}
 }
 
-// keepAliveTick sends graphql-ws's "ka", or graphql-transport-ws's ping (clients answer
-// with a pong, which needs no handling), and schedules the next one. The traffic keeps
-// proxies and load balancers from closing an idle subscription (an ALB's idle timeout is
-// 60 s by default), and a peer that is gone fails the write (wsWriteTimeout), which ends
-// its connection.
+// keepAliveTick drops a peer that has been silent for wsPeerDeadlineIntervals keep-alive
+// intervals; otherwise it schedules the next tick and sends graphql-ws's "ka", or
+// graphql-transport-ws's ping, followed by a WebSocket ping (RFC 6455 section 5.5.2).
+//
+// The traffic keeps proxies and load balancers from closing an idle subscription (an
+// ALB's idle timeout is 60 s by default). The answers are how a dead peer is found: behind
+// a silent network (no FIN, no RST) writes keep landing in the kernel's socket buffer for
+// minutes, so a failed write cannot be waited for. Anything heard counts: a message (a
+// graphql-transport-ws pong, or any message on the legacy protocol, which has no pong)
+// or a WebSocket pong, which browsers and WebSocket libraries send by themselves while
+// they read. A peer heard from at no point in the last two intervals is closed at once
+// (no close handshake: it would wait on the silent peer), which tears the connection down
+// and releases its subscriptions; it happens between two and three intervals after the
+// peer was last heard from.
+//
+// The timer is re-armed before anything is written, so a tick blocked in a write to a
+// stalled peer does not hold back the next one, whose check then ends that write.
 func (c *wsConn) keepAliveTick() {
+	silent := time.Duration(time.Now().UnixNano() - c.lastHeard.Load())
+	c.mu.Lock()
+	if c.closing || c.kaTimer == nil {
+		c.mu.Unlock()
+		return
+	}
+	if silent >= wsPeerDeadlineIntervals*c.t.keepAlive {
+		c.closing = true
+		c.stopTimersLocked()
+		c.mu.Unlock()
+		c.t.log.Debug("websocket peer unresponsive: closing", "silent", silent)
+		_ = c.ws.CloseNow() // the reader ends and tears down
+		return
+	}
+	c.kaTimer.Reset(c.t.keepAlive)
+	c.mu.Unlock()
 	if c.legacy {
 		c.send(wsMessage{Type: "ka"})
 	} else {
 		c.send(wsMessage{Type: "ping"})
 	}
-	c.mu.Lock()
-	if !c.closing && c.kaTimer != nil {
-		c.kaTimer.Reset(c.t.keepAlive)
-	}
-	c.mu.Unlock()
+	// Ping waits for its pong (OnPongReceived records it); this timer goroutine does the
+	// waiting, for at most the deadline, and ends with the connection.
+	ctx, cancel := context.WithTimeout(c.ctx, wsPeerDeadlineIntervals*c.t.keepAlive)
+	defer cancel()
+	_ = c.ws.Ping(ctx)
 }
 
 // expire ends the connection when its token expires. It takes no new operation; the

@@ -15,6 +15,9 @@ const (
 	CodeBadRequest = "BAD_REQUEST"
 	CodeNotFound   = "NOT_FOUND"
 	CodeThrottled  = "THROTTLED"
+	// CodeUnavailable is a storage outage or a request that ran out of its deadline:
+	// retryable later.
+	CodeUnavailable = "UNAVAILABLE"
 	// CodeSlowConsumer ends a subscription whose client fell too far behind its events.
 	CodeSlowConsumer = "SLOW_CONSUMER"
 	CodeInternal     = "INTERNAL_SERVER_ERROR"

@@ -141,18 +141,24 @@ func siblingInboxFromTop(ctx context.Context) bool {
 	return false
 }
 
-// mutationTimeout bounds a mutation's writes once they started (see committing).
+// mutationTimeout bounds a mutation's writes once they started when ctx has no deadline
+// (see committing).
 const mutationTimeout = 30 * time.Second
 
 // committing returns the context of a mutation's writes: the client going away (an
 // aborted fetch, a completed WebSocket operation) does not cancel it. Once a write may
 // have reached DynamoDB it must finish and publish its change: cancelled after the commit,
 // the store would return the context's error, skip the publish, and leave every live badge
-// of the viewer wrong until its next change. mutationTimeout bounds it.
+// of the viewer wrong until its next change. The request's own deadline still bounds it
+// (INBOX_MUTATION_TIMEOUT, set by the HTTP layer), or mutationTimeout when it has none.
 // A mutation whose client is already gone is not started.
 func committing(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		return wctx, cancel, nil
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mutationTimeout)
 	return wctx, cancel, nil

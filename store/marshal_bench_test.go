@@ -77,13 +77,14 @@ func BenchmarkToNotification(b *testing.B) {
 // BenchmarkBuildPage is the per-page work after the Query: decode-free conversion of a
 // page of 20 items into edges with cursors.
 func BenchmarkBuildPage(b *testing.B) {
+	st := &Store{cursors: randomCursorKey()}
 	items := make([]*notificationItem, 21)
 	for i := range items {
 		items[i] = benchItem()
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		p := buildPage(append([]*notificationItem(nil), items...), metaItem{UnreadCount: 3}, 20, false, false, false)
+		p := st.buildPage(benchViewer, IndexInbox, append([]*notificationItem(nil), items...), metaItem{UnreadCount: 3}, 20, false, false, false)
 		sinkNotif = p.Edges[0].Node
 	}
 }

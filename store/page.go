@@ -26,7 +26,9 @@ import (
 // type filter is a FilterExpression; the unread filter is applied here because it depends
 // on the watermark (stale GSI entries below it are skipped and handed to the sweep).
 //
-// Errors: BAD_USER_INPUT for invalid arguments or a malformed cursor.
+// Cursors are bound to v and to the list read (see EncodeCursor).
+//
+// Errors: BAD_USER_INPUT for invalid arguments or an invalid cursor.
 func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*inbox.Page, error) {
 	if err := checkViewer(v); err != nil {
 		return nil, err
@@ -36,13 +38,14 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 	}
 	var after, before string
 	var err error
+	ix := pageIndex(q)
 	if q.After != "" {
-		if after, err = DecodeCursor(q.After); err != nil {
+		if after, err = s.DecodeCursor(v, ix, q.After); err != nil {
 			return nil, err
 		}
 	}
 	if q.Before != "" {
-		if before, err = DecodeCursor(q.Before); err != nil {
+		if before, err = s.DecodeCursor(v, ix, q.Before); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +152,7 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 		// GSI entries below the watermark are housekeeping the sweep has not done yet.
 		s.sweeper.enqueue(v)
 	}
-	return buildPage(items, meta, want, backward, after != "", before != ""), nil
+	return s.buildPage(v, ix, items, meta, want, backward, after != "", before != ""), nil
 }
 
 // pageQueryInput builds the Query of AP1 (table) or AP4 (GSI1) starting after the
@@ -208,8 +211,9 @@ func (s *Store) pageQueryInput(v inbox.Viewer, q inbox.PageQuery, backward bool,
 
 // buildPage trims items (in Query order) to want, orders them newest first and fills the
 // Relay page info: moving forward, hasNextPage says more items follow and hasPreviousPage
-// that a cursor was given (items exist before it); backward, the mirror image.
-func buildPage(items []*notificationItem, meta metaItem, want int, backward, hasAfter, hasBefore bool) *inbox.Page {
+// that a cursor was given (items exist before it); backward, the mirror image. Cursors
+// are v's, in list ix.
+func (s *Store) buildPage(v inbox.Viewer, ix CursorIndex, items []*notificationItem, meta metaItem, want int, backward, hasAfter, hasBefore bool) *inbox.Page {
 	more := len(items) > want
 	if more {
 		items = items[:want]
@@ -223,7 +227,7 @@ func buildPage(items []*notificationItem, meta metaItem, want int, backward, has
 		HasUnreadCount: true,
 	}
 	for i, it := range items {
-		p.Edges[i] = inbox.Edge{Cursor: EncodeCursor(it.ID), Node: toNotification(it, meta.ReadAllBefore)}
+		p.Edges[i] = inbox.Edge{Cursor: s.EncodeCursor(v, ix, it.ID), Node: toNotification(it, meta.ReadAllBefore)}
 	}
 	if backward {
 		p.PageInfo.HasPreviousPage = more

@@ -44,6 +44,7 @@ type Store struct {
 	sendConcurrency int
 	pub             inbox.Publisher
 	profiles        *profileCache
+	cursors         *cursorKey
 }
 
 // Option configures a Store.
@@ -90,6 +91,7 @@ func New(db API, table string, opts ...Option) *Store {
 		log:             slog.Default(),
 		idemTTL:         30 * 24 * time.Hour,
 		sendConcurrency: 8,
+		cursors:         randomCursorKey(),
 	}
 	s.sweeper = newSweeper(2)
 	for _, o := range opts {

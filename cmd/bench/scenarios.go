@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -440,7 +441,7 @@ func (b *bench) rawInbox(ctx context.Context, user string, w io.Writer) error {
 	resp.Data.Viewer.Inbox.Edges = edges
 	resp.Data.Viewer.Inbox.PageInfo.HasNextPage = more
 	if len(items) > 0 {
-		c := store.EncodeCursor(items[len(items)-1].ID)
+		c := b.st.EncodeCursor(inbox.Viewer{TenantID: tenant, UserID: user}, store.IndexInbox, items[len(items)-1].ID)
 		resp.Data.Viewer.Inbox.PageInfo.EndCursor = &c
 	}
 	return json.NewEncoder(w).Encode(&resp)

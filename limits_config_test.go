@@ -1,0 +1,48 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inboxgw/gateway/httpapi"
+)
+
+// The limit settings of issue 8 (the query and APQ cache budgets, INBOX_INTROSPECTION, the request
+// deadlines and the HTTP server timeouts) have defaults and bounds.
+func TestLimitConfigDefaultsAndBounds(t *testing.T) {
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if cfg.QueryCacheBytes != httpapi.DefaultQueryCacheBytes || cfg.APQCacheBytes != httpapi.DefaultAPQCacheBytes || cfg.QueryTimeout != httpapi.DefaultQueryTimeout ||
+		cfg.MutationTimeout != httpapi.DefaultMutationTimeout || cfg.QueryTimeout >= cfg.MutationTimeout ||
+		cfg.ReadHeaderTimeout != httpapi.DefaultTimeouts.ReadHeader || cfg.ReadTimeout != httpapi.DefaultTimeouts.Read ||
+		cfg.WriteTimeout != httpapi.DefaultTimeouts.Write || cfg.IdleTimeout != httpapi.DefaultTimeouts.Idle ||
+		cfg.WriteTimeout <= cfg.MutationTimeout {
+		t.Errorf("defaults = %+v", cfg)
+	}
+	for _, tc := range []struct{ name, value string }{
+		{"INBOX_INTROSPECTION", "yes"},
+		{"INBOX_QUERY_CACHE_BYTES", "1000"},
+		{"INBOX_QUERY_CACHE_BYTES", "-1"},
+		{"INBOX_APQ_CACHE_BYTES", "100"},
+		{"INBOX_QUERY_TIMEOUT", "0s"},
+		{"INBOX_MUTATION_TIMEOUT", "1h"},
+		{"INBOX_READ_HEADER_TIMEOUT", "1ms"},
+		{"INBOX_READ_TIMEOUT", "0s"},
+		{"INBOX_WRITE_TIMEOUT", "-1s"},
+		{"INBOX_IDLE_TIMEOUT", "0s"},
+	} {
+		t.Setenv(tc.name, tc.value)
+		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s=%s: %v, want an error naming it", tc.name, tc.value, err)
+		}
+		t.Setenv(tc.name, "")
+	}
+	t.Setenv("INBOX_INTROSPECTION", "on")
+	t.Setenv("INBOX_QUERY_TIMEOUT", "2s")
+	if cfg, err := loadConfig(); err != nil || cfg.Introspection != "on" || cfg.QueryTimeout != 2*time.Second {
+		t.Errorf("INBOX_INTROSPECTION=on, INBOX_QUERY_TIMEOUT=2s: %+v, %v", cfg, err)
+	}
+}
