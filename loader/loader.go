@@ -155,8 +155,8 @@ type memoCall struct {
 }
 
 // Once returns fn's result for key, running fn at most once at a time per key in ctx's
-// operation (holding a store-call slot): callers that ask for a key already read, or
-// being read, share that result. A failed read is not kept: the callers waiting for it
+// operation: callers that ask for a key already read, or being read, share that result.
+// fn takes no store-call slot by itself: it wraps its store call in Bounded. A failed read is not kept: the callers waiting for it
 // get its error, and a later call reads again. key must name everything fn's result
 // depends on (the operation has one viewer). Without loaders in ctx it runs fn.
 func Once[V any](ctx context.Context, key string, fn func(context.Context) (V, error)) (V, error) {
@@ -184,7 +184,7 @@ func Once[V any](ctx context.Context, key string, fn func(context.Context) (V, e
 	c := &memoCall{done: make(chan struct{})}
 	l.memo[key] = c
 	l.mu.Unlock()
-	v, err := Bounded(ctx, fn)
+	v, err := fn(ctx)
 	c.val, c.err = v, err
 	if err != nil {
 		l.mu.Lock()
@@ -252,28 +252,46 @@ func Nodes(ctx context.Context, src NodeSource, v inbox.Viewer, refs []inbox.Nod
 	if l == nil || l.nodes == nil || !l.bindViewer(v) {
 		return Bounded(ctx, func(ctx context.Context) ([]inbox.NodeResult, error) { return src.Nodes(ctx, v, refs) })
 	}
-	got, errs := l.nodes.LoadMany(ctx, refs)()
-	for i, err := range errs {
+	// Load, not LoadMany: LoadMany hands each key to the loader from a goroutine of its
+	// own, so keys asked together could fall into different batches.
+	thunks := make([]dataloader.Thunk[inbox.NodeResult], len(refs))
+	for i, r := range refs {
+		thunks[i] = l.nodes.Load(ctx, r)
+	}
+	out := make([]inbox.NodeResult, len(refs))
+	for i, th := range thunks {
+		v, err := th()
 		if err != nil {
 			for _, r := range refs {
 				l.nodes.Clear(ctx, r)
 			}
-			return nil, errs[i]
+			return nil, err
 		}
+		out[i] = v
 	}
-	return got, nil
+	return out, nil
 }
 
-// Enqueue hands refs of viewer v to ctx's node loader without waiting for them: a caller
-// that knows every ref the operation will ask (the ids of all its root node and nodes
-// fields) enqueues them at once, so that they share batches however the resolvers that
-// ask them are scheduled. Without a node loader it does nothing.
-func Enqueue(ctx context.Context, v inbox.Viewer, refs []inbox.NodeRef) {
+// Preload reads refs of viewer v with one call to src (holding a store-call slot) and
+// primes ctx's node loader with the results, so that later Nodes calls for them answer
+// from its cache: a caller that knows every ref the operation will ask (the ids of all
+// its root node and nodes fields) preloads them, and aliases share that one read however
+// their resolvers are scheduled (a dataloader batch closes Wait after its first key, and a
+// busy machine can stretch a loop of Loads past it). Without a node loader it does
+// nothing; on an error nothing is primed.
+func Preload(ctx context.Context, src NodeSource, v inbox.Viewer, refs []inbox.NodeRef) error {
 	l := For(ctx)
 	if l == nil || l.nodes == nil || len(refs) == 0 || !l.bindViewer(v) {
-		return
+		return nil
 	}
-	l.nodes.LoadMany(ctx, refs)
+	got, err := Bounded(ctx, func(ctx context.Context) ([]inbox.NodeResult, error) { return src.Nodes(ctx, v, refs) })
+	if err != nil {
+		return err
+	}
+	for i, r := range refs {
+		l.nodes.Prime(ctx, r, got[i])
+	}
+	return nil
 }
 
 // bindViewer records v as the operation's viewer and reports whether it is the one

@@ -138,13 +138,15 @@ func TestReadsOfAnOperationAreBounded(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = loader.Once(ctx, fmt.Sprint("page", i), func(context.Context) (int, error) {
-				n := now.Add(1)
-				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-				}
-				time.Sleep(time.Millisecond)
-				now.Add(-1)
-				return 0, nil
+			_, _ = loader.Once(ctx, fmt.Sprint("page", i), func(ctx context.Context) (int, error) {
+				return loader.Bounded(ctx, func(context.Context) (int, error) {
+					n := now.Add(1)
+					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+					}
+					time.Sleep(time.Millisecond)
+					now.Add(-1)
+					return 0, nil
+				})
 			})
 		}()
 	}

@@ -29,7 +29,7 @@ func (r *Resolver) inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery)
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "after and before together need first or last: pass first with after, or last with before")
 	}
 	p, err := loader.Once(ctx, pageKey(q), func(ctx context.Context) (*inbox.Page, error) {
-		return r.Store.Inbox(ctx, v, q)
+		return loader.Bounded(ctx, func(ctx context.Context) (*inbox.Page, error) { return r.Store.Inbox(ctx, v, q) })
 	})
 	if fromTop(q) {
 		if b := loader.Badge(ctx); b != nil {
@@ -116,8 +116,10 @@ func (r *Resolver) unreadCount(ctx context.Context, v inbox.Viewer) (int, error)
 	}
 	// Once per operation, however many aliases ask (a viewer-level read).
 	return loader.Once(ctx, "badge", func(ctx context.Context) (int, error) {
-		c, _, err := r.Store.Badge(ctx, v)
-		return c, err
+		return loader.Bounded(ctx, func(ctx context.Context) (int, error) {
+			c, _, err := r.Store.Badge(ctx, v)
+			return c, err
+		})
 	})
 }
 
@@ -214,7 +216,7 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 	if len(ids) > maxNodes {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "at most %d ids", maxNodes)
 	}
-	rootRefs := rootNodeRefs(ctx, v)
+	rootRefs := r.rootNodeRefs(ctx, v)
 	out := make([]gqlscalar.Node, len(ids))
 	refs := make([]inbox.NodeRef, 0, len(ids))
 	idx := make([]int, 0, len(ids))
@@ -283,12 +285,12 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 const maxRootNodeRefs = 1000
 
 // rootNodeRefs returns the refs of every root node and nodes field of the operation,
-// worked out once per operation and handed to its node loader before the first of them
-// is resolved: aliases of node over a few ids then share one batch however their
-// resolvers are scheduled (a batch closes Wait after its first key; a resolver scheduled
-// later would start another). Ids that are not well formed are left to their own field,
-// which reports them.
-func rootNodeRefs(ctx context.Context, v inbox.Viewer) []inbox.NodeRef {
+// worked out once per operation and read in one store call (loader.Preload) before the
+// first of them is resolved: aliases of node over a few ids then share one read however
+// their resolvers are scheduled. Ids that are not well formed are left to their own
+// field, which reports them. When the read fails, the fields read through the node
+// loader as usual (and report its error).
+func (r *Resolver) rootNodeRefs(ctx context.Context, v inbox.Viewer) []inbox.NodeRef {
 	if !graphql.HasOperationContext(ctx) {
 		return nil
 	}
@@ -323,7 +325,8 @@ func rootNodeRefs(ctx context.Context, v inbox.Viewer) []inbox.NodeRef {
 				}
 			}
 		}
-		loader.Enqueue(ctx, v, refs)
+		// A failed read is not retried here: the fields read through the node loader.
+		_ = loader.Preload(ctx, r.Store, v, refs)
 		return refs, nil
 	})
 	return refs
