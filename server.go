@@ -77,6 +77,8 @@ type Config struct {
 	// ComplexityLimit bounds a query's cost (gqlgen complexity; a list field counts its
 	// first/last/ids size times its children).
 	ComplexityLimit int `env:"INBOX_COMPLEXITY_LIMIT" envDefault:"5000"`
+	// MaxMutations bounds the mutation fields of one document, aliases included (1..100).
+	MaxMutations int `env:"INBOX_MAX_MUTATION_FIELDS" envDefault:"5"`
 	// ProfileCacheSize > 0 shares up to this many actor/target profiles across requests
 	// for ProfileCacheTTL (off by default: every request reads its own).
 	ProfileCacheSize int           `env:"INBOX_PROFILE_CACHE_SIZE" envDefault:"0"`
@@ -149,6 +151,9 @@ func loadConfig() (Config, error) {
 	}
 	if c.Broker != "local" && c.Broker != "redis" {
 		return c, fmt.Errorf("configuration: INBOX_BROKER must be local or redis, not %q", c.Broker)
+	}
+	if c.MaxMutations < 1 || c.MaxMutations > 100 {
+		return c, fmt.Errorf("configuration: INBOX_MAX_MUTATION_FIELDS must be between 1 and 100, not %d", c.MaxMutations)
 	}
 	if c.KeepAlive < time.Second || c.KeepAlive > 10*time.Minute {
 		return c, fmt.Errorf("configuration: INBOX_KEEPALIVE must be between 1s and 10m, not %v", c.KeepAlive)
@@ -534,6 +539,7 @@ func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store
 		Broker:          broker,
 		AllowedOrigins:  cfg.AllowedOrigins,
 		ComplexityLimit: cfg.ComplexityLimit,
+		MaxMutations:    cfg.MaxMutations,
 		GraphiQLHeaders: headers,
 		InitTimeout:     cfg.WSInitTimeout,
 		KeepAlive:       cfg.KeepAlive,

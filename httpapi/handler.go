@@ -27,7 +27,6 @@ import (
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/graph"
-	"github.com/inboxgw/gateway/graph/model"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/loader"
 	"github.com/inboxgw/gateway/metrics"
@@ -46,6 +45,9 @@ type Options struct {
 	AllowedOrigins []string
 	// ComplexityLimit bounds a query's cost (see Complexity).
 	ComplexityLimit int
+	// MaxMutations bounds a document's mutation fields (see MutationLimit; default
+	// DefaultMaxMutationFields).
+	MaxMutations int
 	// GraphiQLHeaders pre-fills GraphiQL's headers editor (a JSON object), "" for none.
 	GraphiQLHeaders string
 	// Loaders returns the dataloaders of one operation of a tenant; nil means
@@ -165,6 +167,8 @@ func NewHandler(o Options) *Handler {
 	}
 	gql.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache(cmp.Or(o.APQCacheBytes, DefaultAPQCacheBytes))}})
 	gql.Use(extension.FixedComplexityLimit(o.ComplexityLimit))
+	gql.Use(MutationLimit{Max: cmp.Or(o.MaxMutations, DefaultMaxMutationFields)})
+	gql.Use(resolvers.SubscriptionPaths{})
 	gql.AroundResponses(boundResponse(cmp.Or(o.MaxResponseBytes, MaxResponseBytes)))
 	gql.AroundResponses(deadlines(cmp.Or(o.QueryTimeout, DefaultQueryTimeout), cmp.Or(o.MutationTimeout, DefaultMutationTimeout)))
 	gql.AroundFields(eventDeadline(cmp.Or(o.QueryTimeout, DefaultQueryTimeout)))
@@ -243,26 +247,6 @@ func NewHandler(o Options) *Handler {
 // which gqlgen reports without a code.
 func IsInputCoercion(err error) bool {
 	return strings.Contains(err.Error(), "JSON scalar")
-}
-
-// Complexity sets list fields' cost to their page size times their children's.
-func Complexity() graph.ComplexityRoot {
-	var c graph.ComplexityRoot
-	c.Viewer.Inbox = func(childComplexity int, first *int, _ *string, last *int, _ *string, _ *model.InboxFilter) int {
-		n := inbox.DefaultPageSize
-		if first != nil {
-			n = *first
-		} else if last != nil {
-			n = *last
-		}
-		// Out-of-range sizes are refused by the resolver with BAD_USER_INPUT; clamp them
-		// here so the complexity check does not answer first with another error.
-		return 1 + min(max(n, 1), inbox.MaxPageSize)*childComplexity
-	}
-	c.Query.Nodes = func(childComplexity int, ids []string) int {
-		return 1 + min(max(len(ids), 1), 100)*childComplexity
-	}
-	return c
 }
 
 // MaxBodyBytes bounds a request body on /graphql (1 MiB): a send's payload is at most

@@ -43,6 +43,11 @@ type Actor struct {
 	Name      string
 	AvatarURL string
 	URL       string
+	// Via is the ULID of the viewer's notification this actor was reached through; the
+	// actor's global id is anchored on it (see GlobalID), so node(id) answers the profile
+	// only to a viewer that has that notification. Empty for a profile not reached
+	// through a notification (its id then resolves to nothing).
+	Via string
 }
 
 // Target is what a notification is about (an issue, a pull request, a comment...).
@@ -52,6 +57,9 @@ type Target struct {
 	Kind     string
 	Title    string
 	URL      string
+	// Via is the ULID of the viewer's notification this target was reached through, as
+	// for Actor.Via.
+	Via string
 }
 
 // ProfileRef names an actor (TargetKind empty) or a target (TargetKind set) of a tenant.
@@ -59,6 +67,24 @@ type Target struct {
 type ProfileRef struct {
 	TargetKind string
 	ID         string
+}
+
+// NodeRef is what one global id may name, as the store looks it up for a viewer: a
+// notification (Profile.ID empty), or a profile anchored on the notification it was
+// reached through (Notification is that notification's ULID). It is comparable, so it
+// serves as a dataloader key.
+type NodeRef struct {
+	Notification string
+	Profile      ProfileRef
+}
+
+// NodeResult is what a NodeRef resolved to: at most one field is set (none when the
+// viewer has no such notification, or it does not name the profile, or the profile does
+// not exist). A resolved Actor or Target carries Via = the anchoring notification's ULID.
+type NodeResult struct {
+	Notification *Notification
+	Actor        *Actor
+	Target       *Target
 }
 
 // Profile is a loaded actor or target; exactly one of the two is set.

@@ -3,8 +3,11 @@ package loader_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/loader"
@@ -91,5 +94,88 @@ func TestPrefetchPrimesTheCache(t *testing.T) {
 	}
 	if len(src.batches) != 1 || len(src.batches[0]) != 3 {
 		t.Fatalf("batches = %v, want the one prefetch batch of 3", src.batches)
+	}
+}
+
+// Concurrent callers of one key share one read; a failed read is not kept.
+func TestOnceSharesOneReadAndForgetsFailures(t *testing.T) {
+	ctx := loader.With(context.Background(), loader.New(&countingSource{}, "acme"))
+	var calls, fail atomic.Int32
+	fail.Store(1)
+	read := func(context.Context) (int, error) {
+		calls.Add(1)
+		if fail.Load() == 1 {
+			return 0, errors.New("throttled")
+		}
+		return 7, nil
+	}
+	if _, err := loader.Once(ctx, "badge", read); err == nil {
+		t.Fatal("want the read's error")
+	}
+	fail.Store(0)
+	var wg sync.WaitGroup
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v, err := loader.Once(ctx, "badge", read); v != 7 || err != nil {
+				t.Errorf("Once = %d, %v", v, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d reads, want 2 (the failed one, then one for 100 callers)", n)
+	}
+}
+
+// At most MaxConcurrent reads of one operation run at once.
+func TestReadsOfAnOperationAreBounded(t *testing.T) {
+	ctx := loader.With(context.Background(), loader.New(&countingSource{}, "acme"))
+	var now, peak atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = loader.Once(ctx, fmt.Sprint("page", i), func(ctx context.Context) (int, error) {
+				return loader.Bounded(ctx, func(context.Context) (int, error) {
+					n := now.Add(1)
+					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+					}
+					time.Sleep(time.Millisecond)
+					now.Add(-1)
+					return 0, nil
+				})
+			})
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > loader.MaxConcurrent || p < 1 {
+		t.Fatalf("%d reads at once, want 1..%d", p, loader.MaxConcurrent)
+	}
+}
+
+// Prefetches of the same notifications by concurrent resolvers read them once.
+func TestPrefetchIsSingleFlight(t *testing.T) {
+	src := &countingSource{}
+	ctx := loader.With(context.Background(), loader.New(src, "acme"))
+	ns := []*inbox.Notification{{ActorID: "a", TargetKind: "issue", TargetID: "1"}}
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := loader.Prefetch(ctx, src, "acme", ns); err != nil {
+				t.Error(err)
+			}
+			if p, err := loader.Profile(ctx, src, "acme", inbox.ProfileRef{ID: "a"}); err != nil || p == nil {
+				t.Errorf("Profile = %v, %v", p, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(src.batches) != 1 {
+		t.Fatalf("batches = %v, want one", src.batches)
 	}
 }

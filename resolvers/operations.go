@@ -2,6 +2,9 @@ package resolvers
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -16,9 +19,18 @@ import (
 // maxNodes bounds nodes(ids).
 const maxNodes = 100
 
-// inbox reads one page; a page read from the top offers its badge to unreadCount.
+// inbox reads one page; a page read from the top offers its badge to unreadCount. Pages
+// with the same arguments in one operation (aliases) are read once (loader.Once).
+//
+// Errors: BAD_USER_INPUT for after with before and neither first nor last (the store
+// would page forward from after and ignore before), and the store's.
 func (r *Resolver) inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*inbox.Page, error) {
-	p, err := r.Store.Inbox(ctx, v, q)
+	if q.After != "" && q.Before != "" && q.First == nil && q.Last == nil {
+		return nil, inbox.Errorf(inbox.CodeBadUserInput, "after and before together need first or last: pass first with after, or last with before")
+	}
+	p, err := loader.Once(ctx, pageKey(q), func(ctx context.Context) (*inbox.Page, error) {
+		return loader.Bounded(ctx, func(ctx context.Context) (*inbox.Page, error) { return r.Store.Inbox(ctx, v, q) })
+	})
 	if fromTop(q) {
 		if b := loader.Badge(ctx); b != nil {
 			b.Offer(pageBadge(p, err))
@@ -31,6 +43,22 @@ func (r *Resolver) inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery)
 		return nil, err
 	}
 	return p, nil
+}
+
+// pageKey names a page query in the operation's memo: every argument, unambiguously.
+func pageKey(q inbox.PageQuery) string {
+	n := func(p *int) string {
+		if p == nil {
+			return "-"
+		}
+		return strconv.Itoa(*p)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "inbox\x00%s\x00%s\x00%q\x00%q\x00%t", n(q.First), n(q.Last), q.After, q.Before, q.UnreadOnly)
+	for _, t := range q.Types {
+		fmt.Fprintf(&b, "\x00%q", t)
+	}
+	return b.String()
 }
 
 // prefetchProfiles loads the actors and targets of notifications in one batch, right after
@@ -86,8 +114,13 @@ func (r *Resolver) unreadCount(ctx context.Context, v inbox.Viewer) (int, error)
 			return c, nil
 		}
 	}
-	c, _, err := r.Store.Badge(ctx, v)
-	return c, err
+	// Once per operation, however many aliases ask (a viewer-level read).
+	return loader.Once(ctx, "badge", func(ctx context.Context) (int, error) {
+		return loader.Bounded(ctx, func(ctx context.Context) (int, error) {
+			c, _, err := r.Store.Badge(ctx, v)
+			return c, err
+		})
+	})
 }
 
 // siblingInboxFromTop reports whether the Viewer selection this field belongs to also
@@ -170,9 +203,11 @@ func (r *Resolver) profile(ctx context.Context, ref inbox.ProfileRef) (*inbox.Pr
 }
 
 // loadNodes resolves global ids of any type, aligned with ids; nil for ids that name
-// nothing of the viewer's. Notifications are read with one BatchGetItem; then the actors
-// and targets asked for directly and those of the notifications (when selected) with one
-// more.
+// nothing of the viewer's (a profile only through a notification of the viewer that
+// names it). The ids of every node and nodes field of the operation go through its node
+// loader: one BatchGetItem reads the notifications, the notifications that anchor
+// profile ids and the profiles together; then, when the selection asks for them, the
+// actors and targets of the notifications found, with one more.
 func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Node, error) {
 	v, err := viewer(ctx)
 	if err != nil {
@@ -181,86 +216,145 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 	if len(ids) > maxNodes {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "at most %d ids", maxNodes)
 	}
+	rootRefs := r.rootNodeRefs(ctx, v)
 	out := make([]gqlscalar.Node, len(ids))
-	var notifIdx, refIdx []int
-	var notifKeys []string
-	var refs []inbox.ProfileRef
+	refs := make([]inbox.NodeRef, 0, len(ids))
+	idx := make([]int, 0, len(ids))
 	for i, id := range ids {
-		typ, key, err := parseGlobalID(id)
+		_, ref, ok, err := parseGlobalID(id)
 		if err != nil {
 			return nil, err
 		}
-		switch typ {
-		case typeNotification:
-			notifIdx = append(notifIdx, i)
-			notifKeys = append(notifKeys, key)
-		case typeActor:
-			refIdx = append(refIdx, i)
-			refs = append(refs, inbox.ProfileRef{ID: key})
-		case typeTarget:
-			if kind, tid, ok := cutNUL(key); ok {
-				refIdx = append(refIdx, i)
-				refs = append(refs, inbox.ProfileRef{TargetKind: kind, ID: tid})
-			}
-		case typeViewer:
-			// Viewer has an id but does not implement Node in the schema: returning it
-			// here made the generated Node marshaler panic. It names no Node: null.
-		}
-	}
-	var found []*inbox.Notification
-	if len(notifKeys) > 0 {
-		got, err := r.Store.Notifications(ctx, v, notifKeys)
-		if err != nil {
-			return nil, err
-		}
-		for j, i := range notifIdx {
-			if got[j] != nil {
-				out[i] = got[j]
-				found = append(found, got[j])
-			}
-		}
-	}
-	if fc := graphql.GetFieldContext(ctx); fc != nil && selects(graphql.GetOperationContext(ctx), fc.Field.Selections, 0) {
-		for _, n := range found {
-			if n.ActorID != "" {
-				refs = append(refs, inbox.ProfileRef{ID: n.ActorID})
-			}
-			if n.TargetID != "" {
-				refs = append(refs, inbox.ProfileRef{TargetKind: n.TargetKind, ID: n.TargetID})
-			}
+		// A Viewer has an id but does not implement Node in the schema (returning it
+		// made the generated Node marshaler panic); an unanchored profile id names
+		// nothing: both null.
+		if ok {
+			refs = append(refs, ref)
+			idx = append(idx, i)
 		}
 	}
 	if len(refs) == 0 {
 		return out, nil
 	}
-	profiles, err := r.Store.Profiles(ctx, v.TenantID, refs)
+	got, err := loader.Nodes(ctx, r.Store, v, refs)
 	if err != nil {
 		return nil, err
 	}
-	if l := loader.For(ctx); l != nil {
-		for i, ref := range refs {
-			l.Prime(ctx, ref, profiles[i])
+	l := loader.For(ctx)
+	var found []*inbox.Notification
+	for j, i := range idx {
+		switch res := got[j]; {
+		case res.Notification != nil:
+			out[i] = res.Notification
+			found = append(found, res.Notification)
+		case res.Actor != nil:
+			out[i] = res.Actor
+			if l != nil {
+				l.Prime(ctx, refs[j].Profile, &inbox.Profile{Actor: res.Actor})
+			}
+		case res.Target != nil:
+			out[i] = res.Target
+			if l != nil {
+				l.Prime(ctx, refs[j].Profile, &inbox.Profile{Target: res.Target})
+			}
 		}
 	}
-	for j, i := range refIdx {
-		switch p := profiles[j]; {
-		case p == nil:
-		case p.Actor != nil:
-			out[i] = p.Actor
-		case p.Target != nil:
-			out[i] = p.Target
+	if len(found) > 0 && len(rootRefs) > 0 {
+		// The profiles of every notification the root node fields found, in one
+		// prefetch (when this field selects them; prefetches are single-flight).
+		all, err := loader.Nodes(ctx, r.Store, v, rootRefs)
+		if err != nil {
+			return nil, err
+		}
+		for _, res := range all {
+			if res.Notification != nil {
+				found = append(found, res.Notification)
+			}
+		}
+	}
+	if len(found) > 0 {
+		if err := r.prefetchProfiles(ctx, v, found); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
 }
 
-func cutNUL(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return s[:i], s[i+1:], i > 0 && i+1 < len(s)
-		}
+// maxRootNodeRefs bounds how many distinct refs enqueueRootNodes hands over at once (the
+// complexity limit bounds a document's node fields long before).
+const maxRootNodeRefs = 1000
+
+// rootNodeRefs returns the refs of every root node and nodes field of the operation,
+// worked out once per operation and read in one store call (loader.Preload) before the
+// first of them is resolved: aliases of node over a few ids then share one read however
+// their resolvers are scheduled. Ids that are not well formed are left to their own
+// field, which reports them. When the read fails, the fields read through the node
+// loader as usual (and report its error).
+func (r *Resolver) rootNodeRefs(ctx context.Context, v inbox.Viewer) []inbox.NodeRef {
+	if !graphql.HasOperationContext(ctx) {
+		return nil
 	}
-	return "", "", false
+	oc := graphql.GetOperationContext(ctx)
+	if oc.Operation == nil || oc.Operation.Operation != ast.Query {
+		return nil
+	}
+	refs, _ := loader.Once(ctx, "root nodes", func(ctx context.Context) ([]inbox.NodeRef, error) {
+		seen := make(map[inbox.NodeRef]bool)
+		var refs []inbox.NodeRef
+		add := func(id any) {
+			s, _ := id.(string)
+			if _, ref, ok, err := parseGlobalID(s); err == nil && ok && !seen[ref] && len(refs) < maxRootNodeRefs {
+				seen[ref] = true
+				refs = append(refs, ref)
+			}
+		}
+		for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Query"}) {
+			switch f.Name {
+			case "node":
+				add(f.ArgumentMap(oc.Variables)["id"])
+			case "nodes":
+				switch ids := f.ArgumentMap(oc.Variables)["ids"].(type) {
+				case []any:
+					for _, id := range ids[:min(len(ids), maxNodes)] {
+						add(id)
+					}
+				case []string:
+					for _, id := range ids[:min(len(ids), maxNodes)] {
+						add(id)
+					}
+				}
+			}
+		}
+		// A failed read is not retried here: the fields read through the node loader.
+		_ = loader.Preload(ctx, r.Store, v, refs)
+		return refs, nil
+	})
+	return refs
+}
+
+// notification returns the viewer's notification with ULID key, or nil, through the
+// operation's node loader (aliases batch and repeat for free).
+func (r *Resolver) notification(ctx context.Context, v inbox.Viewer, key string) (*inbox.Notification, error) {
+	got, err := loader.Nodes(ctx, r.Store, v, []inbox.NodeRef{{Notification: key}})
+	if err != nil {
+		return nil, err
+	}
+	return got[0].Notification, nil
+}
+
+// anchoredActor returns a's copy anchored on notification n (its id names n; see
+// inbox.GlobalID): profiles are shared by the notifications of a tenant.
+func anchoredActor(a *inbox.Actor, n *inbox.Notification) *inbox.Actor {
+	c := *a
+	c.Via = n.ID
+	return &c
+}
+
+// anchoredTarget is anchoredActor for a target.
+func anchoredTarget(t *inbox.Target, n *inbox.Notification) *inbox.Target {
+	c := *t
+	c.Via = n.ID
+	return &c
 }
 
 // sendInput converts the GraphQL input to the domain's.

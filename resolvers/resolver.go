@@ -22,6 +22,9 @@ type Store interface {
 	MarkAll(ctx context.Context, v inbox.Viewer) (inbox.MarkAllResult, error)
 	Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error)
 	Profiles(ctx context.Context, tenantID string, refs []inbox.ProfileRef) ([]*inbox.Profile, error)
+	// Nodes resolves what global ids name for v (notifications, and profiles anchored on
+	// a notification of v's that names them), aligned with refs, in one BatchGetItem.
+	Nodes(ctx context.Context, v inbox.Viewer, refs []inbox.NodeRef) ([]inbox.NodeResult, error)
 }
 
 // Broker hands out subscriptions to inbox changes (implemented by *live.Local).

@@ -70,10 +70,10 @@ func (r *notificationResolver) Actor(ctx context.Context, obj *inbox.Notificatio
 		return nil, nil
 	}
 	p, err := r.profile(ctx, inbox.ProfileRef{ID: obj.ActorID})
-	if err != nil || p == nil {
+	if err != nil || p == nil || p.Actor == nil {
 		return nil, err
 	}
-	return p.Actor, nil
+	return anchoredActor(p.Actor, obj), nil
 }
 
 func (r *notificationResolver) Target(ctx context.Context, obj *inbox.Notification) (*inbox.Target, error) {
@@ -81,10 +81,10 @@ func (r *notificationResolver) Target(ctx context.Context, obj *inbox.Notificati
 		return nil, nil
 	}
 	p, err := r.profile(ctx, inbox.ProfileRef{TargetKind: obj.TargetKind, ID: obj.TargetID})
-	if err != nil || p == nil {
+	if err != nil || p == nil || p.Target == nil {
 		return nil, err
 	}
-	return p.Target, nil
+	return anchoredTarget(p.Target, obj), nil
 }
 
 func (r *queryResolver) Viewer(ctx context.Context) (*inbox.Viewer, error) {
@@ -143,11 +143,7 @@ func (r *viewerResolver) Notification(ctx context.Context, obj *inbox.Viewer, id
 		}
 		return nil, err
 	}
-	got, err := r.Store.Notifications(ctx, *obj, []string{key})
-	if err != nil {
-		return nil, err
-	}
-	return got[0], nil
+	return r.notification(ctx, *obj, key)
 }
 
 func (r *Resolver) Mutation() graph.MutationResolver { return &mutationResolver{r} }

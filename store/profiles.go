@@ -79,27 +79,31 @@ func (s *Store) Profiles(ctx context.Context, tenantID string, refs []inbox.Prof
 		if err := decodeProfile(raw, &it); err != nil {
 			return nil, fmt.Errorf("decode profile: %w", err)
 		}
-		var p *inbox.Profile
-		if r.TargetKind == "" {
-			// The Profile and its Actor (or Target) in one allocation: they live as long.
-			a := &struct {
-				p inbox.Profile
-				a inbox.Actor
-			}{a: inbox.Actor{ActorID: r.ID, Name: it.Name, AvatarURL: it.AvatarURL, URL: it.URL}}
-			a.p.Actor = &a.a
-			p = &a.p
-		} else {
-			t := &struct {
-				p inbox.Profile
-				t inbox.Target
-			}{t: inbox.Target{TargetID: r.ID, Kind: r.TargetKind, Title: it.Title, URL: it.URL}}
-			t.p.Target = &t.t
-			p = &t.p
-		}
+		p := newProfile(r, &it)
 		s.profiles.add(pk, p)
 		out[i] = p
 	}
 	return out, nil
+}
+
+// newProfile is the profile of ref decoded into it. The ids and kind come from ref, which
+// the item's key was built from.
+func newProfile(r inbox.ProfileRef, it *profileItem) *inbox.Profile {
+	if r.TargetKind == "" {
+		// The Profile and its Actor (or Target) in one allocation: they live as long.
+		a := &struct {
+			p inbox.Profile
+			a inbox.Actor
+		}{a: inbox.Actor{ActorID: r.ID, Name: it.Name, AvatarURL: it.AvatarURL, URL: it.URL}}
+		a.p.Actor = &a.a
+		return &a.p
+	}
+	t := &struct {
+		p inbox.Profile
+		t inbox.Target
+	}{t: inbox.Target{TargetID: r.ID, Kind: r.TargetKind, Title: it.Title, URL: it.URL}}
+	t.p.Target = &t.t
+	return &t.p
 }
 
 func validRef(r inbox.ProfileRef) bool {
