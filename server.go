@@ -74,8 +74,9 @@ type Config struct {
 	// intervals, or an SSE write stalled that long (at most 10 s), ends its connection.
 	KeepAlive time.Duration `env:"INBOX_KEEPALIVE" envDefault:"15s"`
 	LogFormat string        `env:"INBOX_LOG_FORMAT"`
-	// ComplexityLimit bounds a query's cost (gqlgen complexity; a list field counts its
-	// first/last/ids size times its children).
+	// ComplexityLimit bounds a document's cost (httpapi.Complexity): every field that
+	// reads DynamoDB on its own costs 100, aliases included, and a list multiplies its
+	// children's cost by first/last/ids.
 	ComplexityLimit int `env:"INBOX_COMPLEXITY_LIMIT" envDefault:"5000"`
 	// MaxMutations bounds the mutation fields of one document, aliases included (1..100).
 	MaxMutations int `env:"INBOX_MAX_MUTATION_FIELDS" envDefault:"5"`

@@ -17,7 +17,6 @@ import (
 type Store interface {
 	Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*inbox.Page, error)
 	Badge(ctx context.Context, v inbox.Viewer) (count int, version int64, err error)
-	Notifications(ctx context.Context, v inbox.Viewer, ids []string) ([]*inbox.Notification, error)
 	Mark(ctx context.Context, v inbox.Viewer, ids []string, read bool) (inbox.MarkResult, error)
 	MarkAll(ctx context.Context, v inbox.Viewer) (inbox.MarkAllResult, error)
 	Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error)
