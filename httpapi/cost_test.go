@@ -3,12 +3,12 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -23,14 +23,17 @@ import (
 	"github.com/coder/websocket/wsjson"
 
 	"github.com/inboxgw/gateway/auth"
-	"github.com/inboxgw/gateway/ddbtrace"
-	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/loader"
-	"github.com/inboxgw/gateway/store"
 )
+
+// newCostGateway is newGateway with the given complexity limit (0: the server's
+// default, 5000) and every DynamoDB call also seen by the extra client options.
+func newCostGateway(t *testing.T, limit int, opts ...func(*dynamodb.Options)) *gateway {
+	t.Helper()
+	return newGatewayWith(t, gatewaySetup{ddb: opts, options: func(o *httpapi.Options) { o.ComplexityLimit = cmp.Or(limit, 5000) }})
+}
 
 // inFlight is a DynamoDB client option that records the most requests in flight at once.
 type inFlight struct{ now, max atomic.Int64 }
@@ -48,34 +51,6 @@ func (f *inFlight) option() func(*dynamodb.Options) {
 				}), middleware.After)
 		})
 	}
-}
-
-// newCostGateway is newGateway with the given complexity limit (0: the server's
-// default, 5000) and every DynamoDB call also seen by the extra client options.
-func newCostGateway(t *testing.T, limit int, opts ...func(*dynamodb.Options)) *gateway {
-	t.Helper()
-	if limit == 0 {
-		limit = 5000
-	}
-	rec := &ddbtrace.Recorder{}
-	db, table := dynlocaltest.Client(t, append([]func(*dynamodb.Options){rec.Option()}, opts...)...), dynlocaltest.TableName(t)
-	broker := live.NewLocal()
-	st := store.New(db, table, store.WithSweepWorkers(0), store.WithPublisher(broker))
-	t.Cleanup(st.Close)
-	if err := st.CreateTable(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	v, err := auth.NewVerifier(auth.Config{Secret: []byte("round-trip-test-secret-0123456789abcdef")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := v.Sign(auth.Claims{TenantID: "acme", UserID: "alice"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(httpapi.NewHandler(httpapi.Options{Verifier: v, Store: st, Broker: broker, ComplexityLimit: limit}))
-	t.Cleanup(srv.Close)
-	return &gateway{srv: srv, st: st, rec: rec, token: tok, v: v, broker: broker, db: db, table: table}
 }
 
 // aliased repeats field n times under aliases a0..a<n-1>.

@@ -12,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -20,13 +19,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/inboxgw/gateway/auth"
-	"github.com/inboxgw/gateway/ddbtrace"
-	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/live"
-	"github.com/inboxgw/gateway/store"
 )
 
 // peerKeepAlive is the keep-alive interval of the dead-peer tests: the gateway must drop
@@ -43,41 +37,23 @@ const peerDropBound = 3*peerKeepAlive + 3*time.Second
 // megabytes loopback autotuning allows.
 type smallSendBuffers struct{ net.Listener }
 
+// newPeerGateway is newGateway with a 1 s keep-alive and small server send buffers; it
+// returns the handler too, for its count of open WebSockets.
+func newPeerGateway(t *testing.T) (*gateway, *httpapi.Handler) {
+	t.Helper()
+	g := newGatewayWith(t, gatewaySetup{
+		options:  func(o *httpapi.Options) { o.KeepAlive = peerKeepAlive },
+		listener: func(l net.Listener) net.Listener { return smallSendBuffers{l} },
+	})
+	return g, g.h
+}
+
 func (l smallSendBuffers) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetWriteBuffer(4096)
 	}
 	return c, err
-}
-
-// newPeerGateway is newGateway with a 1 s keep-alive and small server send buffers; it
-// returns the handler too, for its count of open WebSockets.
-func newPeerGateway(t *testing.T) (*gateway, *httpapi.Handler) {
-	t.Helper()
-	rec := &ddbtrace.Recorder{}
-	db, table := dynlocaltest.Client(t, rec.Option()), dynlocaltest.TableName(t)
-	broker := live.NewLocal()
-	st := store.New(db, table, store.WithSweepWorkers(0), store.WithPublisher(broker))
-	t.Cleanup(st.Close)
-	if err := st.CreateTable(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	v, err := auth.NewVerifier(auth.Config{Secret: []byte("dead-peer-test-secret-0123456789abcdef")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := v.Sign(auth.Claims{TenantID: "acme", UserID: "alice"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := httpapi.NewHandler(httpapi.Options{Verifier: v, Store: st, Broker: broker, ComplexityLimit: 100000,
-		KeepAlive: peerKeepAlive})
-	srv := httptest.NewUnstartedServer(h)
-	srv.Listener = smallSendBuffers{srv.Listener}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return &gateway{srv: srv, st: st, rec: rec, token: tok, v: v, broker: broker, db: db, table: table}, h
 }
 
 // waitUntil polls cond until it holds or within passes; it returns how long it took.

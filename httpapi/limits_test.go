@@ -10,20 +10,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/inboxgw/gateway/auth"
-	"github.com/inboxgw/gateway/ddbtrace"
-	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/live"
-	"github.com/inboxgw/gateway/store"
 )
 
 // The hostile-input suite of issue 8 for the limits of httpapi/limits*.go: each test
@@ -33,37 +26,7 @@ import (
 // with timeouts (the way server.go serves it).
 func newLimitedGateway(t *testing.T, opts func(*httpapi.Options), timeouts httpapi.Timeouts) *gateway {
 	t.Helper()
-	rec := &ddbtrace.Recorder{}
-	db, table := dynlocaltest.Client(t, rec.Option()), dynlocaltest.TableName(t)
-	broker := live.NewLocal()
-	st := store.New(db, table, store.WithSweepWorkers(0), store.WithPublisher(broker))
-	t.Cleanup(st.Close)
-	if err := st.CreateTable(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	v, err := auth.NewVerifier(auth.Config{Secret: []byte("limits-test-secret-0123456789abcdef012")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := v.Sign(auth.Claims{TenantID: "acme", UserID: "alice"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := httpapi.Options{Verifier: v, Store: st, Broker: broker, ComplexityLimit: 100000}
-	if opts != nil {
-		opts(&o)
-	}
-	h := httpapi.NewHandler(o)
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Config = httpapi.NewServer(h, timeouts)
-	srv.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = h.Shutdown(ctx)
-		srv.Close()
-	})
-	return &gateway{srv: srv, st: st, rec: rec, token: tok, v: v, broker: broker, db: db, table: table}
+	return newGatewayWith(t, gatewaySetup{options: opts, timeouts: &timeouts})
 }
 
 // anonymous posts body to /graphql without a token and returns the status and body.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -25,6 +26,7 @@ import (
 // gateway is the real HTTP surface over a fresh table, with every DynamoDB call recorded.
 type gateway struct {
 	srv    *httptest.Server
+	h      *httpapi.Handler
 	st     *store.Store
 	rec    *ddbtrace.Recorder
 	token  string
@@ -34,10 +36,26 @@ type gateway struct {
 	table  string
 }
 
-func newGateway(t *testing.T) *gateway {
+// gatewaySetup varies the test gateway; the zero value is newGateway's.
+type gatewaySetup struct {
+	// options changes the handler's Options (ComplexityLimit 100000 unless set here).
+	options func(*httpapi.Options)
+	// ddb are more DynamoDB client options: each call is also seen by them.
+	ddb []func(*dynamodb.Options)
+	// timeouts, when set, serve the handler with httpapi.NewServer, as server.go does.
+	timeouts *httpapi.Timeouts
+	// listener, when set, wraps the test server's listener.
+	listener func(net.Listener) net.Listener
+}
+
+func newGateway(t *testing.T) *gateway { return newGatewayWith(t, gatewaySetup{}) }
+
+// newGatewayWith is the one constructor of the HTTP tests' gateway: a fresh table on
+// DynamoDB Local, the local broker, a real verifier and alice's token in tenant acme.
+func newGatewayWith(t *testing.T, s gatewaySetup) *gateway {
 	t.Helper()
 	rec := &ddbtrace.Recorder{}
-	db, table := dynlocaltest.Client(t, rec.Option()), dynlocaltest.TableName(t)
+	db, table := dynlocaltest.Client(t, append([]func(*dynamodb.Options){rec.Option()}, s.ddb...)...), dynlocaltest.TableName(t)
 	broker := live.NewLocal()
 	st := store.New(db, table, store.WithSweepWorkers(0), store.WithPublisher(broker))
 	t.Cleanup(st.Close)
@@ -52,9 +70,26 @@ func newGateway(t *testing.T) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.NewHandler(httpapi.Options{Verifier: v, Store: st, Broker: broker, ComplexityLimit: 100000}))
-	t.Cleanup(srv.Close)
-	return &gateway{srv: srv, st: st, rec: rec, token: tok, v: v, broker: broker, db: db, table: table}
+	o := httpapi.Options{Verifier: v, Store: st, Broker: broker, ComplexityLimit: 100000}
+	if s.options != nil {
+		s.options(&o)
+	}
+	h := httpapi.NewHandler(o)
+	srv := httptest.NewUnstartedServer(h)
+	if s.timeouts != nil {
+		srv.Config = httpapi.NewServer(h, *s.timeouts)
+	}
+	if s.listener != nil {
+		srv.Listener = s.listener(srv.Listener)
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.Shutdown(ctx)
+		srv.Close()
+	})
+	return &gateway{srv: srv, h: h, st: st, rec: rec, token: tok, v: v, broker: broker, db: db, table: table}
 }
 
 // ops runs a GraphQL request and returns the DynamoDB operations it caused, sorted.
