@@ -2,7 +2,9 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,10 +17,12 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-// sseCounts subscribes to unreadCount over SSE and returns the values as they arrive.
-func (g *gateway) sseCounts(t *testing.T, ctx context.Context) <-chan string {
+// sseEvents subscribes with query over SSE and returns each event's data as it arrives
+// (the channel closes when the stream ends).
+func (g *gateway) sseEvents(t *testing.T, ctx context.Context, query string) <-chan string {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.srv.URL+"/graphql", strings.NewReader(`{"query":"subscription { unreadCount }"}`))
+	body, _ := json.Marshal(map[string]string{"query": query})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.srv.URL+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+g.token)
@@ -32,8 +36,24 @@ func (g *gateway) sseCounts(t *testing.T, ctx context.Context) <-chan string {
 		defer close(out)
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), `data: {"data":{"unreadCount":`); ok {
-				out <- strings.TrimSuffix(v, "}}")
+			if v, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				out <- v
+			}
+		}
+	}()
+	return out
+}
+
+// sseCounts subscribes to unreadCount over SSE and returns the values as they arrive.
+func (g *gateway) sseCounts(t *testing.T, ctx context.Context) <-chan string {
+	t.Helper()
+	events := g.sseEvents(t, ctx, "subscription { unreadCount }")
+	out := make(chan string, 16)
+	go func() {
+		defer close(out)
+		for v := range events {
+			if n, ok := strings.CutPrefix(v, `{"data":{"unreadCount":`); ok {
+				out <- strings.TrimSuffix(n, "}}")
 			}
 		}
 	}()

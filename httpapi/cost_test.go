@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -336,26 +335,7 @@ func TestSubscriptionErrorPathsHaveTheRootField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.srv.URL+"/graphql",
-		strings.NewReader(`{"query":"subscription { notificationAdded { title actor { name } } }"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+g.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := make(chan string, 4)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				events <- v
-			}
-		}
-		close(events)
-	}()
+	events := g.sseEvents(t, ctx, "subscription { notificationAdded { title actor { name } } }")
 	// The stream is open once its first keep-alive or event could come; send until the
 	// event arrives (the subscription may start after the first send).
 	var ev string

@@ -205,26 +205,7 @@ func TestSubscriptionEventFieldsAreBounded(t *testing.T) {
 	g := newLimitedGateway(t, func(o *httpapi.Options) { o.QueryTimeout = time.Nanosecond }, httpapi.Timeouts{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.srv.URL+"/graphql",
-		strings.NewReader(`{"query":"subscription { notificationAdded { title actor { name } } }"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+g.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := make(chan string, 4)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				events <- v
-			}
-		}
-		close(events)
-	}()
+	events := g.sseEvents(t, ctx, "subscription { notificationAdded { title actor { name } } }")
 	for deadline := time.Now().Add(10 * time.Second); g.broker.Subscribers() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the subscription was not registered")
