@@ -824,24 +824,9 @@ func (g *childGateway) calls(ctx context.Context) (map[string]float64, error) {
 
 // runAbuseChild runs spec in a child process (this binary with -abusegen).
 func runAbuseChild(ctx context.Context, spec abuseSpec) (abuseOutcome, error) {
-	exe, err := os.Executable()
+	res, err := runChild[abuseChildResult](ctx, "-abusegen", "attacker", spec)
 	if err != nil {
 		return abuseOutcome{}, err
-	}
-	in, err := json.Marshal(spec)
-	if err != nil {
-		return abuseOutcome{}, err
-	}
-	cmd := exec.CommandContext(ctx, exe, "-abusegen")
-	cmd.Stdin = bytes.NewReader(in)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return abuseOutcome{}, fmt.Errorf("attacker: %w", err)
-	}
-	var res abuseChildResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		return abuseOutcome{}, fmt.Errorf("attacker output: %w", err)
 	}
 	if res.Err != "" {
 		return res.Outcome, errors.New(res.Err)

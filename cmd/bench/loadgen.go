@@ -154,24 +154,30 @@ func postGraphQL(ctx context.Context, client *http.Client, url, token, body stri
 
 // spawnLoad runs spec in a child process (this binary with -loadgen).
 func spawnLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
+	return runChild[loadResult](ctx, "-loadgen", "load generator", spec)
+}
+
+// runChild runs this binary with flag, spec as JSON on its stdin, and decodes the JSON
+// it prints as a T; what names the child in errors.
+func runChild[T any](ctx context.Context, flag, what string, spec any) (T, error) {
+	var res T
 	exe, err := os.Executable()
 	if err != nil {
-		return loadResult{}, err
+		return res, err
 	}
 	in, err := json.Marshal(spec)
 	if err != nil {
-		return loadResult{}, err
+		return res, err
 	}
-	cmd := exec.CommandContext(ctx, exe, "-loadgen")
+	cmd := exec.CommandContext(ctx, exe, flag)
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return loadResult{}, fmt.Errorf("load generator: %w", err)
+		return res, fmt.Errorf("%s: %w", what, err)
 	}
-	var res loadResult
 	if err := json.Unmarshal(out, &res); err != nil {
-		return loadResult{}, fmt.Errorf("load generator output: %w", err)
+		return res, fmt.Errorf("%s output: %w", what, err)
 	}
 	return res, nil
 }
