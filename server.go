@@ -153,6 +153,10 @@ func loadConfig() (Config, error) {
 	if c.Broker != "local" && c.Broker != "redis" {
 		return c, fmt.Errorf("configuration: INBOX_BROKER must be local or redis, not %q", c.Broker)
 	}
+	if c.ComplexityLimit < 1 {
+		// Every document costs at least 1: a limit below 1 would refuse them all.
+		return c, fmt.Errorf("configuration: INBOX_COMPLEXITY_LIMIT must be at least 1, not %d", c.ComplexityLimit)
+	}
 	if c.MaxMutations < 1 || c.MaxMutations > 100 {
 		return c, fmt.Errorf("configuration: INBOX_MAX_MUTATION_FIELDS must be between 1 and 100, not %d", c.MaxMutations)
 	}
