@@ -415,9 +415,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 		if user != "" {
-			demoToken, err = verifier.Sign(auth.Claims{TenantID: cfg.DemoTenant, UserID: user, Scopes: []string{auth.ScopeSend}}, 30*24*time.Hour)
-			if err != nil {
-				return err
+			// The demo token (30 days, notifications:send) is a dev-mode convenience:
+			// GraphiQL is pre-filled with it only in dev mode, and outside it the token
+			// would be signed with the production secret and printed to the log stream.
+			if cfg.Dev {
+				demoToken, err = verifier.Sign(auth.Claims{TenantID: cfg.DemoTenant, UserID: user, Scopes: []string{auth.ScopeSend}}, 30*24*time.Hour)
+				if err != nil {
+					return err
+				}
 			}
 			log.Info("demo user", "tenant", cfg.DemoTenant, "user", user)
 		}
