@@ -46,3 +46,19 @@ func TestLimitConfigDefaultsAndBounds(t *testing.T) {
 		t.Errorf("INBOX_INTROSPECTION=on, INBOX_QUERY_TIMEOUT=2s: %+v, %v", cfg, err)
 	}
 }
+
+// INBOX_COMPLEXITY_LIMIT below 1 is refused at start: every document costs at least 1, so
+// a limit of 0 (or a negative one) started a gateway that refused every request with
+// COMPLEXITY_LIMIT_EXCEEDED while its probes said it was ready; 0 is not "no limit".
+func TestComplexityLimitBounds(t *testing.T) {
+	for _, v := range []string{"0", "-5"} {
+		t.Setenv("INBOX_COMPLEXITY_LIMIT", v)
+		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "INBOX_COMPLEXITY_LIMIT") {
+			t.Errorf("INBOX_COMPLEXITY_LIMIT=%s: %v, want an error naming it", v, err)
+		}
+	}
+	t.Setenv("INBOX_COMPLEXITY_LIMIT", "1")
+	if cfg, err := loadConfig(); err != nil || cfg.ComplexityLimit != 1 {
+		t.Errorf("INBOX_COMPLEXITY_LIMIT=1: %+v, %v", cfg.ComplexityLimit, err)
+	}
+}

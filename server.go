@@ -153,6 +153,10 @@ func loadConfig() (Config, error) {
 	if c.Broker != "local" && c.Broker != "redis" {
 		return c, fmt.Errorf("configuration: INBOX_BROKER must be local or redis, not %q", c.Broker)
 	}
+	if c.ComplexityLimit < 1 {
+		// Every document costs at least 1: a limit below 1 would refuse them all.
+		return c, fmt.Errorf("configuration: INBOX_COMPLEXITY_LIMIT must be at least 1, not %d", c.ComplexityLimit)
+	}
 	if c.MaxMutations < 1 || c.MaxMutations > 100 {
 		return c, fmt.Errorf("configuration: INBOX_MAX_MUTATION_FIELDS must be between 1 and 100, not %d", c.MaxMutations)
 	}
@@ -411,9 +415,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 		if user != "" {
-			demoToken, err = verifier.Sign(auth.Claims{TenantID: cfg.DemoTenant, UserID: user, Scopes: []string{auth.ScopeSend}}, 30*24*time.Hour)
-			if err != nil {
-				return err
+			// The demo token (30 days, notifications:send) is a dev-mode convenience:
+			// GraphiQL is pre-filled with it only in dev mode, and outside it the token
+			// would be signed with the production secret and printed to the log stream.
+			if cfg.Dev {
+				demoToken, err = verifier.Sign(auth.Claims{TenantID: cfg.DemoTenant, UserID: user, Scopes: []string{auth.ScopeSend}}, 30*24*time.Hour)
+				if err != nil {
+					return err
+				}
 			}
 			log.Info("demo user", "tenant", cfg.DemoTenant, "user", user)
 		}

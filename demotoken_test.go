@@ -1,0 +1,38 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+)
+
+// Outside dev mode a demo import (INBOX_DEMO_IMPORT) mints no token: the gateway used to
+// sign a 30-day notifications:send token with the production secret and print it to
+// stderr (the log stream) as "pre-filled in GraphiQL", which it is not outside dev mode.
+func TestDemoImportPrintsNoTokenOutsideDev(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a gateway process")
+	}
+	env := gwEnv(t, dynlocaltest.TableName(t), "INBOX_CREATE_TABLE=1",
+		"INBOX_DEMO_IMPORT=node_modules/@octokit/webhooks-examples/api.github.com/index.json")
+	p, s := startGatewayProc(t, "gateway", env)
+	p.waitLog("demo user", time.Time{}, procTimeout)
+	// The banner is written before the server accepts: once /healthz answers it is in the
+	// pipe; give the reader a moment to take it.
+	resp, err := http.Get(strings.TrimSuffix(s.url, "/graphql") + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	time.Sleep(500 * time.Millisecond)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.logs {
+		if strings.Contains(l.raw, "Bearer ") || strings.Contains(l.raw, "Demo token") {
+			t.Errorf("a production gateway printed a demo token: %s", l.raw)
+		}
+	}
+}
