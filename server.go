@@ -402,7 +402,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	st, closeStore, err := openStore(ctx, cfg, log, []func(*dynamodb.Options){reg.DynamoDB()}, store.WithPublisher(broker), store.WithCursorKey(cursorSecret))
+	st, closeStore, err := openStore(ctx, cfg, log, []func(*dynamodb.Options){reg.DynamoDB()}, store.WithPublisher(broker),
+		store.WithCursorKey(cursorSecret), store.WithRetryObserver(reg))
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,10 @@ const (
 	OutcomeOK        = "ok"        // the call's first attempt succeeded; an attempt that succeeded
 	OutcomeRetried   = "retried"   // the call succeeded after more than one attempt
 	OutcomeThrottled = "throttled" // a throttling error (retry.DefaultThrottleErrorCodes)
-	OutcomeFailed    = "failed"    // any other error: 5xx, network, cancellation, a condition that failed
+	// OutcomeConflict is a failed condition or a transaction cancelled or in conflict:
+	// the optimistic concurrency the store expects and re-plans, not a fault.
+	OutcomeConflict = "conflict"
+	OutcomeFailed   = "failed" // any other error: 5xx, network, cancellation
 )
 
 // DynamoDB returns the client option that counts every DynamoDB call of the client it is
@@ -87,15 +90,49 @@ func (r *Registry) countAttempt(ctx context.Context, in middleware.FinalizeInput
 }
 
 // errorOutcome is OutcomeThrottled for the error codes the SDK's retryer treats as
-// throttling, OutcomeFailed otherwise.
+// throttling, OutcomeConflict for failed conditions and cancelled or conflicting
+// transactions, OutcomeFailed otherwise.
 func errorOutcome(err error) string {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		if _, ok := retry.DefaultThrottleErrorCodes[ae.ErrorCode()]; ok {
 			return OutcomeThrottled
 		}
+		switch ae.ErrorCode() {
+		case "ConditionalCheckFailedException", "TransactionCanceledException", "TransactionConflictException":
+			return OutcomeConflict
+		}
 	}
 	return OutcomeFailed
+}
+
+// Reasons of a store retry (the "reason" label of inbox_store_retries_total).
+const (
+	ReasonThrottled   = "throttled"
+	ReasonUnavailable = "unavailable"
+)
+
+// StoreRetry counts a DynamoDB call (operation op) the store repeats after a transient
+// failure, throttling or not. It implements store.RetryObserver.
+func (r *Registry) StoreRetry(op string, throttled bool) {
+	if r == nil {
+		return
+	}
+	reason := ReasonUnavailable
+	if throttled {
+		reason = ReasonThrottled
+	}
+	r.storeRetries.WithLabelValues(op, reason).Inc()
+}
+
+// StoreExhausted counts a DynamoDB call whose transient failures outlived the store's
+// retry budget; code is what the client got (THROTTLED or UNAVAILABLE). It implements
+// store.RetryObserver.
+func (r *Registry) StoreExhausted(op, code string) {
+	if r == nil {
+		return
+	}
+	r.storeExhausted.WithLabelValues(op, code).Inc()
 }
 
 // withConsumedCapacity returns a copy of a DynamoDB input asking for the total consumed

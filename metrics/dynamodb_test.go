@@ -16,9 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
 )
 
 // faultProxy forwards requests to DynamoDB Local, except that the next n requests it is
@@ -203,5 +206,76 @@ func TestNilRegistry(t *testing.T) {
 	r.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("nil registry's handler: %d, want 404", rec.Code)
+	}
+}
+
+// TestStoreRetriesAndConflicts: the store asks the SDK for one attempt per call and
+// retries transient failures itself, so its retries are counted through
+// store.WithRetryObserver (inbox_store_retries_total, inbox_store_retries_exhausted_total),
+// and a condition that fails (the store's optimistic concurrency) is a conflict, not a
+// failure.
+func TestStoreRetriesAndConflicts(t *testing.T) {
+	p := newFaultProxy(t)
+	r := New()
+	db := dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(p.srv.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
+		Retryer:      store.NewSDKRetryer(),
+	}, r.DynamoDB())
+	table := dynlocaltest.TableName(t)
+	st := store.New(db, table, store.WithSweepWorkers(0), store.WithRetryObserver(r),
+		store.WithRetryPolicy(store.RetryPolicy{Attempts: 4, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond}))
+	t.Cleanup(st.Close)
+	ctx := context.Background()
+	if err := st.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := inbox.Viewer{TenantID: "acme", UserID: "alice"}
+	count := func(c *prometheus.CounterVec, labels ...string) float64 {
+		return testutil.ToFloat64(c.WithLabelValues(labels...))
+	}
+
+	p.failNext(2, http.StatusBadRequest, "ThrottlingException")
+	if _, _, err := st.Badge(ctx, v); err != nil {
+		t.Fatalf("badge after two throttles: %v", err)
+	}
+	if got := count(r.storeRetries, "GetItem", ReasonThrottled); got != 2 {
+		t.Errorf("store retries{GetItem,throttled} = %v, want 2", got)
+	}
+	if got := count(r.ddbCalls, "GetItem", OutcomeThrottled); got != 2 {
+		t.Errorf("calls{GetItem,throttled} = %v, want 2 (each store attempt is one SDK call)", got)
+	}
+
+	p.failNext(4, http.StatusInternalServerError, "InternalServerError")
+	_, _, err := st.Badge(ctx, v)
+	if code := inbox.ErrorCode(err); code != inbox.CodeUnavailable {
+		t.Fatalf("badge under an outage: %v (code %q), want UNAVAILABLE", err, code)
+	}
+	if got := count(r.storeRetries, "GetItem", ReasonUnavailable); got != 3 {
+		t.Errorf("store retries{GetItem,unavailable} = %v, want 3", got)
+	}
+	if got := count(r.storeExhausted, "GetItem", inbox.CodeUnavailable); got != 1 {
+		t.Errorf("store retries exhausted{GetItem,UNAVAILABLE} = %v, want 1", got)
+	}
+
+	put := func() error {
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table),
+			Item: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "metrics"}, "sk": &types.AttributeValueMemberS{Value: "conflict"}},
+			ConditionExpression: aws.String("attribute_not_exists(pk)")})
+		return err
+	}
+	if err := put(); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(); err == nil {
+		t.Fatal("second conditional put: no error")
+	}
+	if got := count(r.ddbCalls, "PutItem", OutcomeConflict); got != 1 {
+		t.Errorf("calls{PutItem,conflict} = %v, want 1", got)
+	}
+	if got := count(r.ddbCalls, "PutItem", OutcomeFailed); got != 0 {
+		t.Errorf("calls{PutItem,failed} = %v, want 0: a failed condition is not a fault", got)
 	}
 }

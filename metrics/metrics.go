@@ -38,10 +38,12 @@ type Registry struct {
 	requests        *prometheus.CounterVec   // transport, type, field, code
 	requestDuration *prometheus.HistogramVec // transport, type, field
 
-	ddbCalls    *prometheus.CounterVec   // operation, outcome
-	ddbAttempts *prometheus.CounterVec   // operation, outcome
-	ddbDuration *prometheus.HistogramVec // operation
-	ddbCapacity *prometheus.CounterVec   // operation
+	ddbCalls       *prometheus.CounterVec   // operation, outcome
+	ddbAttempts    *prometheus.CounterVec   // operation, outcome
+	ddbDuration    *prometheus.HistogramVec // operation
+	ddbCapacity    *prometheus.CounterVec   // operation
+	storeRetries   *prometheus.CounterVec   // operation, reason
+	storeExhausted *prometheus.CounterVec   // operation, code
 
 	connections   *prometheus.GaugeVec // transport
 	subscriptions *prometheus.GaugeVec // transport
@@ -66,12 +68,13 @@ func New() *Registry {
 	}, []string{"transport", "type", "field"})
 	r.ddbCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "dynamodb_calls_total",
-		Help: "DynamoDB API calls (each with all its SDK retries), by operation and outcome: ok (first attempt), retried (succeeded after more than one attempt), " +
-			"throttled (failed, the last error a throttling error), failed (failed otherwise, cancellations included).",
+		Help: "DynamoDB API calls (each with all its SDK retries), by operation and outcome: ok (first attempt), retried (succeeded after more than one SDK attempt), " +
+			"throttled (failed, the last error a throttling error), conflict (a condition or transaction conflict the store re-plans: not a failure), " +
+			"failed (failed otherwise, cancellations included). The store asks for one SDK attempt per call and retries itself: see inbox_store_retries_total.",
 	}, []string{"operation", "outcome"})
 	r.ddbAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "dynamodb_attempts_total",
-		Help: "HTTP attempts of DynamoDB calls as the SDK's retryer makes them, by operation and outcome: ok, throttled, failed.",
+		Help: "HTTP attempts of DynamoDB calls as the SDK's retryer makes them, by operation and outcome: ok, throttled, conflict, failed.",
 	}, []string{"operation", "outcome"})
 	r.ddbDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "dynamodb_call_duration_seconds",
@@ -82,6 +85,14 @@ func New() *Registry {
 		Namespace: Namespace, Name: "dynamodb_consumed_capacity_units_total",
 		Help: "Capacity units DynamoDB reported as consumed (ReturnConsumedCapacity=TOTAL), by operation.",
 	}, []string{"operation"})
+	r.storeRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "store_retries_total",
+		Help: "DynamoDB calls the store repeated after a transient failure, by operation and reason: throttled or unavailable (HTTP 5xx, a reset or timed-out connection).",
+	}, []string{"operation", "reason"})
+	r.storeExhausted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "store_retries_exhausted_total",
+		Help: "DynamoDB calls whose transient failures outlived the store's retry budget or the request's deadline, by operation and the code the client got (THROTTLED, UNAVAILABLE).",
+	}, []string{"operation", "code"})
 	r.connections = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "open_connections",
 		Help: "Open long-lived connections by transport: WebSocket connections, SSE streams.",
@@ -97,6 +108,7 @@ func New() *Registry {
 		Buckets: lagBuckets,
 	}, []string{"path"})
 	r.reg.MustRegister(r.requests, r.requestDuration, r.ddbCalls, r.ddbAttempts, r.ddbDuration, r.ddbCapacity,
+		r.storeRetries, r.storeExhausted,
 		r.connections, r.subscriptions, r.publishLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The gauges exist at 0 from the start, so a scrape shows them before the first

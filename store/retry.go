@@ -66,6 +66,19 @@ func WithRetryPolicy(p RetryPolicy) Option {
 	}
 }
 
+// RetryObserver hears of the store's retries of transient DynamoDB failures (the
+// metrics package counts them): StoreRetry before each repeat of a call (operation op,
+// "GetItem", "TransactWriteItems", ...), StoreExhausted when a call's budget or the
+// request's deadline ran out, with the code the client gets. Both are called on the
+// request's goroutine and must not block.
+type RetryObserver interface {
+	StoreRetry(op string, throttled bool)
+	StoreExhausted(op, code string)
+}
+
+// WithRetryObserver sets who hears of the store's retries (default: nobody).
+func WithRetryObserver(o RetryObserver) Option { return func(s *Store) { s.retryObs = o } }
+
 // Errors returned when the retry budget of a transient failure runs out. They are coded
 // for the client (THROTTLED or UNAVAILABLE, both retryable) and never carry DynamoDB's
 // message.
@@ -150,18 +163,21 @@ func singleAttempt(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }
 // itself treats a repeat within 10 minutes as the same transaction); markAllRead's
 // update is conditional on the clock and re-planned; profile upserts, preference puts and
 // sweep removals set the same values again.
-func retrying[O any](ctx context.Context, p RetryPolicy, op string, call func(context.Context, ...func(*dynamodb.Options)) (O, error)) (O, error) {
+func retrying[O any](ctx context.Context, p RetryPolicy, obs RetryObserver, op string, call func(context.Context, ...func(*dynamodb.Options)) (O, error)) (O, error) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.Multiplier = p.BaseDelay, p.MaxDelay, 2
 	b.RandomizationFactor = 1 // each wait uniform in (0, 2×interval): the jitter spreads retries
+	var last error            // the last transient failure, nil when the last failure was not one
+	throttled := false
 	opts := []backoff.RetryOption{backoff.WithBackOff(b), backoff.WithMaxTries(uint(p.Attempts)), backoff.WithMaxElapsedTime(0)}
+	if obs != nil {
+		opts = append(opts, backoff.WithNotify(func(error, time.Duration) { obs.StoreRetry(op, throttled) }))
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		// A wait that would end past the deadline is not started (backoff.Retry checks
 		// elapsed + next against this bound): the call fails at once, coded.
 		opts = append(opts, backoff.WithMaxElapsedTime(max(time.Until(dl), time.Nanosecond)))
 	}
-	var last error // the last transient failure, nil when the last failure was not one
-	throttled := false
 	out, err := backoff.Retry(ctx, func() (O, error) {
 		out, err := attempt1(ctx, p.AttemptTimeout, call)
 		if err == nil {
@@ -184,11 +200,15 @@ func retrying[O any](ctx context.Context, p RetryPolicy, op string, call func(co
 			err = perm.Unwrap()
 		}
 		return out, err
-	case throttled:
-		return out, &exhaustedError{Code: errStorageThrottled, Op: op, Last: last}
-	default:
-		return out, &exhaustedError{Code: errStorageDown, Op: op, Last: last}
 	}
+	code := errStorageDown
+	if throttled {
+		code = errStorageThrottled
+	}
+	if obs != nil {
+		obs.StoreExhausted(op, code.Code)
+	}
+	return out, &exhaustedError{Code: code, Op: op, Last: last}
 }
 
 // attempt1 makes one call, bounded by timeout when it is positive.
@@ -206,41 +226,42 @@ func attempt1[O any](ctx context.Context, timeout time.Duration, call func(conte
 // through to the SDK, whose retryer serves it.
 type retryingAPI struct {
 	API
-	p RetryPolicy
+	p   RetryPolicy
+	obs RetryObserver
 }
 
 func (r retryingAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return retrying(ctx, r.p, "GetItem", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return retrying(ctx, r.p, r.obs, "GetItem", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 		return r.API.GetItem(ctx, in, append(opts, more...)...)
 	})
 }
 
 func (r retryingAPI) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	return retrying(ctx, r.p, "Query", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return retrying(ctx, r.p, r.obs, "Query", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 		return r.API.Query(ctx, in, append(opts, more...)...)
 	})
 }
 
 func (r retryingAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	return retrying(ctx, r.p, "BatchGetItem", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return retrying(ctx, r.p, r.obs, "BatchGetItem", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
 		return r.API.BatchGetItem(ctx, in, append(opts, more...)...)
 	})
 }
 
 func (r retryingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	return retrying(ctx, r.p, "TransactWriteItems", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return retrying(ctx, r.p, r.obs, "TransactWriteItems", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 		return r.API.TransactWriteItems(ctx, in, append(opts, more...)...)
 	})
 }
 
 func (r retryingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return retrying(ctx, r.p, "UpdateItem", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return retrying(ctx, r.p, r.obs, "UpdateItem", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 		return r.API.UpdateItem(ctx, in, append(opts, more...)...)
 	})
 }
 
 func (r retryingAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	return retrying(ctx, r.p, "PutItem", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return retrying(ctx, r.p, r.obs, "PutItem", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 		return r.API.PutItem(ctx, in, append(opts, more...)...)
 	})
 }

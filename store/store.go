@@ -46,6 +46,7 @@ type Store struct {
 	profiles        *profileCache
 	cursors         *cursorKey
 	retry           RetryPolicy
+	retryObs        RetryObserver
 }
 
 // Option configures a Store.
@@ -101,7 +102,7 @@ func New(db API, table string, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	s.db = retryingAPI{API: db, p: s.retry}
+	s.db = retryingAPI{API: db, p: s.retry, obs: s.retryObs}
 	s.sweeper.start(s)
 	return s
 }
