@@ -21,9 +21,9 @@ const (
 )
 
 // latencyBuckets are the request and DynamoDB call latency buckets, in seconds: 1 ms to
-// 10 s (the gateway's queries take a few ms on a warm engine; a throttled retry chain
-// takes seconds).
-var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+// 30 s (the gateway's queries take a few ms on a warm engine; a throttled retry chain
+// takes seconds; a mutation may run up to INBOX_MUTATION_TIMEOUT, 30 s by default).
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
 // lagBuckets are the broker publish lag buckets, in seconds: 10 µs (in-process
 // delivery) to 5 s (a Redis subscriber that fell behind).
