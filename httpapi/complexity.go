@@ -126,3 +126,65 @@ func (m MutationLimit) MutateOperationContext(_ context.Context, oc *graphql.Ope
 	err.Extensions = map[string]any{"code": inbox.CodeBadUserInput}
 	return err
 }
+
+// MaxExpandedSelections bounds the field selections of an operation once its fragment
+// spreads are expanded. gqlgen's complexity walk (and graphql.CollectFields) expands
+// every spread anew, so a document under the token limit whose fragments each spread the
+// next one twice (1.2 KB, 30 fragments, 2^30 selections) kept a core busy for 100 s
+// before the complexity limit refused it, long after its client had gone. A document
+// within ParserTokenLimit without reused fragments has fewer than 5,000 selections; this
+// leaves room for fragments shared by many fields and stays a few milliseconds of work.
+const MaxExpandedSelections = 50_000
+
+// spreadLimit refuses, before the complexity limit walks it, an operation whose fragment
+// spreads expand to more than Max field selections, with the complexity limit's code. It
+// counts each fragment once (memoized, saturating at Max), so its own work is linear in
+// the document.
+type spreadLimit struct{ Max int }
+
+func (spreadLimit) ExtensionName() string { return "SpreadLimit" }
+
+func (spreadLimit) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (l spreadLimit) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Operation == nil || oc.Doc == nil {
+		return nil
+	}
+	memo := map[string]int{}
+	if n := expandedSelections(oc.Operation.SelectionSet, oc.Doc.Fragments, memo, l.Max); n <= l.Max {
+		return nil
+	}
+	err := gqlerror.Errorf("operation expands to more than %d field selections through its fragments", l.Max)
+	err.Extensions = map[string]any{"code": "COMPLEXITY_LIMIT_EXCEEDED"}
+	return err
+}
+
+// expandedSelections counts the fields of set with every fragment spread expanded,
+// returning max+1 as soon as the count passes max.
+func expandedSelections(set ast.SelectionSet, frags ast.FragmentDefinitionList, memo map[string]int, max int) int {
+	total := 0
+	for _, s := range set {
+		switch s := s.(type) {
+		case *ast.Field:
+			total += 1 + expandedSelections(s.SelectionSet, frags, memo, max)
+		case *ast.InlineFragment:
+			total += expandedSelections(s.SelectionSet, frags, memo, max)
+		case *ast.FragmentSpread:
+			n, ok := memo[s.Name]
+			if !ok {
+				memo[s.Name] = max + 1 // a cycle (validation refuses them) counts as too many
+				if f := frags.ForName(s.Name); f != nil {
+					n = expandedSelections(f.SelectionSet, frags, memo, max)
+				} else {
+					n = 0
+				}
+				memo[s.Name] = n
+			}
+			total += n
+		}
+		if total > max {
+			return max + 1
+		}
+	}
+	return total
+}

@@ -166,6 +166,7 @@ func NewHandler(o Options) *Handler {
 		gql.SetDisableSuggestion(true)
 	}
 	gql.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache(cmp.Or(o.APQCacheBytes, DefaultAPQCacheBytes))}})
+	gql.Use(spreadLimit{Max: MaxExpandedSelections}) // before anything that expands fragments
 	gql.Use(extension.FixedComplexityLimit(o.ComplexityLimit))
 	gql.Use(MutationLimit{Max: cmp.Or(o.MaxMutations, DefaultMaxMutationFields)})
 	gql.Use(resolvers.SubscriptionPaths{})

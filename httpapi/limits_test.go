@@ -374,3 +374,44 @@ func TestLongErrorMessagesAreCut(t *testing.T) {
 		t.Errorf("HTTP %d, %d bytes: %.300s", status, len(resp), resp)
 	}
 }
+
+// A fragment bomb: 1.2 KB, 26 fragments each spreading the next one twice, 2^26 field
+// selections once expanded. Without a token, it kept a core busy for seconds (2^30: 100 s,
+// after the client had given up) while gqlgen's complexity walk expanded every spread,
+// before the complexity limit refused it. It must be refused at once, with the
+// complexity limit's code, and a document that shares fragments reasonably must still run.
+func TestFragmentSpreadBombIsRefusedAtOnce(t *testing.T) {
+	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
+	const n = 26
+	var b strings.Builder
+	b.WriteString("query { ...F0 } ")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "fragment F%d on Query { ...F%d ...F%d } ", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "fragment F%d on Query { __typename }", n)
+	body, _ := json.Marshal(map[string]string{"query": b.String()})
+	start := time.Now()
+	status, resp := anonymous(t, g, body)
+	took := time.Since(start)
+	errs := decodeErrors(t, resp)
+	t.Logf("%d bytes: HTTP %d in %v: %s", len(body), status, took, resp)
+	if took > time.Second {
+		t.Errorf("answered in %v, want under 1 s", took)
+	}
+	if len(errs) != 1 || errs[0].Extensions["code"] != "COMPLEXITY_LIMIT_EXCEEDED" {
+		t.Errorf("errors = %+v, want one COMPLEXITY_LIMIT_EXCEEDED", errs)
+	}
+
+	// Ten levels of shared fragments (1,024 selections) still run.
+	b.Reset()
+	b.WriteString("query { ...F0 } ")
+	for i := 0; i < 10; i++ {
+		fmt.Fprintf(&b, "fragment F%d on Query { ...F%d ...F%d } ", i, i+1, i+1)
+	}
+	b.WriteString("fragment F10 on Query { __typename }")
+	body, _ = json.Marshal(map[string]string{"query": b.String()})
+	status, resp = anonymous(t, g, body)
+	if status != http.StatusOK || string(resp) != `{"data":{"__typename":"Query"}}` {
+		t.Errorf("shared fragments: HTTP %d %s, want the answer", status, resp)
+	}
+}
