@@ -163,7 +163,8 @@ func NewHandler(o Options) *Handler {
 		gql.Use(extension.Introspection{})
 	} else {
 		gql.Use(introspectionGate{})
-		gql.SetDisableSuggestion(true)
+		gql.SetDisableSuggestion(true) // fields and leaf selections only
+		gql.SetValidationRulesFn(rulesWithoutSuggestions)
 	}
 	gql.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache(cmp.Or(o.APQCacheBytes, DefaultAPQCacheBytes))}})
 	gql.Use(spreadLimit{Max: MaxExpandedSelections}) // before anything that expands fragments

@@ -12,6 +12,8 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/validator/core"
+	"github.com/vektah/gqlparser/v2/validator/rules"
 
 	"github.com/inboxgw/gateway/inbox"
 )
@@ -145,6 +147,27 @@ func timeoutError(err error) (*inbox.Error, bool) {
 		return nil, false
 	}
 	return inbox.Errorf(inbox.CodeUnavailable, "the request did not finish within its deadline: retry later"), true
+}
+
+// rulesWithoutSuggestions is gqlparser's default validation rules with the variants that
+// suggest no schema names for misspelt arguments, input fields and types (gqlgen's
+// SetDisableSuggestion swaps only the rules for fields and leaf selections, so
+// "Unknown argument \"frist\" ... Did you mean \"first\" or \"last\"?" still listed the
+// schema to a client without a token in production).
+func rulesWithoutSuggestions() *rules.Rules {
+	r := rules.NewDefaultRules()
+	for _, swap := range []struct {
+		name string
+		rule core.Rule
+	}{
+		{"KnownArgumentNames", rules.KnownArgumentNamesRuleWithoutSuggestions},
+		{"ValuesOfCorrectType", rules.ValuesOfCorrectTypeRuleWithoutSuggestions},
+		{"KnownTypeNames", rules.KnownTypeNamesRuleWithoutSuggestions},
+	} {
+		r.RemoveRule(swap.name)
+		r.AddRule(swap.rule.Name, swap.rule.RuleFunc)
+	}
+	return r
 }
 
 // introspectionGate refuses operations that select __schema or __type (introspection)

@@ -221,6 +221,17 @@ func TestIntrospectionAndSuggestionsOnlyInDevMode(t *testing.T) {
 	if _, resp := anonymous(t, prod, []byte(gql(typo))); !bytes.Contains(resp, []byte("unreadCont")) || bytes.Contains(resp, []byte("Did you mean")) {
 		t.Errorf("production typo: %s", resp)
 	}
+	// Misspelt arguments, input fields and types suggested the schema's names too.
+	for _, q := range []string{
+		`{ viewer { inbox(frist: 1) { nodes { id } } } }`,
+		`{ viewer { inbox(filter: { unreadOnli: true }) { nodes { id } } } }`,
+		`query($f: InboxFiltr) { viewer { inbox(filter: $f) { nodes { id } } } }`,
+	} {
+		if _, resp := anonymous(t, prod, []byte(gql(q))); bytes.Contains(resp, []byte("Did you mean")) ||
+			!bytes.Contains(resp, []byte("GRAPHQL_VALIDATION_FAILED")) {
+			t.Errorf("production %s: %s", q, resp)
+		}
+	}
 
 	dev := newLimitedGateway(t, func(o *httpapi.Options) { o.Introspection = true }, httpapi.Timeouts{})
 	if _, resp := anonymous(t, dev, []byte(gql(schemaQuery))); !bytes.Contains(resp, []byte(`{"data":{"__schema":{"queryType":{"name":"Query"}}}}`)) {
