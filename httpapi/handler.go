@@ -167,7 +167,8 @@ func NewHandler(o Options) *Handler {
 		gql.SetValidationRulesFn(rulesWithoutSuggestions)
 	}
 	gql.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache(cmp.Or(o.APQCacheBytes, DefaultAPQCacheBytes))}})
-	gql.Use(spreadLimit{Max: MaxExpandedSelections}) // before anything that expands fragments
+	gql.Use(repeatedKeyLimit{Max: MaxRepeatedResponseKey}) // after the persisted query is resolved
+	gql.Use(spreadLimit{Max: MaxExpandedSelections})       // before anything that expands fragments
 	gql.Use(extension.FixedComplexityLimit(o.ComplexityLimit))
 	gql.Use(MutationLimit{Max: cmp.Or(o.MaxMutations, DefaultMaxMutationFields)})
 	gql.Use(resolvers.SubscriptionPaths{})
