@@ -328,7 +328,7 @@ func (l repeatedKeyLimit) MutateOperationParameters(_ context.Context, p *graphq
 	if ok {
 		return nil
 	}
-	e := gqlerror.Errorf("a response key (alias or field name) appears more than %d times in the document", l.Max)
+	e := gqlerror.Errorf("a response key (alias or field name) appears more than %d times in one selection set", l.Max)
 	errcode.Set(e, errcode.ValidationFailed)
 	return e
 }
