@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -187,4 +188,28 @@ func expandedSelections(set ast.SelectionSet, frags ast.FragmentDefinitionList, 
 		}
 	}
 	return total
+}
+
+// singleSubscriptionField refuses a subscription whose root selects more than one response
+// key (GRAPHQL_VALIDATION_FAILED, as the spec's "single root field" rule has it).
+// gqlparser's rule compares field names, so "subscription { a: unreadCount b: unreadCount }"
+// passed validation and gqlgen's executor refused it with an uncoded error: an
+// INTERNAL_SERVER_ERROR logged at ERROR, for any client, without a token. It runs after
+// spreadLimit (CollectFields expands every spread).
+type singleSubscriptionField struct{}
+
+func (singleSubscriptionField) ExtensionName() string { return "SingleSubscriptionField" }
+
+func (singleSubscriptionField) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (singleSubscriptionField) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Operation == nil || oc.Operation.Operation != ast.Subscription {
+		return nil
+	}
+	if n := len(graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Subscription"})); n == 1 {
+		return nil
+	}
+	err := gqlerror.Errorf("a subscription must select exactly one root field (aliases count)")
+	errcode.Set(err, errcode.ValidationFailed)
+	return err
 }

@@ -458,3 +458,27 @@ func TestRepeatedResponseKeysAreRefusedBeforeValidation(t *testing.T) {
 		t.Errorf("%d repeats: HTTP %d %s, want the answer", httpapi.MaxRepeatedResponseKey, status, resp)
 	}
 }
+
+// A subscription selecting two root fields under different aliases passed gqlparser's
+// single-root-field rule (it compares field names, the spec groups by response key) and
+// reached gqlgen's executor, which refused it uncoded: INTERNAL_SERVER_ERROR, logged at
+// ERROR, for any client without a token. It is GRAPHQL_VALIDATION_FAILED; one root field
+// (the same one twice is one response key) still runs.
+func TestSubscriptionWithTwoRootFieldsIsAValidationError(t *testing.T) {
+	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
+	for _, doc := range []string{
+		`subscription { a: unreadCount b: unreadCount }`,
+		`subscription { a: unreadCount ... on Subscription { b: notificationAdded { id } } }`,
+		`subscription S { ...F } fragment F on Subscription { unreadCount x: unreadCount }`,
+	} {
+		status, resp := anonymous(t, g, []byte(gql(doc)))
+		errs := decodeErrors(t, resp)
+		if status != http.StatusOK || len(errs) != 1 || errs[0].Extensions["code"] != "GRAPHQL_VALIDATION_FAILED" {
+			t.Errorf("%s: HTTP %d %s, want one GRAPHQL_VALIDATION_FAILED", doc, status, resp)
+		}
+	}
+	status, resp := anonymous(t, g, []byte(gql(`subscription { unreadCount unreadCount b: unreadCount @skip(if: true) }`)))
+	if errs := decodeErrors(t, resp); status != http.StatusOK || len(errs) != 1 || errs[0].Extensions["code"] != "UNAUTHENTICATED" {
+		t.Errorf("one root field: HTTP %d %s, want UNAUTHENTICATED (it runs)", status, resp)
+	}
+}
