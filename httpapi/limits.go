@@ -18,6 +18,7 @@ import (
 	"github.com/vektah/gqlparser/v2/validator/rules"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/metrics"
 )
 
 // Limits of one GraphQL request (issue 8, items 1, 3, 7 and 9).
@@ -116,12 +117,27 @@ func deadlines(query, mutation time.Duration) graphql.ResponseMiddleware {
 			d = query
 		case ast.Mutation:
 			d = mutation
+		case ast.Subscription:
+			// Over SSE and WebSockets a subscription is a stream (each event's fields
+			// are bounded by eventDeadline). Sent as a plain POST it answers one event,
+			// and notificationAdded has none until a notification arrives: without a
+			// deadline the request stayed open indefinitely, past the write timeout.
+			if metrics.TransportOf(ctx) != metrics.TransportHTTP {
+				return next(ctx)
+			}
+			d = query
 		default:
 			return next(ctx)
 		}
 		ctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		return next(ctx)
+		resp := next(ctx)
+		if resp == nil && op.Operation == ast.Subscription && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			te, _ := timeoutError(ctx.Err())
+			err := &gqlerror.Error{Message: te.Message, Extensions: map[string]any{"code": te.Code}}
+			return &graphql.Response{Errors: gqlerror.List{err}}
+		}
+		return resp
 	}
 }
 

@@ -482,3 +482,29 @@ func TestSubscriptionWithTwoRootFieldsIsAValidationError(t *testing.T) {
 		t.Errorf("one root field: HTTP %d %s, want UNAUTHENTICATED (it runs)", status, resp)
 	}
 }
+
+// A subscription sent as a plain POST (application/json, no SSE) answers its first event
+// and ends. notificationAdded has no first event until a notification arrives: the
+// request stayed open with no deadline (150 s and more, past the write timeout, unseen by
+// the subscriptions gauge, which counts at the first response). It ends at the query
+// deadline with UNAVAILABLE, as a query does.
+func TestPlainPOSTSubscriptionHasTheQueryDeadline(t *testing.T) {
+	g := newLimitedGateway(t, func(o *httpapi.Options) { o.QueryTimeout = 300 * time.Millisecond }, httpapi.Timeouts{})
+	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/graphql", strings.NewReader(gql(`subscription { notificationAdded { id } }`)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	client := &http.Client{Timeout: 5 * time.Second}
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("no answer after %v: %v", time.Since(start), err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	took := time.Since(start)
+	errs := decodeErrors(t, body)
+	t.Logf("HTTP %d in %v: %s", resp.StatusCode, took, body)
+	if took > 2*time.Second || len(errs) != 1 || errs[0].Extensions["code"] != "UNAVAILABLE" {
+		t.Errorf("HTTP %d in %v: %s, want one UNAVAILABLE at the 300 ms deadline", resp.StatusCode, took, body)
+	}
+}
