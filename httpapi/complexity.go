@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -30,6 +31,11 @@ const (
 	// GetItem, Query or BatchGetItem): Viewer.unreadCount, Viewer.inbox,
 	// Viewer.notification, Query.node, Query.nodes.
 	CostRead = 100
+	// CostFilteredRead is the cost of an inbox page with a type filter: a FilterExpression,
+	// so a page that matches sparsely reads on through the inbox until it is full (45
+	// aliases of first: 1 over 1,500 notifications of 12 KB made 405 Query calls in one
+	// request). It counts as ten reads: at most four such pages fit in a document.
+	CostFilteredRead = 1000
 	// CostProfile is the cost of Notification.actor and Notification.target: read for a
 	// whole page in one BatchGetItem, so cheap per notification, but not free.
 	CostProfile = 2
@@ -45,7 +51,7 @@ const (
 // or last, default inbox.DefaultPageSize; the number of ids).
 func Complexity() graph.ComplexityRoot {
 	var c graph.ComplexityRoot
-	c.Viewer.Inbox = func(childComplexity int, first *int, _ *string, last *int, _ *string, _ *model.InboxFilter) int {
+	c.Viewer.Inbox = func(childComplexity int, first *int, _ *string, last *int, _ *string, filter *model.InboxFilter) int {
 		n := inbox.DefaultPageSize
 		if first != nil {
 			n = *first
@@ -54,7 +60,11 @@ func Complexity() graph.ComplexityRoot {
 		}
 		// Out-of-range sizes are refused by the resolver with BAD_USER_INPUT; clamp them
 		// here so the complexity check does not answer first with another error.
-		return CostRead + min(max(n, 1), inbox.MaxPageSize)*childComplexity
+		read := CostRead
+		if filter != nil && len(filter.Types) > 0 {
+			read = CostFilteredRead
+		}
+		return read + min(max(n, 1), inbox.MaxPageSize)*childComplexity
 	}
 	c.Viewer.UnreadCount = func(childComplexity int) int { return CostRead + childComplexity }
 	c.Viewer.Notification = func(childComplexity int, _ string) int { return CostRead + childComplexity }
@@ -124,5 +134,91 @@ func (m MutationLimit) MutateOperationContext(_ context.Context, oc *graphql.Ope
 	}
 	err := gqlerror.Errorf("a document may carry at most %d mutation fields (aliases count); this one has %d", m.Max, n)
 	err.Extensions = map[string]any{"code": inbox.CodeBadUserInput}
+	return err
+}
+
+// MaxExpandedSelections bounds the field selections of an operation once its fragment
+// spreads are expanded. gqlgen's complexity walk (and graphql.CollectFields) expands
+// every spread anew, so a document under the token limit whose fragments each spread the
+// next one twice (1.2 KB, 30 fragments, 2^30 selections) kept a core busy for 100 s
+// before the complexity limit refused it, long after its client had gone. A document
+// within ParserTokenLimit without reused fragments has fewer than 5,000 selections; this
+// leaves room for fragments shared by many fields and stays a few milliseconds of work.
+const MaxExpandedSelections = 50_000
+
+// spreadLimit refuses, before the complexity limit walks it, an operation whose fragment
+// spreads expand to more than Max field selections, with the complexity limit's code. It
+// counts each fragment once (memoized, saturating at Max), so its own work is linear in
+// the document.
+type spreadLimit struct{ Max int }
+
+func (spreadLimit) ExtensionName() string { return "SpreadLimit" }
+
+func (spreadLimit) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (l spreadLimit) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Operation == nil || oc.Doc == nil {
+		return nil
+	}
+	memo := map[string]int{}
+	if n := expandedSelections(oc.Operation.SelectionSet, oc.Doc.Fragments, memo, l.Max); n <= l.Max {
+		return nil
+	}
+	err := gqlerror.Errorf("operation expands to more than %d field selections through its fragments", l.Max)
+	err.Extensions = map[string]any{"code": "COMPLEXITY_LIMIT_EXCEEDED"}
+	return err
+}
+
+// expandedSelections counts the fields of set with every fragment spread expanded,
+// returning max+1 as soon as the count passes max.
+func expandedSelections(set ast.SelectionSet, frags ast.FragmentDefinitionList, memo map[string]int, max int) int {
+	total := 0
+	for _, s := range set {
+		switch s := s.(type) {
+		case *ast.Field:
+			total += 1 + expandedSelections(s.SelectionSet, frags, memo, max)
+		case *ast.InlineFragment:
+			total += expandedSelections(s.SelectionSet, frags, memo, max)
+		case *ast.FragmentSpread:
+			n, ok := memo[s.Name]
+			if !ok {
+				memo[s.Name] = max + 1 // a cycle (validation refuses them) counts as too many
+				if f := frags.ForName(s.Name); f != nil {
+					n = expandedSelections(f.SelectionSet, frags, memo, max)
+				} else {
+					n = 0
+				}
+				memo[s.Name] = n
+			}
+			total += n
+		}
+		if total > max {
+			return max + 1
+		}
+	}
+	return total
+}
+
+// singleSubscriptionField refuses a subscription whose root selects more than one response
+// key (GRAPHQL_VALIDATION_FAILED, as the spec's "single root field" rule has it).
+// gqlparser's rule compares field names, so "subscription { a: unreadCount b: unreadCount }"
+// passed validation and gqlgen's executor refused it with an uncoded error: an
+// INTERNAL_SERVER_ERROR logged at ERROR, for any client, without a token. It runs after
+// spreadLimit (CollectFields expands every spread).
+type singleSubscriptionField struct{}
+
+func (singleSubscriptionField) ExtensionName() string { return "SingleSubscriptionField" }
+
+func (singleSubscriptionField) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (singleSubscriptionField) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Operation == nil || oc.Operation.Operation != ast.Subscription {
+		return nil
+	}
+	if n := len(graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Subscription"})); n == 1 {
+		return nil
+	}
+	err := gqlerror.Errorf("a subscription must select exactly one root field (aliases count)")
+	errcode.Set(err, errcode.ValidationFailed)
 	return err
 }

@@ -124,6 +124,9 @@ func TestCostLimitCountsDynamoDBFields(t *testing.T) {
 		"60 node aliases":                    `{ ` + aliased(60, `node(id: "`+id+`") { id }`) + ` }`,
 		"60 notification lookups":            `{ viewer { ` + aliased(60, `notification(id: "`+id+`") { id }`) + ` } }`,
 		"25 inbox pages of 20 with profiles": `{ viewer { ` + aliased(25, `inbox(first: 20) { nodes { actor { name } target { title } } }`) + ` } }`,
+		// A type filter reads on through the inbox until its page is full: 45 such
+		// aliases of first: 1 over 1,500 notifications made 405 Query calls.
+		"5 type-filtered pages": `{ viewer { ` + aliased(5, `inbox(first: 1, filter: {types: ["x"]}) { nodes { id } }`) + ` } }`,
 	} {
 		g.rec.Reset()
 		r := g.request(t, http.MethodPost, g.srv.URL+"/graphql", "application/json", gql(doc))
@@ -137,6 +140,8 @@ func TestCostLimitCountsDynamoDBFields(t *testing.T) {
 	for name, doc := range map[string]string{
 		"a full page": `{ viewer { id unreadCount inbox(first: 100) { edges { cursor node { id type category title body read readAt createdAt payload
 			actor { id actorId name avatarUrl url } target { id targetId kind title url } } } pageInfo { hasNextPage hasPreviousPage startCursor endCursor } unreadCount } } }`,
+		"a type-filtered page": `{ viewer { unreadCount inbox(first: 100, filter: {types: ["a", "b"], unreadOnly: true}) { edges { cursor node { id type title read
+			actor { name } target { title } } } pageInfo { hasNextPage endCursor } } } }`,
 		"100 nodes": `query($ids: [ID!]!) { nodes(ids: $ids) { id ... on Notification { title read actor { name } target { title } } } }`,
 	} {
 		ids := make([]string, 100)

@@ -163,9 +163,13 @@ func NewHandler(o Options) *Handler {
 		gql.Use(extension.Introspection{})
 	} else {
 		gql.Use(introspectionGate{})
-		gql.SetDisableSuggestion(true)
+		gql.SetDisableSuggestion(true) // fields and leaf selections only
+		gql.SetValidationRulesFn(rulesWithoutSuggestions)
 	}
 	gql.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache(cmp.Or(o.APQCacheBytes, DefaultAPQCacheBytes))}})
+	gql.Use(repeatedKeyLimit{Max: MaxRepeatedResponseKey}) // after the persisted query is resolved
+	gql.Use(spreadLimit{Max: MaxExpandedSelections})       // before anything that expands fragments
+	gql.Use(singleSubscriptionField{})
 	gql.Use(extension.FixedComplexityLimit(o.ComplexityLimit))
 	gql.Use(MutationLimit{Max: cmp.Or(o.MaxMutations, DefaultMaxMutationFields)})
 	gql.Use(resolvers.SubscriptionPaths{})

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
@@ -184,6 +185,17 @@ func TestIntrospectionAndSuggestionsOnlyInDevMode(t *testing.T) {
 	if _, resp := anonymous(t, prod, []byte(gql(typo))); !bytes.Contains(resp, []byte("unreadCont")) || bytes.Contains(resp, []byte("Did you mean")) {
 		t.Errorf("production typo: %s", resp)
 	}
+	// Misspelt arguments, input fields and types suggested the schema's names too.
+	for _, q := range []string{
+		`{ viewer { inbox(frist: 1) { nodes { id } } } }`,
+		`{ viewer { inbox(filter: { unreadOnli: true }) { nodes { id } } } }`,
+		`query($f: InboxFiltr) { viewer { inbox(filter: $f) { nodes { id } } } }`,
+	} {
+		if _, resp := anonymous(t, prod, []byte(gql(q))); bytes.Contains(resp, []byte("Did you mean")) ||
+			!bytes.Contains(resp, []byte("GRAPHQL_VALIDATION_FAILED")) {
+			t.Errorf("production %s: %s", q, resp)
+		}
+	}
 
 	dev := newLimitedGateway(t, func(o *httpapi.Options) { o.Introspection = true }, httpapi.Timeouts{})
 	if _, resp := anonymous(t, dev, []byte(gql(schemaQuery))); !bytes.Contains(resp, []byte(`{"data":{"__schema":{"queryType":{"name":"Query"}}}}`)) {
@@ -335,5 +347,128 @@ func TestLongErrorMessagesAreCut(t *testing.T) {
 	errs := decodeErrors(t, resp)
 	if len(resp) > 4096 || len(errs) != 1 || !strings.HasSuffix(errs[0].Message, "aaa…") {
 		t.Errorf("HTTP %d, %d bytes: %.300s", status, len(resp), resp)
+	}
+}
+
+// A fragment bomb: 1.2 KB, 26 fragments each spreading the next one twice, 2^26 field
+// selections once expanded. Without a token, it kept a core busy for seconds (2^30: 100 s,
+// after the client had given up) while gqlgen's complexity walk expanded every spread,
+// before the complexity limit refused it. It must be refused at once, with the
+// complexity limit's code, and a document that shares fragments reasonably must still run.
+func TestFragmentSpreadBombIsRefusedAtOnce(t *testing.T) {
+	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
+	const n = 26
+	var b strings.Builder
+	b.WriteString("query { ...F0 } ")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "fragment F%d on Query { ...F%d ...F%d } ", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "fragment F%d on Query { __typename }", n)
+	body, _ := json.Marshal(map[string]string{"query": b.String()})
+	start := time.Now()
+	status, resp := anonymous(t, g, body)
+	took := time.Since(start)
+	errs := decodeErrors(t, resp)
+	t.Logf("%d bytes: HTTP %d in %v: %s", len(body), status, took, resp)
+	if took > time.Second {
+		t.Errorf("answered in %v, want under 1 s", took)
+	}
+	if len(errs) != 1 || errs[0].Extensions["code"] != "COMPLEXITY_LIMIT_EXCEEDED" {
+		t.Errorf("errors = %+v, want one COMPLEXITY_LIMIT_EXCEEDED", errs)
+	}
+
+	// Ten levels of shared fragments (1,024 selections) still run.
+	b.Reset()
+	b.WriteString("query { ...F0 } ")
+	for i := 0; i < 10; i++ {
+		fmt.Fprintf(&b, "fragment F%d on Query { ...F%d ...F%d } ", i, i+1, i+1)
+	}
+	b.WriteString("fragment F10 on Query { __typename }")
+	body, _ = json.Marshal(map[string]string{"query": b.String()})
+	status, resp = anonymous(t, g, body)
+	if status != http.StatusOK || string(resp) != `{"data":{"__typename":"Query"}}` {
+		t.Errorf("shared fragments: HTTP %d %s, want the answer", status, resp)
+	}
+}
+
+// A document repeating one response key: gqlparser compares every pair of fields that
+// share a key, so 1,660 "a: __typename" (20 KB, within the token limit, no token) took
+// 100 ms of CPU where 1,600 distinct aliases took 7 ms. It is refused before validation,
+// also when the repeats come through inline fragments or fragment spreads; 200 repeats
+// still run.
+func TestRepeatedResponseKeysAreRefusedBeforeValidation(t *testing.T) {
+	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
+	flat := "{ " + strings.Repeat("a: __typename ", 1660) + "}"
+	inline := "{ " + strings.Repeat("... on Query { "+strings.Repeat("a: __typename ", 20)+"} ", 60) + "}"
+	var frags strings.Builder
+	frags.WriteString("{ ")
+	for i := 0; i < 60; i++ {
+		fmt.Fprintf(&frags, "...F%d ", i)
+	}
+	frags.WriteString("}")
+	for i := 0; i < 60; i++ {
+		fmt.Fprintf(&frags, " fragment F%d on Query { %s}", i, strings.Repeat("a: __typename ", 20))
+	}
+	for _, doc := range []string{flat, inline, frags.String()} {
+		body, _ := json.Marshal(map[string]string{"query": doc})
+		status, resp := anonymous(t, g, body)
+		errs := decodeErrors(t, resp)
+		if status != http.StatusOK || len(errs) != 1 || errs[0].Extensions["code"] != "GRAPHQL_VALIDATION_FAILED" {
+			t.Errorf("%.40s…: HTTP %d %.300s, want one GRAPHQL_VALIDATION_FAILED", doc, status, resp)
+		}
+	}
+	body, _ := json.Marshal(map[string]string{"query": "{ " + strings.Repeat("a: __typename ", httpapi.MaxRepeatedResponseKey) + "}"})
+	if status, resp := anonymous(t, g, body); status != http.StatusOK || string(resp) != `{"data":{"a":"Query"}}` {
+		t.Errorf("%d repeats: HTTP %d %s, want the answer", httpapi.MaxRepeatedResponseKey, status, resp)
+	}
+}
+
+// A subscription selecting two root fields under different aliases passed gqlparser's
+// single-root-field rule (it compares field names, the spec groups by response key) and
+// reached gqlgen's executor, which refused it uncoded: INTERNAL_SERVER_ERROR, logged at
+// ERROR, for any client without a token. It is GRAPHQL_VALIDATION_FAILED; one root field
+// (the same one twice is one response key) still runs.
+func TestSubscriptionWithTwoRootFieldsIsAValidationError(t *testing.T) {
+	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
+	for _, doc := range []string{
+		`subscription { a: unreadCount b: unreadCount }`,
+		`subscription { a: unreadCount ... on Subscription { b: notificationAdded { id } } }`,
+		`subscription S { ...F } fragment F on Subscription { unreadCount x: unreadCount }`,
+	} {
+		status, resp := anonymous(t, g, []byte(gql(doc)))
+		errs := decodeErrors(t, resp)
+		if status != http.StatusOK || len(errs) != 1 || errs[0].Extensions["code"] != "GRAPHQL_VALIDATION_FAILED" {
+			t.Errorf("%s: HTTP %d %s, want one GRAPHQL_VALIDATION_FAILED", doc, status, resp)
+		}
+	}
+	status, resp := anonymous(t, g, []byte(gql(`subscription { unreadCount unreadCount b: unreadCount @skip(if: true) }`)))
+	if errs := decodeErrors(t, resp); status != http.StatusOK || len(errs) != 1 || errs[0].Extensions["code"] != "UNAUTHENTICATED" {
+		t.Errorf("one root field: HTTP %d %s, want UNAUTHENTICATED (it runs)", status, resp)
+	}
+}
+
+// A subscription sent as a plain POST (application/json, no SSE) answers its first event
+// and ends. notificationAdded has no first event until a notification arrives: the
+// request stayed open with no deadline (150 s and more, past the write timeout, unseen by
+// the subscriptions gauge, which counts at the first response). It ends at the query
+// deadline with UNAVAILABLE, as a query does.
+func TestPlainPOSTSubscriptionHasTheQueryDeadline(t *testing.T) {
+	g := newLimitedGateway(t, func(o *httpapi.Options) { o.QueryTimeout = 300 * time.Millisecond }, httpapi.Timeouts{})
+	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/graphql", strings.NewReader(gql(`subscription { notificationAdded { id } }`)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	client := &http.Client{Timeout: 5 * time.Second}
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("no answer after %v: %v", time.Since(start), err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	took := time.Since(start)
+	errs := decodeErrors(t, body)
+	t.Logf("HTTP %d in %v: %s", resp.StatusCode, took, body)
+	if took > 2*time.Second || len(errs) != 1 || errs[0].Extensions["code"] != "UNAVAILABLE" {
+		t.Errorf("HTTP %d in %v: %s, want one UNAVAILABLE at the 300 ms deadline", resp.StatusCode, took, body)
 	}
 }
