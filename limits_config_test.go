@@ -33,6 +33,8 @@ func TestLimitConfigDefaultsAndBounds(t *testing.T) {
 		{"INBOX_READ_TIMEOUT", "0s"},
 		{"INBOX_WRITE_TIMEOUT", "-1s"},
 		{"INBOX_IDLE_TIMEOUT", "0s"},
+		{"INBOX_ANONYMOUS_CONCURRENCY", "0"},
+		{"INBOX_ANONYMOUS_CONCURRENCY", "1001"},
 	} {
 		t.Setenv(tc.name, tc.value)
 		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), tc.name) {

@@ -80,6 +80,9 @@ type Config struct {
 	ComplexityLimit int `env:"INBOX_COMPLEXITY_LIMIT" envDefault:"5000"`
 	// MaxMutations bounds the mutation fields of one document, aliases included (1..100).
 	MaxMutations int `env:"INBOX_MAX_MUTATION_FIELDS" envDefault:"5"`
+	// AnonymousConcurrency bounds the GraphQL requests without a token that run at once
+	// (1..1000); more wait up to 5 s for a slot, then get 429 THROTTLED.
+	AnonymousConcurrency int `env:"INBOX_ANONYMOUS_CONCURRENCY" envDefault:"2"`
 	// ProfileCacheSize > 0 shares up to this many actor/target profiles across requests
 	// for ProfileCacheTTL (off by default: every request reads its own).
 	ProfileCacheSize int           `env:"INBOX_PROFILE_CACHE_SIZE" envDefault:"0"`
@@ -156,6 +159,9 @@ func loadConfig() (Config, error) {
 	if c.ComplexityLimit < 1 {
 		// Every document costs at least 1: a limit below 1 would refuse them all.
 		return c, fmt.Errorf("configuration: INBOX_COMPLEXITY_LIMIT must be at least 1, not %d", c.ComplexityLimit)
+	}
+	if c.AnonymousConcurrency < 1 || c.AnonymousConcurrency > 1000 {
+		return c, fmt.Errorf("configuration: INBOX_ANONYMOUS_CONCURRENCY must be between 1 and 1000, not %d", c.AnonymousConcurrency)
 	}
 	if c.MaxMutations < 1 || c.MaxMutations > 100 {
 		return c, fmt.Errorf("configuration: INBOX_MAX_MUTATION_FIELDS must be between 1 and 100, not %d", c.MaxMutations)
@@ -544,21 +550,22 @@ func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store
 		headers = `{"Authorization": "Bearer ` + demoToken + `"}`
 	}
 	return httpapi.NewHandler(httpapi.Options{
-		Log:             log,
-		Verifier:        verifier,
-		Store:           st,
-		Broker:          broker,
-		AllowedOrigins:  cfg.AllowedOrigins,
-		ComplexityLimit: cfg.ComplexityLimit,
-		MaxMutations:    cfg.MaxMutations,
-		GraphiQLHeaders: headers,
-		InitTimeout:     cfg.WSInitTimeout,
-		KeepAlive:       cfg.KeepAlive,
-		Introspection:   cfg.Dev || cfg.Introspection == "on",
-		QueryCacheBytes: cfg.QueryCacheBytes,
-		APQCacheBytes:   cfg.APQCacheBytes,
-		QueryTimeout:    cfg.QueryTimeout,
-		MutationTimeout: cfg.MutationTimeout,
-		Metrics:         reg,
+		Log:                  log,
+		Verifier:             verifier,
+		Store:                st,
+		Broker:               broker,
+		AllowedOrigins:       cfg.AllowedOrigins,
+		ComplexityLimit:      cfg.ComplexityLimit,
+		MaxMutations:         cfg.MaxMutations,
+		AnonymousConcurrency: cfg.AnonymousConcurrency,
+		GraphiQLHeaders:      headers,
+		InitTimeout:          cfg.WSInitTimeout,
+		KeepAlive:            cfg.KeepAlive,
+		Introspection:        cfg.Dev || cfg.Introspection == "on",
+		QueryCacheBytes:      cfg.QueryCacheBytes,
+		APQCacheBytes:        cfg.APQCacheBytes,
+		QueryTimeout:         cfg.QueryTimeout,
+		MutationTimeout:      cfg.MutationTimeout,
+		Metrics:              reg,
 	})
 }

@@ -48,6 +48,9 @@ type Options struct {
 	// MaxMutations bounds a document's mutation fields (see MutationLimit; default
 	// DefaultMaxMutationFields).
 	MaxMutations int
+	// AnonymousConcurrency bounds the requests without a token that run at once (see
+	// anonymousGate; default DefaultAnonymousConcurrency).
+	AnonymousConcurrency int
 	// GraphiQLHeaders pre-fills GraphiQL's headers editor (a JSON object), "" for none.
 	GraphiQLHeaders string
 	// Loaders returns the dataloaders of one operation of a tenant; nil means
@@ -231,7 +234,8 @@ func NewHandler(o Options) *Handler {
 	})
 
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", limitBody(h.streamsMiddleware(verifier.Middleware(gql))))
+	anonymous := newAnonymousGate(cmp.Or(o.AnonymousConcurrency, DefaultAnonymousConcurrency))
+	mux.Handle("/graphql", limitBody(h.streamsMiddleware(verifier.Middleware(anonymous.wrap(gql)))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
