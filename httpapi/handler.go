@@ -41,7 +41,8 @@ type Options struct {
 	Verifier *auth.Verifier
 	Store    *store.Store
 	Broker   resolvers.Broker
-	// AllowedOrigins are the host patterns WebSocket upgrades accept besides same origin.
+	// AllowedOrigins are the host patterns WebSocket upgrades and CORS (withCORS) accept
+	// besides same origin.
 	AllowedOrigins []string
 	// ComplexityLimit bounds a query's cost (see Complexity).
 	ComplexityLimit int
@@ -235,7 +236,7 @@ func NewHandler(o Options) *Handler {
 
 	mux := http.NewServeMux()
 	anonymous := newAnonymousGate(cmp.Or(o.AnonymousConcurrency, DefaultAnonymousConcurrency))
-	mux.Handle("/graphql", limitBody(h.streamsMiddleware(verifier.Middleware(anonymous.wrap(gql)))))
+	mux.Handle("/graphql", withCORS(o.AllowedOrigins, limitBody(h.streamsMiddleware(verifier.Middleware(anonymous.wrap(gql))))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
