@@ -38,7 +38,7 @@ import (
 type CursorIndex byte
 
 const (
-	// IndexInbox is the main list: every notification, from the table (AP1).
+	// IndexInbox is the main list: every notification, from the table (AP1, AP2).
 	IndexInbox CursorIndex = 'i'
 	// IndexUnread is the unread list (filter unreadOnly), from GSI1 (AP4).
 	IndexUnread CursorIndex = 'u'

@@ -1,6 +1,7 @@
 // Package store is the gateway's only view of DynamoDB: one table, its keys, items,
-// cursors and every access pattern of DESIGN.md, through aws-sdk-go-v2. It is the only
-// package that knows key formats (see keys.go) and it never imports the GraphQL layer.
+// cursors and every access pattern of README.md's Key design table (AP1..AP10 in the
+// comments), through aws-sdk-go-v2. It is the only package that knows key formats (see
+// keys.go) and it never imports the GraphQL layer.
 //
 // Every read is a GetItem, Query or BatchGetItem (never a Scan); every write that must be
 // exact is a conditional TransactWriteItems or UpdateItem. The badge counter lives in the

@@ -8,7 +8,7 @@ import (
 
 // Key formats of the single table. Every key is built here, from ids that passed
 // inbox.CheckID (no '#', no control characters, at most 256 bytes), so no input can reach
-// another item collection. The numbers refer to the access patterns of DESIGN.md.
+// another item collection. AP numbers are the access patterns of README.md's Key design table.
 const (
 	attrPK     = "pk"
 	attrSK     = "sk"
@@ -18,17 +18,17 @@ const (
 	// gsi1Name is the sparse GSI: notifications that may be unread (AP4), plus META.
 	gsi1Name = "GSI1"
 
-	// skNotifPrefix starts every notification sort key: "N#" + ULID (AP1: newest first by
+	// skNotifPrefix starts every notification sort key: "N#" + ULID (AP1, AP2: newest first by
 	// ScanIndexForward=false).
 	skNotifPrefix = "N#"
 	// skMeta is the inbox META item's sort key. '~' sorts after every ULID character, so
 	// a descending Query over [skNotifPrefix, skMeta] returns META first and then the
-	// newest notifications: badge and first page in one call (AP1 + AP2). META carries the
+	// newest notifications: badge and first page in one call (AP1). META carries the
 	// same value as gsi1sk so the unread list's Query returns it too (AP4).
 	skMeta = "N~META"
 	// skPrefs is the preferences item's sort key; it sorts outside [N#, N~META].
 	skPrefs = "PREFS"
-	// skProfile is the sort key of actor and target profile items (AP6).
+	// skProfile is the sort key of actor and target profile items (AP9).
 	skProfile = "PROFILE"
 	// skGuardPrefix + recipient is the sort key of one recipient's idempotency guard (AP8).
 	skGuardPrefix = "R#"
@@ -44,7 +44,7 @@ const (
 )
 
 // userPK is the partition key of a user's item collection: notifications, META, PREFS
-// (AP1-AP5, AP7). One user's inbox is one partition key, so users spread over partitions.
+// (AP1-AP8, AP10). One user's inbox is one partition key, so users spread over partitions.
 func userPK(v inbox.Viewer) string {
 	return "T#" + v.TenantID + "#U#" + v.UserID
 }
@@ -71,12 +71,12 @@ func guardPK(tenantID, key string) string {
 // guardSK is the sort key of one recipient's guard under guardPK.
 func guardSK(userID string) string { return skGuardPrefix + userID }
 
-// actorPK is the partition key of an actor profile (AP6).
+// actorPK is the partition key of an actor profile (AP9).
 func actorPK(tenantID, actorID string) string {
 	return "T#" + tenantID + "#ACTOR#" + actorID
 }
 
-// targetPK is the partition key of a target profile (AP6); target ids are unique per kind.
+// targetPK is the partition key of a target profile (AP9); target ids are unique per kind.
 func targetPK(tenantID, kind, targetID string) string {
 	return "T#" + tenantID + "#TARGET#" + kind + "#" + targetID
 }

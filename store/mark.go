@@ -77,7 +77,7 @@ func decodeMarkSnapshot(got map[itemKey]map[string]types.AttributeValue, v inbox
 }
 
 // Mark sets the explicit read state of v's notifications ids (read or unread), keeping the
-// badge exact (AP3).
+// badge exact (AP6).
 //
 // Each attempt reads META and the notifications with one strongly consistent BatchGetItem,
 // works out which ids are not yet in the requested state, and writes those in one
@@ -279,7 +279,7 @@ type markAllResult struct {
 	version int64
 }
 
-// MarkAll marks every notification of v read (AP5): one UpdateItem of META sets the
+// MarkAll marks every notification of v read (AP7): one UpdateItem of META sets the
 // watermark readAllBefore to a new ULID and the badge to 0. The watermark must lie above
 // every id and mark time already written (META.clock, a condition of the update), so
 // nothing unread can hide above it; when another instance's clock is ahead, the update is

@@ -15,7 +15,7 @@ import (
 
 // Inbox returns one page of v's inbox, newest first (Relay cursor connections).
 //
-// Access patterns: AP1 (Query on pk, sk in [N#, N~META], ScanIndexForward=false) or AP4
+// Access patterns: AP1 and AP2 (Query on pk, sk in [N#, N~META], ScanIndexForward=false) or AP4
 // (the same on GSI1 under unreadPK) for unreadOnly. A first page read from the top gets
 // META from the same Query (its sort key sorts above every notification), so badge and
 // page cost one call; any other page reads META with a GetItem sent concurrently with the
@@ -157,7 +157,7 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 	return s.buildPage(v, ix, items, meta, want, backward, after != "", before != ""), nil
 }
 
-// pageQueryInput builds the Query of AP1 (table) or AP4 (GSI1) starting after the
+// pageQueryInput builds the Query of AP1/AP2 (table) or AP4 (GSI1) starting after the
 // notification startID ("" for the end of the range), descending unless backward.
 func (s *Store) pageQueryInput(v inbox.Viewer, q inbox.PageQuery, backward bool, startID string) *dynamodb.QueryInput {
 	pkName, skName, pkVal := attrPK, attrSK, userPK(v)
@@ -245,7 +245,7 @@ func (s *Store) buildPage(v inbox.Viewer, ix CursorIndex, items []*notificationI
 	return p
 }
 
-// getMeta reads v's META item (AP2: GetItem). A missing META is an empty inbox.
+// getMeta reads v's META item (AP3: GetItem). A missing META is an empty inbox.
 func (s *Store) getMeta(ctx context.Context, v inbox.Viewer, consistent bool) (metaItem, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
@@ -264,7 +264,7 @@ func (s *Store) getMeta(ctx context.Context, v inbox.Viewer, consistent bool) (m
 	return m, nil
 }
 
-// UnreadCount returns v's badge count (AP2: one GetItem of META).
+// UnreadCount returns v's badge count (AP3: one GetItem of META).
 func (s *Store) UnreadCount(ctx context.Context, v inbox.Viewer) (int, error) {
 	c, _, err := s.Badge(ctx, v)
 	return c, err

@@ -23,7 +23,7 @@ var profileNames = map[string]string{"#pk": attrPK, "#sk": attrSK, "#name": "nam
 
 const profileProjection = "#pk, #sk, #name, #avatar, #url, #title"
 
-// Profiles loads the actor and target profiles refs of a tenant (AP6), aligned with refs:
+// Profiles loads the actor and target profiles refs of a tenant (AP9), aligned with refs:
 // nil where none exists. Refs are deduplicated, then read with BatchGetItem (≤100 keys a
 // call, calls sent concurrently, UnprocessedKeys retried with backoff) projecting only the
 // attributes the schema renders. A ref whose id could not be a key resolves to nil.

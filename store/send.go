@@ -19,7 +19,7 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-// Send fans in out to its recipients of tenantID (AP7, AP8), idempotently.
+// Send fans in out to its recipients of tenantID (AP8), idempotently.
 //
 // Each recipient gets one TransactWriteItems of three actions: Put its idempotency guard
 // (attribute_not_exists), Put the notification (attribute_not_exists), and Update its META

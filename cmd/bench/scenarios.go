@@ -302,7 +302,7 @@ func (b *bench) gatewayLoad(ctx context.Context, name, url string, reqs []loadRe
 	return sideOf(name, w), nil
 }
 
-// Hand-written access: the key formats of DESIGN.md, typed out here on purpose.
+// Hand-written access: the key formats of store/keys.go (README.md's Key design), typed out here on purpose.
 func userPK(u string) string { return "T#" + tenant + "#U#" + u }
 
 type rawItem struct {
