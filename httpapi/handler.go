@@ -31,7 +31,6 @@ import (
 	"github.com/inboxgw/gateway/loader"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/resolvers"
-	"github.com/inboxgw/gateway/store"
 	"github.com/inboxgw/gateway/web"
 )
 
@@ -39,8 +38,10 @@ import (
 type Options struct {
 	Log      *slog.Logger
 	Verifier *auth.Verifier
-	Store    *store.Store
-	Broker   resolvers.Broker
+	// Store is what the resolvers, the per-request loaders and /readyz use (implemented by
+	// *store.Store; server.go, the composition root, passes it).
+	Store  resolvers.Store
+	Broker resolvers.Broker
 	// AllowedOrigins are the host patterns WebSocket upgrades and CORS (withCORS) accept
 	// besides same origin.
 	AllowedOrigins []string
