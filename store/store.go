@@ -30,7 +30,6 @@ type API interface {
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
-	UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error)
 }
 
 // Store reads and writes the inbox table. It is safe for concurrent use.
@@ -282,7 +281,14 @@ func (s *Store) CreateTable(ctx context.Context) error {
 			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
 		},
-		GlobalSecondaryIndexes: tableIndexes(),
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(gsi1Name),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(attrGSI1PK), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(attrGSI1SK), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}},
 		StreamSpecification: &types.StreamSpecification{
 			StreamEnabled:  aws.Bool(true),
 			StreamViewType: types.StreamViewTypeNewAndOldImages,
@@ -300,12 +306,6 @@ func (s *Store) CreateTable(ctx context.Context) error {
 		}); err != nil {
 		return fmt.Errorf("wait for table %s: %w", s.table, err)
 	}
-	if err != nil {
-		// The table was there: give it the indexes this version reads that it lacks.
-		if err := s.addMissingIndexes(ctx); err != nil {
-			return err
-		}
-	}
 	if err == nil {
 		_, err = s.db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 			TableName: aws.String(s.table),
@@ -319,79 +319,6 @@ func (s *Store) CreateTable(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// tableIndexes are the GSIs this version of the store reads: GSI1, the sparse unread list
-// (AP4). A new version that needs another index adds it here; CreateTable creates it on a
-// new table and adds it to a deployed one.
-func tableIndexes() []types.GlobalSecondaryIndex {
-	return []types.GlobalSecondaryIndex{{
-		IndexName: aws.String(gsi1Name),
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(attrGSI1PK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(attrGSI1SK), KeyType: types.KeyTypeRange},
-		},
-		Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
-	}}
-}
-
-// addMissingIndexes adds to a deployed table each index of tableIndexes it lacks, one
-// UpdateTable at a time (DynamoDB creates one GSI per UpdateTable), and waits until each
-// is ACTIVE: on AWS the backfill of a large table takes minutes to hours, and a store
-// that read an index still CREATING would miss items (DynamoDB refuses Queries on it).
-// The indexes' key attributes are all strings.
-func (s *Store) addMissingIndexes(ctx context.Context) error {
-	for _, want := range tableIndexes() {
-		have, err := s.indexStatus(ctx, aws.ToString(want.IndexName))
-		if err != nil {
-			return err
-		}
-		if have == "" {
-			var defs []types.AttributeDefinition
-			for _, k := range want.KeySchema {
-				defs = append(defs, types.AttributeDefinition{AttributeName: k.AttributeName, AttributeType: types.ScalarAttributeTypeS})
-			}
-			_, err := s.db.UpdateTable(ctx, &dynamodb.UpdateTableInput{
-				TableName:            aws.String(s.table),
-				AttributeDefinitions: defs,
-				GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: &types.CreateGlobalSecondaryIndexAction{
-					IndexName: want.IndexName, KeySchema: want.KeySchema, Projection: want.Projection,
-				}}},
-			})
-			if err != nil {
-				return fmt.Errorf("add index %s to %s: %w", aws.ToString(want.IndexName), s.table, err)
-			}
-			s.log.Info("adding an index to a deployed table", "table", s.table, "index", aws.ToString(want.IndexName))
-		}
-		for have != string(types.IndexStatusActive) {
-			if have == string(types.IndexStatusDeleting) {
-				return fmt.Errorf("index %s of %s is being deleted: this version reads it", aws.ToString(want.IndexName), s.table)
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("wait for index %s of %s: %w", aws.ToString(want.IndexName), s.table, ctx.Err())
-			case <-time.After(500 * time.Millisecond):
-			}
-			if have, err = s.indexStatus(ctx, aws.ToString(want.IndexName)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// indexStatus returns the status of the table's GSI name ("" when it has none).
-func (s *Store) indexStatus(ctx context.Context, name string) (string, error) {
-	out, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)})
-	if err != nil {
-		return "", fmt.Errorf("describe table %s: %w", s.table, err)
-	}
-	for _, g := range out.Table.GlobalSecondaryIndexes {
-		if aws.ToString(g.IndexName) == name {
-			return string(g.IndexStatus), nil
-		}
-	}
-	return "", nil
 }
 
 // checkViewer rejects a viewer whose ids could break out of their key.
