@@ -867,7 +867,14 @@ func (c *outcomes) add(outcome string, bytes int64, d time.Duration) {
 	c.o.MaxSeconds = max(c.o.MaxSeconds, d.Seconds())
 }
 
+// lifetime records how long a held connection lasted, and its outcome ("still open" at
+// the hold's end, or "closed by the gateway").
 func (c *outcomes) lifetime(d time.Duration, stillOpen bool) {
+	outcome := "closed by the gateway"
+	if stillOpen {
+		outcome = "still open"
+	}
+	c.add(outcome, 0, d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.o.Lifetimes = append(c.o.Lifetimes, float64(d.Milliseconds())/1000)
@@ -1087,7 +1094,6 @@ func slowBody(spec abuseSpec, deadline time.Time, col *outcomes) error {
 	}()
 	d, open := closedBy(c, c, t0, deadline)
 	col.lifetime(d, open)
-	col.add(map[bool]string{true: "still open", false: "closed by the gateway"}[open], 0, d)
 	return nil
 }
 
@@ -1114,7 +1120,6 @@ func idleConnection(spec abuseSpec, deadline time.Time, col *outcomes) error {
 	t0 := time.Now()
 	d, open := closedBy(c, br, t0, deadline)
 	col.lifetime(d, open)
-	col.add(map[bool]string{true: "still open", false: "closed by the gateway"}[open], 0, d)
 	return nil
 }
 
@@ -1154,7 +1159,6 @@ func silentWebSocket(spec abuseSpec, deadline time.Time, col *outcomes) error {
 	t0 := time.Now()
 	d, open := closedBy(c, br, t0, deadline)
 	col.lifetime(d, open)
-	col.add(map[bool]string{true: "still open", false: "closed by the gateway"}[open], 0, d)
 	return nil
 }
 
