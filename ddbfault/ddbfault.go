@@ -67,6 +67,25 @@ type Proxy struct {
 
 	enabled                                         atomic.Bool
 	calls, throttled, outages, lostAnswers, delayed atomic.Int64
+	forced                                          atomic.Int64 // calls left to fail with forcedFault
+	forcedFault                                     atomic.Int64
+}
+
+// Fault is a failure FailNext forces.
+type Fault int
+
+// The faults FailNext can force, each answered as DynamoDB answers it.
+const (
+	Throttling         Fault = Fault(throttle)   // 400 ThrottlingException
+	ThroughputExceeded Fault = Fault(throughput) // 400 ProvisionedThroughputExceededException
+	Outage             Fault = Fault(outage)     // 500 InternalServerError
+)
+
+// FailNext makes the next n calls, of any operation and whether the proxy is enabled or
+// not, fail with f; then the proxy goes on as before. Tests use it for exact counts.
+func (p *Proxy) FailNext(n int, f Fault) {
+	p.forcedFault.Store(int64(f))
+	p.forced.Store(int64(n))
 }
 
 // New returns a disabled proxy forwarding to target (a base URL such as
@@ -109,6 +128,9 @@ const (
 
 // decide draws the fault and the delay of one call of op.
 func (p *Proxy) decide(op string) (fault, time.Duration) {
+	if p.forced.Load() > 0 && p.forced.Add(-1) >= 0 {
+		return fault(p.forcedFault.Load()), 0
+	}
 	if !p.enabled.Load() {
 		return none, 0
 	}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,46 +16,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/inboxgw/gateway/ddbfault"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/store"
 )
 
-// faultProxy forwards requests to DynamoDB Local, except that the next n requests it is
-// told to fail are answered with status and an error of type code instead.
-type faultProxy struct {
-	srv    *httptest.Server
-	fail   atomic.Int64
-	status int
-	code   string
-}
-
-func newFaultProxy(t *testing.T) *faultProxy {
+// newFaultProxy is a ddbfault.Proxy in front of DynamoDB Local, served on a test server;
+// FailNext makes exact numbers of calls fail.
+func newFaultProxy(t *testing.T) (*ddbfault.Proxy, string) {
 	t.Helper()
-	target, err := url.Parse(dynlocaltest.Endpoint(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &faultProxy{}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p.fail.Add(-1) >= 0 {
-			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-			w.WriteHeader(p.status)
-			_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#` + p.code + `","message":"injected"}`))
-			return
-		}
-		p.fail.Store(0)
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-// failNext makes the next n requests fail with status and error code.
-func (p *faultProxy) failNext(n int, status int, code string) {
-	p.status, p.code = status, code
-	p.fail.Store(int64(n))
+	p := ddbfault.New(dynlocaltest.Endpoint(t), ddbfault.Config{})
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.Close(); p.Close() })
+	return p, srv.URL
 }
 
 // TestDynamoDBOutcomes counts calls and attempts through a fault proxy in front of
@@ -66,11 +37,11 @@ func (p *faultProxy) failNext(n int, status int, code string) {
 // succeeds after two throttles, one throttled on every attempt, one failing with 500s,
 // one that is not retried at all (no such table).
 func TestDynamoDBOutcomes(t *testing.T) {
-	p := newFaultProxy(t)
+	p, proxyURL := newFaultProxy(t)
 	r := New()
 	db := dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String(p.srv.URL),
+		BaseEndpoint: aws.String(proxyURL),
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = 3
@@ -108,21 +79,21 @@ func TestDynamoDBOutcomes(t *testing.T) {
 	}
 	check("clean", map[string]float64{OutcomeOK: 1, OutcomeRetried: 0}, map[string]float64{OutcomeOK: 1})
 
-	p.failNext(2, http.StatusBadRequest, "ThrottlingException")
+	p.FailNext(2, ddbfault.Throttling)
 	if err := list(); err != nil {
 		t.Fatalf("after two throttles: %v", err)
 	}
 	check("two throttles then ok", map[string]float64{OutcomeOK: 1, OutcomeRetried: 1},
 		map[string]float64{OutcomeOK: 2, OutcomeThrottled: 2})
 
-	p.failNext(3, http.StatusBadRequest, "ProvisionedThroughputExceededException")
+	p.FailNext(3, ddbfault.ThroughputExceeded)
 	if err := list(); err == nil {
 		t.Fatal("throttled on every attempt: no error")
 	}
 	check("throttled throughout", map[string]float64{OutcomeThrottled: 1, OutcomeFailed: 0},
 		map[string]float64{OutcomeOK: 2, OutcomeThrottled: 5})
 
-	p.failNext(3, http.StatusInternalServerError, "InternalServerError")
+	p.FailNext(3, ddbfault.Outage)
 	if err := list(); err == nil {
 		t.Fatal("500 on every attempt: no error")
 	}
@@ -215,11 +186,11 @@ func TestNilRegistry(t *testing.T) {
 // and a condition that fails (the store's optimistic concurrency) is a conflict, not a
 // failure.
 func TestStoreRetriesAndConflicts(t *testing.T) {
-	p := newFaultProxy(t)
+	p, proxyURL := newFaultProxy(t)
 	r := New()
 	db := dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String(p.srv.URL),
+		BaseEndpoint: aws.String(proxyURL),
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
 		Retryer:      store.NewSDKRetryer(),
 	}, r.DynamoDB())
@@ -236,7 +207,7 @@ func TestStoreRetriesAndConflicts(t *testing.T) {
 		return testutil.ToFloat64(c.WithLabelValues(labels...))
 	}
 
-	p.failNext(2, http.StatusBadRequest, "ThrottlingException")
+	p.FailNext(2, ddbfault.Throttling)
 	if _, _, err := st.Badge(ctx, v); err != nil {
 		t.Fatalf("badge after two throttles: %v", err)
 	}
@@ -247,7 +218,7 @@ func TestStoreRetriesAndConflicts(t *testing.T) {
 		t.Errorf("calls{GetItem,throttled} = %v, want 2 (each store attempt is one SDK call)", got)
 	}
 
-	p.failNext(4, http.StatusInternalServerError, "InternalServerError")
+	p.FailNext(4, ddbfault.Outage)
 	_, _, err := st.Badge(ctx, v)
 	if code := inbox.ErrorCode(err); code != inbox.CodeUnavailable {
 		t.Fatalf("badge under an outage: %v (code %q), want UNAVAILABLE", err, code)
