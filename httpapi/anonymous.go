@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,9 +25,11 @@ const (
 	anonymousWait = 5 * time.Second
 )
 
-// anonymousGate bounds the GraphQL requests without a token that run at once (WebSocket
-// upgrades and SSE streams, which authenticate in their first message or are long-lived,
-// are not counted). A request beyond the bound waits up to anonymousWait behind at most
+// anonymousGate bounds the GraphQL requests without a token that run at once. WebSocket
+// upgrades are not counted: they authenticate in connection_init (and wait for it at most
+// INBOX_WS_INIT_TIMEOUT). SSE requests are: they carry their token in the header like any
+// other, so one without a token is refused at once and cannot hold its slot, and an
+// Accept header must not be a way around the bound. A request beyond the bound waits up to anonymousWait behind at most
 // anonymousQueue others, then gets 429 THROTTLED with Retry-After: 1.
 type anonymousGate struct {
 	slots   chan struct{}
@@ -41,8 +42,7 @@ func newAnonymousGate(n int) *anonymousGate {
 
 func (g *anonymousGate) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := auth.FromContext(r.Context()); ok || isWebSocketUpgrade(r) ||
-			strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		if _, ok := auth.FromContext(r.Context()); ok || isWebSocketUpgrade(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
