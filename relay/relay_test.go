@@ -157,6 +157,11 @@ func TestRelayOutsideWriteReachesSubscriber(t *testing.T) {
 		expect(t, sub, id, ver, i, 5*time.Second)
 		t.Logf("outside write %d reached the subscriber in %v", i, time.Since(start))
 	}
+	// The relay counts a change after its Publish returned, and the subscriber may see it
+	// first: wait briefly for the count.
+	for deadline := time.Now().Add(2 * time.Second); r.Published() < 6 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if r.Published() < 6 {
 		t.Fatalf("published %d changes, want >= 6", r.Published())
 	}
