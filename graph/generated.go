@@ -34,6 +34,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	Mutation() MutationResolver
 	Notification() NotificationResolver
+	Preferences() PreferencesResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
 	Viewer() ViewerResolver
@@ -51,35 +52,97 @@ type ComplexityRoot struct {
 		OptURL       func(childComplexity int) int
 	}
 
+	Badge struct {
+		Categories func(childComplexity int) int
+		Unread     func(childComplexity int) int
+		Unseen     func(childComplexity int) int
+	}
+
+	CategoryCount struct {
+		Category func(childComplexity int) int
+		Unread   func(childComplexity int) int
+		Unseen   func(childComplexity int) int
+	}
+
+	CategoryPreference struct {
+		Category func(childComplexity int) int
+		Channels func(childComplexity int) int
+		Critical func(childComplexity int) int
+	}
+
+	ChannelSwitches struct {
+		Email func(childComplexity int) int
+		InApp func(childComplexity int) int
+		Push  func(childComplexity int) int
+		SMS   func(childComplexity int) int
+	}
+
+	DeletePayload struct {
+		Badge      func(childComplexity int) int
+		DeletedIDs func(childComplexity int) int
+		NotFound   func(childComplexity int) int
+	}
+
+	InboxEvent struct {
+		Badge           func(childComplexity int) int
+		Kind            func(childComplexity int) int
+		Notification    func(childComplexity int) int
+		NotificationIds func(childComplexity int) int
+	}
+
 	MarkAllReadPayload struct {
+		Badge         func(childComplexity int) int
 		ReadAllBefore func(childComplexity int) int
 		UnreadCount   func(childComplexity int) int
 	}
 
 	MarkReadPayload struct {
+		Badge         func(childComplexity int) int
+		NotFound      func(childComplexity int) int
 		Notifications func(childComplexity int) int
 		UnreadCount   func(childComplexity int) int
 	}
 
 	Mutation struct {
-		MarkAllRead      func(childComplexity int) int
-		MarkRead         func(childComplexity int, ids []string) int
-		MarkUnread       func(childComplexity int, ids []string) int
-		SendNotification func(childComplexity int, input model.SendNotificationInput) int
+		Archive             func(childComplexity int, ids []string) int
+		DeleteNotifications func(childComplexity int, ids []string) int
+		MarkAllRead         func(childComplexity int, filter *model.MarkAllFilter) int
+		MarkAllSeen         func(childComplexity int) int
+		MarkRead            func(childComplexity int, ids []string) int
+		MarkSeen            func(childComplexity int, ids []string) int
+		MarkUnread          func(childComplexity int, ids []string) int
+		SendNotification    func(childComplexity int, input model.SendNotificationInput) int
+		Snooze              func(childComplexity int, ids []string, until time.Time) int
+		Unarchive           func(childComplexity int, ids []string) int
+		Unsnooze            func(childComplexity int, ids []string) int
+		UpdatePreferences   func(childComplexity int, input model.PreferencesInput) int
 	}
 
 	Notification struct {
-		Actor       func(childComplexity int) int
-		CreatedAt   func(childComplexity int) int
-		GlobalID    func(childComplexity int) int
-		OptBody     func(childComplexity int) int
-		OptCategory func(childComplexity int) int
-		OptTitle    func(childComplexity int) int
-		Payload     func(childComplexity int) int
-		Read        func(childComplexity int) int
-		ReadAt      func(childComplexity int) int
-		Target      func(childComplexity int) int
-		Type        func(childComplexity int) int
+		Actions      func(childComplexity int) int
+		Actor        func(childComplexity int) int
+		Archived     func(childComplexity int) int
+		ArchivedAt   func(childComplexity int) int
+		CreatedAt    func(childComplexity int) int
+		ExpiresAt    func(childComplexity int) int
+		GlobalID     func(childComplexity int) int
+		OptBody      func(childComplexity int) int
+		OptCategory  func(childComplexity int) int
+		OptGroupKey  func(childComplexity int) int
+		OptTitle     func(childComplexity int) int
+		Payload      func(childComplexity int) int
+		Read         func(childComplexity int) int
+		ReadAt       func(childComplexity int) int
+		Seen         func(childComplexity int) int
+		SeenAt       func(childComplexity int) int
+		SnoozedUntil func(childComplexity int) int
+		Target       func(childComplexity int) int
+		Type         func(childComplexity int) int
+	}
+
+	NotificationAction struct {
+		Label func(childComplexity int) int
+		URL   func(childComplexity int) int
 	}
 
 	NotificationConnection struct {
@@ -94,6 +157,31 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	NotificationGroup struct {
+		ActorCount  func(childComplexity int) int
+		Actors      func(childComplexity int, first *int) int
+		Count       func(childComplexity int) int
+		GroupKey    func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Latest      func(childComplexity int) int
+		Read        func(childComplexity int) int
+		Target      func(childComplexity int) int
+		Type        func(childComplexity int) int
+		UnreadCount func(childComplexity int) int
+		UpdatedAt   func(childComplexity int) int
+	}
+
+	NotificationGroupConnection struct {
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	NotificationGroupEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	PageInfo struct {
 		EndCursor       func(childComplexity int) int
 		HasNextPage     func(childComplexity int) int
@@ -101,10 +189,24 @@ type ComplexityRoot struct {
 		StartCursor     func(childComplexity int) int
 	}
 
+	Preferences struct {
+		Categories   func(childComplexity int) int
+		Channels     func(childComplexity int) int
+		MutedTargets func(childComplexity int) int
+		OptLocale    func(childComplexity int) int
+		OptTimezone  func(childComplexity int) int
+		QuietHours   func(childComplexity int) int
+	}
+
 	Query struct {
 		Node   func(childComplexity int, id string) int
 		Nodes  func(childComplexity int, ids []string) int
 		Viewer func(childComplexity int) int
+	}
+
+	QuietHours struct {
+		End   func(childComplexity int) int
+		Start func(childComplexity int) int
 	}
 
 	SendNotificationPayload struct {
@@ -114,6 +216,8 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
+		Badge             func(childComplexity int) int
+		InboxEvents       func(childComplexity int) int
 		NotificationAdded func(childComplexity int) int
 		UnreadCount       func(childComplexity int) int
 	}
@@ -127,11 +231,15 @@ type ComplexityRoot struct {
 	}
 
 	Viewer struct {
+		Badge        func(childComplexity int) int
 		GlobalID     func(childComplexity int) int
+		Groups       func(childComplexity int, first *int, after *string, filter *model.InboxFilter) int
 		Inbox        func(childComplexity int, first *int, after *string, last *int, before *string, filter *model.InboxFilter) int
 		Notification func(childComplexity int, id string) int
+		Preferences  func(childComplexity int) int
 		TenantID     func(childComplexity int) int
 		UnreadCount  func(childComplexity int) int
+		UnseenCount  func(childComplexity int) int
 		UserID       func(childComplexity int) int
 	}
 }
@@ -143,12 +251,23 @@ type ComplexityRoot struct {
 type MutationResolver interface {
 	MarkRead(ctx context.Context, ids []string) (*inbox.MarkResult, error)
 	MarkUnread(ctx context.Context, ids []string) (*inbox.MarkResult, error)
-	MarkAllRead(ctx context.Context) (*inbox.MarkAllResult, error)
+	MarkSeen(ctx context.Context, ids []string) (*inbox.MarkResult, error)
+	Archive(ctx context.Context, ids []string) (*inbox.MarkResult, error)
+	Unarchive(ctx context.Context, ids []string) (*inbox.MarkResult, error)
+	Snooze(ctx context.Context, ids []string, until time.Time) (*inbox.MarkResult, error)
+	Unsnooze(ctx context.Context, ids []string) (*inbox.MarkResult, error)
+	DeleteNotifications(ctx context.Context, ids []string) (*inbox.DeleteResult, error)
+	MarkAllRead(ctx context.Context, filter *model.MarkAllFilter) (*inbox.MarkAllResult, error)
+	MarkAllSeen(ctx context.Context) (*inbox.Badge, error)
+	UpdatePreferences(ctx context.Context, input model.PreferencesInput) (*inbox.Preferences, error)
 	SendNotification(ctx context.Context, input model.SendNotificationInput) (*model.SendNotificationPayload, error)
 }
 type NotificationResolver interface {
 	Actor(ctx context.Context, obj *inbox.Notification) (*inbox.Actor, error)
 	Target(ctx context.Context, obj *inbox.Notification) (*inbox.Target, error)
+}
+type PreferencesResolver interface {
+	MutedTargets(ctx context.Context, obj *inbox.Preferences) ([]*inbox.Target, error)
 }
 type QueryResolver interface {
 	Viewer(ctx context.Context) (*inbox.Viewer, error)
@@ -158,11 +277,17 @@ type QueryResolver interface {
 type SubscriptionResolver interface {
 	UnreadCount(ctx context.Context) (<-chan int, error)
 	NotificationAdded(ctx context.Context) (<-chan *inbox.Notification, error)
+	Badge(ctx context.Context) (<-chan *inbox.Badge, error)
+	InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error)
 }
 type ViewerResolver interface {
 	Inbox(ctx context.Context, obj *inbox.Viewer, first *int, after *string, last *int, before *string, filter *model.InboxFilter) (*inbox.Page, error)
 	UnreadCount(ctx context.Context, obj *inbox.Viewer) (int, error)
 	Notification(ctx context.Context, obj *inbox.Viewer, id string) (*inbox.Notification, error)
+	UnseenCount(ctx context.Context, obj *inbox.Viewer) (int, error)
+	Badge(ctx context.Context, obj *inbox.Viewer) (*inbox.Badge, error)
+	Preferences(ctx context.Context, obj *inbox.Viewer) (*inbox.Preferences, error)
+	Groups(ctx context.Context, obj *inbox.Viewer, first *int, after *string, filter *model.InboxFilter) (*model.NotificationGroupConnection, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -214,6 +339,138 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Actor.OptURL(childComplexity), true
 
+	case "Badge.categories":
+		if e.ComplexityRoot.Badge.Categories == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Badge.Categories(childComplexity), true
+	case "Badge.unread":
+		if e.ComplexityRoot.Badge.Unread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Badge.Unread(childComplexity), true
+	case "Badge.unseen":
+		if e.ComplexityRoot.Badge.Unseen == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Badge.Unseen(childComplexity), true
+
+	case "CategoryCount.category":
+		if e.ComplexityRoot.CategoryCount.Category == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CategoryCount.Category(childComplexity), true
+	case "CategoryCount.unread":
+		if e.ComplexityRoot.CategoryCount.Unread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CategoryCount.Unread(childComplexity), true
+	case "CategoryCount.unseen":
+		if e.ComplexityRoot.CategoryCount.Unseen == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CategoryCount.Unseen(childComplexity), true
+
+	case "CategoryPreference.category":
+		if e.ComplexityRoot.CategoryPreference.Category == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CategoryPreference.Category(childComplexity), true
+	case "CategoryPreference.channels":
+		if e.ComplexityRoot.CategoryPreference.Channels == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CategoryPreference.Channels(childComplexity), true
+	case "CategoryPreference.critical":
+		if e.ComplexityRoot.CategoryPreference.Critical == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CategoryPreference.Critical(childComplexity), true
+
+	case "ChannelSwitches.email":
+		if e.ComplexityRoot.ChannelSwitches.Email == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelSwitches.Email(childComplexity), true
+	case "ChannelSwitches.inApp":
+		if e.ComplexityRoot.ChannelSwitches.InApp == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelSwitches.InApp(childComplexity), true
+	case "ChannelSwitches.push":
+		if e.ComplexityRoot.ChannelSwitches.Push == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelSwitches.Push(childComplexity), true
+	case "ChannelSwitches.sms":
+		if e.ComplexityRoot.ChannelSwitches.SMS == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelSwitches.SMS(childComplexity), true
+
+	case "DeletePayload.badge":
+		if e.ComplexityRoot.DeletePayload.Badge == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeletePayload.Badge(childComplexity), true
+	case "DeletePayload.deletedIds":
+		if e.ComplexityRoot.DeletePayload.DeletedIDs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeletePayload.DeletedIDs(childComplexity), true
+	case "DeletePayload.notFound":
+		if e.ComplexityRoot.DeletePayload.NotFound == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeletePayload.NotFound(childComplexity), true
+
+	case "InboxEvent.badge":
+		if e.ComplexityRoot.InboxEvent.Badge == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEvent.Badge(childComplexity), true
+	case "InboxEvent.kind":
+		if e.ComplexityRoot.InboxEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEvent.Kind(childComplexity), true
+	case "InboxEvent.notification":
+		if e.ComplexityRoot.InboxEvent.Notification == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEvent.Notification(childComplexity), true
+	case "InboxEvent.notificationIds":
+		if e.ComplexityRoot.InboxEvent.NotificationIds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEvent.NotificationIds(childComplexity), true
+
+	case "MarkAllReadPayload.badge":
+		if e.ComplexityRoot.MarkAllReadPayload.Badge == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MarkAllReadPayload.Badge(childComplexity), true
 	case "MarkAllReadPayload.readAllBefore":
 		if e.ComplexityRoot.MarkAllReadPayload.ReadAllBefore == nil {
 			break
@@ -227,6 +484,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MarkAllReadPayload.UnreadCount(childComplexity), true
 
+	case "MarkReadPayload.badge":
+		if e.ComplexityRoot.MarkReadPayload.Badge == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MarkReadPayload.Badge(childComplexity), true
+	case "MarkReadPayload.notFound":
+		if e.ComplexityRoot.MarkReadPayload.NotFound == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MarkReadPayload.NotFound(childComplexity), true
 	case "MarkReadPayload.notifications":
 		if e.ComplexityRoot.MarkReadPayload.Notifications == nil {
 			break
@@ -240,12 +509,45 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MarkReadPayload.UnreadCount(childComplexity), true
 
+	case "Mutation.archive":
+		if e.ComplexityRoot.Mutation.Archive == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_archive_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.Archive(childComplexity, args["ids"].([]string)), true
+	case "Mutation.deleteNotifications":
+		if e.ComplexityRoot.Mutation.DeleteNotifications == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteNotifications_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteNotifications(childComplexity, args["ids"].([]string)), true
 	case "Mutation.markAllRead":
 		if e.ComplexityRoot.Mutation.MarkAllRead == nil {
 			break
 		}
 
-		return e.ComplexityRoot.Mutation.MarkAllRead(childComplexity), true
+		args, err := ec.field_Mutation_markAllRead_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.MarkAllRead(childComplexity, args["filter"].(*model.MarkAllFilter)), true
+	case "Mutation.markAllSeen":
+		if e.ComplexityRoot.Mutation.MarkAllSeen == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.MarkAllSeen(childComplexity), true
 	case "Mutation.markRead":
 		if e.ComplexityRoot.Mutation.MarkRead == nil {
 			break
@@ -257,6 +559,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.MarkRead(childComplexity, args["ids"].([]string)), true
+	case "Mutation.markSeen":
+		if e.ComplexityRoot.Mutation.MarkSeen == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_markSeen_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.MarkSeen(childComplexity, args["ids"].([]string)), true
 	case "Mutation.markUnread":
 		if e.ComplexityRoot.Mutation.MarkUnread == nil {
 			break
@@ -279,19 +592,87 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SendNotification(childComplexity, args["input"].(model.SendNotificationInput)), true
+	case "Mutation.snooze":
+		if e.ComplexityRoot.Mutation.Snooze == nil {
+			break
+		}
 
+		args, err := ec.field_Mutation_snooze_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.Snooze(childComplexity, args["ids"].([]string), args["until"].(time.Time)), true
+	case "Mutation.unarchive":
+		if e.ComplexityRoot.Mutation.Unarchive == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_unarchive_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.Unarchive(childComplexity, args["ids"].([]string)), true
+	case "Mutation.unsnooze":
+		if e.ComplexityRoot.Mutation.Unsnooze == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_unsnooze_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.Unsnooze(childComplexity, args["ids"].([]string)), true
+	case "Mutation.updatePreferences":
+		if e.ComplexityRoot.Mutation.UpdatePreferences == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updatePreferences_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdatePreferences(childComplexity, args["input"].(model.PreferencesInput)), true
+
+	case "Notification.actions":
+		if e.ComplexityRoot.Notification.Actions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.Actions(childComplexity), true
 	case "Notification.actor":
 		if e.ComplexityRoot.Notification.Actor == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Notification.Actor(childComplexity), true
+	case "Notification.archived":
+		if e.ComplexityRoot.Notification.Archived == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.Archived(childComplexity), true
+	case "Notification.archivedAt":
+		if e.ComplexityRoot.Notification.ArchivedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.ArchivedAt(childComplexity), true
 	case "Notification.createdAt":
 		if e.ComplexityRoot.Notification.CreatedAt == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Notification.CreatedAt(childComplexity), true
+	case "Notification.expiresAt":
+		if e.ComplexityRoot.Notification.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.ExpiresAt(childComplexity), true
 	case "Notification.id":
 		if e.ComplexityRoot.Notification.GlobalID == nil {
 			break
@@ -310,6 +691,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Notification.OptCategory(childComplexity), true
+	case "Notification.groupKey":
+		if e.ComplexityRoot.Notification.OptGroupKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.OptGroupKey(childComplexity), true
 	case "Notification.title":
 		if e.ComplexityRoot.Notification.OptTitle == nil {
 			break
@@ -334,6 +721,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Notification.ReadAt(childComplexity), true
+	case "Notification.seen":
+		if e.ComplexityRoot.Notification.Seen == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.Seen(childComplexity), true
+	case "Notification.seenAt":
+		if e.ComplexityRoot.Notification.SeenAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.SeenAt(childComplexity), true
+	case "Notification.snoozedUntil":
+		if e.ComplexityRoot.Notification.SnoozedUntil == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.SnoozedUntil(childComplexity), true
 	case "Notification.target":
 		if e.ComplexityRoot.Notification.Target == nil {
 			break
@@ -346,6 +751,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Notification.Type(childComplexity), true
+
+	case "NotificationAction.label":
+		if e.ComplexityRoot.NotificationAction.Label == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationAction.Label(childComplexity), true
+	case "NotificationAction.url":
+		if e.ComplexityRoot.NotificationAction.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationAction.URL(childComplexity), true
 
 	case "NotificationConnection.edges":
 		if e.ComplexityRoot.NotificationConnection.Edges == nil {
@@ -385,6 +803,110 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.NotificationEdge.Node(childComplexity), true
 
+	case "NotificationGroup.actorCount":
+		if e.ComplexityRoot.NotificationGroup.ActorCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.ActorCount(childComplexity), true
+	case "NotificationGroup.actors":
+		if e.ComplexityRoot.NotificationGroup.Actors == nil {
+			break
+		}
+
+		args, err := ec.field_NotificationGroup_actors_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.NotificationGroup.Actors(childComplexity, args["first"].(*int)), true
+	case "NotificationGroup.count":
+		if e.ComplexityRoot.NotificationGroup.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.Count(childComplexity), true
+	case "NotificationGroup.groupKey":
+		if e.ComplexityRoot.NotificationGroup.GroupKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.GroupKey(childComplexity), true
+	case "NotificationGroup.id":
+		if e.ComplexityRoot.NotificationGroup.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.ID(childComplexity), true
+	case "NotificationGroup.latest":
+		if e.ComplexityRoot.NotificationGroup.Latest == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.Latest(childComplexity), true
+	case "NotificationGroup.read":
+		if e.ComplexityRoot.NotificationGroup.Read == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.Read(childComplexity), true
+	case "NotificationGroup.target":
+		if e.ComplexityRoot.NotificationGroup.Target == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.Target(childComplexity), true
+	case "NotificationGroup.type":
+		if e.ComplexityRoot.NotificationGroup.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.Type(childComplexity), true
+	case "NotificationGroup.unreadCount":
+		if e.ComplexityRoot.NotificationGroup.UnreadCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.UnreadCount(childComplexity), true
+	case "NotificationGroup.updatedAt":
+		if e.ComplexityRoot.NotificationGroup.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.UpdatedAt(childComplexity), true
+
+	case "NotificationGroupConnection.edges":
+		if e.ComplexityRoot.NotificationGroupConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroupConnection.Edges(childComplexity), true
+	case "NotificationGroupConnection.nodes":
+		if e.ComplexityRoot.NotificationGroupConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroupConnection.Nodes(childComplexity), true
+	case "NotificationGroupConnection.pageInfo":
+		if e.ComplexityRoot.NotificationGroupConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroupConnection.PageInfo(childComplexity), true
+
+	case "NotificationGroupEdge.cursor":
+		if e.ComplexityRoot.NotificationGroupEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroupEdge.Cursor(childComplexity), true
+	case "NotificationGroupEdge.node":
+		if e.ComplexityRoot.NotificationGroupEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroupEdge.Node(childComplexity), true
+
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
 			break
@@ -409,6 +931,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PageInfo.StartCursor(childComplexity), true
+
+	case "Preferences.categories":
+		if e.ComplexityRoot.Preferences.Categories == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Preferences.Categories(childComplexity), true
+	case "Preferences.channels":
+		if e.ComplexityRoot.Preferences.Channels == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Preferences.Channels(childComplexity), true
+	case "Preferences.mutedTargets":
+		if e.ComplexityRoot.Preferences.MutedTargets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Preferences.MutedTargets(childComplexity), true
+	case "Preferences.locale":
+		if e.ComplexityRoot.Preferences.OptLocale == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Preferences.OptLocale(childComplexity), true
+	case "Preferences.timezone":
+		if e.ComplexityRoot.Preferences.OptTimezone == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Preferences.OptTimezone(childComplexity), true
+	case "Preferences.quietHours":
+		if e.ComplexityRoot.Preferences.QuietHours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Preferences.QuietHours(childComplexity), true
 
 	case "Query.node":
 		if e.ComplexityRoot.Query.Node == nil {
@@ -439,6 +998,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Viewer(childComplexity), true
 
+	case "QuietHours.end":
+		if e.ComplexityRoot.QuietHours.End == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QuietHours.End(childComplexity), true
+	case "QuietHours.start":
+		if e.ComplexityRoot.QuietHours.Start == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QuietHours.Start(childComplexity), true
+
 	case "SendNotificationPayload.accepted":
 		if e.ComplexityRoot.SendNotificationPayload.Accepted == nil {
 			break
@@ -458,6 +1030,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SendNotificationPayload.NotificationIds(childComplexity), true
 
+	case "Subscription.badge":
+		if e.ComplexityRoot.Subscription.Badge == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subscription.Badge(childComplexity), true
+	case "Subscription.inboxEvents":
+		if e.ComplexityRoot.Subscription.InboxEvents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subscription.InboxEvents(childComplexity), true
 	case "Subscription.notificationAdded":
 		if e.ComplexityRoot.Subscription.NotificationAdded == nil {
 			break
@@ -502,12 +1086,29 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Target.TargetID(childComplexity), true
 
+	case "Viewer.badge":
+		if e.ComplexityRoot.Viewer.Badge == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Badge(childComplexity), true
 	case "Viewer.id":
 		if e.ComplexityRoot.Viewer.GlobalID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Viewer.GlobalID(childComplexity), true
+	case "Viewer.groups":
+		if e.ComplexityRoot.Viewer.Groups == nil {
+			break
+		}
+
+		args, err := ec.field_Viewer_groups_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Viewer.Groups(childComplexity, args["first"].(*int), args["after"].(*string), args["filter"].(*model.InboxFilter)), true
 	case "Viewer.inbox":
 		if e.ComplexityRoot.Viewer.Inbox == nil {
 			break
@@ -530,6 +1131,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Viewer.Notification(childComplexity, args["id"].(string)), true
+	case "Viewer.preferences":
+		if e.ComplexityRoot.Viewer.Preferences == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Preferences(childComplexity), true
 	case "Viewer.tenantId":
 		if e.ComplexityRoot.Viewer.TenantID == nil {
 			break
@@ -542,6 +1149,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Viewer.UnreadCount(childComplexity), true
+	case "Viewer.unseenCount":
+		if e.ComplexityRoot.Viewer.UnseenCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.UnseenCount(childComplexity), true
 	case "Viewer.userId":
 		if e.ComplexityRoot.Viewer.UserID == nil {
 			break
@@ -559,7 +1172,13 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("ActorInput", ec.unmarshalInputActorInput),
+			graphql.NewInputUnmarshaler("CategoryPreferenceInput", ec.unmarshalInputCategoryPreferenceInput),
+			graphql.NewInputUnmarshaler("ChannelSwitchesInput", ec.unmarshalInputChannelSwitchesInput),
 			graphql.NewInputUnmarshaler("InboxFilter", ec.unmarshalInputInboxFilter),
+			graphql.NewInputUnmarshaler("MarkAllFilter", ec.unmarshalInputMarkAllFilter),
+			graphql.NewInputUnmarshaler("NotificationActionInput", ec.unmarshalInputNotificationActionInput),
+			graphql.NewInputUnmarshaler("PreferencesInput", ec.unmarshalInputPreferencesInput),
+			graphql.NewInputUnmarshaler("QuietHoursInput", ec.unmarshalInputQuietHoursInput),
 			graphql.NewInputUnmarshaler("SendNotificationInput", ec.unmarshalInputSendNotificationInput),
 			graphql.NewInputUnmarshaler("TargetInput", ec.unmarshalInputTargetInput),
 		)
@@ -693,6 +1312,37 @@ type Viewer {
   unreadCount: Int!
   "One notification by its global id, or null when it is not the viewer's."
   notification(id: ID!): Notification
+  "Number of active notifications the viewer has not seen yet (the badge most UIs show; markAllSeen clears it)."
+  unseenCount: Int!
+  "The viewer's badge: unread and unseen counts, in total and per category. One read."
+  badge: Badge!
+  "The viewer's notification preferences: their own where set, the tenant's defaults otherwise."
+  preferences: Preferences!
+  """
+  The viewer's notifications collected by groupKey ("Alice and 3 others commented on #42"), the group with
+  the newest notification first. first is 0..100 (default 20). One Query plus one BatchGetItem a page.
+  """
+  groups(first: Int, after: String, filter: InboxFilter): NotificationGroupConnection!
+}
+
+"""
+The viewer's badge. Counts cover active notifications only: not archived, not snoozed, not deleted, not
+expired. A read notification is also seen; seen never goes back.
+"""
+type Badge {
+  "Active notifications that are unread."
+  unread: Int!
+  "Active notifications not seen yet."
+  unseen: Int!
+  "Per category, the categories with a non-zero count, sorted by name."
+  categories: [CategoryCount!]!
+}
+
+"The counts of one category of the badge."
+type CategoryCount {
+  category: String!
+  unread: Int!
+  unseen: Int!
 }
 
 "Narrows an inbox connection."
@@ -701,6 +1351,17 @@ input InboxFilter {
   unreadOnly: Boolean
   "Only notifications whose type is one of these (at most 20)."
   types: [String!]
+  "Only notifications of one of these categories (at most 20)."
+  categories: [String!]
+  "Archived notifications: EXCLUDE (the default) leaves them out, INCLUDE lists them too, ONLY lists only them."
+  archived: ArchivedFilter
+}
+
+"How an inbox connection treats archived notifications."
+enum ArchivedFilter {
+  EXCLUDE
+  INCLUDE
+  ONLY
 }
 
 type NotificationConnection {
@@ -739,6 +1400,97 @@ type Notification implements Node {
   actor: Actor
   target: Target
   payload: JSON
+  "Seen: shown to the user (markSeen, markAllSeen, or read). Never goes back to false."
+  seen: Boolean!
+  "When it was seen; for markAllSeen (or markAllRead) the time of that call."
+  seenAt: Time
+  archived: Boolean!
+  archivedAt: Time
+  "When a snoozed notification comes back (unread); null unless snoozed and not yet woken."
+  snoozedUntil: Time
+  "When the notification expires: it then leaves the inbox and the badge. Null when it never expires."
+  expiresAt: Time
+  "The key of the group the notification belongs to (by default its type and target)."
+  groupKey: String
+  "Call-to-action buttons given at send, in order."
+  actions: [NotificationAction!]!
+}
+
+"A call-to-action button of a notification."
+type NotificationAction {
+  label: String!
+  url: String!
+}
+
+"""
+A user's notifications of one groupKey: "Alice and 3 others commented on #42". The group's id is accepted by
+the state mutations (markRead, archive, ...), which then apply to its notifications.
+"""
+type NotificationGroup implements Node {
+  id: ID!
+  groupKey: String!
+  type: String!
+  target: Target
+  "The most recent distinct actors, newest first (first: default 3, at most 10)."
+  actors(first: Int): [Actor!]!
+  "Distinct actors of the group's notifications."
+  actorCount: Int!
+  "Active notifications in the group."
+  count: Int!
+  "Active unread notifications in the group."
+  unreadCount: Int!
+  "The group's newest notification."
+  latest: Notification!
+  "True when every notification of the group is read."
+  read: Boolean!
+  "When the group's newest notification was created."
+  updatedAt: Time!
+}
+
+type NotificationGroupConnection {
+  edges: [NotificationGroupEdge!]!
+  nodes: [NotificationGroup!]!
+  pageInfo: PageInfo!
+}
+
+type NotificationGroupEdge {
+  cursor: String!
+  node: NotificationGroup!
+}
+
+"The viewer's preferences (Viewer.preferences, updatePreferences)."
+type Preferences {
+  "Channel switches for every category without its own."
+  channels: ChannelSwitches!
+  "Per-category switches; critical categories are set by the tenant and cannot be opted out of."
+  categories: [CategoryPreference!]!
+  "Targets (threads) the viewer muted: notifications about them are not delivered."
+  mutedTargets: [Target!]!
+  "Quiet hours in timezone: channel deliveries other than in-app wait until they end."
+  quietHours: QuietHours
+  "An IANA time zone name, e.g. Europe/Berlin."
+  timezone: String
+  "A BCP 47 language tag, e.g. de-DE."
+  locale: String
+}
+
+type ChannelSwitches {
+  inApp: Boolean!
+  email: Boolean!
+  push: Boolean!
+  sms: Boolean!
+}
+
+type CategoryPreference {
+  category: String!
+  critical: Boolean!
+  channels: ChannelSwitches!
+}
+
+"A daily window, HH:MM to HH:MM (24 h) in the preferences' timezone; it may wrap past midnight."
+type QuietHours {
+  start: String!
+  end: String!
 }
 
 "Who caused a notification."
@@ -759,25 +1511,96 @@ type Target implements Node {
   url: String
 }
 
+"""
+State mutations take at most 100 ids (notification or group ids; a group id applies to the group's
+notifications). Ids repeated in one call count once. Ids that do not exist or are not the viewer's are listed in
+notFound and the rest are applied.
+"""
 type Mutation {
-  "Marks notifications read. Ids repeated in one call count once; at most 99 ids."
+  "Marks notifications read (and seen)."
   markRead(ids: [ID!]!): MarkReadPayload!
-  "Marks notifications unread again. Ids repeated in one call count once; at most 99 ids."
+  "Marks notifications unread again (they stay seen)."
   markUnread(ids: [ID!]!): MarkReadPayload!
-  "Marks every notification of the viewer read, in one O(1) write."
-  markAllRead: MarkAllReadPayload!
+  "Marks notifications seen."
+  markSeen(ids: [ID!]!): MarkReadPayload!
+  "Archives notifications: they leave the inbox list (see InboxFilter.archived) and the badge."
+  archive(ids: [ID!]!): MarkReadPayload!
+  "Brings archived notifications back to the inbox."
+  unarchive(ids: [ID!]!): MarkReadPayload!
+  "Snoozes notifications until a time (in the future, at most a year ahead): they leave the list and the badge and come back, unread, then."
+  snooze(ids: [ID!]!, until: Time!): MarkReadPayload!
+  "Wakes snoozed notifications now."
+  unsnooze(ids: [ID!]!): MarkReadPayload!
+  "Deletes notifications: they are gone and the badge follows."
+  deleteNotifications(ids: [ID!]!): DeletePayload!
+  "Marks every notification of the viewer read (and seen), or those of some categories, in one O(1) write."
+  markAllRead(filter: MarkAllFilter): MarkAllReadPayload!
+  "Marks every notification of the viewer seen, in one O(1) write; returns the new badge."
+  markAllSeen: Badge!
+  "Changes the viewer's preferences; fields left out keep their value."
+  updatePreferences(input: PreferencesInput!): Preferences!
   "Sends a notification to up to 100 recipients of the caller's tenant. Needs scope notifications:send. Idempotent by idempotencyKey."
   sendNotification(input: SendNotificationInput!): SendNotificationPayload!
 }
 
 type MarkReadPayload {
+  "The notifications found, in their new state, in the order asked."
   notifications: [Notification!]!
   unreadCount: Int!
+  "The ids asked that do not exist or are not the viewer's."
+  notFound: [ID!]!
+  "The badge right after the change."
+  badge: Badge!
+}
+
+type DeletePayload {
+  deletedIds: [ID!]!
+  notFound: [ID!]!
+  badge: Badge!
 }
 
 type MarkAllReadPayload {
   unreadCount: Int!
   readAllBefore: Time
+  badge: Badge!
+}
+
+"Narrows markAllRead."
+input MarkAllFilter {
+  "Only notifications of these categories (at most 20)."
+  categories: [String!]
+}
+
+input PreferencesInput {
+  channels: ChannelSwitchesInput
+  "Per-category switches to set; a category not listed keeps its switches."
+  categories: [CategoryPreferenceInput!]
+  "Quiet hours to set; null clears them."
+  quietHours: QuietHoursInput
+  "An IANA time zone name; required with quietHours unless already set."
+  timezone: String
+  locale: String
+  "Target ids (global ids of Target) to mute."
+  muteTargets: [ID!]
+  "Target ids to unmute."
+  unmuteTargets: [ID!]
+}
+
+input ChannelSwitchesInput {
+  inApp: Boolean
+  email: Boolean
+  push: Boolean
+  sms: Boolean
+}
+
+input CategoryPreferenceInput {
+  category: String!
+  channels: ChannelSwitchesInput!
+}
+
+input QuietHoursInput {
+  start: String!
+  end: String!
 }
 
 input SendNotificationInput {
@@ -793,6 +1616,17 @@ input SendNotificationInput {
   body: String
   "At most 16 KiB once encoded as JSON."
   payload: JSON
+  "When the notification expires (in the future); default: the tenant's retention, if any."
+  expiresAt: Time
+  "Groups notifications in Viewer.groups; default: type and target."
+  groupKey: String
+  "Call-to-action buttons (at most 5)."
+  actions: [NotificationActionInput!]
+}
+
+input NotificationActionInput {
+  label: String!
+  url: String!
 }
 
 input ActorInput {
@@ -823,6 +1657,36 @@ type Subscription {
   unreadCount: Int!
   "Each new notification of the viewer."
   notificationAdded: Notification!
+  "The viewer's badge (unread, unseen, per category): the current value at once, then every change, coalesced."
+  badge: Badge!
+  "What happens to the viewer's inbox, one event per committed change: what another tab needs to update its list."
+  inboxEvents: InboxEvent!
+}
+
+"One committed change of the viewer's inbox."
+type InboxEvent {
+  kind: InboxEventKind!
+  "The notifications the change applies to (empty for ALL_READ and ALL_SEEN)."
+  notificationIds: [ID!]!
+  "The notification, for ADDED."
+  notification: Notification
+  "The badge after the change."
+  badge: Badge!
+}
+
+enum InboxEventKind {
+  ADDED
+  READ
+  UNREAD
+  SEEN
+  ALL_READ
+  ALL_SEEN
+  ARCHIVED
+  UNARCHIVED
+  SNOOZED
+  WOKE
+  DELETED
+  EXPIRED
 }
 `, BuiltIn: false},
 }
@@ -848,12 +1712,90 @@ func (ec *executionContext) childFields_Actor(ctx context.Context, field graphql
 	return nil, fmt.Errorf("no field named %q was found under type Actor", field.Name)
 }
 
+func (ec *executionContext) childFields_Badge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "unread":
+		return ec.fieldContext_Badge_unread(ctx, field)
+	case "unseen":
+		return ec.fieldContext_Badge_unseen(ctx, field)
+	case "categories":
+		return ec.fieldContext_Badge_categories(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Badge", field.Name)
+}
+
+func (ec *executionContext) childFields_CategoryCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "category":
+		return ec.fieldContext_CategoryCount_category(ctx, field)
+	case "unread":
+		return ec.fieldContext_CategoryCount_unread(ctx, field)
+	case "unseen":
+		return ec.fieldContext_CategoryCount_unseen(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CategoryCount", field.Name)
+}
+
+func (ec *executionContext) childFields_CategoryPreference(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "category":
+		return ec.fieldContext_CategoryPreference_category(ctx, field)
+	case "critical":
+		return ec.fieldContext_CategoryPreference_critical(ctx, field)
+	case "channels":
+		return ec.fieldContext_CategoryPreference_channels(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CategoryPreference", field.Name)
+}
+
+func (ec *executionContext) childFields_ChannelSwitches(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "inApp":
+		return ec.fieldContext_ChannelSwitches_inApp(ctx, field)
+	case "email":
+		return ec.fieldContext_ChannelSwitches_email(ctx, field)
+	case "push":
+		return ec.fieldContext_ChannelSwitches_push(ctx, field)
+	case "sms":
+		return ec.fieldContext_ChannelSwitches_sms(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ChannelSwitches", field.Name)
+}
+
+func (ec *executionContext) childFields_DeletePayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "deletedIds":
+		return ec.fieldContext_DeletePayload_deletedIds(ctx, field)
+	case "notFound":
+		return ec.fieldContext_DeletePayload_notFound(ctx, field)
+	case "badge":
+		return ec.fieldContext_DeletePayload_badge(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DeletePayload", field.Name)
+}
+
+func (ec *executionContext) childFields_InboxEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_InboxEvent_kind(ctx, field)
+	case "notificationIds":
+		return ec.fieldContext_InboxEvent_notificationIds(ctx, field)
+	case "notification":
+		return ec.fieldContext_InboxEvent_notification(ctx, field)
+	case "badge":
+		return ec.fieldContext_InboxEvent_badge(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InboxEvent", field.Name)
+}
+
 func (ec *executionContext) childFields_MarkAllReadPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "unreadCount":
 		return ec.fieldContext_MarkAllReadPayload_unreadCount(ctx, field)
 	case "readAllBefore":
 		return ec.fieldContext_MarkAllReadPayload_readAllBefore(ctx, field)
+	case "badge":
+		return ec.fieldContext_MarkAllReadPayload_badge(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type MarkAllReadPayload", field.Name)
 }
@@ -864,6 +1806,10 @@ func (ec *executionContext) childFields_MarkReadPayload(ctx context.Context, fie
 		return ec.fieldContext_MarkReadPayload_notifications(ctx, field)
 	case "unreadCount":
 		return ec.fieldContext_MarkReadPayload_unreadCount(ctx, field)
+	case "notFound":
+		return ec.fieldContext_MarkReadPayload_notFound(ctx, field)
+	case "badge":
+		return ec.fieldContext_MarkReadPayload_badge(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type MarkReadPayload", field.Name)
 }
@@ -892,8 +1838,34 @@ func (ec *executionContext) childFields_Notification(ctx context.Context, field 
 		return ec.fieldContext_Notification_target(ctx, field)
 	case "payload":
 		return ec.fieldContext_Notification_payload(ctx, field)
+	case "seen":
+		return ec.fieldContext_Notification_seen(ctx, field)
+	case "seenAt":
+		return ec.fieldContext_Notification_seenAt(ctx, field)
+	case "archived":
+		return ec.fieldContext_Notification_archived(ctx, field)
+	case "archivedAt":
+		return ec.fieldContext_Notification_archivedAt(ctx, field)
+	case "snoozedUntil":
+		return ec.fieldContext_Notification_snoozedUntil(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Notification_expiresAt(ctx, field)
+	case "groupKey":
+		return ec.fieldContext_Notification_groupKey(ctx, field)
+	case "actions":
+		return ec.fieldContext_Notification_actions(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Notification", field.Name)
+}
+
+func (ec *executionContext) childFields_NotificationAction(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "label":
+		return ec.fieldContext_NotificationAction_label(ctx, field)
+	case "url":
+		return ec.fieldContext_NotificationAction_url(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NotificationAction", field.Name)
 }
 
 func (ec *executionContext) childFields_NotificationConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -920,6 +1892,56 @@ func (ec *executionContext) childFields_NotificationEdge(ctx context.Context, fi
 	return nil, fmt.Errorf("no field named %q was found under type NotificationEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_NotificationGroup(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_NotificationGroup_id(ctx, field)
+	case "groupKey":
+		return ec.fieldContext_NotificationGroup_groupKey(ctx, field)
+	case "type":
+		return ec.fieldContext_NotificationGroup_type(ctx, field)
+	case "target":
+		return ec.fieldContext_NotificationGroup_target(ctx, field)
+	case "actors":
+		return ec.fieldContext_NotificationGroup_actors(ctx, field)
+	case "actorCount":
+		return ec.fieldContext_NotificationGroup_actorCount(ctx, field)
+	case "count":
+		return ec.fieldContext_NotificationGroup_count(ctx, field)
+	case "unreadCount":
+		return ec.fieldContext_NotificationGroup_unreadCount(ctx, field)
+	case "latest":
+		return ec.fieldContext_NotificationGroup_latest(ctx, field)
+	case "read":
+		return ec.fieldContext_NotificationGroup_read(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_NotificationGroup_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NotificationGroup", field.Name)
+}
+
+func (ec *executionContext) childFields_NotificationGroupConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_NotificationGroupConnection_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_NotificationGroupConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_NotificationGroupConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NotificationGroupConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_NotificationGroupEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_NotificationGroupEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_NotificationGroupEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NotificationGroupEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "hasNextPage":
@@ -932,6 +1954,34 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 		return ec.fieldContext_PageInfo_endCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
+}
+
+func (ec *executionContext) childFields_Preferences(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "channels":
+		return ec.fieldContext_Preferences_channels(ctx, field)
+	case "categories":
+		return ec.fieldContext_Preferences_categories(ctx, field)
+	case "mutedTargets":
+		return ec.fieldContext_Preferences_mutedTargets(ctx, field)
+	case "quietHours":
+		return ec.fieldContext_Preferences_quietHours(ctx, field)
+	case "timezone":
+		return ec.fieldContext_Preferences_timezone(ctx, field)
+	case "locale":
+		return ec.fieldContext_Preferences_locale(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Preferences", field.Name)
+}
+
+func (ec *executionContext) childFields_QuietHours(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "start":
+		return ec.fieldContext_QuietHours_start(ctx, field)
+	case "end":
+		return ec.fieldContext_QuietHours_end(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type QuietHours", field.Name)
 }
 
 func (ec *executionContext) childFields_SendNotificationPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -976,6 +2026,14 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_unreadCount(ctx, field)
 	case "notification":
 		return ec.fieldContext_Viewer_notification(ctx, field)
+	case "unseenCount":
+		return ec.fieldContext_Viewer_unseenCount(ctx, field)
+	case "badge":
+		return ec.fieldContext_Viewer_badge(ctx, field)
+	case "preferences":
+		return ec.fieldContext_Viewer_preferences(ctx, field)
+	case "groups":
+		return ec.fieldContext_Viewer_groups(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
 }
@@ -1096,7 +2154,63 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_Mutation_archive_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ids",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteNotifications_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ids",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_markAllRead_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (*model.MarkAllFilter, error) {
+			return ec.unmarshalOMarkAllFilter2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐMarkAllFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_markRead_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ids",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_markSeen_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ids",
@@ -1135,6 +2249,84 @@ func (ec *executionContext) field_Mutation_sendNotification_args(ctx context.Con
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_snooze_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ids",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ids"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "until",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["until"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_unarchive_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ids",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_unsnooze_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ids",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updatePreferences_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.PreferencesInput, error) {
+			return ec.unmarshalNPreferencesInput2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐPreferencesInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_NotificationGroup_actors_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
 	return args, nil
 }
 
@@ -1177,6 +2369,36 @@ func (ec *executionContext) field_Query_nodes_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Viewer_groups_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (*model.InboxFilter, error) {
+			return ec.unmarshalOInboxFilter2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐInboxFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg2
 	return args, nil
 }
 
@@ -1429,6 +2651,511 @@ func (ec *executionContext) fieldContext_Actor_url(_ context.Context, field grap
 	return graphql.NewScalarFieldContext("Actor", field, true, false, "String")
 }
 
+func (ec *executionContext) _Badge_unread(ctx context.Context, field graphql.CollectedField, obj *inbox.Badge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Badge_unread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Unread, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Badge_unread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Badge", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Badge_unseen(ctx context.Context, field graphql.CollectedField, obj *inbox.Badge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Badge_unseen(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Unseen, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Badge_unseen(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Badge", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Badge_categories(ctx context.Context, field graphql.CollectedField, obj *inbox.Badge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Badge_categories(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Categories, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []inbox.CategoryCount) graphql.Marshaler {
+			return ec.marshalNCategoryCount2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐCategoryCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Badge_categories(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Badge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CategoryCount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _CategoryCount_category(ctx context.Context, field graphql.CollectedField, obj *inbox.CategoryCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CategoryCount_category(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Category, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CategoryCount_category(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CategoryCount", field, false, false, "String")
+}
+
+func (ec *executionContext) _CategoryCount_unread(ctx context.Context, field graphql.CollectedField, obj *inbox.CategoryCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CategoryCount_unread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Unread, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CategoryCount_unread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CategoryCount", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CategoryCount_unseen(ctx context.Context, field graphql.CollectedField, obj *inbox.CategoryCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CategoryCount_unseen(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Unseen, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CategoryCount_unseen(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CategoryCount", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CategoryPreference_category(ctx context.Context, field graphql.CollectedField, obj *inbox.CategoryPreference) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CategoryPreference_category(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Category, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CategoryPreference_category(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CategoryPreference", field, false, false, "String")
+}
+
+func (ec *executionContext) _CategoryPreference_critical(ctx context.Context, field graphql.CollectedField, obj *inbox.CategoryPreference) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CategoryPreference_critical(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Critical, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CategoryPreference_critical(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CategoryPreference", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _CategoryPreference_channels(ctx context.Context, field graphql.CollectedField, obj *inbox.CategoryPreference) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CategoryPreference_channels(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Channels, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v inbox.ChannelSwitches) graphql.Marshaler {
+			return ec.marshalNChannelSwitches2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐChannelSwitches(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CategoryPreference_channels(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "CategoryPreference",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ChannelSwitches(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ChannelSwitches_inApp(ctx context.Context, field graphql.CollectedField, obj *inbox.ChannelSwitches) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelSwitches_inApp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InApp, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelSwitches_inApp(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ChannelSwitches_email(ctx context.Context, field graphql.CollectedField, obj *inbox.ChannelSwitches) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelSwitches_email(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Email, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelSwitches_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ChannelSwitches_push(ctx context.Context, field graphql.CollectedField, obj *inbox.ChannelSwitches) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelSwitches_push(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Push, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelSwitches_push(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ChannelSwitches_sms(ctx context.Context, field graphql.CollectedField, obj *inbox.ChannelSwitches) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelSwitches_sms(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SMS, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelSwitches_sms(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _DeletePayload_deletedIds(ctx context.Context, field graphql.CollectedField, obj *inbox.DeleteResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeletePayload_deletedIds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeletedIDs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNID2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeletePayload_deletedIds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeletePayload", field, false, false, "ID")
+}
+
+func (ec *executionContext) _DeletePayload_notFound(ctx context.Context, field graphql.CollectedField, obj *inbox.DeleteResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeletePayload_notFound(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotFound, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNID2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeletePayload_notFound(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeletePayload", field, false, false, "ID")
+}
+
+func (ec *executionContext) _DeletePayload_badge(ctx context.Context, field graphql.CollectedField, obj *inbox.DeleteResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeletePayload_badge(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Badge, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v inbox.Badge) graphql.Marshaler {
+			return ec.marshalNBadge2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐBadge(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeletePayload_badge(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DeletePayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Badge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InboxEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.InboxEventKind) graphql.Marshaler {
+			return ec.marshalNInboxEventKind2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐInboxEventKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxEvent", field, false, false, "InboxEventKind")
+}
+
+func (ec *executionContext) _InboxEvent_notificationIds(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEvent_notificationIds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotificationIds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNID2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEvent_notificationIds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _InboxEvent_notification(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEvent_notification(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Notification, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Notification) graphql.Marshaler {
+			return ec.marshalONotification2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐNotification(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEvent_notification(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Notification(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InboxEvent_badge(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEvent_badge(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Badge, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Badge) graphql.Marshaler {
+			return ec.marshalNBadge2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐBadge(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEvent_badge(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Badge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _MarkAllReadPayload_unreadCount(ctx context.Context, field graphql.CollectedField, obj *inbox.MarkAllResult) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1473,6 +3200,38 @@ func (ec *executionContext) _MarkAllReadPayload_readAllBefore(ctx context.Contex
 }
 func (ec *executionContext) fieldContext_MarkAllReadPayload_readAllBefore(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MarkAllReadPayload", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MarkAllReadPayload_badge(ctx context.Context, field graphql.CollectedField, obj *inbox.MarkAllResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MarkAllReadPayload_badge(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Badge, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v inbox.Badge) graphql.Marshaler {
+			return ec.marshalNBadge2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐBadge(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MarkAllReadPayload_badge(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MarkAllReadPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Badge(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _MarkReadPayload_notifications(ctx context.Context, field graphql.CollectedField, obj *inbox.MarkResult) (ret graphql.Marshaler) {
@@ -1528,6 +3287,61 @@ func (ec *executionContext) _MarkReadPayload_unreadCount(ctx context.Context, fi
 }
 func (ec *executionContext) fieldContext_MarkReadPayload_unreadCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MarkReadPayload", field, false, false, "Int")
+}
+
+func (ec *executionContext) _MarkReadPayload_notFound(ctx context.Context, field graphql.CollectedField, obj *inbox.MarkResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MarkReadPayload_notFound(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotFound, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNID2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MarkReadPayload_notFound(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MarkReadPayload", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MarkReadPayload_badge(ctx context.Context, field graphql.CollectedField, obj *inbox.MarkResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MarkReadPayload_badge(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Badge, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v inbox.Badge) graphql.Marshaler {
+			return ec.marshalNBadge2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐBadge(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MarkReadPayload_badge(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MarkReadPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Badge(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Mutation_markRead(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -1618,6 +3432,270 @@ func (ec *executionContext) fieldContext_Mutation_markUnread(ctx context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_markSeen(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_markSeen(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().MarkSeen(ctx, fc.Args["ids"].([]string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.MarkResult) graphql.Marshaler {
+			return ec.marshalNMarkReadPayload2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐMarkResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_markSeen(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MarkReadPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_markSeen_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_archive(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_archive(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().Archive(ctx, fc.Args["ids"].([]string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.MarkResult) graphql.Marshaler {
+			return ec.marshalNMarkReadPayload2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐMarkResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_archive(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MarkReadPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_archive_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_unarchive(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_unarchive(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().Unarchive(ctx, fc.Args["ids"].([]string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.MarkResult) graphql.Marshaler {
+			return ec.marshalNMarkReadPayload2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐMarkResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_unarchive(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MarkReadPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_unarchive_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_snooze(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_snooze(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().Snooze(ctx, fc.Args["ids"].([]string), fc.Args["until"].(time.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.MarkResult) graphql.Marshaler {
+			return ec.marshalNMarkReadPayload2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐMarkResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_snooze(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MarkReadPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_snooze_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_unsnooze(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_unsnooze(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().Unsnooze(ctx, fc.Args["ids"].([]string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.MarkResult) graphql.Marshaler {
+			return ec.marshalNMarkReadPayload2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐMarkResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_unsnooze(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MarkReadPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_unsnooze_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteNotifications(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteNotifications(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteNotifications(ctx, fc.Args["ids"].([]string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.DeleteResult) graphql.Marshaler {
+			return ec.marshalNDeletePayload2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐDeleteResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteNotifications(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeletePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteNotifications_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_markAllRead(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1627,7 +3705,8 @@ func (ec *executionContext) _Mutation_markAllRead(ctx context.Context, field gra
 			return ec.fieldContext_Mutation_markAllRead(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Mutation().MarkAllRead(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().MarkAllRead(ctx, fc.Args["filter"].(*model.MarkAllFilter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *inbox.MarkAllResult) graphql.Marshaler {
@@ -1637,7 +3716,7 @@ func (ec *executionContext) _Mutation_markAllRead(ctx context.Context, field gra
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Mutation_markAllRead(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Mutation_markAllRead(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Mutation",
 		Field:      field,
@@ -1646,6 +3725,93 @@ func (ec *executionContext) fieldContext_Mutation_markAllRead(_ context.Context,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_MarkAllReadPayload(ctx, field)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_markAllRead_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_markAllSeen(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_markAllSeen(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().MarkAllSeen(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Badge) graphql.Marshaler {
+			return ec.marshalNBadge2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐBadge(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_markAllSeen(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Badge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updatePreferences(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updatePreferences(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdatePreferences(ctx, fc.Args["input"].(model.PreferencesInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Preferences) graphql.Marshaler {
+			return ec.marshalNPreferences2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPreferences(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updatePreferences(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Preferences(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updatePreferences_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -1965,6 +4131,245 @@ func (ec *executionContext) fieldContext_Notification_payload(_ context.Context,
 	return graphql.NewScalarFieldContext("Notification", field, false, false, "JSON")
 }
 
+func (ec *executionContext) _Notification_seen(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_seen(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seen, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_seen(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Notification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Notification_seenAt(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_seenAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SeenAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_seenAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Notification", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Notification_archived(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_archived(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Archived, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_archived(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Notification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Notification_archivedAt(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_archivedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ArchivedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_archivedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Notification", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Notification_snoozedUntil(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_snoozedUntil(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SnoozedUntil, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_snoozedUntil(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Notification", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Notification_expiresAt(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Notification", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Notification_groupKey(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_groupKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OptGroupKey(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_groupKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Notification", field, true, false, "String")
+}
+
+func (ec *executionContext) _Notification_actions(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_actions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Actions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []inbox.Action) graphql.Marshaler {
+			return ec.marshalNNotificationAction2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_actions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Notification",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NotificationAction(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NotificationAction_label(ctx context.Context, field graphql.CollectedField, obj *inbox.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationAction_label(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Label, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationAction_label(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationAction", field, false, false, "String")
+}
+
+func (ec *executionContext) _NotificationAction_url(ctx context.Context, field graphql.CollectedField, obj *inbox.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationAction_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationAction_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationAction", field, false, false, "String")
+}
+
 func (ec *executionContext) _NotificationConnection_edges(ctx context.Context, field graphql.CollectedField, obj *inbox.Page) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2139,6 +4544,448 @@ func (ec *executionContext) fieldContext_NotificationEdge_node(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _NotificationGroup_id(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "ID")
+}
+
+func (ec *executionContext) _NotificationGroup_groupKey(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_groupKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GroupKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_groupKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "String")
+}
+
+func (ec *executionContext) _NotificationGroup_type(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "String")
+}
+
+func (ec *executionContext) _NotificationGroup_target(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_target(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Target, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Target) graphql.Marshaler {
+			return ec.marshalOTarget2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐTarget(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_target(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NotificationGroup",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Target(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NotificationGroup_actors(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_actors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Actors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*inbox.Actor) graphql.Marshaler {
+			return ec.marshalNActor2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_actors(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NotificationGroup",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Actor(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_NotificationGroup_actors_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NotificationGroup_actorCount(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_actorCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActorCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_actorCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NotificationGroup_count(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NotificationGroup_unreadCount(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_unreadCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnreadCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_unreadCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "Int")
+}
+
+func (ec *executionContext) _NotificationGroup_latest(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_latest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Latest, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Notification) graphql.Marshaler {
+			return ec.marshalNNotification2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐNotification(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_latest(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NotificationGroup",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Notification(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NotificationGroup_read(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_read(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Read, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_read(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _NotificationGroup_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroup_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroup_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "Time")
+}
+
+func (ec *executionContext) _NotificationGroupConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroupConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroupConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.NotificationGroupEdge) graphql.Marshaler {
+			return ec.marshalNNotificationGroupEdge2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroupConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NotificationGroupConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NotificationGroupEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NotificationGroupConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroupConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroupConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.NotificationGroup) graphql.Marshaler {
+			return ec.marshalNNotificationGroup2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroupConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NotificationGroupConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NotificationGroup(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NotificationGroupConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroupConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroupConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroupConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NotificationGroupConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NotificationGroupEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroupEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroupEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroupEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationGroupEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _NotificationGroupEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroupEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationGroupEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.NotificationGroup) graphql.Marshaler {
+			return ec.marshalNNotificationGroup2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroup(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationGroupEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NotificationGroupEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NotificationGroup(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *inbox.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2229,6 +5076,180 @@ func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
+}
+
+func (ec *executionContext) _Preferences_channels(ctx context.Context, field graphql.CollectedField, obj *inbox.Preferences) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Preferences_channels(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Channels, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v inbox.ChannelSwitches) graphql.Marshaler {
+			return ec.marshalNChannelSwitches2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐChannelSwitches(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Preferences_channels(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Preferences",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ChannelSwitches(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Preferences_categories(ctx context.Context, field graphql.CollectedField, obj *inbox.Preferences) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Preferences_categories(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Categories, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []inbox.CategoryPreference) graphql.Marshaler {
+			return ec.marshalNCategoryPreference2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐCategoryPreferenceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Preferences_categories(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Preferences",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CategoryPreference(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Preferences_mutedTargets(ctx context.Context, field graphql.CollectedField, obj *inbox.Preferences) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Preferences_mutedTargets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Preferences().MutedTargets(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*inbox.Target) graphql.Marshaler {
+			return ec.marshalNTarget2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐTargetᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Preferences_mutedTargets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Preferences",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Target(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Preferences_quietHours(ctx context.Context, field graphql.CollectedField, obj *inbox.Preferences) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Preferences_quietHours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.QuietHours, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.QuietHours) graphql.Marshaler {
+			return ec.marshalOQuietHours2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐQuietHours(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Preferences_quietHours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Preferences",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_QuietHours(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Preferences_timezone(ctx context.Context, field graphql.CollectedField, obj *inbox.Preferences) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Preferences_timezone(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OptTimezone(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Preferences_timezone(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Preferences", field, true, false, "String")
+}
+
+func (ec *executionContext) _Preferences_locale(ctx context.Context, field graphql.CollectedField, obj *inbox.Preferences) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Preferences_locale(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OptLocale(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Preferences_locale(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Preferences", field, true, false, "String")
 }
 
 func (ec *executionContext) _Query_viewer(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -2427,6 +5448,52 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 	return fc, nil
 }
 
+func (ec *executionContext) _QuietHours_start(ctx context.Context, field graphql.CollectedField, obj *inbox.QuietHours) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QuietHours_start(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Start, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QuietHours_start(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QuietHours", field, false, false, "String")
+}
+
+func (ec *executionContext) _QuietHours_end(ctx context.Context, field graphql.CollectedField, obj *inbox.QuietHours) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QuietHours_end(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.End, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QuietHours_end(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QuietHours", field, false, false, "String")
+}
+
 func (ec *executionContext) _SendNotificationPayload_notificationIds(ctx context.Context, field graphql.CollectedField, obj *model.SendNotificationPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2546,6 +5613,70 @@ func (ec *executionContext) fieldContext_Subscription_notificationAdded(_ contex
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Notification(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_badge(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_badge(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subscription().Badge(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Badge) graphql.Marshaler {
+			return ec.marshalNBadge2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐBadge(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_badge(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Badge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_inboxEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_inboxEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subscription().InboxEvents(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.InboxEvent) graphql.Marshaler {
+			return ec.marshalNInboxEvent2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐInboxEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_inboxEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InboxEvent(ctx, field)
 		},
 	}
 	return fc, nil
@@ -2840,6 +5971,137 @@ func (ec *executionContext) fieldContext_Viewer_notification(ctx context.Context
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Viewer_notification_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_unseenCount(ctx context.Context, field graphql.CollectedField, obj *inbox.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_unseenCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().UnseenCount(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_unseenCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Viewer_badge(ctx context.Context, field graphql.CollectedField, obj *inbox.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_badge(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().Badge(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Badge) graphql.Marshaler {
+			return ec.marshalNBadge2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐBadge(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_badge(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Badge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_preferences(ctx context.Context, field graphql.CollectedField, obj *inbox.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_preferences(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().Preferences(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Preferences) graphql.Marshaler {
+			return ec.marshalNPreferences2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPreferences(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_preferences(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Preferences(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_groups(ctx context.Context, field graphql.CollectedField, obj *inbox.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_groups(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Viewer().Groups(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["filter"].(*model.InboxFilter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.NotificationGroupConnection) graphql.Marshaler {
+			return ec.marshalNNotificationGroupConnection2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_groups(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NotificationGroupConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Viewer_groups_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -3982,6 +7244,118 @@ func UnmarshalActorInput(ctx context.Context, raw any) (model.ActorInput, error)
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputCategoryPreferenceInput(ctx context.Context, obj any) (model.CategoryPreferenceInput, error) {
+	var it model.CategoryPreferenceInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"category", "channels"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "category":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("category"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Category = data
+		case "channels":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("channels"))
+			data, err := ec.unmarshalNChannelSwitchesInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitchesInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Channels = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCategoryPreferenceInput unmarshals raw into the CategoryPreferenceInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCategoryPreferenceInput(ctx context.Context, raw any) (model.CategoryPreferenceInput, error) {
+	var out model.CategoryPreferenceInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CategoryPreferenceInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputChannelSwitchesInput(ctx context.Context, obj any) (model.ChannelSwitchesInput, error) {
+	var it model.ChannelSwitchesInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"inApp", "email", "push", "sms"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "inApp":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("inApp"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.InApp = data
+		case "email":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("email"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Email = data
+		case "push":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("push"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Push = data
+		case "sms":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sms"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sms = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalChannelSwitchesInput unmarshals raw into the ChannelSwitchesInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalChannelSwitchesInput(ctx context.Context, raw any) (model.ChannelSwitchesInput, error) {
+	var out model.ChannelSwitchesInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ChannelSwitchesInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputInboxFilter(ctx context.Context, obj any) (model.InboxFilter, error) {
 	var it model.InboxFilter
 	if obj == nil {
@@ -3993,7 +7367,7 @@ func (ec *executionContext) unmarshalInputInboxFilter(ctx context.Context, obj a
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"unreadOnly", "types"}
+	fieldsInOrder := [...]string{"unreadOnly", "types", "categories", "archived"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -4014,6 +7388,20 @@ func (ec *executionContext) unmarshalInputInboxFilter(ctx context.Context, obj a
 				return it, err
 			}
 			it.Types = data
+		case "categories":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("categories"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Categories = data
+		case "archived":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("archived"))
+			data, err := ec.unmarshalOArchivedFilter2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐArchivedFilter(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Archived = data
 		}
 	}
 	return it, nil
@@ -4031,6 +7419,230 @@ func UnmarshalInboxFilter(ctx context.Context, raw any) (model.InboxFilter, erro
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputMarkAllFilter(ctx context.Context, obj any) (model.MarkAllFilter, error) {
+	var it model.MarkAllFilter
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"categories"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "categories":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("categories"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Categories = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalMarkAllFilter unmarshals raw into the MarkAllFilter input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalMarkAllFilter(ctx context.Context, raw any) (model.MarkAllFilter, error) {
+	var out model.MarkAllFilter
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "MarkAllFilter", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputNotificationActionInput(ctx context.Context, obj any) (model.NotificationActionInput, error) {
+	var it model.NotificationActionInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"label", "url"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "label":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("label"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Label = data
+		case "url":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("url"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URL = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalNotificationActionInput unmarshals raw into the NotificationActionInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalNotificationActionInput(ctx context.Context, raw any) (model.NotificationActionInput, error) {
+	var out model.NotificationActionInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "NotificationActionInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputPreferencesInput(ctx context.Context, obj any) (model.PreferencesInput, error) {
+	var it model.PreferencesInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"channels", "categories", "quietHours", "timezone", "locale", "muteTargets", "unmuteTargets"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "channels":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("channels"))
+			data, err := ec.unmarshalOChannelSwitchesInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitchesInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Channels = data
+		case "categories":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("categories"))
+			data, err := ec.unmarshalOCategoryPreferenceInput2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐCategoryPreferenceInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Categories = data
+		case "quietHours":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("quietHours"))
+			data, err := ec.unmarshalOQuietHoursInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐQuietHoursInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.QuietHours = data
+		case "timezone":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timezone"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Timezone = data
+		case "locale":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("locale"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Locale = data
+		case "muteTargets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("muteTargets"))
+			data, err := ec.unmarshalOID2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MuteTargets = data
+		case "unmuteTargets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("unmuteTargets"))
+			data, err := ec.unmarshalOID2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UnmuteTargets = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalPreferencesInput unmarshals raw into the PreferencesInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalPreferencesInput(ctx context.Context, raw any) (model.PreferencesInput, error) {
+	var out model.PreferencesInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "PreferencesInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputQuietHoursInput(ctx context.Context, obj any) (model.QuietHoursInput, error) {
+	var it model.QuietHoursInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"start", "end"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "start":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("start"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Start = data
+		case "end":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("end"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.End = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalQuietHoursInput unmarshals raw into the QuietHoursInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalQuietHoursInput(ctx context.Context, raw any) (model.QuietHoursInput, error) {
+	var out model.QuietHoursInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "QuietHoursInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Context, obj any) (model.SendNotificationInput, error) {
 	var it model.SendNotificationInput
 	if obj == nil {
@@ -4042,7 +7654,7 @@ func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Cont
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"idempotencyKey", "recipients", "type", "category", "actor", "target", "title", "body", "payload"}
+	fieldsInOrder := [...]string{"idempotencyKey", "recipients", "type", "category", "actor", "target", "title", "body", "payload", "expiresAt", "groupKey", "actions"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -4112,6 +7724,27 @@ func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Cont
 				return it, err
 			}
 			it.Payload = data
+		case "expiresAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAt = data
+		case "groupKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("groupKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.GroupKey = data
+		case "actions":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("actions"))
+			data, err := ec.unmarshalONotificationActionInput2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationActionInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Actions = data
 		}
 	}
 	return it, nil
@@ -4207,6 +7840,13 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Target(ctx, sel, obj)
+	case model.NotificationGroup:
+		return ec._NotificationGroup(ctx, sel, &obj)
+	case *model.NotificationGroup:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._NotificationGroup(ctx, sel, obj)
 	case inbox.Notification:
 		return ec._Notification(ctx, sel, &obj)
 	case *inbox.Notification:
@@ -4287,6 +7927,274 @@ func (ec *executionContext) _Actor(ctx context.Context, sel ast.SelectionSet, ob
 	return out
 }
 
+var badgeImplementors = []string{"Badge"}
+
+func (ec *executionContext) _Badge(ctx context.Context, sel ast.SelectionSet, obj *inbox.Badge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, badgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Badge")
+		case "unread":
+			out.Values[i] = ec._Badge_unread(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unseen":
+			out.Values[i] = ec._Badge_unseen(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "categories":
+			out.Values[i] = ec._Badge_categories(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var categoryCountImplementors = []string{"CategoryCount"}
+
+func (ec *executionContext) _CategoryCount(ctx context.Context, sel ast.SelectionSet, obj *inbox.CategoryCount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, categoryCountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CategoryCount")
+		case "category":
+			out.Values[i] = ec._CategoryCount_category(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unread":
+			out.Values[i] = ec._CategoryCount_unread(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unseen":
+			out.Values[i] = ec._CategoryCount_unseen(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var categoryPreferenceImplementors = []string{"CategoryPreference"}
+
+func (ec *executionContext) _CategoryPreference(ctx context.Context, sel ast.SelectionSet, obj *inbox.CategoryPreference) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, categoryPreferenceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CategoryPreference")
+		case "category":
+			out.Values[i] = ec._CategoryPreference_category(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "critical":
+			out.Values[i] = ec._CategoryPreference_critical(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "channels":
+			out.Values[i] = ec._CategoryPreference_channels(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var channelSwitchesImplementors = []string{"ChannelSwitches"}
+
+func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.SelectionSet, obj *inbox.ChannelSwitches) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, channelSwitchesImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ChannelSwitches")
+		case "inApp":
+			out.Values[i] = ec._ChannelSwitches_inApp(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "email":
+			out.Values[i] = ec._ChannelSwitches_email(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "push":
+			out.Values[i] = ec._ChannelSwitches_push(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sms":
+			out.Values[i] = ec._ChannelSwitches_sms(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var deletePayloadImplementors = []string{"DeletePayload"}
+
+func (ec *executionContext) _DeletePayload(ctx context.Context, sel ast.SelectionSet, obj *inbox.DeleteResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, deletePayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DeletePayload")
+		case "deletedIds":
+			out.Values[i] = ec._DeletePayload_deletedIds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "notFound":
+			out.Values[i] = ec._DeletePayload_notFound(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "badge":
+			out.Values[i] = ec._DeletePayload_badge(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var inboxEventImplementors = []string{"InboxEvent"}
+
+func (ec *executionContext) _InboxEvent(ctx context.Context, sel ast.SelectionSet, obj *model.InboxEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, inboxEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InboxEvent")
+		case "kind":
+			out.Values[i] = ec._InboxEvent_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "notificationIds":
+			out.Values[i] = ec._InboxEvent_notificationIds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "notification":
+			out.Values[i] = ec._InboxEvent_notification(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "badge":
+			out.Values[i] = ec._InboxEvent_badge(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var markAllReadPayloadImplementors = []string{"MarkAllReadPayload"}
 
 func (ec *executionContext) _MarkAllReadPayload(ctx context.Context, sel ast.SelectionSet, obj *inbox.MarkAllResult) graphql.Marshaler {
@@ -4306,6 +8214,11 @@ func (ec *executionContext) _MarkAllReadPayload(ctx context.Context, sel ast.Sel
 		case "readAllBefore":
 			out.Values[i] = ec._MarkAllReadPayload_readAllBefore(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "badge":
+			out.Values[i] = ec._MarkAllReadPayload_badge(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -4343,6 +8256,16 @@ func (ec *executionContext) _MarkReadPayload(ctx context.Context, sel ast.Select
 			}
 		case "unreadCount":
 			out.Values[i] = ec._MarkReadPayload_unreadCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "notFound":
+			out.Values[i] = ec._MarkReadPayload_notFound(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "badge":
+			out.Values[i] = ec._MarkReadPayload_badge(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -4396,9 +8319,65 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "markSeen":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_markSeen(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "archive":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_archive(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unarchive":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_unarchive(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "snooze":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_snooze(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unsnooze":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_unsnooze(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteNotifications":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteNotifications(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "markAllRead":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_markAllRead(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "markAllSeen":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_markAllSeen(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatePreferences":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updatePreferences(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -4494,6 +8473,84 @@ func (ec *executionContext) _Notification(ctx context.Context, sel ast.Selection
 			out.Values[i] = ec._Notification_payload(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "seen":
+			out.Values[i] = ec._Notification_seen(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "seenAt":
+			out.Values[i] = ec._Notification_seenAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "archived":
+			out.Values[i] = ec._Notification_archived(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "archivedAt":
+			out.Values[i] = ec._Notification_archivedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "snoozedUntil":
+			out.Values[i] = ec._Notification_snoozedUntil(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Notification_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "groupKey":
+			out.Values[i] = ec._Notification_groupKey(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "actions":
+			out.Values[i] = ec._Notification_actions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var notificationActionImplementors = []string{"NotificationAction"}
+
+func (ec *executionContext) _NotificationAction(ctx context.Context, sel ast.SelectionSet, obj *inbox.Action) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, notificationActionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NotificationAction")
+		case "label":
+			out.Values[i] = ec._NotificationAction_label(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "url":
+			out.Values[i] = ec._NotificationAction_url(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -4598,6 +8655,170 @@ func (ec *executionContext) _NotificationEdge(ctx context.Context, sel ast.Selec
 	return out
 }
 
+var notificationGroupImplementors = []string{"NotificationGroup", "Node"}
+
+func (ec *executionContext) _NotificationGroup(ctx context.Context, sel ast.SelectionSet, obj *model.NotificationGroup) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, notificationGroupImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NotificationGroup")
+		case "id":
+			out.Values[i] = ec._NotificationGroup_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "groupKey":
+			out.Values[i] = ec._NotificationGroup_groupKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "type":
+			out.Values[i] = ec._NotificationGroup_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "target":
+			out.Values[i] = ec._NotificationGroup_target(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "actors":
+			out.Values[i] = ec._NotificationGroup_actors(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "actorCount":
+			out.Values[i] = ec._NotificationGroup_actorCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._NotificationGroup_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unreadCount":
+			out.Values[i] = ec._NotificationGroup_unreadCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "latest":
+			out.Values[i] = ec._NotificationGroup_latest(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "read":
+			out.Values[i] = ec._NotificationGroup_read(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._NotificationGroup_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var notificationGroupConnectionImplementors = []string{"NotificationGroupConnection"}
+
+func (ec *executionContext) _NotificationGroupConnection(ctx context.Context, sel ast.SelectionSet, obj *model.NotificationGroupConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, notificationGroupConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NotificationGroupConnection")
+		case "edges":
+			out.Values[i] = ec._NotificationGroupConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._NotificationGroupConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._NotificationGroupConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var notificationGroupEdgeImplementors = []string{"NotificationGroupEdge"}
+
+func (ec *executionContext) _NotificationGroupEdge(ctx context.Context, sel ast.SelectionSet, obj *model.NotificationGroupEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, notificationGroupEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NotificationGroupEdge")
+		case "cursor":
+			out.Values[i] = ec._NotificationGroupEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._NotificationGroupEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var pageInfoImplementors = []string{"PageInfo"}
 
 func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet, obj *inbox.PageInfo) graphql.Marshaler {
@@ -4628,6 +8849,65 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 			out.Values[i] = ec._PageInfo_endCursor(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var preferencesImplementors = []string{"Preferences"}
+
+func (ec *executionContext) _Preferences(ctx context.Context, sel ast.SelectionSet, obj *inbox.Preferences) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, preferencesImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Preferences")
+		case "channels":
+			out.Values[i] = ec._Preferences_channels(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "categories":
+			out.Values[i] = ec._Preferences_categories(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "mutedTargets":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Preferences_mutedTargets(ctx, field, obj)
+				})
+		case "quietHours":
+			out.Values[i] = ec._Preferences_quietHours(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "timezone":
+			out.Values[i] = ec._Preferences_timezone(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "locale":
+			out.Values[i] = ec._Preferences_locale(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -4714,6 +8994,44 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 	return out
 }
 
+var quietHoursImplementors = []string{"QuietHours"}
+
+func (ec *executionContext) _QuietHours(ctx context.Context, sel ast.SelectionSet, obj *inbox.QuietHours) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, quietHoursImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("QuietHours")
+		case "start":
+			out.Values[i] = ec._QuietHours_start(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "end":
+			out.Values[i] = ec._QuietHours_end(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var sendNotificationPayloadImplementors = []string{"SendNotificationPayload"}
 
 func (ec *executionContext) _SendNotificationPayload(ctx context.Context, sel ast.SelectionSet, obj *model.SendNotificationPayload) graphql.Marshaler {
@@ -4774,6 +9092,10 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_unreadCount(ctx, fields[0])
 	case "notificationAdded":
 		return ec._Subscription_notificationAdded(ctx, fields[0])
+	case "badge":
+		return ec._Subscription_badge(ctx, fields[0])
+	case "inboxEvents":
+		return ec._Subscription_inboxEvents(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -4875,6 +9197,30 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_notification(ctx, field, obj)
+				})
+		case "unseenCount":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_unseenCount(ctx, field, obj)
+				})
+		case "badge":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_badge(ctx, field, obj)
+				})
+		case "preferences":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_preferences(ctx, field, obj)
+				})
+		case "groups":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_groups(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -5255,6 +9601,42 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNActor2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActorᚄ(ctx context.Context, sel ast.SelectionSet, v []*inbox.Actor) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNActor2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActor(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNActor2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActor(ctx context.Context, sel ast.SelectionSet, v *inbox.Actor) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Actor!")
+		return graphql.Null
+	}
+	return ec._Actor(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNBadge2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐBadge(ctx context.Context, sel ast.SelectionSet, v inbox.Badge) graphql.Marshaler {
+	return ec._Badge(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNBadge2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐBadge(ctx context.Context, sel ast.SelectionSet, v *inbox.Badge) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Badge!")
+		return graphql.Null
+	}
+	return ec._Badge(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -5267,6 +9649,68 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 		graphql.AddInvalidNullFromMarshaler(ctx, "Boolean!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNCategoryCount2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐCategoryCount(ctx context.Context, sel ast.SelectionSet, v inbox.CategoryCount) graphql.Marshaler {
+	return ec._CategoryCount(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNCategoryCount2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐCategoryCountᚄ(ctx context.Context, sel ast.SelectionSet, v []inbox.CategoryCount) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNCategoryCount2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐCategoryCount(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNCategoryPreference2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐCategoryPreference(ctx context.Context, sel ast.SelectionSet, v inbox.CategoryPreference) graphql.Marshaler {
+	return ec._CategoryPreference(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNCategoryPreference2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐCategoryPreferenceᚄ(ctx context.Context, sel ast.SelectionSet, v []inbox.CategoryPreference) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNCategoryPreference2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐCategoryPreference(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNCategoryPreferenceInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐCategoryPreferenceInput(ctx context.Context, v any) (*model.CategoryPreferenceInput, error) {
+	res, err := ec.unmarshalInputCategoryPreferenceInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNChannelSwitches2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐChannelSwitches(ctx context.Context, sel ast.SelectionSet, v inbox.ChannelSwitches) graphql.Marshaler {
+	return ec._ChannelSwitches(ctx, sel, &v)
+}
+
+func (ec *executionContext) unmarshalNChannelSwitchesInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitchesInput(ctx context.Context, v any) (*model.ChannelSwitchesInput, error) {
+	res, err := ec.unmarshalInputChannelSwitchesInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNDeletePayload2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐDeleteResult(ctx context.Context, sel ast.SelectionSet, v *inbox.DeleteResult) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "DeletePayload!")
+		return graphql.Null
+	}
+	return ec._DeletePayload(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
@@ -5310,6 +9754,24 @@ func (ec *executionContext) marshalNID2ᚕstringᚄ(ctx context.Context, sel ast
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNInboxEvent2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐInboxEvent(ctx context.Context, sel ast.SelectionSet, v *model.InboxEvent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "InboxEvent!")
+		return graphql.Null
+	}
+	return ec._InboxEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNInboxEventKind2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐInboxEventKind(ctx context.Context, v any) (model.InboxEventKind, error) {
+	var res model.InboxEventKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInboxEventKind2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐInboxEventKind(ctx context.Context, sel ast.SelectionSet, v model.InboxEventKind) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
@@ -5376,6 +9838,31 @@ func (ec *executionContext) marshalNNotification2ᚖgithubᚗcomᚋinboxgwᚋgat
 	return ec._Notification(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNNotificationAction2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐAction(ctx context.Context, sel ast.SelectionSet, v inbox.Action) graphql.Marshaler {
+	return ec._NotificationAction(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNotificationAction2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActionᚄ(ctx context.Context, sel ast.SelectionSet, v []inbox.Action) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNotificationAction2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐAction(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNNotificationActionInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationActionInput(ctx context.Context, v any) (*model.NotificationActionInput, error) {
+	res, err := ec.unmarshalInputNotificationActionInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNNotificationConnection2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPage(ctx context.Context, sel ast.SelectionSet, v *inbox.Page) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "NotificationConnection!")
@@ -5404,8 +9891,85 @@ func (ec *executionContext) marshalNNotificationEdge2ᚕgithubᚗcomᚋinboxgw�
 	return ret
 }
 
+func (ec *executionContext) marshalNNotificationGroup2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.NotificationGroup) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNotificationGroup2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroup(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNNotificationGroup2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroup(ctx context.Context, sel ast.SelectionSet, v *model.NotificationGroup) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "NotificationGroup!")
+		return graphql.Null
+	}
+	return ec._NotificationGroup(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNNotificationGroupConnection2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupConnection(ctx context.Context, sel ast.SelectionSet, v *model.NotificationGroupConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "NotificationGroupConnection!")
+		return graphql.Null
+	}
+	return ec._NotificationGroupConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNNotificationGroupEdge2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.NotificationGroupEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNotificationGroupEdge2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNNotificationGroupEdge2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupEdge(ctx context.Context, sel ast.SelectionSet, v *model.NotificationGroupEdge) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "NotificationGroupEdge!")
+		return graphql.Null
+	}
+	return ec._NotificationGroupEdge(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNPageInfo2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v inbox.PageInfo) graphql.Marshaler {
 	return ec._PageInfo(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *inbox.PageInfo) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PageInfo!")
+		return graphql.Null
+	}
+	return ec._PageInfo(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPreferences2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPreferences(ctx context.Context, sel ast.SelectionSet, v *inbox.Preferences) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Preferences!")
+		return graphql.Null
+	}
+	return ec._Preferences(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNPreferencesInput2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐPreferencesInput(ctx context.Context, v any) (model.PreferencesInput, error) {
+	res, err := ec.unmarshalInputPreferencesInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNSendNotificationInput2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐSendNotificationInput(ctx context.Context, v any) (model.SendNotificationInput, error) {
@@ -5462,6 +10026,30 @@ func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNTarget2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐTargetᚄ(ctx context.Context, sel ast.SelectionSet, v []*inbox.Target) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTarget2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐTarget(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTarget2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐTarget(ctx context.Context, sel ast.SelectionSet, v *inbox.Target) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Target!")
+		return graphql.Null
+	}
+	return ec._Target(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
@@ -5643,6 +10231,22 @@ func (ec *executionContext) unmarshalOActorInput2ᚖgithubᚗcomᚋinboxgwᚋgat
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalOArchivedFilter2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐArchivedFilter(ctx context.Context, v any) (*model.ArchivedFilter, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.ArchivedFilter)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOArchivedFilter2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐArchivedFilter(ctx context.Context, sel ast.SelectionSet, v *model.ArchivedFilter) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -5671,6 +10275,66 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	_ = ctx
 	res := graphql.MarshalBoolean(*v)
 	return res
+}
+
+func (ec *executionContext) unmarshalOCategoryPreferenceInput2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐCategoryPreferenceInputᚄ(ctx context.Context, v any) ([]*model.CategoryPreferenceInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*model.CategoryPreferenceInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNCategoryPreferenceInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐCategoryPreferenceInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalOChannelSwitchesInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitchesInput(ctx context.Context, v any) (*model.ChannelSwitchesInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputChannelSwitchesInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOID2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNID2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOID2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNID2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalOInboxFilter2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐInboxFilter(ctx context.Context, v any) (*model.InboxFilter, error) {
@@ -5717,6 +10381,14 @@ func (ec *executionContext) marshalOJSON2encodingᚋjsonᚐRawMessage(ctx contex
 	return res
 }
 
+func (ec *executionContext) unmarshalOMarkAllFilter2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐMarkAllFilter(ctx context.Context, v any) (*model.MarkAllFilter, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputMarkAllFilter(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalONode2githubᚗcomᚋinboxgwᚋgatewayᚋgqlscalarᚐNode(ctx context.Context, sel ast.SelectionSet, v gqlscalar.Node) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -5729,6 +10401,38 @@ func (ec *executionContext) marshalONotification2ᚖgithubᚗcomᚋinboxgwᚋgat
 		return graphql.Null
 	}
 	return ec._Notification(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalONotificationActionInput2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationActionInputᚄ(ctx context.Context, v any) ([]*model.NotificationActionInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*model.NotificationActionInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNNotificationActionInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationActionInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOQuietHours2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐQuietHours(ctx context.Context, sel ast.SelectionSet, v *inbox.QuietHours) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._QuietHours(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOQuietHoursInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐQuietHoursInput(ctx context.Context, v any) (*model.QuietHoursInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputQuietHoursInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

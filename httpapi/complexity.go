@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -60,12 +61,19 @@ func Complexity() graph.ComplexityRoot {
 		}
 		// Out-of-range sizes are refused by the resolver with BAD_USER_INPUT; clamp them
 		// here so the complexity check does not answer first with another error.
-		read := CostRead
-		if filter != nil && len(filter.Types) > 0 {
-			read = CostFilteredRead
-		}
-		return read + min(max(n, 1), inbox.MaxPageSize)*childComplexity
+		return filteredRead(filter) + min(max(n, 1), inbox.MaxPageSize)*childComplexity
 	}
+	c.Viewer.Groups = func(childComplexity int, first *int, _ *string, filter *model.InboxFilter) int {
+		n := inbox.DefaultPageSize
+		if first != nil {
+			n = *first
+		}
+		return filteredRead(filter) + min(max(n, 1), inbox.MaxPageSize)*childComplexity
+	}
+	c.Viewer.UnseenCount = func(childComplexity int) int { return CostRead + childComplexity }
+	c.Viewer.Badge = func(childComplexity int) int { return CostRead + childComplexity }
+	c.Viewer.Preferences = func(childComplexity int) int { return CostRead + childComplexity }
+	c.Preferences.MutedTargets = func(childComplexity int) int { return CostRead + 10*childComplexity }
 	c.Viewer.UnreadCount = func(childComplexity int) int { return CostRead + childComplexity }
 	c.Viewer.Notification = func(childComplexity int, _ string) int { return CostRead + childComplexity }
 	c.Query.Node = func(childComplexity int, _ string) int { return CostRead + childComplexity }
@@ -81,11 +89,30 @@ func Complexity() graph.ComplexityRoot {
 	}
 	c.Mutation.MarkRead = mark
 	c.Mutation.MarkUnread = mark
-	c.Mutation.MarkAllRead = func(childComplexity int) int { return CostWrite + childComplexity }
+	c.Mutation.MarkSeen = mark
+	c.Mutation.Archive = mark
+	c.Mutation.Unarchive = mark
+	c.Mutation.Unsnooze = mark
+	c.Mutation.DeleteNotifications = mark
+	c.Mutation.Snooze = func(childComplexity int, ids []string, _ time.Time) int { return mark(childComplexity, ids) }
+	c.Mutation.MarkAllRead = func(childComplexity int, _ *model.MarkAllFilter) int { return CostWrite + childComplexity }
+	c.Mutation.MarkAllSeen = func(childComplexity int) int { return CostWrite + childComplexity }
+	c.Mutation.UpdatePreferences = func(childComplexity int, _ model.PreferencesInput) int { return CostWrite + childComplexity }
 	c.Mutation.SendNotification = func(childComplexity int, in model.SendNotificationInput) int {
 		return CostWrite + min(len(in.Recipients), 1000)*CostPerID + childComplexity
 	}
 	return c
+}
+
+// filteredRead is the cost of reading a page under filter: a filter that may skip items
+// reads on through the inbox until the page is full (CostFilteredRead), any other
+// CostRead.
+func filteredRead(filter *model.InboxFilter) int {
+	if filter != nil && (len(filter.Types) > 0 || len(filter.Categories) > 0 ||
+		(filter.Archived != nil && *filter.Archived != model.ArchivedFilterExclude)) {
+		return CostFilteredRead
+	}
+	return CostRead
 }
 
 // DefaultMaxMutationFields is how many mutation fields a document may carry when

@@ -35,6 +35,29 @@ type Notification struct {
 	TargetID   string
 	// Payload is the sender's JSON document, nil when none was given.
 	Payload JSON
+	// Seen is the effective seen state: seen explicitly (markSeen, markRead), or created at or
+	// before a markAllSeen or markAllRead watermark. It never goes back to false.
+	Seen bool
+	// SeenAt is when it was seen (for a watermark, the time of that call); nil while unseen.
+	SeenAt *time.Time
+	// Archived is true while the notification is archived, since ArchivedAt.
+	Archived   bool
+	ArchivedAt *time.Time
+	// SnoozedUntil is when a snoozed notification comes back; nil unless snoozed and not
+	// yet woken.
+	SnoozedUntil *time.Time
+	// ExpiresAt is when the notification leaves the inbox; nil when it never expires.
+	ExpiresAt *time.Time
+	// GroupKey is the key of the notification's group (Viewer.groups).
+	GroupKey string
+	// Actions are the call-to-action buttons given at send, in order.
+	Actions []Action
+}
+
+// Action is a call-to-action button of a notification.
+type Action struct {
+	Label string
+	URL   string
 }
 
 // Actor is who caused a notification: a profile shared by a tenant's notifications.
@@ -110,7 +133,21 @@ type PageQuery struct {
 	UnreadOnly bool
 	// Types, when non-empty, keeps only notifications whose Type is one of them.
 	Types []string
+	// Categories, when non-empty, keeps only notifications of one of these categories.
+	Categories []string
+	// Archived says how archived notifications are treated (default ArchivedExclude).
+	Archived ArchivedFilter
 }
+
+// ArchivedFilter says how a page treats archived notifications.
+type ArchivedFilter string
+
+// The archived filters (the ArchivedFilter enum of the schema).
+const (
+	ArchivedExclude ArchivedFilter = "EXCLUDE"
+	ArchivedInclude ArchivedFilter = "INCLUDE"
+	ArchivedOnly    ArchivedFilter = "ONLY"
+)
 
 // Edge is one notification of a page with its opaque cursor.
 type Edge struct {
@@ -145,21 +182,89 @@ func (p *Page) Nodes() []*Notification {
 	return out
 }
 
-// MarkResult is the outcome of marking notifications read or unread.
+// MarkResult is the outcome of a state change of notifications (read, unread, seen,
+// archive, unarchive, snooze, unsnooze).
 type MarkResult struct {
-	// Notifications are the marked notifications, in the order of the distinct ids asked.
+	// Notifications are the notifications found, in their new state, in the order of the
+	// distinct ids asked.
 	Notifications []*Notification
 	// Changed is how many of them changed state (the others already were in it).
 	Changed int
-	// UnreadCount is the badge count right after the write.
+	// UnreadCount is the badge count right after the write (Badge.Unread).
 	UnreadCount int
+	// NotFound are the ids asked (as given) that are not the viewer's notifications.
+	NotFound []string
+	// Badge is the badge right after the write.
+	Badge Badge
 }
 
-// MarkAllResult is the outcome of marking a whole inbox read.
+// MarkAllResult is the outcome of marking a whole inbox (or some categories of it) read.
 type MarkAllResult struct {
-	UnreadCount   int
+	UnreadCount int
+	// ReadAllBefore is the time of the watermark set (zero when nothing was marked).
 	ReadAllBefore time.Time
+	// Badge is the badge right after the write.
+	Badge Badge
 }
+
+// DeleteResult is the outcome of deleting notifications.
+type DeleteResult struct {
+	// DeletedIDs are the ids asked (as given) that were deleted, or already gone by an
+	// earlier attempt of the same call.
+	DeletedIDs []string
+	// NotFound are the ids asked (as given) that are not the viewer's notifications.
+	NotFound []string
+	Badge    Badge
+}
+
+// Badge is an inbox's counters, as of META's Version. Counts cover active notifications
+// (not archived, snoozed, deleted or expired); a read notification is also seen.
+type Badge struct {
+	Unread int
+	Unseen int
+	// Categories are the categories with a non-zero count, sorted by name.
+	Categories []CategoryCount
+	// Version is META's version the counts were read at (0: not known).
+	Version int64
+}
+
+// CategoryCount is one category's share of a Badge.
+type CategoryCount struct {
+	Category string
+	Unread   int
+	Unseen   int
+}
+
+// StateOp is a state change of notifications applied by ids.
+type StateOp int
+
+// The state changes. Each is idempotent: applying it to a notification already in the
+// state changes nothing.
+const (
+	OpRead StateOp = iota + 1
+	OpUnread
+	OpSeen
+	OpArchive
+	OpUnarchive
+	// OpSnooze takes StateChange.Until.
+	OpSnooze
+	OpUnsnooze
+)
+
+// StateChange asks for one StateOp on notifications of a viewer.
+type StateChange struct {
+	Op StateOp
+	// IDs are notification ULIDs, at most MaxStateIDs distinct.
+	IDs []string
+	// Until is when snoozed notifications wake (OpSnooze only).
+	Until time.Time
+}
+
+// MaxStateIDs is the most distinct ids one state change or delete takes (a page).
+const MaxStateIDs = 100
+
+// MaxSnooze is how far ahead a snooze may wake, and an expiry may lie.
+const MaxSnooze = 366 * 24 * time.Hour
 
 // SendInput is one notification to fan out to recipients of one tenant.
 type SendInput struct {
@@ -176,7 +281,17 @@ type SendInput struct {
 	Actor   *Actor
 	Target  *Target
 	Payload JSON
+	// ExpiresAt, when set, is when the notifications expire (in the future, at most
+	// MaxSnooze ahead); zero: the store's default retention, if any.
+	ExpiresAt time.Time
+	// GroupKey groups the notifications (Viewer.groups); "" means type + target.
+	GroupKey string
+	// Actions are call-to-action buttons, at most MaxActions.
+	Actions []Action
 }
+
+// MaxActions is the most actions a notification carries.
+const MaxActions = 5
 
 // MaxRecipients is the most recipients one send accepts.
 const MaxRecipients = 100
@@ -226,7 +341,34 @@ type Change struct {
 	Version     int64
 	// Notification is set when the write added this notification to the inbox.
 	Notification *Notification
+	// Kind is what the write did (EventNone for a badge refresh or a re-read hint).
+	Kind EventKind
+	// IDs are the ULIDs of the notifications the write changed (for Kind's event).
+	IDs []string
+	// Badge is the full badge as of Version (valid when Version > 0).
+	Badge Badge
 }
+
+// EventKind is what one committed write did to an inbox (Subscription.inboxEvents).
+type EventKind string
+
+// The event kinds (the InboxEventKind enum of the schema).
+const (
+	// EventNone carries no event: a badge refresh or a re-read hint.
+	EventNone       EventKind = ""
+	EventAdded      EventKind = "ADDED"
+	EventRead       EventKind = "READ"
+	EventUnread     EventKind = "UNREAD"
+	EventSeen       EventKind = "SEEN"
+	EventAllRead    EventKind = "ALL_READ"
+	EventAllSeen    EventKind = "ALL_SEEN"
+	EventArchived   EventKind = "ARCHIVED"
+	EventUnarchived EventKind = "UNARCHIVED"
+	EventSnoozed    EventKind = "SNOOZED"
+	EventWoke       EventKind = "WOKE"
+	EventDeleted    EventKind = "DELETED"
+	EventExpired    EventKind = "EXPIRED"
+)
 
 // Publisher receives every Change after its write commits. Publish must not block on slow
 // subscribers.

@@ -36,3 +36,12 @@ func (t *Target) OptTitle() *string { return optional(&t.Title) }
 
 // OptURL is URL, nil when empty.
 func (t *Target) OptURL() *string { return optional(&t.URL) }
+
+// OptGroupKey is GroupKey for GraphQL: nil when empty.
+func (n *Notification) OptGroupKey() *string { return optional(&n.GroupKey) }
+
+// OptTimezone is Timezone for GraphQL: nil when unset.
+func (p *Preferences) OptTimezone() *string { return optional(&p.Timezone) }
+
+// OptLocale is Locale for GraphQL: nil when unset.
+func (p *Preferences) OptLocale() *string { return optional(&p.Locale) }

@@ -64,6 +64,7 @@ func (r *Resolver) Root() graph.ResolverRoot {
 	return &root{
 		mutation:     r.Mutation(),
 		notification: r.Notification(),
+		preferences:  r.Preferences(),
 		query:        r.Query(),
 		subscription: r.Subscription(),
 		viewer:       r.Viewer(),
@@ -73,6 +74,7 @@ func (r *Resolver) Root() graph.ResolverRoot {
 type root struct {
 	mutation     graph.MutationResolver
 	notification graph.NotificationResolver
+	preferences  graph.PreferencesResolver
 	query        graph.QueryResolver
 	subscription graph.SubscriptionResolver
 	viewer       graph.ViewerResolver
@@ -80,6 +82,7 @@ type root struct {
 
 func (x *root) Mutation() graph.MutationResolver         { return x.mutation }
 func (x *root) Notification() graph.NotificationResolver { return x.notification }
+func (x *root) Preferences() graph.PreferencesResolver   { return x.preferences }
 func (x *root) Query() graph.QueryResolver               { return x.query }
 func (x *root) Subscription() graph.SubscriptionResolver { return x.subscription }
 func (x *root) Viewer() graph.ViewerResolver             { return x.viewer }

@@ -8,6 +8,8 @@ package resolvers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/gqlscalar"
@@ -24,7 +26,31 @@ func (r *mutationResolver) MarkUnread(ctx context.Context, ids []string) (*inbox
 	return r.mark(ctx, ids, false)
 }
 
-func (r *mutationResolver) MarkAllRead(ctx context.Context) (*inbox.MarkAllResult, error) {
+func (r *mutationResolver) MarkSeen(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
+	panic(fmt.Errorf("not implemented: MarkSeen - markSeen"))
+}
+
+func (r *mutationResolver) Archive(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
+	panic(fmt.Errorf("not implemented: Archive - archive"))
+}
+
+func (r *mutationResolver) Unarchive(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
+	panic(fmt.Errorf("not implemented: Unarchive - unarchive"))
+}
+
+func (r *mutationResolver) Snooze(ctx context.Context, ids []string, until time.Time) (*inbox.MarkResult, error) {
+	panic(fmt.Errorf("not implemented: Snooze - snooze"))
+}
+
+func (r *mutationResolver) Unsnooze(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
+	panic(fmt.Errorf("not implemented: Unsnooze - unsnooze"))
+}
+
+func (r *mutationResolver) DeleteNotifications(ctx context.Context, ids []string) (*inbox.DeleteResult, error) {
+	panic(fmt.Errorf("not implemented: DeleteNotifications - deleteNotifications"))
+}
+
+func (r *mutationResolver) MarkAllRead(ctx context.Context, filter *model.MarkAllFilter) (*inbox.MarkAllResult, error) {
 	v, err := viewer(ctx)
 	if err != nil {
 		return nil, err
@@ -39,6 +65,14 @@ func (r *mutationResolver) MarkAllRead(ctx context.Context) (*inbox.MarkAllResul
 		return nil, err
 	}
 	return &res, nil
+}
+
+func (r *mutationResolver) MarkAllSeen(ctx context.Context) (*inbox.Badge, error) {
+	panic(fmt.Errorf("not implemented: MarkAllSeen - markAllSeen"))
+}
+
+func (r *mutationResolver) UpdatePreferences(ctx context.Context, input model.PreferencesInput) (*inbox.Preferences, error) {
+	panic(fmt.Errorf("not implemented: UpdatePreferences - updatePreferences"))
 }
 
 func (r *mutationResolver) SendNotification(ctx context.Context, input model.SendNotificationInput) (*model.SendNotificationPayload, error) {
@@ -87,6 +121,10 @@ func (r *notificationResolver) Target(ctx context.Context, obj *inbox.Notificati
 	return anchoredTarget(p.Target, obj), nil
 }
 
+func (r *preferencesResolver) MutedTargets(ctx context.Context, obj *inbox.Preferences) ([]*inbox.Target, error) {
+	panic(fmt.Errorf("not implemented: MutedTargets - mutedTargets"))
+}
+
 func (r *queryResolver) Viewer(ctx context.Context) (*inbox.Viewer, error) {
 	v, err := viewer(ctx)
 	if err != nil {
@@ -113,6 +151,14 @@ func (r *subscriptionResolver) UnreadCount(ctx context.Context) (<-chan int, err
 
 func (r *subscriptionResolver) NotificationAdded(ctx context.Context) (<-chan *inbox.Notification, error) {
 	return r.addedStream(ctx)
+}
+
+func (r *subscriptionResolver) Badge(ctx context.Context) (<-chan *inbox.Badge, error) {
+	panic(fmt.Errorf("not implemented: Badge - badge"))
+}
+
+func (r *subscriptionResolver) InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error) {
+	panic(fmt.Errorf("not implemented: InboxEvents - inboxEvents"))
 }
 
 func (r *viewerResolver) Inbox(ctx context.Context, obj *inbox.Viewer, first *int, after *string, last *int, before *string, filter *model.InboxFilter) (*inbox.Page, error) {
@@ -146,9 +192,27 @@ func (r *viewerResolver) Notification(ctx context.Context, obj *inbox.Viewer, id
 	return r.notification(ctx, *obj, key)
 }
 
+func (r *viewerResolver) UnseenCount(ctx context.Context, obj *inbox.Viewer) (int, error) {
+	panic(fmt.Errorf("not implemented: UnseenCount - unseenCount"))
+}
+
+func (r *viewerResolver) Badge(ctx context.Context, obj *inbox.Viewer) (*inbox.Badge, error) {
+	panic(fmt.Errorf("not implemented: Badge - badge"))
+}
+
+func (r *viewerResolver) Preferences(ctx context.Context, obj *inbox.Viewer) (*inbox.Preferences, error) {
+	panic(fmt.Errorf("not implemented: Preferences - preferences"))
+}
+
+func (r *viewerResolver) Groups(ctx context.Context, obj *inbox.Viewer, first *int, after *string, filter *model.InboxFilter) (*model.NotificationGroupConnection, error) {
+	panic(fmt.Errorf("not implemented: Groups - groups"))
+}
+
 func (r *Resolver) Mutation() graph.MutationResolver { return &mutationResolver{r} }
 
 func (r *Resolver) Notification() graph.NotificationResolver { return &notificationResolver{r} }
+
+func (r *Resolver) Preferences() graph.PreferencesResolver { return &preferencesResolver{r} }
 
 func (r *Resolver) Query() graph.QueryResolver { return &queryResolver{r} }
 
@@ -159,6 +223,7 @@ func (r *Resolver) Viewer() graph.ViewerResolver { return &viewerResolver{r} }
 type (
 	mutationResolver     struct{ *Resolver }
 	notificationResolver struct{ *Resolver }
+	preferencesResolver  struct{ *Resolver }
 	queryResolver        struct{ *Resolver }
 	subscriptionResolver struct{ *Resolver }
 	viewerResolver       struct{ *Resolver }

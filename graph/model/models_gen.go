@@ -3,7 +3,14 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/inboxgw/gateway/inbox"
 )
 
 type ActorInput struct {
@@ -13,18 +20,115 @@ type ActorInput struct {
 	URL       *string `json:"url,omitempty"`
 }
 
+type CategoryPreferenceInput struct {
+	Category string                `json:"category"`
+	Channels *ChannelSwitchesInput `json:"channels"`
+}
+
+type ChannelSwitchesInput struct {
+	InApp *bool `json:"inApp,omitempty"`
+	Email *bool `json:"email,omitempty"`
+	Push  *bool `json:"push,omitempty"`
+	Sms   *bool `json:"sms,omitempty"`
+}
+
+// One committed change of the viewer's inbox.
+type InboxEvent struct {
+	Kind InboxEventKind `json:"kind"`
+	// The notifications the change applies to (empty for ALL_READ and ALL_SEEN).
+	NotificationIds []string `json:"notificationIds"`
+	// The notification, for ADDED.
+	Notification *inbox.Notification `json:"notification,omitempty"`
+	// The badge after the change.
+	Badge *inbox.Badge `json:"badge"`
+}
+
 // Narrows an inbox connection.
 type InboxFilter struct {
 	// Only unread notifications (read from the sparse unread index).
 	UnreadOnly *bool `json:"unreadOnly,omitempty"`
 	// Only notifications whose type is one of these (at most 20).
 	Types []string `json:"types,omitempty"`
+	// Only notifications of one of these categories (at most 20).
+	Categories []string `json:"categories,omitempty"`
+	// Archived notifications: EXCLUDE (the default) leaves them out, INCLUDE lists them too, ONLY lists only them.
+	Archived *ArchivedFilter `json:"archived,omitempty"`
 }
 
+// Narrows markAllRead.
+type MarkAllFilter struct {
+	// Only notifications of these categories (at most 20).
+	Categories []string `json:"categories,omitempty"`
+}
+
+// State mutations take at most 100 ids (notification or group ids; a group id applies to the group's
+// notifications). Ids repeated in one call count once. Ids that do not exist or are not the viewer's are listed in
+// notFound and the rest are applied.
 type Mutation struct {
 }
 
+type NotificationActionInput struct {
+	Label string `json:"label"`
+	URL   string `json:"url"`
+}
+
+// A user's notifications of one groupKey: "Alice and 3 others commented on #42". The group's id is accepted by
+// the state mutations (markRead, archive, ...), which then apply to its notifications.
+type NotificationGroup struct {
+	ID       string        `json:"id"`
+	GroupKey string        `json:"groupKey"`
+	Type     string        `json:"type"`
+	Target   *inbox.Target `json:"target,omitempty"`
+	// The most recent distinct actors, newest first (first: default 3, at most 10).
+	Actors []*inbox.Actor `json:"actors"`
+	// Distinct actors of the group's notifications.
+	ActorCount int `json:"actorCount"`
+	// Active notifications in the group.
+	Count int `json:"count"`
+	// Active unread notifications in the group.
+	UnreadCount int `json:"unreadCount"`
+	// The group's newest notification.
+	Latest *inbox.Notification `json:"latest"`
+	// True when every notification of the group is read.
+	Read bool `json:"read"`
+	// When the group's newest notification was created.
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+func (NotificationGroup) IsNode() {}
+
+type NotificationGroupConnection struct {
+	Edges    []*NotificationGroupEdge `json:"edges"`
+	Nodes    []*NotificationGroup     `json:"nodes"`
+	PageInfo *inbox.PageInfo          `json:"pageInfo"`
+}
+
+type NotificationGroupEdge struct {
+	Cursor string             `json:"cursor"`
+	Node   *NotificationGroup `json:"node"`
+}
+
+type PreferencesInput struct {
+	Channels *ChannelSwitchesInput `json:"channels,omitempty"`
+	// Per-category switches to set; a category not listed keeps its switches.
+	Categories []*CategoryPreferenceInput `json:"categories,omitempty"`
+	// Quiet hours to set; null clears them.
+	QuietHours *QuietHoursInput `json:"quietHours,omitempty"`
+	// An IANA time zone name; required with quietHours unless already set.
+	Timezone *string `json:"timezone,omitempty"`
+	Locale   *string `json:"locale,omitempty"`
+	// Target ids (global ids of Target) to mute.
+	MuteTargets []string `json:"muteTargets,omitempty"`
+	// Target ids to unmute.
+	UnmuteTargets []string `json:"unmuteTargets,omitempty"`
+}
+
 type Query struct {
+}
+
+type QuietHoursInput struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
 }
 
 type SendNotificationInput struct {
@@ -40,6 +144,12 @@ type SendNotificationInput struct {
 	Body       *string      `json:"body,omitempty"`
 	// At most 16 KiB once encoded as JSON.
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// When the notification expires (in the future); default: the tenant's retention, if any.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Groups notifications in Viewer.groups; default: type and target.
+	GroupKey *string `json:"groupKey,omitempty"`
+	// Call-to-action buttons (at most 5).
+	Actions []*NotificationActionInput `json:"actions,omitempty"`
 }
 
 type SendNotificationPayload struct {
@@ -59,4 +169,137 @@ type TargetInput struct {
 	Kind  string  `json:"kind"`
 	Title *string `json:"title,omitempty"`
 	URL   *string `json:"url,omitempty"`
+}
+
+// How an inbox connection treats archived notifications.
+type ArchivedFilter string
+
+const (
+	ArchivedFilterExclude ArchivedFilter = "EXCLUDE"
+	ArchivedFilterInclude ArchivedFilter = "INCLUDE"
+	ArchivedFilterOnly    ArchivedFilter = "ONLY"
+)
+
+var AllArchivedFilter = []ArchivedFilter{
+	ArchivedFilterExclude,
+	ArchivedFilterInclude,
+	ArchivedFilterOnly,
+}
+
+func (e ArchivedFilter) IsValid() bool {
+	switch e {
+	case ArchivedFilterExclude, ArchivedFilterInclude, ArchivedFilterOnly:
+		return true
+	}
+	return false
+}
+
+func (e ArchivedFilter) String() string {
+	return string(e)
+}
+
+func (e *ArchivedFilter) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ArchivedFilter(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ArchivedFilter", str)
+	}
+	return nil
+}
+
+func (e ArchivedFilter) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ArchivedFilter) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ArchivedFilter) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type InboxEventKind string
+
+const (
+	InboxEventKindAdded      InboxEventKind = "ADDED"
+	InboxEventKindRead       InboxEventKind = "READ"
+	InboxEventKindUnread     InboxEventKind = "UNREAD"
+	InboxEventKindSeen       InboxEventKind = "SEEN"
+	InboxEventKindAllRead    InboxEventKind = "ALL_READ"
+	InboxEventKindAllSeen    InboxEventKind = "ALL_SEEN"
+	InboxEventKindArchived   InboxEventKind = "ARCHIVED"
+	InboxEventKindUnarchived InboxEventKind = "UNARCHIVED"
+	InboxEventKindSnoozed    InboxEventKind = "SNOOZED"
+	InboxEventKindWoke       InboxEventKind = "WOKE"
+	InboxEventKindDeleted    InboxEventKind = "DELETED"
+	InboxEventKindExpired    InboxEventKind = "EXPIRED"
+)
+
+var AllInboxEventKind = []InboxEventKind{
+	InboxEventKindAdded,
+	InboxEventKindRead,
+	InboxEventKindUnread,
+	InboxEventKindSeen,
+	InboxEventKindAllRead,
+	InboxEventKindAllSeen,
+	InboxEventKindArchived,
+	InboxEventKindUnarchived,
+	InboxEventKindSnoozed,
+	InboxEventKindWoke,
+	InboxEventKindDeleted,
+	InboxEventKindExpired,
+}
+
+func (e InboxEventKind) IsValid() bool {
+	switch e {
+	case InboxEventKindAdded, InboxEventKindRead, InboxEventKindUnread, InboxEventKindSeen, InboxEventKindAllRead, InboxEventKindAllSeen, InboxEventKindArchived, InboxEventKindUnarchived, InboxEventKindSnoozed, InboxEventKindWoke, InboxEventKindDeleted, InboxEventKindExpired:
+		return true
+	}
+	return false
+}
+
+func (e InboxEventKind) String() string {
+	return string(e)
+}
+
+func (e *InboxEventKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = InboxEventKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid InboxEventKind", str)
+	}
+	return nil
+}
+
+func (e InboxEventKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *InboxEventKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e InboxEventKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
