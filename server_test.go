@@ -295,20 +295,6 @@ func TestNodeAndNotificationLookups(t *testing.T) {
 	if nd.Nodes[0].Typename != "Target" || nd.Nodes[1].Typename != "Notification" || nd.Nodes[3].Typename != "Actor" {
 		t.Fatalf("nodes typenames: %+v %+v %+v", nd.Nodes[0], nd.Nodes[1], nd.Nodes[3])
 	}
-
-	// Viewer has an id but is not a Node: node(viewer id) names nothing.
-	var vd struct {
-		Viewer struct{ ID string } `json:"viewer"`
-	}
-	s.mustData(alice, `{ viewer { id } }`, nil, &vd)
-	var vn struct {
-		Node  *struct{ ID string }   `json:"node"`
-		Nodes []*struct{ ID string } `json:"nodes"`
-	}
-	s.mustData(alice, `query($id: ID!) { node(id: $id) { id } nodes(ids: [$id]) { id } }`, map[string]any{"id": vd.Viewer.ID}, &vn)
-	if vn.Node != nil || len(vn.Nodes) != 1 || vn.Nodes[0] != nil {
-		t.Fatalf("node(viewer id) = %+v, nodes = %+v, want null (Viewer is not a Node)", vn.Node, vn.Nodes)
-	}
 }
 
 // markMutation marks ids read or unread and returns the payload.

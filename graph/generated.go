@@ -1297,8 +1297,8 @@ type Query {
   nodes(ids: [ID!]!): [Node]!
 }
 
-"The signed-in user and their inbox."
-type Viewer {
+"The signed-in user and their inbox. Refetchable: node(id) with its id answers the viewer (and only the viewer's own id)."
+type Viewer implements Node {
   id: ID!
   userId: String!
   tenantId: String!
@@ -7833,6 +7833,13 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 	switch obj := (obj).(type) {
 	case nil:
 		return graphql.Null
+	case inbox.Viewer:
+		return ec._Viewer(ctx, sel, &obj)
+	case *inbox.Viewer:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Viewer(ctx, sel, obj)
 	case inbox.Target:
 		return ec._Target(ctx, sel, &obj)
 	case *inbox.Target:
@@ -9154,7 +9161,7 @@ func (ec *executionContext) _Target(ctx context.Context, sel ast.SelectionSet, o
 	return out
 }
 
-var viewerImplementors = []string{"Viewer"}
+var viewerImplementors = []string{"Viewer", "Node"}
 
 func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, obj *inbox.Viewer) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, viewerImplementors)

@@ -220,14 +220,20 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 	out := make([]gqlscalar.Node, len(ids))
 	refs := make([]inbox.NodeRef, 0, len(ids))
 	idx := make([]int, 0, len(ids))
+	vid := v.GlobalID()
 	for i, id := range ids {
 		_, ref, ok, err := parseGlobalID(id)
 		if err != nil {
 			return nil, err
 		}
-		// A Viewer has an id but does not implement Node in the schema (returning it
-		// made the generated Node marshaler panic); an unanchored profile id names
-		// nothing: both null.
+		if id == vid {
+			// The viewer is refetchable as a Node (Relay): its own id only; another
+			// user's viewer id is null like any id that names nothing of the viewer's.
+			self := v
+			out[i] = &self
+			continue
+		}
+		// An unanchored profile id names nothing: null.
 		if ok {
 			refs = append(refs, ref)
 			idx = append(idx, i)
