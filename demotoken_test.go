@@ -22,7 +22,7 @@ func TestDemoImportPrintsNoTokenOutsideDev(t *testing.T) {
 	p.waitLog("demo user", time.Time{}, procTimeout)
 	// The banner is written before the server accepts: once /healthz answers it is in the
 	// pipe; give the reader a moment to take it.
-	resp, err := http.Get(strings.TrimSuffix(s.url, "/graphql") + "/healthz")
+	resp, err := http.Get(strings.TrimSuffix(s.URL, "/graphql") + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}

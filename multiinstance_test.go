@@ -16,6 +16,7 @@ import (
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/live/redistest"
 )
 
@@ -27,7 +28,7 @@ const relayLease = 2 * time.Second
 // (notificationAdded) operations.
 type liveState struct {
 	t     *testing.T
-	c     *wsClient
+	c     *testgw.WSClient
 	count int
 	added map[string]int // notification id -> deliveries
 }
@@ -51,9 +52,9 @@ func (s *liveState) waitFor(what string, count int, ids ...string) {
 	}
 	for !done() {
 		select {
-		case m, ok := <-s.c.msgs:
+		case m, ok := <-s.c.Msgs:
 			if !ok {
-				s.t.Fatalf("%s: connection ended: %v", what, <-s.c.readErr)
+				s.t.Fatalf("%s: connection ended: %v", what, <-s.c.ReadErr)
 			}
 			if m.Type != "next" {
 				s.t.Fatalf("%s: unexpected %s message (id %q): %s", what, m.Type, m.ID, m.Payload)
@@ -92,7 +93,7 @@ func (s *liveState) waitFor(what string, count int, ids ...string) {
 // notification's GraphQL id.
 func outsideSend(t *testing.T, db *dynamodb.Client, table, tenant, user string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testgw.RequestTimeout)
 	defer cancel()
 	pk := "T#" + tenant + "#U#" + user
 	id := ulid.Make().String()
@@ -142,26 +143,26 @@ func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
 	relay2 := startProc(t, "relay-2", append(env, "INBOX_CREATE_TABLE=0"), "relay")
 	relay2.waitLog("relay: lease held by another relay; standing by", time.Time{}, procTimeout)
 
-	sender := b.token("t1", "svc", auth.ScopeSend)
-	alice := a.token("t1", "alice")
-	ids := b.seed(sender, "alice", 3)
+	sender := b.Token("t1", "svc", auth.ScopeSend)
+	alice := a.Token("t1", "alice")
+	ids := b.Seed(sender, "alice", 3)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := a.dialWS(ctx, "graphql-transport-ws")
-	c.init(alice)
-	c.subscribe("added", `subscription { notificationAdded { id } }`)
-	c.subscribe("badge", `subscription { unreadCount }`)
+	c := a.DialWS(ctx, "graphql-transport-ws")
+	c.Init(alice)
+	c.Subscribe("added", `subscription { notificationAdded { id } }`)
+	c.Subscribe("badge", `subscription { unreadCount }`)
 	st := &liveState{t: t, c: c, count: -1, added: map[string]int{}}
 	st.waitFor("first value", 3)
 
 	// A markRead sent to instance B reaches the subscriber on instance A.
-	if n, _ := b.mark(alice, true, ids[0]); n != 2 {
+	if n, _ := b.Mark(alice, true, ids[0]); n != 2 {
 		t.Fatalf("markRead on B: unreadCount %d, want 2", n)
 	}
 	st.waitFor("markRead on B", 2)
 	// A send through B: badge and notificationAdded, once (B and the relay both publish it).
-	g1 := b.seed(sender, "alice", 1)[0]
+	g1 := b.Seed(sender, "alice", 1)[0]
 	st.waitFor("send on B", 3, g1)
 
 	// A service writes the table directly: only the relay can tell the gateways.
@@ -184,16 +185,16 @@ func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
 	st.waitFor("outside writes while no relay ran", 6, o2, o3)
 	o4 := outsideSend(t, db, table, "t1", "alice")
 	st.waitFor("outside write through relay-2", 7, o4)
-	if n, _ := b.mark(alice, true, ids[1], o2); n != 5 {
+	if n, _ := b.Mark(alice, true, ids[1], o2); n != 5 {
 		t.Fatalf("markRead on B after takeover: unreadCount %d, want 5", n)
 	}
 	st.waitFor("markRead on B after takeover", 5)
 
 	// Nothing lost, nothing doubled: the badge is the table's, every notification came once.
-	if got := a.unread(alice); got != st.count {
+	if got := a.Unread(alice); got != st.count {
 		t.Fatalf("subscriber shows %d, instance A reads %d", st.count, got)
 	}
-	if got := b.unread(alice); got != 5 {
+	if got := b.Unread(alice); got != 5 {
 		t.Fatalf("instance B reads %d, want 5", got)
 	}
 	for _, id := range []string{g1, o1, o2, o3, o4} {
@@ -202,7 +203,7 @@ func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
 		}
 	}
 	select {
-	case m, ok := <-c.msgs:
+	case m, ok := <-c.Msgs:
 		if ok {
 			t.Fatalf("unexpected late message %s %s: %s", m.Type, m.ID, m.Payload)
 		}
