@@ -130,6 +130,7 @@ func expectSample(t *testing.T, fams map[string]*dto.MetricFamily, name string, 
 // every series exists with the expected labels and exact counts, no client-chosen name
 // or user id appears, and the gauges return to 0 when the connection closes.
 func TestMetricsAfterQueryMutationAndSubscription(t *testing.T) {
+	t.Parallel()
 	s, _ := newMetricsServer(t, app.Config{})
 	metricsURL := s.HTTP.URL + "/metrics"
 	sender := s.Token("t1", "svc-metrics", auth.ScopeSend)
@@ -254,6 +255,7 @@ func TestMetricsAfterQueryMutationAndSubscription(t *testing.T) {
 // TestMetricsOnSeparateListener: with INBOX_METRICS_ADDR set, the gateway's own listener
 // does not serve /metrics, the internal listener does, with the gateway's requests.
 func TestMetricsOnSeparateListener(t *testing.T) {
+	t.Parallel()
 	s, reg := newMetricsServer(t, app.Config{MetricsAddr: "127.0.0.1:0"})
 	resp, err := http.Get(s.HTTP.URL + "/metrics")
 	if err != nil {

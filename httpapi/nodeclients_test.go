@@ -49,6 +49,7 @@ func nodeBinary(t *testing.T) string {
 }
 
 func TestNodeClientsReceiveUnreadCount(t *testing.T) {
+	t.Parallel()
 	node := nodeBinary(t)
 	s := testgw.New(t) // httptest: a real loopback port
 	sender := s.Token("t1", "svc", auth.ScopeSend)
@@ -128,6 +129,7 @@ func TestNodeClientsReceiveUnreadCount(t *testing.T) {
 // GraphQL-over-HTTP spec against the gateway: every audit must pass, SHOULDs included
 // (a notice, the spec's MAY, is logged).
 func TestGraphQLOverHTTPAudit(t *testing.T) {
+	t.Parallel()
 	node := nodeBinary(t)
 	if _, err := os.Stat(filepath.Join("..", "node_modules", "graphql-http", "package.json")); err != nil {
 		t.Fatalf("npm package graphql-http is missing (%v): run `npm ci` in the module root", err)

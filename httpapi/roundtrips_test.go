@@ -135,6 +135,7 @@ func want(t *testing.T, name string, got []string, expected ...string) {
 }
 
 func TestRoundTripsPerQueryShape(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	g.seed(t, 30, "issues.opened", mod(7), mod(5))
 	g.seed(t, 10, "push", mod(3), mod(2))
@@ -171,6 +172,7 @@ func TestRoundTripsPerQueryShape(t *testing.T) {
 }
 
 func TestRoundTripsDuplicatedActors(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	g.seed(t, 20, "t", mod(1), mod(1))
 	ops, _ := g.ops(t, firstLoad, nil)
@@ -178,6 +180,7 @@ func TestRoundTripsDuplicatedActors(t *testing.T) {
 }
 
 func TestRoundTrips101DistinctProfiles(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	g.seed(t, 100, "t", each, mod(1)) // 100 actors + 1 target = 101 distinct profiles
 	ops, data := g.ops(t, `{ viewer { unreadCount inbox(first: 100) { edges { node { actor { name } target { title } } } } } }`, nil)

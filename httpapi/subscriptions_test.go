@@ -19,6 +19,7 @@ import (
 )
 
 func TestSubscriptionUnreadCountOverWebSocket(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		t.Run(protocol, func(t *testing.T) {
 			s := testgw.New(t)
@@ -65,6 +66,7 @@ func TestSubscriptionUnreadCountOverWebSocket(t *testing.T) {
 }
 
 func TestSubscriptionNotificationAdded(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	alice := s.Token("t1", "alice")
@@ -122,6 +124,7 @@ func TestSubscriptionNotificationAdded(t *testing.T) {
 // that subscription ends with a SLOW_CONSUMER error, and the connection and its other
 // subscription go on.
 func TestNotificationAddedSlowConsumer(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -180,6 +183,7 @@ func TestNotificationAddedSlowConsumer(t *testing.T) {
 }
 
 func TestWebSocketInitWithoutValidTokenIsRefused(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	past, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Now: func() time.Time { return time.Now().Add(-3 * time.Hour) }})
 	if err != nil {
@@ -245,6 +249,7 @@ func TestWebSocketInitWithoutValidTokenIsRefused(t *testing.T) {
 }
 
 func TestSubscriptionUnreadCountOverSSE(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	alice := s.Token("t1", "alice")

@@ -28,6 +28,7 @@ import (
 )
 
 func TestWebSocketPingPong(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -40,6 +41,7 @@ func TestWebSocketPingPong(t *testing.T) {
 }
 
 func TestWebSocketInitTimeoutCloses4408(t *testing.T) {
+	t.Parallel()
 	s := testgw.NewConfig(t, func(c *app.Config) { c.WSInitTimeout = 300 * time.Millisecond })
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		t.Run(protocol, func(t *testing.T) {
@@ -67,6 +69,7 @@ func TestWebSocketInitTimeoutCloses4408(t *testing.T) {
 }
 
 func TestWebSocketSecondInitCloses4429(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -78,6 +81,7 @@ func TestWebSocketSecondInitCloses4429(t *testing.T) {
 }
 
 func TestWebSocketSubscribeBeforeInitCloses4401(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -90,6 +94,7 @@ func TestWebSocketSubscribeBeforeInitCloses4401(t *testing.T) {
 }
 
 func TestWebSocketDuplicateIDCloses4409(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -124,6 +129,7 @@ func TestWebSocketDuplicateIDCloses4409(t *testing.T) {
 }
 
 func TestWebSocketLegacyKeepAlive(t *testing.T) {
+	t.Parallel()
 	s := testgw.NewConfig(t, func(c *app.Config) { c.KeepAlive = 100 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -147,6 +153,7 @@ func TestWebSocketLegacyKeepAlive(t *testing.T) {
 }
 
 func TestSSEHeartbeat(t *testing.T) {
+	t.Parallel()
 	s := testgw.NewConfig(t, func(c *app.Config) { c.KeepAlive = 100 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -224,6 +231,7 @@ func TestWebSocketOriginAllowList(t *testing.T) {
 }
 
 func TestWebSocketTokenExpiryEndsConnection(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		t.Run(protocol, func(t *testing.T) {
@@ -274,6 +282,7 @@ func TestWebSocketTokenExpiryEndsConnection(t *testing.T) {
 // from the cancelled operation (its first read, cancelled, used to answer with an INTERNAL
 // error, under the reused id), and on graphql-ws nothing after the server's complete.
 func TestWebSocketNothingAfterComplete(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		t.Run(protocol, func(t *testing.T) {
@@ -329,6 +338,7 @@ func TestWebSocketNothingAfterComplete(t *testing.T) {
 // WebSocket and completes each at once: a mutation that started commits and publishes, so
 // the live badge of another connection always ends on the store's count.
 func TestWebSocketCancelledMutationStillPublishes(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	erin := s.Token("t1", "erin")
@@ -381,6 +391,7 @@ func TestWebSocketCancelledMutationStillPublishes(t *testing.T) {
 }
 
 func TestWebSocketConnectionLimitsAndChecks(t *testing.T) {
+	t.Parallel()
 	s := testgw.NewConfig(t, func(c *app.Config) { c.KeepAlive = 200 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -472,6 +483,7 @@ func TestWebSocketConnectionLimitsAndChecks(t *testing.T) {
 // sit in net/http's reader when the connection is taken over), then a subscribe far larger
 // than the connection's read buffer.
 func TestWebSocketMessagesPipelinedAndLarge(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	u, err := url.Parse(s.URL)
 	if err != nil {
@@ -570,6 +582,7 @@ func TestTransportConfigBounds(t *testing.T) {
 // exactly the mutations that answered with a result were written: none is told "token
 // expired" after committing, none is written without an answer.
 func TestWebSocketTokenExpiryLetsRunningMutationsAnswer(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	behind, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Now: func() time.Time { return time.Now().Add(-30 * time.Second) }})
 	if err != nil {

@@ -74,6 +74,7 @@ func reversed(s []string) []string {
 var unknownNotificationID = base64.RawURLEncoding.EncodeToString([]byte("Notification:01ARZ3NDEKTSV4RRFFQ69G5FAV"))
 
 func TestViewerInboxPaging(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	alice := s.Token("t1", "alice")
@@ -197,6 +198,7 @@ func str(p *string) string {
 }
 
 func TestNodeAndNotificationLookups(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	alice := s.Token("t1", "alice")
@@ -313,6 +315,7 @@ func TestNodeAndNotificationLookups(t *testing.T) {
 }
 
 func TestMarkReadUnreadAllExactCounts(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	alice := s.Token("t1", "alice")
@@ -381,6 +384,7 @@ func TestMarkReadUnreadAllExactCounts(t *testing.T) {
 }
 
 func TestSendNotificationReplayIsDuplicate(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	alice := s.Token("t1", "alice")
@@ -466,6 +470,7 @@ func (f *isolationFixture) expectAliceUnchanged(s *testgw.Server, what string) {
 }
 
 func TestIsolationAcrossUsersAndTenants(t *testing.T) {
+	t.Parallel()
 	f := newIsolationFixture(t)
 	s := f.s
 	f.expectAliceUnchanged(s, "fixture")
@@ -566,6 +571,7 @@ func TestIsolationAcrossUsersAndTenants(t *testing.T) {
 }
 
 func TestAuthErrors(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	alice := s.Token("t1", "alice")
@@ -631,6 +637,7 @@ func TestAuthErrors(t *testing.T) {
 }
 
 func TestBadPageArguments(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	alice := s.Token("t1", "alice")
@@ -657,6 +664,7 @@ func TestBadPageArguments(t *testing.T) {
 }
 
 func TestBadIDs(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	alice := s.Token("t1", "alice")
@@ -757,6 +765,7 @@ func TestBadIDs(t *testing.T) {
 }
 
 func TestBadSendInput(t *testing.T) {
+	t.Parallel()
 	s := testgw.New(t)
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	carol := s.Token("t1", "carol")

@@ -50,6 +50,8 @@ type Server struct {
 	DB    *dynamodb.Client
 	Table string
 	seq   *atomic.Int64 // idempotency keys
+	// closeIdle closes the idle connections of the DynamoDB client's transport.
+	closeIdle func()
 }
 
 // Options vary New; the zero value is the gateway of most tests.
@@ -119,14 +121,20 @@ func NewWith(t *testing.T, o Options) *Server {
 	lw := &logWriter{t: t}
 	log := slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var (
-		db     *dynamodb.Client
-		broker *live.Local
+		db        *dynamodb.Client
+		broker    *live.Local
+		closeIdle = func() {}
 	)
 	if o.Metrics != nil {
 		db = app.LocalClient(dynlocaltest.Endpoint(t), append([]func(*dynamodb.Options){app.WithPooledHTTP(), o.Metrics.DynamoDB()}, o.DynamoDB...)...)
 		broker = live.NewLocal(live.WithLagObserver(o.Metrics.ObservePublishLag))
 	} else {
-		db = dynlocaltest.Client(t, o.DynamoDB...)
+		// A transport of its own, so that CloseIdleConnections reaches its pool.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		closeIdle = tr.CloseIdleConnections
+		t.Cleanup(tr.CloseIdleConnections)
+		own := func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: tr} }
+		db = dynlocaltest.Client(t, append([]func(*dynamodb.Options){own}, o.DynamoDB...)...)
 		broker = live.NewLocal()
 	}
 	table := dynlocaltest.TableName(t)
@@ -180,7 +188,7 @@ func NewWith(t *testing.T, o Options) *Server {
 		srv.Close()
 	})
 	return &Server{T: t, HTTP: srv, URL: srv.URL + "/graphql", Verifier: v, Handler: h, Store: st, Broker: broker,
-		DB: db, Table: table, seq: new(atomic.Int64)}
+		DB: db, Table: table, closeIdle: closeIdle, seq: new(atomic.Int64)}
 }
 
 // Attach returns clients of the gateway (a process) whose GraphQL endpoint is url, signing
@@ -221,4 +229,15 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// CloseIdleConnections closes the idle keep-alive connections of the store's DynamoDB
+// client (not with Options.Metrics: that client is app's own) and of http.DefaultClient (the harness's requests): their goroutines belong to
+// the connection pools, not to what a test counts; DynamoDB Local would close them only
+// after its 30 s idle timeout.
+func (s *Server) CloseIdleConnections() {
+	if s.closeIdle != nil {
+		s.closeIdle()
+	}
+	http.DefaultClient.CloseIdleConnections()
 }
