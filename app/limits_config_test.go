@@ -64,3 +64,22 @@ func TestComplexityLimitBounds(t *testing.T) {
 		t.Errorf("INBOX_COMPLEXITY_LIMIT=1: %+v, %v", cfg.ComplexityLimit, err)
 	}
 }
+
+// The transport settings are bounded: a keep-alive under 1 s or an init timeout of 0.
+func TestTransportConfigBounds(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"INBOX_KEEPALIVE", "1ms"},
+		{"INBOX_KEEPALIVE", "-1s"},
+		{"INBOX_KEEPALIVE", "0s"},
+		{"INBOX_WS_INIT_TIMEOUT", "0s"},
+	} {
+		t.Setenv(tc.name, tc.value)
+		if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s=%s: %v, want an error naming it", tc.name, tc.value, err)
+		}
+		t.Setenv(tc.name, map[string]string{"INBOX_KEEPALIVE": "15s", "INBOX_WS_INIT_TIMEOUT": "10s"}[tc.name])
+	}
+	if _, err := LoadConfig(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+}

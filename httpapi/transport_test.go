@@ -558,24 +558,6 @@ func TestWebSocketMessagesPipelinedAndLarge(t *testing.T) {
 	}
 }
 
-func TestTransportConfigBounds(t *testing.T) {
-	for _, tc := range []struct{ name, value string }{
-		{"INBOX_KEEPALIVE", "1ms"},
-		{"INBOX_KEEPALIVE", "-1s"},
-		{"INBOX_KEEPALIVE", "0s"},
-		{"INBOX_WS_INIT_TIMEOUT", "0s"},
-	} {
-		t.Setenv(tc.name, tc.value)
-		if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), tc.name) {
-			t.Errorf("%s=%s: %v, want an error naming it", tc.name, tc.value, err)
-		}
-		t.Setenv(tc.name, map[string]string{"INBOX_KEEPALIVE": "15s", "INBOX_WS_INIT_TIMEOUT": "10s"}[tc.name])
-	}
-	if _, err := app.LoadConfig(); err != nil {
-		t.Fatalf("defaults: %v", err)
-	}
-}
-
 // TestWebSocketTokenExpiryLetsRunningMutationsAnswer sends a mutation every 10 ms across
 // the moment the token expires. No operation starts once the connection is expiring, a
 // mutation that started answers (its result, then complete) before the 4403 close, and
