@@ -17,6 +17,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -188,7 +189,12 @@ func LoadConfig() (Config, error) {
 
 // Run runs the command args name (serve when args is empty or starts with a flag) until
 // ctx ends; its output (a token, an import summary) goes to os.Stdout, its log to stderr.
+// "help", "-h" and "--help" print Usage and return nil, before the configuration is read.
 func Run(ctx context.Context, args []string) error {
+	if isHelp(args) {
+		Usage(os.Stdout)
+		return nil
+	}
 	cfg, err := LoadConfig()
 	if err != nil {
 		return err
@@ -198,6 +204,15 @@ func Run(ctx context.Context, args []string) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
+	err = runCommand(ctx, cfg, log, cmd, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the command's flags printed their usage (token -h)
+	}
+	return err
+}
+
+// runCommand runs the command cmd with its args.
+func runCommand(ctx context.Context, cfg Config, log *slog.Logger, cmd string, args []string) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, cfg, log)
@@ -208,7 +223,7 @@ func Run(ctx context.Context, args []string) error {
 	case "relay":
 		return relayCommand(ctx, cfg, log)
 	default:
-		return fmt.Errorf("unknown command %q (want serve, relay, token or import-github)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, relay, token, import-github or help)", cmd)
 	}
 }
 
