@@ -36,6 +36,11 @@ func newFixture(t *testing.T, opts ...store.Option) *fixture {
 	db := dynlocaltest.Client(t, rec.Option())
 	f := &fixture{db: db, rec: rec, table: dynlocaltest.TableName(t), tenant: "acme"}
 	f.s = store.New(db, f.table, opts...)
+	// Last (after Close): the run's shared engine sweeps TTL on every table it holds, and
+	// with hundreds of them an index added elsewhere never finishes (store/migrate.go).
+	t.Cleanup(func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(f.table)})
+	})
 	t.Cleanup(f.s.Close)
 	if err := f.s.CreateTable(context.Background()); err != nil {
 		t.Fatalf("create table: %v", err)
