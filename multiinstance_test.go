@@ -4,20 +4,19 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/live/redistest"
+	"github.com/inboxgw/gateway/store"
 )
 
 // relayLease is the relays' lease in the multi-instance test: a killed relay's standby
@@ -89,34 +88,20 @@ func (s *liveState) waitFor(what string, count int, ids ...string) {
 }
 
 // outsideSend writes a notification for user of tenant and counts it in META the way a
-// service writing the table directly would: plain SDK calls, no gateway. It returns the
-// notification's GraphQL id.
+// service writing the table directly would: plain SDK calls (store.OutsideSendInput), no
+// gateway. It returns the notification's GraphQL id.
 func outsideSend(t *testing.T, db *dynamodb.Client, table, tenant, user string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testgw.RequestTimeout)
 	defer cancel()
-	pk := "T#" + tenant + "#U#" + user
 	id := ulid.Make().String()
-	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	n := func(v int64) types.AttributeValue {
-		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	in, err := store.OutsideSendInput(table, inbox.Viewer{TenantID: tenant, UserID: user},
+		inbox.Notification{ID: id, Type: "outside.write", Title: "from a service", CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-		"pk": s(pk), "sk": s("N#" + id), "gsi1pk": s(pk + "#UNREAD"), "gsi1sk": s("N#" + id),
-		"entityType": s("Notification"), "id": s(id), "type": s("outside.write"),
-		"title": s("from a service"), "createdAt": n(time.Now().UnixMilli()),
-	}}); err != nil {
-		t.Fatalf("outside PutItem: %v", err)
-	}
-	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        aws.String(table),
-		Key:              map[string]types.AttributeValue{"pk": s(pk), "sk": s("N~META")},
-		UpdateExpression: aws.String("SET entityType = :e, clock = :id ADD unreadCount :one, version :one"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":e": s("InboxMeta"), ":id": s(id), ":one": n(1),
-		},
-	}); err != nil {
-		t.Fatalf("outside UpdateItem: %v", err)
+	if _, err := db.TransactWriteItems(ctx, in); err != nil {
+		t.Fatalf("outside TransactWriteItems: %v", err)
 	}
 	return base64.RawURLEncoding.EncodeToString([]byte("Notification:" + id))
 }
