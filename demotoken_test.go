@@ -13,6 +13,7 @@ import (
 // sign a 30-day notifications:send token with the production secret and print it to
 // stderr (the log stream) as "pre-filled in GraphiQL", which it is not outside dev mode.
 func TestDemoImportPrintsNoTokenOutsideDev(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a gateway process")
 	}

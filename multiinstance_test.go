@@ -112,6 +112,7 @@ func outsideSend(t *testing.T, db *dynamodb.Client, table, tenant, user string) 
 // (through the relay); the relay is killed (SIGKILL) and its standby takes over within
 // the lease, losing nothing.
 func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts gateway and relay processes")
 	}

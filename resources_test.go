@@ -22,6 +22,7 @@ import (
 // subscriptions and an in-flight request: the subscriptions end (1001 going away, SSE
 // complete), the request is answered, and the process exits cleanly.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	table := dynlocaltest.TableName(t)
 	p, s := startGatewayProc(t, "gateway", gwEnv(t, table, "INBOX_CREATE_TABLE=1"))
 	alice := s.Token("t1", "alice")
