@@ -13,6 +13,7 @@ import (
 // sign a 30-day notifications:send token with the production secret and print it to
 // stderr (the log stream) as "pre-filled in GraphiQL", which it is not outside dev mode.
 func TestDemoImportPrintsNoTokenOutsideDev(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a gateway process")
 	}
@@ -22,7 +23,7 @@ func TestDemoImportPrintsNoTokenOutsideDev(t *testing.T) {
 	p.waitLog("demo user", time.Time{}, procTimeout)
 	// The banner is written before the server accepts: once /healthz answers it is in the
 	// pipe; give the reader a moment to take it.
-	resp, err := http.Get(strings.TrimSuffix(s.url, "/graphql") + "/healthz")
+	resp, err := http.Get(strings.TrimSuffix(s.URL, "/graphql") + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,19 +4,19 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/live/redistest"
+	"github.com/inboxgw/gateway/store"
 )
 
 // relayLease is the relays' lease in the multi-instance test: a killed relay's standby
@@ -27,7 +27,7 @@ const relayLease = 2 * time.Second
 // (notificationAdded) operations.
 type liveState struct {
 	t     *testing.T
-	c     *wsClient
+	c     *testgw.WSClient
 	count int
 	added map[string]int // notification id -> deliveries
 }
@@ -51,9 +51,9 @@ func (s *liveState) waitFor(what string, count int, ids ...string) {
 	}
 	for !done() {
 		select {
-		case m, ok := <-s.c.msgs:
+		case m, ok := <-s.c.Msgs:
 			if !ok {
-				s.t.Fatalf("%s: connection ended: %v", what, <-s.c.readErr)
+				s.t.Fatalf("%s: connection ended: %v", what, <-s.c.ReadErr)
 			}
 			if m.Type != "next" {
 				s.t.Fatalf("%s: unexpected %s message (id %q): %s", what, m.Type, m.ID, m.Payload)
@@ -88,34 +88,20 @@ func (s *liveState) waitFor(what string, count int, ids ...string) {
 }
 
 // outsideSend writes a notification for user of tenant and counts it in META the way a
-// service writing the table directly would: plain SDK calls, no gateway. It returns the
-// notification's GraphQL id.
+// service writing the table directly would: plain SDK calls (store.OutsideSendInput), no
+// gateway. It returns the notification's GraphQL id.
 func outsideSend(t *testing.T, db *dynamodb.Client, table, tenant, user string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testgw.RequestTimeout)
 	defer cancel()
-	pk := "T#" + tenant + "#U#" + user
 	id := ulid.Make().String()
-	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	n := func(v int64) types.AttributeValue {
-		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	in, err := store.OutsideSendInput(table, inbox.Viewer{TenantID: tenant, UserID: user},
+		inbox.Notification{ID: id, Type: "outside.write", Title: "from a service", CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-		"pk": s(pk), "sk": s("N#" + id), "gsi1pk": s(pk + "#UNREAD"), "gsi1sk": s("N#" + id),
-		"entityType": s("Notification"), "id": s(id), "type": s("outside.write"),
-		"title": s("from a service"), "createdAt": n(time.Now().UnixMilli()),
-	}}); err != nil {
-		t.Fatalf("outside PutItem: %v", err)
-	}
-	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        aws.String(table),
-		Key:              map[string]types.AttributeValue{"pk": s(pk), "sk": s("N~META")},
-		UpdateExpression: aws.String("SET entityType = :e, clock = :id ADD unreadCount :one, version :one"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":e": s("InboxMeta"), ":id": s(id), ":one": n(1),
-		},
-	}); err != nil {
-		t.Fatalf("outside UpdateItem: %v", err)
+	if _, err := db.TransactWriteItems(ctx, in); err != nil {
+		t.Fatalf("outside TransactWriteItems: %v", err)
 	}
 	return base64.RawURLEncoding.EncodeToString([]byte("Notification:" + id))
 }
@@ -126,6 +112,7 @@ func outsideSend(t *testing.T, db *dynamodb.Client, table, tenant, user string) 
 // (through the relay); the relay is killed (SIGKILL) and its standby takes over within
 // the lease, losing nothing.
 func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts gateway and relay processes")
 	}
@@ -142,26 +129,26 @@ func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
 	relay2 := startProc(t, "relay-2", append(env, "INBOX_CREATE_TABLE=0"), "relay")
 	relay2.waitLog("relay: lease held by another relay; standing by", time.Time{}, procTimeout)
 
-	sender := b.token("t1", "svc", auth.ScopeSend)
-	alice := a.token("t1", "alice")
-	ids := b.seed(sender, "alice", 3)
+	sender := b.Token("t1", "svc", auth.ScopeSend)
+	alice := a.Token("t1", "alice")
+	ids := b.Seed(sender, "alice", 3)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := a.dialWS(ctx, "graphql-transport-ws")
-	c.init(alice)
-	c.subscribe("added", `subscription { notificationAdded { id } }`)
-	c.subscribe("badge", `subscription { unreadCount }`)
+	c := a.DialWS(ctx, "graphql-transport-ws")
+	c.Init(alice)
+	c.Subscribe("added", `subscription { notificationAdded { id } }`)
+	c.Subscribe("badge", `subscription { unreadCount }`)
 	st := &liveState{t: t, c: c, count: -1, added: map[string]int{}}
 	st.waitFor("first value", 3)
 
 	// A markRead sent to instance B reaches the subscriber on instance A.
-	if n, _ := b.mark(alice, true, ids[0]); n != 2 {
+	if n, _ := b.Mark(alice, true, ids[0]); n != 2 {
 		t.Fatalf("markRead on B: unreadCount %d, want 2", n)
 	}
 	st.waitFor("markRead on B", 2)
 	// A send through B: badge and notificationAdded, once (B and the relay both publish it).
-	g1 := b.seed(sender, "alice", 1)[0]
+	g1 := b.Seed(sender, "alice", 1)[0]
 	st.waitFor("send on B", 3, g1)
 
 	// A service writes the table directly: only the relay can tell the gateways.
@@ -184,16 +171,16 @@ func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
 	st.waitFor("outside writes while no relay ran", 6, o2, o3)
 	o4 := outsideSend(t, db, table, "t1", "alice")
 	st.waitFor("outside write through relay-2", 7, o4)
-	if n, _ := b.mark(alice, true, ids[1], o2); n != 5 {
+	if n, _ := b.Mark(alice, true, ids[1], o2); n != 5 {
 		t.Fatalf("markRead on B after takeover: unreadCount %d, want 5", n)
 	}
 	st.waitFor("markRead on B after takeover", 5)
 
 	// Nothing lost, nothing doubled: the badge is the table's, every notification came once.
-	if got := a.unread(alice); got != st.count {
+	if got := a.Unread(alice); got != st.count {
 		t.Fatalf("subscriber shows %d, instance A reads %d", st.count, got)
 	}
-	if got := b.unread(alice); got != 5 {
+	if got := b.Unread(alice); got != 5 {
 		t.Fatalf("instance B reads %d, want 5", got)
 	}
 	for _, id := range []string{g1, o1, o2, o3, o4} {
@@ -202,7 +189,7 @@ func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
 		}
 	}
 	select {
-	case m, ok := <-c.msgs:
+	case m, ok := <-c.Msgs:
 		if ok {
 			t.Fatalf("unexpected late message %s %s: %s", m.Type, m.ID, m.Payload)
 		}

@@ -11,13 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/internal/testgw"
 )
 
 // procTimeout bounds a child process's start and stop.
@@ -90,7 +89,7 @@ func gwEnv(t *testing.T, table string, extra ...string) []string {
 		"AWS_CONFIG_FILE=/dev/null",
 		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
 		"INBOX_TABLE="+table,
-		"INBOX_JWT_SECRET="+string(testSecret),
+		"INBOX_JWT_SECRET="+string(testgw.Secret),
 		"INBOX_LOG_FORMAT=json",
 	)
 	return append(env, extra...)
@@ -183,8 +182,8 @@ func (p *proc) waitLog(msg string, since time.Time, timeout time.Duration) logLi
 }
 
 // startGatewayProc starts `gw serve` on a free loopback port and returns it as a
-// testServer (for post, send, mark, dialWS...) once it listens.
-func startGatewayProc(t *testing.T, name string, env []string) (*proc, *testServer) {
+// harness client (testgw.Attach: Post, Send, Mark, DialWS...) once it listens.
+func startGatewayProc(t *testing.T, name string, env []string) (*proc, *testgw.Server) {
 	t.Helper()
 	p := startProc(t, name, append(env, "INBOX_ADDR=127.0.0.1:0"), "serve")
 	l := p.waitLog("inbox gateway listening", time.Time{}, procTimeout)
@@ -193,9 +192,5 @@ func startGatewayProc(t *testing.T, name string, env []string) (*proc, *testServ
 		t.Fatalf("%s: no graphql URL in %s", name, l.raw)
 	}
 	url = strings.Replace(url, "localhost", "127.0.0.1", 1)
-	v, err := auth.NewVerifier(auth.Config{Secret: testSecret, Leeway: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, &testServer{t: t, url: url, verifier: v, seq: new(atomic.Int64)}
+	return p, testgw.Attach(t, url)
 }

@@ -16,6 +16,7 @@ import (
 // up; when the first ends, the second runs. A flood of anonymous megabyte documents so
 // takes at most that many goroutines' CPU from the clients with a token.
 func TestAnonymousRequestsShareFewSlots(t *testing.T) {
+	t.Parallel()
 	g := newGatewayWith(t, gatewaySetup{options: func(o *httpapi.Options) { o.AnonymousConcurrency = 1 }})
 	addr := strings.TrimPrefix(g.srv.URL, "http://")
 

@@ -74,6 +74,7 @@ func next(t *testing.T, ch <-chan string, wait time.Duration) (string, bool) {
 // still reaches subscribers (the relay publishes a re-read hint), and a change that leaves
 // the count as it was sends nothing.
 func TestBadgeStreamOutsideWriterAndNoRepeats(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -81,6 +81,7 @@ func gql(query string) string {
 func gid(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 
 func TestRequestLevelErrorsAreBadUserInput(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	for name, body := range map[string]string{
 		"truncated json":     `{"query": `,
@@ -95,6 +96,7 @@ func TestRequestLevelErrorsAreBadUserInput(t *testing.T) {
 }
 
 func TestOutOfRangeFirstIsBadUserInputNotComplexity(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	for _, q := range []string{`{ viewer { inbox(first: 1000000) { nodes { id } } } }`, `{ viewer { inbox(last: -5) { nodes { id } } } }`} {
 		if _, code, _ := g.post(t, gql(q)); code != inbox.CodeBadUserInput {
@@ -104,6 +106,7 @@ func TestOutOfRangeFirstIsBadUserInputNotComplexity(t *testing.T) {
 }
 
 func TestIDsThatCouldBreakAKeyAreBadUserInput(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	for _, raw := range []string{"Notification:a#b", "Notification:01M8\x01", "Notification:" + strings.Repeat("0", 300), "Actor:a#b", "Actor:c\x01", "Target:issue\x00a#b", "Target:i#\x001"} {
 		id := gid(raw)
@@ -121,6 +124,7 @@ func TestIDsThatCouldBreakAKeyAreBadUserInput(t *testing.T) {
 }
 
 func TestOmittedOptionalFieldsAreNull(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	if _, err := g.st.Send(context.Background(), "acme", inbox.SendInput{IdempotencyKey: "k", Recipients: []string{"alice"}, Type: "t",
 		Actor: &inbox.Actor{ActorID: "bob"}, Target: &inbox.Target{Kind: "issue", TargetID: "1"}}); err != nil {
@@ -144,6 +148,7 @@ func TestOmittedOptionalFieldsAreNull(t *testing.T) {
 // themselves: each gets the GraphQL-over-HTTP status and an extensions.code, and a
 // mutation sent with GET does not run.
 func TestTransportLevelErrorsHaveCodes(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	u := g.srv.URL + "/graphql"
 	get := func(query, variables string) string {

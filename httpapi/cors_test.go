@@ -11,6 +11,7 @@ import (
 // A browser app on an allowed origin (INBOX_ALLOWED_ORIGINS, the WebSocket allow-list)
 // passes the preflight and reads the answer; any other origin gets no CORS headers.
 func TestCORSFollowsTheAllowedOrigins(t *testing.T) {
+	t.Parallel()
 	g := newGatewayWith(t, gatewaySetup{options: func(o *httpapi.Options) {
 		o.AllowedOrigins = []string{"app.example.com", "https://*.example.org"}
 	}})

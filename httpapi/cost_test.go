@@ -69,6 +69,7 @@ func prefixed(prefix string, n int, field string) string {
 // batch through the loaders. The documents are as large as the parser's token limit
 // (5,000 tokens, issue 8 item 1) lets them be.
 func TestAliasesCostWhatTheyReach(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t) // complexity limit 100000: the documents below reach execution
 	g.seed(t, 3, "t", mod(2), mod(2))
 	_, data := g.ops(t, `{ viewer { inbox(first: 2) { nodes { id actor { id } target { id } } } } }`, nil)
@@ -116,6 +117,7 @@ func summarize(ops []string) map[string]int {
 // Absurd documents are refused by the cost limit before anything reaches DynamoDB, while
 // the largest legitimate pages still pass under the default limit (5000).
 func TestCostLimitCountsDynamoDBFields(t *testing.T) {
+	t.Parallel()
 	g := newCostGateway(t, 0)
 	g.seed(t, 2, "t", mod(1), mod(1))
 	id := gid("Notification:01HZX8Y3T9M2V6Q4R8S0W1A2B3")
@@ -158,6 +160,7 @@ func TestCostLimitCountsDynamoDBFields(t *testing.T) {
 // A document carries at most 5 mutation fields (aliases count): more is BAD_USER_INPUT
 // before anything runs.
 func TestMutationFieldsAreBounded(t *testing.T) {
+	t.Parallel()
 	g := newCostGateway(t, 0)
 	g.seed(t, 1, "t", mod(1), mod(1))
 	_, data := g.ops(t, `{ viewer { inbox(first: 1) { nodes { id } } } }`, nil)
@@ -185,6 +188,7 @@ func TestMutationFieldsAreBounded(t *testing.T) {
 // One request has at most loader.MaxConcurrent store calls in flight: 40 distinct inbox
 // pages in one document do not open 40 concurrent requests toward DynamoDB.
 func TestRequestConcurrencyTowardDynamoDBIsBounded(t *testing.T) {
+	t.Parallel()
 	f := &inFlight{}
 	g := newCostGateway(t, 100000, f.option())
 	g.seed(t, 5, "t", mod(1), mod(1))
@@ -209,6 +213,7 @@ func TestRequestConcurrencyTowardDynamoDBIsBounded(t *testing.T) {
 // that does not exist; alice can, until the notification is deleted. The inbox page does
 // not gain a round trip.
 func TestProfilesOnlyThroughTheViewersNotifications(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	ctx := context.Background()
 	send := func(user, target, title string) {
@@ -299,6 +304,7 @@ func decodeID(t *testing.T, id string) string {
 // after with before and neither first nor last is BAD_USER_INPUT (it silently ignored
 // before).
 func TestAfterWithBeforeNeedsFirstOrLast(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	g.seed(t, 5, "t", mod(1), mod(1))
 	_, data := g.ops(t, `{ viewer { inbox(first: 5) { edges { cursor } } } }`, nil)
@@ -329,6 +335,7 @@ func deleteNotification(ctx context.Context, g *gateway, user, ulid string) erro
 // An error below a subscription's root field carries the root in its path:
 // ["notificationAdded","actor"], not ["actor"] (issue 8, item 9).
 func TestSubscriptionErrorPathsHaveTheRootField(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

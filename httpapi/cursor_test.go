@@ -76,6 +76,7 @@ func (g *gateway) pageAs(t *testing.T, token, args string, vars map[string]any) 
 // user's cursor, one from the unread list used on the full list, a changed one and one
 // of the earlier format are BAD_USER_INPUT; the viewer's own pages on.
 func TestCursorsBoundToViewerAndList(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	for _, user := range []string{"alice", "bob"} {
 		for i := range 3 {

@@ -188,6 +188,7 @@ func TestWebSocketDeadPeerIsDropped(t *testing.T) {
 // client pong; a graphql-transport-ws client may ignore pings) stays connected: the
 // WebSocket pongs its library sends while it reads show it is there.
 func TestWebSocketQuietLivePeerStays(t *testing.T) {
+	t.Parallel()
 	g, h := newPeerGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -231,6 +232,7 @@ func TestWebSocketQuietLivePeerStays(t *testing.T) {
 // An SSE subscriber that stops reading is dropped once a write stalls past its deadline,
 // and its subscription released.
 func TestSSEStalledReaderIsDropped(t *testing.T) {
+	t.Parallel()
 	g, _ := newPeerGateway(t)
 	conn := rawDial(t, g)
 	body := `{"query":"subscription { notificationAdded { id payload } }"}`

@@ -2,7 +2,7 @@
 // (POST, GET, WebSocket graphql-transport-ws and graphql-ws, SSE), the error presenter,
 // complexity limit, per-operation dataloaders, GraphiQL at / and the health probes.
 //
-// server.go (package main) wires it to the configuration; the bench command
+// app/server.go (package app, the composition root) wires it to the configuration; the bench command
 // (cmd/bench) builds the same handler, so what it measures is what the gateway serves.
 package httpapi
 

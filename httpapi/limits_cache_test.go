@@ -13,6 +13,7 @@ import (
 )
 
 func TestByteCacheEvictsByBytes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// A budget of 1,600 bytes: entries up to 100 bytes (1/16) are cached.
 	c := newByteCache(1600, func(k, v string) int { return len(k) + len(v) })

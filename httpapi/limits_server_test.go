@@ -42,6 +42,7 @@ func closedWithin(t *testing.T, conn net.Conn, limit time.Duration) time.Duratio
 }
 
 func TestSlowBodyIsCutAtTheReadTimeout(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, nil, shortTimeouts)
 	conn, err := net.Dial("tcp", g.srv.Listener.Addr().String())
 	if err != nil {
@@ -69,6 +70,7 @@ func TestSlowBodyIsCutAtTheReadTimeout(t *testing.T) {
 }
 
 func TestIdleConnectionIsClosedAtTheIdleTimeout(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, nil, shortTimeouts)
 	conn, err := net.Dial("tcp", g.srv.Listener.Addr().String())
 	if err != nil {
@@ -92,6 +94,7 @@ func TestIdleConnectionIsClosedAtTheIdleTimeout(t *testing.T) {
 // The write and read timeouts must not end streams: an SSE subscription and a WebSocket
 // keep delivering after several times both timeouts.
 func TestStreamsOutliveTheReadAndWriteTimeouts(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, func(o *httpapi.Options) { o.KeepAlive = 100 * time.Millisecond }, shortTimeouts)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -181,6 +184,7 @@ func TestStreamsOutliveTheReadAndWriteTimeouts(t *testing.T) {
 // a deadline hit is a coded, retryable UNAVAILABLE. A timeout of 1 ns makes the hit
 // certain without timing.
 func TestRequestsHaveDeadlines(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, func(o *httpapi.Options) { o.QueryTimeout = time.Nanosecond }, httpapi.Timeouts{})
 	if status, code, data := g.post(t, gql(`{ viewer { unreadCount } }`)); status != http.StatusOK || code != inbox.CodeUnavailable {
 		t.Errorf("query past its deadline: HTTP %d code %q data %v", status, code, data)
@@ -202,6 +206,7 @@ func TestRequestsHaveDeadlines(t *testing.T) {
 // timeout: with 1 ns the stream stays open and an event's profile read reports
 // UNAVAILABLE instead of running unbounded.
 func TestSubscriptionEventFieldsAreBounded(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, func(o *httpapi.Options) { o.QueryTimeout = time.Nanosecond }, httpapi.Timeouts{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -111,6 +111,7 @@ func TestDirectiveFloodGetsASmallCodedError(t *testing.T) {
 // Issue 8, item 1: a document within the token limit that still makes thousands of
 // validation errors gets MaxErrors of them, the last saying how many more there were.
 func TestErrorsPerResponseAreBounded(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
 	// 2,000 unknown directives: 4,000 tokens, under ParserTokenLimit; each one an error.
 	doc := "{ __typename" + strings.Repeat(" @x", 2000) + " }"
@@ -170,6 +171,7 @@ func TestQueryCachesAreBoundedByBytes(t *testing.T) {
 // without a token. Production refuses __schema (also through a fragment) with a coded
 // error and suggests nothing; dev mode (Options.Introspection) allows both.
 func TestIntrospectionAndSuggestionsOnlyInDevMode(t *testing.T) {
+	t.Parallel()
 	const schemaQuery = `{ __schema { queryType { name } } }`
 	const viaFragment = `query { ...F } fragment F on Query { __type(name: "Viewer") { name } }`
 	const typo = `{ viewer { unreadCont } }`
@@ -215,6 +217,7 @@ func TestIntrospectionAndSuggestionsOnlyInDevMode(t *testing.T) {
 // the value, with one status per response media type (200 for application/json, 400 for
 // application/graphql-response+json, as the GraphQL-over-HTTP spec asks), on POST and GET.
 func TestVariablesAreCoercedStrictly(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
 	const q = `query ($n: Int) { viewer { inbox(first: $n) { nodes { id } } } }`
 	for _, c := range []struct{ raw, shown string }{
@@ -293,6 +296,7 @@ func (s *syncBuffer) String() string {
 // Issue 8, item 9: a persisted query whose hash is not its query's was an INTERNAL error
 // logged at ERROR. It is the client's mistake: BAD_USER_INPUT, logged below ERROR.
 func TestWrongPersistedQueryHashIsBadUserInput(t *testing.T) {
+	t.Parallel()
 	logs := newSyncBuffer()
 	g := newLimitedGateway(t, func(o *httpapi.Options) {
 		o.Log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -316,6 +320,7 @@ func TestWrongPersistedQueryHashIsBadUserInput(t *testing.T) {
 // 15 KiB payloads make a 1.2 MB answer; it is replaced by one coded error (the client asks
 // for less), not sent.
 func TestResponseSizeIsBounded(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, func(o *httpapi.Options) { o.MaxResponseBytes = 1 << 20 }, httpapi.Timeouts{})
 	payload, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 15<<10)})
 	for i := range 20 {
@@ -341,6 +346,7 @@ func TestResponseSizeIsBounded(t *testing.T) {
 // Issue 8, item 1: an error message quotes the document's names, which may be long (up to
 // the 1 MiB body): each message is cut at 512 bytes.
 func TestLongErrorMessagesAreCut(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
 	name := strings.Repeat("a", 600_000)
 	status, resp := anonymous(t, g, []byte(gql("{ "+name+" }")))
@@ -356,6 +362,7 @@ func TestLongErrorMessagesAreCut(t *testing.T) {
 // before the complexity limit refused it. It must be refused at once, with the
 // complexity limit's code, and a document that shares fragments reasonably must still run.
 func TestFragmentSpreadBombIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
 	const n = 26
 	var b strings.Builder
@@ -397,6 +404,7 @@ func TestFragmentSpreadBombIsRefusedAtOnce(t *testing.T) {
 // also when the repeats come through inline fragments or fragment spreads; 200 repeats
 // still run.
 func TestRepeatedResponseKeysAreRefusedBeforeValidation(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
 	flat := "{ " + strings.Repeat("a: __typename ", 1660) + "}"
 	inline := "{ " + strings.Repeat("... on Query { "+strings.Repeat("a: __typename ", 20)+"} ", 60) + "}"
@@ -429,6 +437,7 @@ func TestRepeatedResponseKeysAreRefusedBeforeValidation(t *testing.T) {
 // ERROR, for any client without a token. It is GRAPHQL_VALIDATION_FAILED; one root field
 // (the same one twice is one response key) still runs.
 func TestSubscriptionWithTwoRootFieldsIsAValidationError(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, nil, httpapi.Timeouts{})
 	for _, doc := range []string{
 		`subscription { a: unreadCount b: unreadCount }`,
@@ -453,6 +462,7 @@ func TestSubscriptionWithTwoRootFieldsIsAValidationError(t *testing.T) {
 // the subscriptions gauge, which counts at the first response). It ends at the query
 // deadline with UNAVAILABLE, as a query does.
 func TestPlainPOSTSubscriptionHasTheQueryDeadline(t *testing.T) {
+	t.Parallel()
 	g := newLimitedGateway(t, func(o *httpapi.Options) { o.QueryTimeout = 300 * time.Millisecond }, httpapi.Timeouts{})
 	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/graphql", strings.NewReader(gql(`subscription { notificationAdded { id } }`)))
 	req.Header.Set("Content-Type", "application/json")

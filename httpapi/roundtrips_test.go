@@ -14,11 +14,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/ddbtrace"
-	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/store"
 )
@@ -50,46 +51,28 @@ type gatewaySetup struct {
 
 func newGateway(t *testing.T) *gateway { return newGatewayWith(t, gatewaySetup{}) }
 
-// newGatewayWith is the one constructor of the HTTP tests' gateway: a fresh table on
-// DynamoDB Local, the local broker, a real verifier and alice's token in tenant acme.
+// newGatewayWith is the one constructor of the HTTP tests' gateway, on the shared harness
+// (testgw): a fresh table on DynamoDB Local, the local broker, a real verifier and alice's
+// token in tenant acme; no sweep workers, every DynamoDB call recorded.
 func newGatewayWith(t *testing.T, s gatewaySetup) *gateway {
 	t.Helper()
 	rec := &ddbtrace.Recorder{}
-	db, table := dynlocaltest.Client(t, append([]func(*dynamodb.Options){rec.Option()}, s.ddb...)...), dynlocaltest.TableName(t)
-	broker := live.NewLocal()
-	st := store.New(db, table, store.WithSweepWorkers(0), store.WithPublisher(broker))
-	t.Cleanup(st.Close)
-	if err := st.CreateTable(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	// No leeway: the expiry tests measure when a token's stream ends.
 	v, err := auth.NewVerifier(auth.Config{Secret: []byte("round-trip-test-secret-0123456789abcdef")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := v.Sign(auth.Claims{TenantID: "acme", UserID: "alice"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := httpapi.Options{Verifier: v, Store: st, Broker: broker, ComplexityLimit: 100000}
-	if s.options != nil {
-		s.options(&o)
-	}
-	h := httpapi.NewHandler(o)
-	srv := httptest.NewUnstartedServer(h)
-	if s.timeouts != nil {
-		srv.Config = httpapi.NewServer(h, *s.timeouts)
-	}
-	if s.listener != nil {
-		srv.Listener = s.listener(srv.Listener)
-	}
-	srv.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = h.Shutdown(ctx)
-		srv.Close()
+	srv := testgw.NewWith(t, testgw.Options{
+		Verifier: v,
+		Config:   func(c *app.Config) { c.ComplexityLimit = 100000 },
+		Handler:  s.options,
+		DynamoDB: append([]func(*dynamodb.Options){rec.Option()}, s.ddb...),
+		Store:    []store.Option{store.WithSweepWorkers(0)},
+		Timeouts: s.timeouts,
+		Listener: s.listener,
 	})
-	return &gateway{srv: srv, h: h, st: st, rec: rec, token: tok, v: v, broker: broker, db: db, table: table}
+	tok := srv.Token("acme", "alice")
+	return &gateway{srv: srv.HTTP, h: srv.Handler, st: srv.Store, rec: rec, token: tok, v: srv.Verifier, broker: srv.Broker, db: srv.DB, table: srv.Table}
 }
 
 // ops runs a GraphQL request and returns the DynamoDB operations it caused, sorted.
@@ -152,6 +135,7 @@ func want(t *testing.T, name string, got []string, expected ...string) {
 }
 
 func TestRoundTripsPerQueryShape(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	g.seed(t, 30, "issues.opened", mod(7), mod(5))
 	g.seed(t, 10, "push", mod(3), mod(2))
@@ -188,6 +172,7 @@ func TestRoundTripsPerQueryShape(t *testing.T) {
 }
 
 func TestRoundTripsDuplicatedActors(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	g.seed(t, 20, "t", mod(1), mod(1))
 	ops, _ := g.ops(t, firstLoad, nil)
@@ -195,6 +180,7 @@ func TestRoundTripsDuplicatedActors(t *testing.T) {
 }
 
 func TestRoundTrips101DistinctProfiles(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	g.seed(t, 100, "t", each, mod(1)) // 100 actors + 1 target = 101 distinct profiles
 	ops, data := g.ops(t, `{ viewer { unreadCount inbox(first: 100) { edges { node { actor { name } target { title } } } } } }`, nil)

@@ -12,6 +12,7 @@ import (
 
 // An SSE subscription ends when its token expires, not later.
 func TestSSESubscriptionEndsAtTokenExpiry(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t)
 	tok, err := g.v.Sign(auth.Claims{TenantID: "acme", UserID: "alice"}, 2*time.Second)
 	if err != nil {

@@ -84,15 +84,11 @@ func (e *env) outsideWrite(t *testing.T, v inbox.Viewer, count int) (string, int
 	ctx := context.Background()
 	pk := "T#" + v.TenantID + "#U#" + v.UserID
 	id := ulid.Make().String()
-	_, err := e.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]types.AttributeValue{
-		"pk":         &types.AttributeValueMemberS{Value: pk},
-		"sk":         &types.AttributeValueMemberS{Value: "N#" + id},
-		"entityType": &types.AttributeValueMemberS{Value: "Notification"},
-		"id":         &types.AttributeValueMemberS{Value: id},
-		"type":       &types.AttributeValueMemberS{Value: "outside"},
-		"title":      &types.AttributeValueMemberS{Value: "from a service"},
-		"createdAt":  &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().UnixMilli(), 10)},
-	}})
+	item, err := store.OutsideNotificationItem(v, inbox.Notification{ID: id, Type: "outside", Title: "from a service", CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,7 @@ func (h *halfUnprocessed) option(o *dynamodb.Options) {
 }
 
 func TestBatchGetRetriesUnprocessedKeys(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	var refs []inbox.ProfileRef

@@ -34,6 +34,7 @@ func ExampleStore_EncodeCursor() {
 // shorter than, as long as and longer than SHA-256's block, and viewers up to the
 // longest ids.
 func TestCursorTagIsHMAC(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("t", inbox.MaxIDBytes)
 	viewers := []inbox.Viewer{{TenantID: "acme", UserID: "alice"}, {TenantID: "a", UserID: "b"},
 		{TenantID: long, UserID: strings.Repeat("u", inbox.MaxIDBytes)}, {TenantID: "x", UserID: long + "more"}}
@@ -59,6 +60,7 @@ func TestCursorTagIsHMAC(t *testing.T) {
 
 // Every cursor but the one the viewer was given for that list is BAD_USER_INPUT.
 func TestDecodeCursorRejects(t *testing.T) {
+	t.Parallel()
 	s := &Store{cursors: newCursorKey([]byte("test-cursor-key-0123456789abcdef"))}
 	alice := inbox.Viewer{TenantID: "acme", UserID: "alice"}
 	id := ulid.Make().String()
@@ -101,6 +103,7 @@ func TestDecodeCursorRejects(t *testing.T) {
 // Stores with the same key (instances behind a load balancer) accept each other's cursors;
 // DeriveCursorKey depends on its secret and is not the secret.
 func TestCursorKeyShared(t *testing.T) {
+	t.Parallel()
 	secret := []byte("jwt-secret-0123456789abcdef-0123456789")
 	key := DeriveCursorKey(secret)
 	if len(key) != sha256.Size || hmac.Equal(key, secret[:sha256.Size]) || hmac.Equal(key, DeriveCursorKey([]byte("another-secret-0123456789abcdef"))) {

@@ -77,6 +77,7 @@ func checkAgree[T any](t *testing.T, name string, items []map[string]types.Attri
 }
 
 func TestHandDecodersAgreeWithAttributevalue(t *testing.T) {
+	t.Parallel()
 	full := benchItem()
 	full.Mark, full.MarkedAt, full.ReadAt = markRead, benchID, time.Now().UnixMilli()
 	sparse := &notificationItem{PK: "T#t#U#u", SK: notifSK(benchID), EntityType: entityNotification, ID: benchID, Type: "x", CreatedAt: 1}

@@ -116,6 +116,7 @@ func sendTo(t *testing.T, s *store.Store, tenant, key string, users ...string) i
 // gets a bounded number of calls, then the request ends THROTTLED (it used to loop until
 // the client gave up: 2,400 calls in 5 minutes).
 func TestUnprocessedKeysForeverEndThrottledAfterBoundedCalls(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ids := sendTo(t, f.s, f.tenant, "k1", "alice").NotificationIDs
 	var mu sync.Mutex
@@ -158,6 +159,7 @@ func TestUnprocessedKeysForeverEndThrottledAfterBoundedCalls(t *testing.T) {
 // Issue 8, item 11: throttling and outages are retried for reads and writes, and what
 // outlives the budget is THROTTLED or UNAVAILABLE, never INTERNAL_SERVER_ERROR.
 func TestTransientFailuresAreRetriedThenCoded(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	sendTo(t, f.s, f.tenant, "k1", "alice")
 	v := f.viewer("alice")
@@ -211,6 +213,7 @@ func TestTransientFailuresAreRetriedThenCoded(t *testing.T) {
 // Issue 8, items 10 and 11: writes whose answer is lost after they committed are retried
 // and stay exact, and what they did is published.
 func TestLostAnswersAfterCommitStayExactAndPublish(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	v := f.viewer("alice")
@@ -269,6 +272,7 @@ func TestLostAnswersAfterCommitStayExactAndPublish(t *testing.T) {
 // re-read hint with its error, and the client's retry, which finds nothing to change,
 // publishes the stored badge.
 func TestMarkPublishesWhenItsMetaReadFails(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	v := f.viewer("alice")
@@ -312,6 +316,7 @@ func TestMarkPublishesWhenItsMetaReadFails(t *testing.T) {
 
 // Issue 8, item 13: a replay that completes a missing recipient writes no profile again.
 func TestSendReplayWritesNoProfileAgain(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	in := inbox.SendInput{IdempotencyKey: "replay", Recipients: []string{"alice", "bob"}, Type: "t",
@@ -359,6 +364,7 @@ func aliceDone(ctx context.Context, f *fixture) bool {
 // THROTTLED when its deadline ends the conflict loop (it used to end with the bare
 // context error, an INTERNAL_SERVER_ERROR), after a bounded number of transactions.
 func TestConflictLoopEndsThrottledAtTheDeadline(t *testing.T) {
+	// Not parallel: it bounds attempts at 300 ms, which a busy package could exceed.
 	f := newFixture(t)
 	ids := sendTo(t, f.s, f.tenant, "k1", "alice").NotificationIDs
 	var mu sync.Mutex
@@ -398,6 +404,7 @@ func TestConflictLoopEndsThrottledAtTheDeadline(t *testing.T) {
 // the policy's AttemptTimeout and is retried; it used to wait as long as the caller's
 // context, forever without a deadline.
 func TestUnansweredCallTimesOutAndIsRetried(t *testing.T) {
+	// Not parallel: it bounds attempts at 300 ms, which a busy package could exceed.
 	f := newFixture(t)
 	sendTo(t, f.s, f.tenant, "k1", "alice")
 	var mu sync.Mutex

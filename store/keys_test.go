@@ -11,6 +11,7 @@ import (
 )
 
 func TestMetaSortsAboveEveryNotification(t *testing.T) {
+	t.Parallel()
 	for _, id := range []string{ulid.Make().String(), "7ZZZZZZZZZZZZZZZZZZZZZZZZZ", "00000000000000000000000000"} {
 		if !(notifSK(id) < skMeta) || !(notifSK(id) > skNotifPrefix) {
 			t.Errorf("%s does not sort inside [N#, N~META)", notifSK(id))
@@ -22,6 +23,7 @@ func TestMetaSortsAboveEveryNotification(t *testing.T) {
 }
 
 func TestKeysKeepTheirSegments(t *testing.T) {
+	t.Parallel()
 	v := inbox.Viewer{TenantID: "acme", UserID: "alice"}
 	if got := userPK(v); got != "T#acme#U#alice" {
 		t.Fatal(got)
@@ -39,6 +41,7 @@ func TestKeysKeepTheirSegments(t *testing.T) {
 }
 
 func TestEffectiveRead(t *testing.T) {
+	t.Parallel()
 	const (
 		id1 = "01HZX8Y3T9M2V6Q4R8S0W1A2B1"
 		wm  = "01HZX8Y3T9M2V6Q4R8S0W1A2B5"
@@ -67,6 +70,7 @@ func TestEffectiveRead(t *testing.T) {
 }
 
 func TestStreamChangeVersion(t *testing.T) {
+	t.Parallel()
 	meta := func(count, version int) map[string]types.AttributeValue {
 		m := map[string]types.AttributeValue{
 			"pk": &types.AttributeValueMemberS{Value: "T#acme#U#alice"}, "sk": &types.AttributeValueMemberS{Value: skMeta},

@@ -10,6 +10,7 @@ import (
 // Nodes answers a profile only through a notification of the viewer that names it, all
 // in one BatchGetItem (issue 8, item 6).
 func TestNodesAnswersProfilesOnlyThroughTheViewersNotification(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	alice := f.send(t, 1, "t", "alice")[0]
 	bob := f.send(t, 1, "t", "bob")[0]

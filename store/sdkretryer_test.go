@@ -13,6 +13,7 @@ import (
 // quota. The SDK's default bucket (500 tokens, 5 a retry) refuses every retry after the
 // first 100 of a burst ("retry quota exceeded"); this one still retries after 10,000.
 func TestSDKRetryerHasNoRetryQuota(t *testing.T) {
+	t.Parallel()
 	r := store.NewSDKRetryer()
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
 	if !r.IsErrorRetryable(throttle) {

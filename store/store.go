@@ -30,6 +30,8 @@ type API interface {
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+	DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+	UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error)
 }
 
 // Store reads and writes the inbox table. It is safe for concurrent use.
@@ -266,59 +268,37 @@ func cancelReasons(err error) []string {
 	return out
 }
 
-// CreateTable creates the table with GSI1 (sparse, projection ALL), streams
+// CreateTable creates the table with its indexes (GSI1: sparse, projection ALL), a stream
 // (NEW_AND_OLD_IMAGES) and on-demand billing, waits until it is ACTIVE, and enables TTL on
-// expiresAt. An existing table is left as it is.
+// expiresAt. A table that exists (deployed by an earlier version) gets what it lacks of
+// these: the stream, each missing index (UpdateTable, then a wait until it is ACTIVE:
+// DynamoDB backfills it), TTL. The waits end at ctx's deadline, or after 15 minutes
+// without one, with an error saying what is still pending (store/migrate.go).
 func (s *Store) CreateTable(ctx context.Context) error {
-	str := func(n string) types.AttributeDefinition {
-		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+	keys := []string{attrPK, attrSK}
+	for _, g := range tableIndexes() {
+		for _, k := range g.KeySchema {
+			keys = append(keys, aws.ToString(k.AttributeName))
+		}
 	}
 	_, err := s.db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(s.table),
 		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{str(attrPK), str(attrSK), str(attrGSI1PK), str(attrGSI1SK)},
+		AttributeDefinitions: stringAttrs(keys...),
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
 		},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(gsi1Name),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(attrGSI1PK), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(attrGSI1SK), KeyType: types.KeyTypeRange},
-			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
-		}},
-		StreamSpecification: &types.StreamSpecification{
-			StreamEnabled:  aws.Bool(true),
-			StreamViewType: types.StreamViewTypeNewAndOldImages,
-		},
+		GlobalSecondaryIndexes: tableIndexes(),
+		StreamSpecification:    tableStream(),
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("create table %s: %w", s.table, err)
 	}
-	w := dynamodb.NewTableExistsWaiter(s.db)
-	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)}, 2*time.Minute,
-		func(o *dynamodb.TableExistsWaiterOptions) {
-			o.MinDelay = 100 * time.Millisecond
-			o.MaxDelay = time.Second
-		}); err != nil {
-		return fmt.Errorf("wait for table %s: %w", s.table, err)
-	}
-	if err == nil {
-		_, err = s.db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-			TableName: aws.String(s.table),
-			TimeToLiveSpecification: &types.TimeToLiveSpecification{
-				AttributeName: aws.String("expiresAt"),
-				Enabled:       aws.Bool(true),
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("enable TTL on %s: %w", s.table, err)
-		}
-	}
-	return nil
+	// New or deployed by an earlier version, the table gets what this version needs
+	// (store/migrate.go); a new one has it all but TTL.
+	return s.ensureTable(ctx)
 }
 
 // checkViewer rejects a viewer whose ids could break out of their key.

@@ -36,6 +36,11 @@ func newFixture(t *testing.T, opts ...store.Option) *fixture {
 	db := dynlocaltest.Client(t, rec.Option())
 	f := &fixture{db: db, rec: rec, table: dynlocaltest.TableName(t), tenant: "acme"}
 	f.s = store.New(db, f.table, opts...)
+	// Last (after Close): the run's shared engine sweeps TTL on every table it holds, and
+	// with hundreds of them an index added elsewhere never finishes (store/migrate.go).
+	t.Cleanup(func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(f.table)})
+	})
 	t.Cleanup(f.s.Close)
 	if err := f.s.CreateTable(context.Background()); err != nil {
 		t.Fatalf("create table: %v", err)
@@ -119,6 +124,7 @@ func (f *fixture) unreadTruth(t *testing.T, u string) (unread int, count int) {
 }
 
 func TestInboxEmpty(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for _, q := range []inbox.PageQuery{{}, {First: ptr(5)}, {Last: ptr(5)}, {UnreadOnly: true}, {Types: []string{"x"}}} {
 		p := f.page(t, "nobody", q)
@@ -129,6 +135,7 @@ func TestInboxEmpty(t *testing.T) {
 }
 
 func TestInboxPagination(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	sent := f.send(t, 45, "issues.opened", "alice")
 	newest := reversed(sent)
@@ -177,6 +184,7 @@ func TestInboxPagination(t *testing.T) {
 }
 
 func TestInboxBadArguments(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for name, q := range map[string]inbox.PageQuery{
 		"first>100":  {First: ptr(101)},
@@ -198,6 +206,7 @@ func TestInboxBadArguments(t *testing.T) {
 }
 
 func TestTypeFilterNeverShort(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var wantB []string
 	for i := 0; i < 12; i++ {
@@ -228,6 +237,7 @@ func TestTypeFilterNeverShort(t *testing.T) {
 }
 
 func TestMarkReadExactAndIdempotent(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	sent := f.send(t, 5, "t", "alice")
@@ -279,6 +289,7 @@ func TestMarkReadExactAndIdempotent(t *testing.T) {
 }
 
 func TestMarkAllReadWatermarkAndSweep(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, store.WithSweepWorkers(0))
 	ctx := context.Background()
 	v := f.viewer("alice")
@@ -352,6 +363,7 @@ func TestMarkAllReadWatermarkAndSweep(t *testing.T) {
 }
 
 func TestUnreadFilterPages(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, store.WithSweepWorkers(0))
 	ctx := context.Background()
 	sent := f.send(t, 25, "t", "alice")
@@ -396,6 +408,7 @@ func TestUnreadFilterPages(t *testing.T) {
 }
 
 func TestSendIdempotentAndResumable(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	in := inbox.SendInput{IdempotencyKey: "evt-1", Recipients: []string{"a", "b", "c", "a"}, Type: "t", Title: "hello",
@@ -452,6 +465,7 @@ func TestSendIdempotentAndResumable(t *testing.T) {
 }
 
 func TestSendValidationWritesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	big := make([]byte, inbox.MaxPayloadBytes+10)
@@ -485,6 +499,7 @@ func TestSendValidationWritesNothing(t *testing.T) {
 }
 
 func TestMutedCategorySkipsRecipient(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	if err := f.s.SetMutedCategories(ctx, f.viewer("b"), []string{"marketing"}); err != nil {
@@ -504,6 +519,7 @@ func TestMutedCategorySkipsRecipient(t *testing.T) {
 }
 
 func TestProfilesBatching(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	var refs []inbox.ProfileRef
@@ -537,6 +553,7 @@ func TestProfilesBatching(t *testing.T) {
 // TestCounterExactUnderConcurrency races sends, marks, unmarks and mark-alls on one inbox
 // and then checks the badge against the notifications themselves.
 func TestCounterExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	v := f.viewer("alice")
@@ -599,6 +616,7 @@ func TestCounterExactUnderConcurrency(t *testing.T) {
 // notifications: 189 Query calls; 45 aliases of it in one request made 6,201 calls in the
 // 10 s query deadline).
 func TestTypeFilterStepsGrow(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.send(t, 300, "a", "alice")
 	f.rec.Reset()

@@ -21,18 +21,17 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/relay"
+	"github.com/inboxgw/gateway/store"
 )
 
 // relayConfig holds the relay scenario's flags.
@@ -77,30 +76,13 @@ type RelayResult struct {
 }
 
 // outsideWrite is one notification + META update for user u, as a service writing the
-// table directly would make it (the store's send, without the idempotency guard).
-func outsideWrite(table, user, id string) *dynamodb.TransactWriteItemsInput {
-	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	pk := userPK(user)
-	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-			"pk": s(pk), "sk": s("N#" + id), "gsi1pk": s(pk + "#UNREAD"), "gsi1sk": s("N#" + id),
-			"entityType": s("Notification"), "id": s(id), "type": s("comment"), "title": s("From a service"),
-			"body":      s("Written straight into the table."),
-			"createdAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(ulid.MustParse(id).Time()), 10)},
-		}, ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": "pk"}}},
-		{Update: &types.Update{
-			TableName:           aws.String(table),
-			Key:                 map[string]types.AttributeValue{"pk": s(pk), "sk": s("N~META")},
-			UpdateExpression:    aws.String("ADD #count :one, #ver :one SET #clock = :id, #g1pk = :g1pk, #g1sk = :g1sk, #et = :et"),
-			ConditionExpression: aws.String("(attribute_not_exists(#wm) OR #wm < :id) AND (attribute_not_exists(#clock) OR #clock < :id)"),
-			ExpressionAttributeNames: map[string]string{"#count": "unreadCount", "#ver": "version", "#clock": "clock",
-				"#wm": "readAllBefore", "#g1pk": "gsi1pk", "#g1sk": "gsi1sk", "#et": "entityType"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":one": &types.AttributeValueMemberN{Value: "1"}, ":id": s(id),
-				":g1pk": s(pk + "#UNREAD"), ":g1sk": s("N~META"), ":et": s("InboxMeta"),
-			},
-		}},
-	}}
+// table directly would make it (store.OutsideSendInput: the store's send without the
+// idempotency guard).
+func outsideWrite(table, user, id string) (*dynamodb.TransactWriteItemsInput, error) {
+	return store.OutsideSendInput(table, inbox.Viewer{TenantID: tenant, UserID: user}, inbox.Notification{
+		ID: id, Type: "comment", Title: "From a service", Body: "Written straight into the table.",
+		CreatedAt: time.UnixMilli(int64(ulid.MustParse(id).Time())),
+	})
 }
 
 func (b *bench) relayScenario(ctx context.Context) (*RelayResult, error) {
@@ -247,7 +229,10 @@ func (b *bench) relayScenario(ctx context.Context) (*RelayResult, error) {
 	write := func(i int, timeout time.Duration) (d, rtt time.Duration, ok bool, err error) {
 		s := subs[i]
 		id := ulid.Make().String()
-		in := outsideWrite(b.c.table, users[i], id)
+		in, err := outsideWrite(b.c.table, users[i], id)
+		if err != nil {
+			return 0, 0, false, err
+		}
 		s.mu.Lock()
 		select {
 		case <-s.done: // a stale resolution (none expected)

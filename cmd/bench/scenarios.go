@@ -693,34 +693,25 @@ func (b *bench) sendScenario(ctx context.Context) (*SendResult, error) {
 // transaction, as the store does, retrying a cancelled transaction with a fresh id.
 func (b *bench) rawSendOne(ctx context.Context, key, user, typ, category, title, body, payload, actorID, targetKind, targetID string) error {
 	table := aws.String(b.c.table)
-	pk := userPK(user)
 	notExists := aws.String("attribute_not_exists(#pk)")
 	pkName := map[string]string{"#pk": "pk"}
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	v := inbox.Viewer{TenantID: tenant, UserID: user}
 	for attempt := 0; ; attempt++ {
 		id := ulid.Make().String()
 		now := time.Now()
 		guard := map[string]types.AttributeValue{"pk": s("T#" + tenant + "#IDEM#" + key), "sk": s("R#" + user), "entityType": s("IdempotencyGuard"),
 			"userId": s(user), "notificationId": s(id), "inputHash": s("raw"),
 			"expiresAt": &types.AttributeValueMemberN{Value: fmt.Sprint(now.Add(30 * 24 * time.Hour).Unix())}}
-		notif := map[string]types.AttributeValue{"pk": s(pk), "sk": s("N#" + id), "gsi1pk": s(pk + "#UNREAD"), "gsi1sk": s("N#" + id),
-			"entityType": s("Notification"), "id": s(id), "type": s(typ), "category": s(category), "title": s(title), "body": s(body),
-			"actorId": s(actorID), "targetKind": s(targetKind), "targetId": s(targetID), "payload": s(payload),
-			"createdAt": &types.AttributeValueMemberN{Value: fmt.Sprint(now.UnixMilli())}}
-		_, err := b.eng.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Put: &types.Put{TableName: table, Item: guard, ConditionExpression: notExists, ExpressionAttributeNames: pkName}},
-			{Put: &types.Put{TableName: table, Item: notif, ConditionExpression: notExists, ExpressionAttributeNames: pkName}},
-			{Update: &types.Update{
-				TableName:           table,
-				Key:                 map[string]types.AttributeValue{"pk": s(pk), "sk": s("N~META")},
-				UpdateExpression:    aws.String("ADD #count :one, #ver :one SET #clock = :id, #g1pk = :g1pk, #g1sk = :g1sk, #et = :et"),
-				ConditionExpression: aws.String("(attribute_not_exists(#wm) OR #wm < :id) AND (attribute_not_exists(#clock) OR #clock < :id)"),
-				ExpressionAttributeNames: map[string]string{"#count": "unreadCount", "#ver": "version", "#clock": "clock",
-					"#wm": "readAllBefore", "#g1pk": "gsi1pk", "#g1sk": "gsi1sk", "#et": "entityType"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"},
-					":id": s(id), ":g1pk": s(pk + "#UNREAD"), ":g1sk": s("N~META"), ":et": s("InboxMeta")},
-			}},
-		}})
+		// The notification and META's count: store.OutsideSendInput, the store's own shapes.
+		in, err := store.OutsideSendInput(b.c.table, v, inbox.Notification{ID: id, Type: typ, Category: category, Title: title,
+			Body: body, ActorID: actorID, TargetKind: targetKind, TargetID: targetID, Payload: inbox.JSON(payload), CreatedAt: now})
+		if err != nil {
+			return err
+		}
+		in.TransactItems = append([]types.TransactWriteItem{{Put: &types.Put{TableName: table, Item: guard,
+			ConditionExpression: notExists, ExpressionAttributeNames: pkName}}}, in.TransactItems...)
+		_, err = b.eng.db.TransactWriteItems(ctx, in)
 		var tce *types.TransactionCanceledException
 		if err != nil && errors.As(err, &tce) && attempt < 10 {
 			time.Sleep(time.Duration(5<<attempt) * time.Millisecond / 2)

@@ -235,7 +235,7 @@ func seed(ctx context.Context, c config, st *store.Store, db *dynamodb.Client) (
 }
 
 // bulkInbox writes n unread notifications for user with BatchWriteItem, in the store's item
-// format, with ids in the past, and then the META item that counts them (its clock at the
+// format (store.OutsideNotificationItem), with ids in the past, and then the META item that counts them (its clock at the
 // newest id, so that later sends through the store keep counting on from there).
 func bulkInbox(ctx context.Context, db *dynamodb.Client, table, user string, n, workers int) error {
 	pk := userPK(user)
@@ -253,12 +253,15 @@ func bulkInbox(ctx context.Context, db *dynamodb.Client, table, user string, n, 
 		eg.Go(func() error {
 			reqs := make([]types.WriteRequest, len(chunk))
 			for i, id := range chunk {
-				reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-					"pk": s(pk), "sk": s("N#" + id), "gsi1pk": s(pk + "#UNREAD"), "gsi1sk": s("N#" + id),
-					"entityType": s("Notification"), "id": s(id), "type": s("ci_failed"), "title": s("Nightly build failed"),
-					"body":      s("The nightly build of main failed in the integration tests."),
-					"createdAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(ulid.MustParse(id).Time()), 10)},
-				}}}
+				item, err := store.OutsideNotificationItem(inbox.Viewer{TenantID: tenant, UserID: user}, inbox.Notification{
+					ID: id, Type: "ci_failed", Title: "Nightly build failed",
+					Body:      "The nightly build of main failed in the integration tests.",
+					CreatedAt: time.UnixMilli(int64(ulid.MustParse(id).Time())),
+				})
+				if err != nil {
+					return err
+				}
+				reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
 			}
 			return batchWrite(gctx, db, table, reqs)
 		})

@@ -1,20 +1,25 @@
-package main
+package resolvers_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/inboxgw/gateway/internal/testgw"
+)
 
 // The viewer is refetchable as a Node (Relay object identification): node(viewer.id)
 // answers the viewer itself, and another user's viewer id answers null, like any id that
 // names nothing of the caller's.
 func TestViewerIsRefetchableAsNode(t *testing.T) {
-	s := newTestServer(t)
-	alice := s.token("t1", "alice")
-	bob := s.token("t1", "bob")
+	t.Parallel()
+	s := testgw.New(t)
+	alice := s.Token("t1", "alice")
+	bob := s.Token("t1", "bob")
 	var v struct {
 		Viewer struct {
 			ID string `json:"id"`
 		} `json:"viewer"`
 	}
-	s.mustData(alice, `{ viewer { id } }`, nil, &v)
+	s.MustData(alice, `{ viewer { id } }`, nil, &v)
 	type viewerNode struct {
 		Typename string `json:"__typename"`
 		ID       string `json:"id"`
@@ -27,7 +32,7 @@ func TestViewerIsRefetchableAsNode(t *testing.T) {
 	}
 	const q = `query($id: ID!) { node(id: $id) { __typename id ... on Viewer { userId tenantId } }
 	  nodes(ids: [$id]) { __typename id ... on Viewer { userId } } }`
-	s.mustData(alice, q, map[string]any{"id": v.Viewer.ID}, &d)
+	s.MustData(alice, q, map[string]any{"id": v.Viewer.ID}, &d)
 	if d.Node == nil || d.Node.Typename != "Viewer" || d.Node.ID != v.Viewer.ID || d.Node.UserID != "alice" || d.Node.TenantID != "t1" {
 		t.Fatalf("node(viewer id) = %+v", d.Node)
 	}
@@ -37,7 +42,7 @@ func TestViewerIsRefetchableAsNode(t *testing.T) {
 	var other struct {
 		Node *viewerNode `json:"node"`
 	}
-	s.mustData(bob, `query($id: ID!) { node(id: $id) { __typename id } }`, map[string]any{"id": v.Viewer.ID}, &other)
+	s.MustData(bob, `query($id: ID!) { node(id: $id) { __typename id } }`, map[string]any{"id": v.Viewer.ID}, &other)
 	if other.Node != nil {
 		t.Fatalf("bob's node(alice's viewer id) = %+v, want null", other.Node)
 	}

@@ -1,4 +1,4 @@
-package main
+package httpapi_test
 
 import (
 	"bufio"
@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/internal/testgw"
 )
 
 // nodeClients are the scripts in tests/js, one per real client library, and the npm
@@ -35,11 +37,11 @@ func nodeBinary(t *testing.T) string {
 	}
 	for _, c := range nodeClients {
 		for _, p := range c.packages {
-			if _, err := os.Stat(filepath.Join("node_modules", p, "package.json")); err != nil {
+			if _, err := os.Stat(filepath.Join("..", "node_modules", p, "package.json")); err != nil {
 				t.Fatalf("npm package %s is missing (%v): run `npm ci` in the module root", p, err)
 			}
 		}
-		if _, err := os.Stat(filepath.Join("tests", "js", c.script)); err != nil {
+		if _, err := os.Stat(filepath.Join("..", "tests", "js", c.script)); err != nil {
 			t.Fatalf("client script: %v", err)
 		}
 	}
@@ -47,20 +49,21 @@ func nodeBinary(t *testing.T) string {
 }
 
 func TestNodeClientsReceiveUnreadCount(t *testing.T) {
+	t.Parallel()
 	node := nodeBinary(t)
-	s := newTestServer(t) // httptest: a real loopback port
-	sender := s.token("t1", "svc", auth.ScopeSend)
+	s := testgw.New(t) // httptest: a real loopback port
+	sender := s.Token("t1", "svc", auth.ScopeSend)
 
 	for i, c := range nodeClients {
 		t.Run(c.script, func(t *testing.T) {
-			s := s.withT(t)
+			s := s.WithT(t)
 			user := "node" + string(rune('a'+i))
-			token := s.token("t1", user)
-			ids := s.seed(sender, user, 2)
+			token := s.Token("t1", user)
+			ids := s.Seed(sender, user, 2)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, node, filepath.Join("tests", "js", c.script), s.url, token, "3")
+			cmd := exec.CommandContext(ctx, node, filepath.Join("..", "tests", "js", c.script), s.URL, token, "3")
 			cmd.WaitDelay = 5 * time.Second
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
@@ -103,11 +106,11 @@ func TestNodeClientsReceiveUnreadCount(t *testing.T) {
 			if got := next("the first value"); got != 2 {
 				t.Fatalf("first value = %d, want 2", got)
 			}
-			s.mark(token, true, ids[0])
+			s.Mark(token, true, ids[0])
 			if got := next("the value after markRead"); got != 1 {
 				t.Fatalf("after markRead = %d, want 1", got)
 			}
-			s.seed(sender, user, 1)
+			s.Seed(sender, user, 1)
 			if got := next("the value after a send"); got != 2 {
 				t.Fatalf("after a send = %d, want 2", got)
 			}
@@ -117,7 +120,7 @@ func TestNodeClientsReceiveUnreadCount(t *testing.T) {
 			if err := cmd.Wait(); err != nil {
 				t.Fatalf("%s: %v\nstderr:\n%s", c.script, err, stderr.String())
 			}
-			waitFor(t, eventTimeout, "the server to drop the subscription", func() bool { return s.broker.Subscribers() == 0 })
+			testgw.WaitFor(t, testgw.EventTimeout, "the server to drop the subscription", func() bool { return s.Broker.Subscribers() == 0 })
 		})
 	}
 }
@@ -126,15 +129,16 @@ func TestNodeClientsReceiveUnreadCount(t *testing.T) {
 // GraphQL-over-HTTP spec against the gateway: every audit must pass, SHOULDs included
 // (a notice, the spec's MAY, is logged).
 func TestGraphQLOverHTTPAudit(t *testing.T) {
+	t.Parallel()
 	node := nodeBinary(t)
-	if _, err := os.Stat(filepath.Join("node_modules", "graphql-http", "package.json")); err != nil {
+	if _, err := os.Stat(filepath.Join("..", "node_modules", "graphql-http", "package.json")); err != nil {
 		t.Fatalf("npm package graphql-http is missing (%v): run `npm ci` in the module root", err)
 	}
 	// The audits query __type (introspection), which production mode refuses.
-	s := newTestServerConfig(t, func(c *Config) { c.Introspection = "on" })
+	s := testgw.NewConfig(t, func(c *app.Config) { c.Introspection = "on" })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("tests", "js", "graphql-http-audit.mjs"), s.url, s.token("t1", "auditor"))
+	cmd := exec.CommandContext(ctx, node, filepath.Join("..", "tests", "js", "graphql-http-audit.mjs"), s.URL, s.Token("t1", "auditor"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

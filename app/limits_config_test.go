@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 // The limit settings of issue 8 (the query and APQ cache budgets, INBOX_INTROSPECTION, the request
 // deadlines and the HTTP server timeouts) have defaults and bounds.
 func TestLimitConfigDefaultsAndBounds(t *testing.T) {
-	cfg, err := loadConfig()
+	cfg, err := LoadConfig()
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
@@ -37,14 +37,14 @@ func TestLimitConfigDefaultsAndBounds(t *testing.T) {
 		{"INBOX_ANONYMOUS_CONCURRENCY", "1001"},
 	} {
 		t.Setenv(tc.name, tc.value)
-		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), tc.name) {
+		if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), tc.name) {
 			t.Errorf("%s=%s: %v, want an error naming it", tc.name, tc.value, err)
 		}
 		t.Setenv(tc.name, "")
 	}
 	t.Setenv("INBOX_INTROSPECTION", "on")
 	t.Setenv("INBOX_QUERY_TIMEOUT", "2s")
-	if cfg, err := loadConfig(); err != nil || cfg.Introspection != "on" || cfg.QueryTimeout != 2*time.Second {
+	if cfg, err := LoadConfig(); err != nil || cfg.Introspection != "on" || cfg.QueryTimeout != 2*time.Second {
 		t.Errorf("INBOX_INTROSPECTION=on, INBOX_QUERY_TIMEOUT=2s: %+v, %v", cfg, err)
 	}
 }
@@ -55,12 +55,31 @@ func TestLimitConfigDefaultsAndBounds(t *testing.T) {
 func TestComplexityLimitBounds(t *testing.T) {
 	for _, v := range []string{"0", "-5"} {
 		t.Setenv("INBOX_COMPLEXITY_LIMIT", v)
-		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "INBOX_COMPLEXITY_LIMIT") {
+		if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), "INBOX_COMPLEXITY_LIMIT") {
 			t.Errorf("INBOX_COMPLEXITY_LIMIT=%s: %v, want an error naming it", v, err)
 		}
 	}
 	t.Setenv("INBOX_COMPLEXITY_LIMIT", "1")
-	if cfg, err := loadConfig(); err != nil || cfg.ComplexityLimit != 1 {
+	if cfg, err := LoadConfig(); err != nil || cfg.ComplexityLimit != 1 {
 		t.Errorf("INBOX_COMPLEXITY_LIMIT=1: %+v, %v", cfg.ComplexityLimit, err)
+	}
+}
+
+// The transport settings are bounded: a keep-alive under 1 s or an init timeout of 0.
+func TestTransportConfigBounds(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"INBOX_KEEPALIVE", "1ms"},
+		{"INBOX_KEEPALIVE", "-1s"},
+		{"INBOX_KEEPALIVE", "0s"},
+		{"INBOX_WS_INIT_TIMEOUT", "0s"},
+	} {
+		t.Setenv(tc.name, tc.value)
+		if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s=%s: %v, want an error naming it", tc.name, tc.value, err)
+		}
+		t.Setenv(tc.name, map[string]string{"INBOX_KEEPALIVE": "15s", "INBOX_WS_INIT_TIMEOUT": "10s"}[tc.name])
+	}
+	if _, err := LoadConfig(); err != nil {
+		t.Fatalf("defaults: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package resolvers_test
 
 import (
 	"encoding/base64"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/internal/testgw"
 )
 
 // pageQuery reads one inbox page with everything the connection offers.
@@ -73,10 +74,11 @@ func reversed(s []string) []string {
 var unknownNotificationID = base64.RawURLEncoding.EncodeToString([]byte("Notification:01ARZ3NDEKTSV4RRFFQ69G5FAV"))
 
 func TestViewerInboxPaging(t *testing.T) {
-	s := newTestServer(t)
-	sender := s.token("t1", "svc", auth.ScopeSend)
-	alice := s.token("t1", "alice")
-	sent := s.seed(sender, "alice", 5)
+	t.Parallel()
+	s := testgw.New(t)
+	sender := s.Token("t1", "svc", auth.ScopeSend)
+	alice := s.Token("t1", "alice")
+	sent := s.Seed(sender, "alice", 5)
 	newestFirst := reversed(sent)
 
 	var got []string
@@ -86,7 +88,7 @@ func TestViewerInboxPaging(t *testing.T) {
 			t.Fatal("paging does not end")
 		}
 		var p pageData
-		s.mustData(alice, pageQuery, map[string]any{"first": 2, "after": after}, &p)
+		s.MustData(alice, pageQuery, map[string]any{"first": 2, "after": after}, &p)
 		v := p.Viewer
 		if v.UserID != "alice" || v.TenantID != "t1" || v.ID == "" {
 			t.Fatalf("viewer = %+v", v)
@@ -132,7 +134,7 @@ func TestViewerInboxPaging(t *testing.T) {
 
 	// last: the oldest two, still newest first; before: the page above them.
 	var p pageData
-	s.mustData(alice, pageQuery, map[string]any{"last": 2}, &p)
+	s.MustData(alice, pageQuery, map[string]any{"last": 2}, &p)
 	if ids := p.ids(); !slices.Equal(ids, newestFirst[3:]) {
 		t.Fatalf("inbox(last: 2) = %v, want %v", ids, newestFirst[3:])
 	}
@@ -140,17 +142,17 @@ func TestViewerInboxPaging(t *testing.T) {
 		t.Fatalf("inbox(last: 2): hasPreviousPage = false")
 	}
 	start := *p.Viewer.Inbox.PageInfo.StartCursor
-	s.mustData(alice, pageQuery, map[string]any{"last": 2, "before": start}, &p)
+	s.MustData(alice, pageQuery, map[string]any{"last": 2, "before": start}, &p)
 	if ids := p.ids(); !slices.Equal(ids, newestFirst[1:3]) {
 		t.Fatalf("inbox(last: 2, before) = %v, want %v", ids, newestFirst[1:3])
 	}
 
 	// Default page size and first: 0.
-	s.mustData(alice, pageQuery, map[string]any{}, &p)
+	s.MustData(alice, pageQuery, map[string]any{}, &p)
 	if ids := p.ids(); !slices.Equal(ids, newestFirst) {
 		t.Fatalf("inbox() = %v, want %v", ids, newestFirst)
 	}
-	s.mustData(alice, pageQuery, map[string]any{"first": 0}, &p)
+	s.MustData(alice, pageQuery, map[string]any{"first": 0}, &p)
 	if ids := p.ids(); len(ids) != 0 || p.Viewer.Inbox.UnreadCount != 5 {
 		t.Fatalf("inbox(first: 0) = %v (unreadCount %d), want no edges and 5", ids, p.Viewer.Inbox.UnreadCount)
 	}
@@ -196,10 +198,11 @@ func str(p *string) string {
 }
 
 func TestNodeAndNotificationLookups(t *testing.T) {
-	s := newTestServer(t)
-	sender := s.token("t1", "svc", auth.ScopeSend)
-	alice := s.token("t1", "alice")
-	ids := s.seed(sender, "alice", 2)
+	t.Parallel()
+	s := testgw.New(t)
+	sender := s.Token("t1", "svc", auth.ScopeSend)
+	alice := s.Token("t1", "alice")
+	ids := s.Seed(sender, "alice", 2)
 
 	// viewer.notification(id): every field, as sent.
 	var d struct {
@@ -208,7 +211,7 @@ func TestNodeAndNotificationLookups(t *testing.T) {
 			Missing      *notificationData `json:"missing"`
 		} `json:"viewer"`
 	}
-	s.mustData(alice, `query($id: ID!, $missing: ID!) { viewer {
+	s.MustData(alice, `query($id: ID!, $missing: ID!) { viewer {
 	  notification(id: $id) { __typename `+notificationFields+` }
 	  missing: notification(id: $missing) { id } } }`,
 		map[string]any{"id": ids[1], "missing": unknownNotificationID}, &d)
@@ -263,7 +266,7 @@ func TestNodeAndNotificationLookups(t *testing.T) {
 		var nd struct {
 			Node *nodeData `json:"node"`
 		}
-		s.mustData(alice, nodeQuery, map[string]any{"id": tc.id}, &nd)
+		s.MustData(alice, nodeQuery, map[string]any{"id": tc.id}, &nd)
 		if nd.Node == nil || nd.Node.Typename != tc.typename || nd.Node.ID != tc.id || !tc.check(*nd.Node) {
 			t.Fatalf("node(%s id) = %+v", tc.typename, nd.Node)
 		}
@@ -274,7 +277,7 @@ func TestNodeAndNotificationLookups(t *testing.T) {
 		Nodes []*nodeData `json:"nodes"`
 	}
 	ask := []string{targetID, ids[1], unknownNotificationID, actorID, ids[0], ids[1]}
-	s.mustData(alice, `query($ids: [ID!]!) { nodes(ids: $ids) { __typename id
+	s.MustData(alice, `query($ids: [ID!]!) { nodes(ids: $ids) { __typename id
 	  ... on Notification { title } ... on Actor { actorId } ... on Target { targetId } } }`,
 		map[string]any{"ids": ask}, &nd)
 	if len(nd.Nodes) != len(ask) {
@@ -297,39 +300,24 @@ func TestNodeAndNotificationLookups(t *testing.T) {
 	}
 }
 
-// markMutation marks ids read or unread and returns the payload.
-func (s *testServer) mark(token string, read bool, ids ...string) (count int, notifs []notificationData) {
-	s.t.Helper()
-	field := "markUnread"
-	if read {
-		field = "markRead"
-	}
-	var d map[string]struct {
-		Notifications []notificationData `json:"notifications"`
-		UnreadCount   int                `json:"unreadCount"`
-	}
-	s.mustData(token, `mutation($ids: [ID!]!) { `+field+`(ids: $ids) { notifications { id read readAt } unreadCount } }`,
-		map[string]any{"ids": ids}, &d)
-	return d[field].UnreadCount, d[field].Notifications
-}
-
 func TestMarkReadUnreadAllExactCounts(t *testing.T) {
-	s := newTestServer(t)
-	sender := s.token("t1", "svc", auth.ScopeSend)
-	alice := s.token("t1", "alice")
-	bob := s.token("t1", "bob")
-	ids := s.seed(sender, "alice", 4)
-	s.seed(sender, "bob", 1)
+	t.Parallel()
+	s := testgw.New(t)
+	sender := s.Token("t1", "svc", auth.ScopeSend)
+	alice := s.Token("t1", "alice")
+	bob := s.Token("t1", "bob")
+	ids := s.Seed(sender, "alice", 4)
+	s.Seed(sender, "bob", 1)
 	a, b, c := ids[0], ids[1], ids[2]
-	s.expectUnread(alice, 4, "after seeding")
+	s.ExpectUnread(alice, 4, "after seeding")
 
 	step := func(what string, token string, read bool, want int, markIDs ...string) {
 		t.Helper()
-		got, notifs := s.mark(token, read, markIDs...)
+		got, notifs := s.Mark(token, read, markIDs...)
 		if got != want {
 			t.Fatalf("%s: payload unreadCount = %d, want %d", what, got, want)
 		}
-		s.expectUnread(token, want, what)
+		s.ExpectUnread(token, want, what)
 		distinct := slices.Compact(slices.Sorted(slices.Values(markIDs)))
 		if len(notifs) != len(distinct) {
 			t.Fatalf("%s: payload has %d notifications, want %d (one per distinct id)", what, len(notifs), len(distinct))
@@ -351,122 +339,124 @@ func TestMarkReadUnreadAllExactCounts(t *testing.T) {
 			ReadAllBefore *string `json:"readAllBefore"`
 		} `json:"markAllRead"`
 	}
-	s.mustData(alice, `mutation { markAllRead { unreadCount readAllBefore } }`, nil, &d)
+	s.MustData(alice, `mutation { markAllRead { unreadCount readAllBefore } }`, nil, &d)
 	if d.MarkAllRead.UnreadCount != 0 || d.MarkAllRead.ReadAllBefore == nil {
 		t.Fatalf("markAllRead = %+v, want 0 and a watermark", d.MarkAllRead)
 	}
-	s.expectUnread(alice, 0, "after markAllRead")
+	s.ExpectUnread(alice, 0, "after markAllRead")
 	var p pageData
-	s.mustData(alice, pageQuery, map[string]any{"unreadOnly": true}, &p)
+	s.MustData(alice, pageQuery, map[string]any{"unreadOnly": true}, &p)
 	if len(p.ids()) != 0 {
 		t.Fatalf("unread-only inbox after markAllRead = %v", p.ids())
 	}
 
 	// The latest action wins: markUnread below the watermark makes it unread again.
 	step("markUnread c,c after markAllRead", alice, false, 1, c, c)
-	s.mustData(alice, pageQuery, map[string]any{"unreadOnly": true}, &p)
+	s.MustData(alice, pageQuery, map[string]any{"unreadOnly": true}, &p)
 	if ids := p.ids(); !slices.Equal(ids, []string{c}) {
 		t.Fatalf("unread-only inbox = %v, want [%s]", ids, c)
 	}
 	step("markRead a,b,c after markAllRead", alice, true, 0, a, b, c)
 
 	// A new notification after the watermark counts.
-	s.seed(sender, "alice", 1)
-	s.expectUnread(alice, 1, "after a send following markAllRead")
-	s.mustData(alice, `mutation { markAllRead { unreadCount } }`, nil, &d)
+	s.Seed(sender, "alice", 1)
+	s.ExpectUnread(alice, 1, "after a send following markAllRead")
+	s.MustData(alice, `mutation { markAllRead { unreadCount } }`, nil, &d)
 	if d.MarkAllRead.UnreadCount != 0 {
 		t.Fatalf("second markAllRead = %+v", d.MarkAllRead)
 	}
-	s.expectUnread(alice, 0, "after the second markAllRead")
-	s.expectUnread(bob, 1, "bob, untouched by alice's marks")
+	s.ExpectUnread(alice, 0, "after the second markAllRead")
+	s.ExpectUnread(bob, 1, "bob, untouched by alice's marks")
 }
 
 func TestSendNotificationReplayIsDuplicate(t *testing.T) {
-	s := newTestServer(t)
-	sender := s.token("t1", "svc", auth.ScopeSend)
-	alice := s.token("t1", "alice")
-	bob := s.token("t1", "bob")
+	t.Parallel()
+	s := testgw.New(t)
+	sender := s.Token("t1", "svc", auth.ScopeSend)
+	alice := s.Token("t1", "alice")
+	bob := s.Token("t1", "bob")
 
-	in := s.sendInput("once", "alice", "bob", "alice")
-	first := s.send(sender, in)
+	in := s.SendInput("once", "alice", "bob", "alice")
+	first := s.Send(sender, in)
 	if first.Duplicate || first.Accepted != 2 || len(first.NotificationIds) != 2 {
 		t.Fatalf("first send = %+v, want 2 accepted (a repeated recipient counts once), not duplicate", first)
 	}
 	for i := range 2 {
-		replay := s.send(sender, in)
+		replay := s.Send(sender, in)
 		if !replay.Duplicate || replay.Accepted != first.Accepted || !slices.Equal(replay.NotificationIds, first.NotificationIds) {
 			t.Fatalf("replay %d = %+v, want duplicate with the first result %+v", i, replay, first)
 		}
 	}
-	s.expectUnread(alice, 1, "alice after replays")
-	s.expectUnread(bob, 1, "bob after replays")
-	s.expectInboxLen(alice, 1, "alice after replays")
-	if got := s.inboxIDs(alice); got[0] != first.NotificationIds[0] {
+	s.ExpectUnread(alice, 1, "alice after replays")
+	s.ExpectUnread(bob, 1, "bob after replays")
+	s.ExpectInboxLen(alice, 1, "alice after replays")
+	if got := s.InboxIDs(alice); got[0] != first.NotificationIds[0] {
 		t.Fatalf("alice's notification = %s, want %s", got[0], first.NotificationIds[0])
 	}
 
 	// The same key for different content is refused, and writes nothing.
-	changed := s.sendInput("other", "alice", "bob")
+	changed := s.SendInput("other", "alice", "bob")
 	changed["idempotencyKey"] = in["idempotencyKey"]
-	s.expectError(sender, sendMutation, map[string]any{"in": changed}, "BAD_USER_INPUT")
-	s.expectUnread(alice, 1, "alice after a reused key")
-	s.expectInboxLen(bob, 1, "bob after a reused key")
+	s.ExpectError(sender, testgw.SendMutation, map[string]any{"in": changed}, "BAD_USER_INPUT")
+	s.ExpectUnread(alice, 1, "alice after a reused key")
+	s.ExpectInboxLen(bob, 1, "bob after a reused key")
 }
 
 // isolationFixture is alice's inbox in tenant t1 with one read and one unread notification.
 type isolationFixture struct {
-	s                               *testServer
+	s                               *testgw.Server
 	aliceT1, bobT1, aliceT2, sender string
 	readID, unreadID, bobOwnID      string
 	actorID, targetID               string
 }
 
 func newIsolationFixture(t *testing.T) *isolationFixture {
-	s := newTestServer(t)
+	s := testgw.New(t)
 	f := &isolationFixture{
 		s:       s,
-		aliceT1: s.token("t1", "alice"),
-		bobT1:   s.token("t1", "bob"),
-		aliceT2: s.token("t2", "alice"),
-		sender:  s.token("t1", "svc", auth.ScopeSend),
+		aliceT1: s.Token("t1", "alice"),
+		bobT1:   s.Token("t1", "bob"),
+		aliceT2: s.Token("t2", "alice"),
+		sender:  s.Token("t1", "svc", auth.ScopeSend),
 	}
-	ids := s.seed(f.sender, "alice", 2)
+	ids := s.Seed(f.sender, "alice", 2)
 	f.readID, f.unreadID = ids[0], ids[1]
-	f.bobOwnID = s.seed(f.sender, "bob", 1)[0]
+	f.bobOwnID = s.Seed(f.sender, "bob", 1)[0]
 	// alice in t2 has an inbox of her own, with an actor and a target of t2.
-	t2in := s.sendInput("t2 news", "alice")
+	t2in := s.SendInput("t2 news", "alice")
 	t2in["actor"] = map[string]any{"id": "hubot", "name": "Hubot"}
 	t2in["target"] = map[string]any{"id": "repo-2", "kind": "repository"}
-	s.send(s.token("t2", "svc", auth.ScopeSend), t2in)
-	s.mark(f.aliceT1, true, f.readID)
+	s.Send(s.Token("t2", "svc", auth.ScopeSend), t2in)
+	s.Mark(f.aliceT1, true, f.readID)
 	var d struct {
 		Viewer struct {
 			Notification notificationData `json:"notification"`
 		} `json:"viewer"`
 	}
-	s.mustData(f.aliceT1, `query($id: ID!) { viewer { notification(id: $id) { `+notificationFields+` } } }`, map[string]any{"id": f.unreadID}, &d)
+	s.MustData(f.aliceT1, `query($id: ID!) { viewer { notification(id: $id) { `+notificationFields+` } } }`, map[string]any{"id": f.unreadID}, &d)
 	f.actorID, f.targetID = d.Viewer.Notification.Actor.ID, d.Viewer.Notification.Target.ID
 	return f
 }
 
 // expectAliceUnchanged checks that alice's t1 inbox is as the fixture left it.
-func (f *isolationFixture) expectAliceUnchanged(s *testServer, what string) {
-	s.t.Helper()
-	s.expectUnread(f.aliceT1, 1, what)
+func (f *isolationFixture) expectAliceUnchanged(s *testgw.Server, what string) {
+	s.T.Helper()
+	s.ExpectUnread(f.aliceT1, 1, what)
 	var d struct {
 		Nodes []*struct {
 			ID   string `json:"id"`
 			Read bool   `json:"read"`
 		} `json:"nodes"`
 	}
-	s.mustData(f.aliceT1, `query($ids: [ID!]!) { nodes(ids: $ids) { ... on Notification { id read } } }`,
+	s.MustData(f.aliceT1, `query($ids: [ID!]!) { nodes(ids: $ids) { ... on Notification { id read } } }`,
 		map[string]any{"ids": []string{f.readID, f.unreadID}}, &d)
 	if len(d.Nodes) != 2 || d.Nodes[0] == nil || d.Nodes[1] == nil || !d.Nodes[0].Read || d.Nodes[1].Read {
-		s.t.Fatalf("%s: alice's notifications changed: %+v", what, d.Nodes)
+		s.T.Fatalf("%s: alice's notifications changed: %+v", what, d.Nodes)
 	}
 }
 
 func TestIsolationAcrossUsersAndTenants(t *testing.T) {
+	t.Parallel()
 	f := newIsolationFixture(t)
 	s := f.s
 	f.expectAliceUnchanged(s, "fixture")
@@ -476,15 +466,15 @@ func TestIsolationAcrossUsersAndTenants(t *testing.T) {
 		{"cross-tenant alice@t2", f.aliceT2},
 	} {
 		t.Run(strings.NewReplacer(" ", "_", "@", "_at_").Replace(intruder.name), func(t *testing.T) {
-			s := s.withT(t)
-			before := s.unread(intruder.token)
+			s := s.WithT(t)
+			before := s.Unread(intruder.token)
 			for _, id := range []string{f.readID, f.unreadID} {
 				var nd struct {
 					Node *struct {
 						ID string `json:"id"`
 					} `json:"node"`
 				}
-				r := s.post(intruder.token, `query($id: ID!) { node(id: $id) { id } }`, map[string]any{"id": id})
+				r := s.Post(intruder.token, `query($id: ID!) { node(id: $id) { id } }`, map[string]any{"id": id})
 				if len(r.Errors) > 0 {
 					t.Fatalf("node(alice's id): errors %+v, want null", r.Errors)
 				}
@@ -500,7 +490,7 @@ func TestIsolationAcrossUsersAndTenants(t *testing.T) {
 						} `json:"notification"`
 					} `json:"viewer"`
 				}
-				s.mustData(intruder.token, `query($id: ID!) { viewer { notification(id: $id) { id title } } }`, map[string]any{"id": id}, &vd)
+				s.MustData(intruder.token, `query($id: ID!) { viewer { notification(id: $id) { id title } } }`, map[string]any{"id": id}, &vd)
 				if vd.Viewer.Notification != nil {
 					t.Fatalf("viewer.notification(alice's id) = %+v, want null", vd.Viewer.Notification)
 				}
@@ -510,27 +500,27 @@ func TestIsolationAcrossUsersAndTenants(t *testing.T) {
 					ID string `json:"id"`
 				} `json:"nodes"`
 			}
-			s.mustData(intruder.token, `query($ids: [ID!]!) { nodes(ids: $ids) { id } }`,
+			s.MustData(intruder.token, `query($ids: [ID!]!) { nodes(ids: $ids) { id } }`,
 				map[string]any{"ids": []string{f.readID, f.unreadID}}, &nd)
 			if len(nd.Nodes) != 2 || nd.Nodes[0] != nil || nd.Nodes[1] != nil {
 				t.Fatalf("nodes(alice's ids) = %+v, want [null, null]", nd.Nodes)
 			}
 
 			const markQ = `mutation($ids: [ID!]!) { %s(ids: $ids) { unreadCount notifications { id read } } }`
-			s.expectError(intruder.token, fmt.Sprintf(markQ, "markRead"), map[string]any{"ids": []string{f.unreadID}}, "NOT_FOUND")
-			s.expectError(intruder.token, fmt.Sprintf(markQ, "markUnread"), map[string]any{"ids": []string{f.readID}}, "NOT_FOUND")
-			s.expectError(intruder.token, fmt.Sprintf(markQ, "markRead"), map[string]any{"ids": []string{f.unreadID, f.readID}}, "NOT_FOUND")
+			s.ExpectError(intruder.token, fmt.Sprintf(markQ, "markRead"), map[string]any{"ids": []string{f.unreadID}}, "NOT_FOUND")
+			s.ExpectError(intruder.token, fmt.Sprintf(markQ, "markUnread"), map[string]any{"ids": []string{f.readID}}, "NOT_FOUND")
+			s.ExpectError(intruder.token, fmt.Sprintf(markQ, "markRead"), map[string]any{"ids": []string{f.unreadID, f.readID}}, "NOT_FOUND")
 			f.expectAliceUnchanged(s, "after "+intruder.name+"'s attempts")
-			if after := s.unread(intruder.token); after != before {
+			if after := s.Unread(intruder.token); after != before {
 				t.Fatalf("intruder's own unreadCount moved from %d to %d", before, after)
 			}
 		})
 	}
 
 	// bob mixing his own id with alice's: NOT_FOUND, and his own is not marked either.
-	s.expectError(f.bobT1, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`,
+	s.ExpectError(f.bobT1, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`,
 		map[string]any{"ids": []string{f.bobOwnID, f.unreadID}}, "NOT_FOUND")
-	s.expectUnread(f.bobT1, 1, "bob after a mixed markRead")
+	s.ExpectUnread(f.bobT1, 1, "bob after a mixed markRead")
 	f.expectAliceUnchanged(s, "after bob's mixed markRead")
 
 	// An actor or target is visible only through a notification of the viewer (issue 8,
@@ -546,20 +536,20 @@ func TestIsolationAcrossUsersAndTenants(t *testing.T) {
 	}
 	vars := map[string]any{"a": f.actorID, "t": f.targetID, "ids": []string{f.actorID, f.targetID}}
 	var pd profData
-	s.mustData(f.aliceT1, profQ, vars, &pd)
+	s.MustData(f.aliceT1, profQ, vars, &pd)
 	if pd.A == nil || pd.T == nil || len(pd.Nodes) != 2 || pd.Nodes[0] == nil || pd.Nodes[1] == nil {
 		t.Fatalf("alice@t1: her actor/target = %+v, want visible", pd)
 	}
-	for _, tok := range []string{f.bobT1, f.aliceT2, s.token("t2", "carol")} {
+	for _, tok := range []string{f.bobT1, f.aliceT2, s.Token("t2", "carol")} {
 		pd = profData{}
-		s.mustData(tok, profQ, vars, &pd)
+		s.MustData(tok, profQ, vars, &pd)
 		if pd.A != nil || pd.T != nil || len(pd.Nodes) != 2 || pd.Nodes[0] != nil || pd.Nodes[1] != nil {
 			t.Fatalf("actor/target of alice@t1 for another viewer = %+v, want null", pd)
 		}
 	}
 	// alice@t2 sees only her own inbox, and hers is untouched by everything above.
-	s.expectUnread(f.aliceT2, 1, "alice@t2")
-	for _, id := range s.inboxIDs(f.aliceT2) {
+	s.ExpectUnread(f.aliceT2, 1, "alice@t2")
+	for _, id := range s.InboxIDs(f.aliceT2) {
 		if id == f.readID || id == f.unreadID {
 			t.Fatalf("alice@t2's inbox holds alice@t1's notification %s", id)
 		}
@@ -567,11 +557,12 @@ func TestIsolationAcrossUsersAndTenants(t *testing.T) {
 }
 
 func TestAuthErrors(t *testing.T) {
-	s := newTestServer(t)
-	sender := s.token("t1", "svc", auth.ScopeSend)
-	alice := s.token("t1", "alice")
-	bob := s.token("t1", "bob")
-	ids := s.seed(sender, "alice", 1)
+	t.Parallel()
+	s := testgw.New(t)
+	sender := s.Token("t1", "svc", auth.ScopeSend)
+	alice := s.Token("t1", "alice")
+	bob := s.Token("t1", "bob")
+	ids := s.Seed(sender, "alice", 1)
 
 	// No token: the request runs, every viewer field answers UNAUTHENTICATED.
 	for _, q := range []string{
@@ -580,11 +571,11 @@ func TestAuthErrors(t *testing.T) {
 		`mutation { markAllRead { unreadCount } }`,
 		`mutation { markRead(ids: ["` + ids[0] + `"]) { unreadCount } }`,
 	} {
-		s.expectError("", q, nil, "UNAUTHENTICATED")
+		s.ExpectError("", q, nil, "UNAUTHENTICATED")
 	}
-	s.expectError("", sendMutation, map[string]any{"in": s.sendInput("x", "bob")}, "UNAUTHENTICATED")
-	s.expectUnread(alice, 1, "alice after unauthenticated mutations")
-	s.expectUnread(bob, 0, "bob after an unauthenticated send")
+	s.ExpectError("", testgw.SendMutation, map[string]any{"in": s.SendInput("x", "bob")}, "UNAUTHENTICATED")
+	s.ExpectUnread(alice, 1, "alice after unauthenticated mutations")
+	s.ExpectUnread(bob, 0, "bob after an unauthenticated send")
 
 	// Invalid and expired tokens: HTTP 401 and UNAUTHENTICATED, nothing runs.
 	other, err := auth.NewVerifier(auth.Config{Secret: []byte(strings.Repeat("k", 40))})
@@ -595,7 +586,7 @@ func TestAuthErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	past, err := auth.NewVerifier(auth.Config{Secret: testSecret, Now: func() time.Time { return time.Now().Add(-3 * time.Hour) }})
+	past, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Now: func() time.Time { return time.Now().Add(-3 * time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -610,9 +601,9 @@ func TestAuthErrors(t *testing.T) {
 		}{
 			{`{ viewer { unreadCount } }`, nil},
 			{`mutation { markAllRead { unreadCount } }`, nil},
-			{sendMutation, map[string]any{"in": s.sendInput("x", "bob", "alice")}},
+			{testgw.SendMutation, map[string]any{"in": s.SendInput("x", "bob", "alice")}},
 		} {
-			r := s.expectError(tok, q.query, q.vars, "UNAUTHENTICATED")
+			r := s.ExpectError(tok, q.query, q.vars, "UNAUTHENTICATED")
 			if r.Status != http.StatusUnauthorized {
 				t.Fatalf("%s token: HTTP %d, want 401", name, r.Status)
 			}
@@ -621,21 +612,22 @@ func TestAuthErrors(t *testing.T) {
 			}
 		}
 	}
-	s.expectUnread(alice, 1, "alice after invalid tokens")
-	s.expectUnread(bob, 0, "bob after invalid tokens")
+	s.ExpectUnread(alice, 1, "alice after invalid tokens")
+	s.ExpectUnread(bob, 0, "bob after invalid tokens")
 
 	// A valid token without the scope cannot send.
-	s.expectError(alice, sendMutation, map[string]any{"in": s.sendInput("x", "bob")}, "FORBIDDEN")
-	s.expectError(s.token("t1", "svc", "notifications:read", "Notifications:Send"), sendMutation, map[string]any{"in": s.sendInput("x", "bob")}, "FORBIDDEN")
-	s.expectUnread(bob, 0, "bob after forbidden sends")
-	s.expectInboxLen(bob, 0, "bob after forbidden sends")
+	s.ExpectError(alice, testgw.SendMutation, map[string]any{"in": s.SendInput("x", "bob")}, "FORBIDDEN")
+	s.ExpectError(s.Token("t1", "svc", "notifications:read", "Notifications:Send"), testgw.SendMutation, map[string]any{"in": s.SendInput("x", "bob")}, "FORBIDDEN")
+	s.ExpectUnread(bob, 0, "bob after forbidden sends")
+	s.ExpectInboxLen(bob, 0, "bob after forbidden sends")
 }
 
 func TestBadPageArguments(t *testing.T) {
-	s := newTestServer(t)
-	sender := s.token("t1", "svc", auth.ScopeSend)
-	alice := s.token("t1", "alice")
-	s.seed(sender, "alice", 2)
+	t.Parallel()
+	s := testgw.New(t)
+	sender := s.Token("t1", "svc", auth.ScopeSend)
+	alice := s.Token("t1", "alice")
+	s.Seed(sender, "alice", 2)
 	cursorOf := func(raw string) string { return base64.RawURLEncoding.EncodeToString([]byte(raw)) }
 	for name, vars := range map[string]map[string]any{
 		"malformed cursor":      {"first": 1, "after": "garbage!"},
@@ -649,20 +641,21 @@ func TestBadPageArguments(t *testing.T) {
 		"last < 0":              {"last": -1},
 		"first and last":        {"first": 1, "last": 1},
 	} {
-		r := s.post(alice, pageQuery, vars)
-		if len(r.Errors) == 0 || slices.ContainsFunc(r.codes(), func(c string) bool { return c != "BAD_USER_INPUT" }) {
-			t.Errorf("%s: errors %+v (codes %v), want BAD_USER_INPUT", name, r.Errors, r.codes())
+		r := s.Post(alice, pageQuery, vars)
+		if len(r.Errors) == 0 || slices.ContainsFunc(r.Codes(), func(c string) bool { return c != "BAD_USER_INPUT" }) {
+			t.Errorf("%s: errors %+v (codes %v), want BAD_USER_INPUT", name, r.Errors, r.Codes())
 		}
 	}
-	s.expectUnread(alice, 2, "after bad page arguments")
+	s.ExpectUnread(alice, 2, "after bad page arguments")
 }
 
 func TestBadIDs(t *testing.T) {
-	s := newTestServer(t)
-	sender := s.token("t1", "svc", auth.ScopeSend)
-	alice := s.token("t1", "alice")
-	ids := s.seed(sender, "alice", 2)
-	s.mark(alice, true, ids[0])
+	t.Parallel()
+	s := testgw.New(t)
+	sender := s.Token("t1", "svc", auth.ScopeSend)
+	alice := s.Token("t1", "alice")
+	ids := s.Seed(sender, "alice", 2)
+	s.Mark(alice, true, ids[0])
 
 	long := strings.Repeat("A", 300)
 	bad := map[string]string{
@@ -684,8 +677,8 @@ func TestBadIDs(t *testing.T) {
 			{`query($ids: [ID!]!) { nodes(ids: $ids) { id } }`, map[string]any{"ids": []string{ids[1], id}}},
 			{`query($id: ID!) { viewer { notification(id: $id) { id } } }`, map[string]any{"id": id}},
 		} {
-			r := s.post(alice, q.query, q.vars)
-			if len(r.Errors) == 0 || slices.ContainsFunc(r.codes(), func(c string) bool { return c != "BAD_USER_INPUT" }) {
+			r := s.Post(alice, q.query, q.vars)
+			if len(r.Errors) == 0 || slices.ContainsFunc(r.Codes(), func(c string) bool { return c != "BAD_USER_INPUT" }) {
 				t.Errorf("id %s: %s: errors %+v, want BAD_USER_INPUT", name, q.query, r.Errors)
 			}
 		}
@@ -706,14 +699,14 @@ func TestBadIDs(t *testing.T) {
 		"unknown type":                  enc("Tenant:t1"),
 	} {
 		for _, field := range []string{"markRead", "markUnread"} {
-			r := s.post(alice, `mutation($ids: [ID!]!) { `+field+`(ids: $ids) { unreadCount } }`, map[string]any{"ids": []string{ids[0], ids[1], id}})
-			if len(r.Errors) != 1 || (r.Errors[0].code() != "BAD_USER_INPUT" && r.Errors[0].code() != "NOT_FOUND") {
+			r := s.Post(alice, `mutation($ids: [ID!]!) { `+field+`(ids: $ids) { unreadCount } }`, map[string]any{"ids": []string{ids[0], ids[1], id}})
+			if len(r.Errors) != 1 || (r.Errors[0].Code() != "BAD_USER_INPUT" && r.Errors[0].Code() != "NOT_FOUND") {
 				t.Errorf("%s(%s): errors %+v, want one BAD_USER_INPUT or NOT_FOUND", field, name, r.Errors)
 			}
 		}
-		r := s.post(alice, `query($id: ID!) { node(id: $id) { id } nodes(ids: [$id]) { id } viewer { notification(id: $id) { id } } }`, map[string]any{"id": id})
+		r := s.Post(alice, `query($id: ID!) { node(id: $id) { id } nodes(ids: [$id]) { id } viewer { notification(id: $id) { id } } }`, map[string]any{"id": id})
 		for _, e := range r.Errors {
-			if e.code() != "BAD_USER_INPUT" {
+			if e.Code() != "BAD_USER_INPUT" {
 				t.Errorf("lookups of %s: error %+v, want null or BAD_USER_INPUT", name, e)
 			}
 		}
@@ -733,34 +726,35 @@ func TestBadIDs(t *testing.T) {
 	}
 
 	// No ids, and more than 99 distinct ids, in one mark.
-	s.expectError(alice, `mutation { markRead(ids: []) { unreadCount } }`, nil, "BAD_USER_INPUT")
-	s.expectError(alice, `mutation { markUnread(ids: []) { unreadCount } }`, nil, "BAD_USER_INPUT")
+	s.ExpectError(alice, `mutation { markRead(ids: []) { unreadCount } }`, nil, "BAD_USER_INPUT")
+	s.ExpectError(alice, `mutation { markUnread(ids: []) { unreadCount } }`, nil, "BAD_USER_INPUT")
 	many := []string{ids[1]}
 	for i := range 99 {
 		many = append(many, base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "Notification:01ARZ3NDEKTSV4RRFFQ69G5F%02d", i)))
 	}
-	s.expectError(alice, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`, map[string]any{"ids": many}, "BAD_USER_INPUT")
+	s.ExpectError(alice, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`, map[string]any{"ids": many}, "BAD_USER_INPUT")
 	// More than 100 ids in nodes.
 	hundredOne := make([]string, 101)
 	for i := range hundredOne {
 		hundredOne[i] = ids[1]
 	}
-	s.expectError(alice, `query($ids: [ID!]!) { nodes(ids: $ids) { id } }`, map[string]any{"ids": hundredOne}, "BAD_USER_INPUT")
+	s.ExpectError(alice, `query($ids: [ID!]!) { nodes(ids: $ids) { id } }`, map[string]any{"ids": hundredOne}, "BAD_USER_INPUT")
 
-	s.expectUnread(alice, 1, "after bad ids")
+	s.ExpectUnread(alice, 1, "after bad ids")
 	var d struct {
 		Nodes []*struct{ Read bool } `json:"nodes"`
 	}
-	s.mustData(alice, `query($ids: [ID!]!) { nodes(ids: $ids) { ... on Notification { read } } }`, map[string]any{"ids": ids}, &d)
+	s.MustData(alice, `query($ids: [ID!]!) { nodes(ids: $ids) { ... on Notification { read } } }`, map[string]any{"ids": ids}, &d)
 	if !d.Nodes[0].Read || d.Nodes[1].Read {
 		t.Fatalf("read states changed: %+v %+v", d.Nodes[0], d.Nodes[1])
 	}
 }
 
 func TestBadSendInput(t *testing.T) {
-	s := newTestServer(t)
-	sender := s.token("t1", "svc", auth.ScopeSend)
-	carol := s.token("t1", "carol")
+	t.Parallel()
+	s := testgw.New(t)
+	sender := s.Token("t1", "svc", auth.ScopeSend)
+	carol := s.Token("t1", "carol")
 	const key = "bad-input-key"
 
 	long := strings.Repeat("x", 257)
@@ -787,35 +781,35 @@ func TestBadSendInput(t *testing.T) {
 		cases["target id "+name] = func(in map[string]any) { in["target"] = map[string]any{"id": id, "kind": "repository"} }
 	}
 	for name, mutate := range cases {
-		in := s.sendInput(name, "carol")
+		in := s.SendInput(name, "carol")
 		in["idempotencyKey"] = key
 		mutate(in)
-		r := s.post(sender, sendMutation, map[string]any{"in": in})
-		if len(r.Errors) == 0 || slices.ContainsFunc(r.codes(), func(c string) bool { return c != "BAD_USER_INPUT" }) {
-			t.Errorf("%s: errors %+v (codes %v), want BAD_USER_INPUT", name, r.Errors, r.codes())
+		r := s.Post(sender, testgw.SendMutation, map[string]any{"in": in})
+		if len(r.Errors) == 0 || slices.ContainsFunc(r.Codes(), func(c string) bool { return c != "BAD_USER_INPUT" }) {
+			t.Errorf("%s: errors %+v (codes %v), want BAD_USER_INPUT", name, r.Errors, r.Codes())
 		}
 	}
-	s.expectUnread(carol, 0, "carol after bad sends")
-	s.expectInboxLen(carol, 0, "carol after bad sends")
-	s.expectUnread(s.token("t1", "user1"), 0, "user1 after 101 recipients")
+	s.ExpectUnread(carol, 0, "carol after bad sends")
+	s.ExpectInboxLen(carol, 0, "carol after bad sends")
+	s.ExpectUnread(s.Token("t1", "user1"), 0, "user1 after 101 recipients")
 
 	// The key was not consumed: a valid send with it goes through, once.
-	in := s.sendInput("good", "carol")
+	in := s.SendInput("good", "carol")
 	in["idempotencyKey"] = key
-	res := s.send(sender, in)
+	res := s.Send(sender, in)
 	if res.Duplicate || res.Accepted != 1 {
 		t.Fatalf("valid send with the key used by bad ones = %+v, want accepted 1, not duplicate", res)
 	}
 	// The actor of the good send exists; no actor named by a bad one does.
-	s.expectUnread(carol, 1, "carol after the good send")
+	s.ExpectUnread(carol, 1, "carol after the good send")
 
 	// Exactly 100 recipients and a payload of exactly 16 KiB are fine.
 	hundred := hundredOne[:100]
-	okIn := s.sendInput("hundred", hundred...)
+	okIn := s.SendInput("hundred", hundred...)
 	okIn["payload"] = strings.Repeat("q", 16<<10-2) // a JSON string of 16 KiB with its quotes
-	res = s.send(sender, okIn)
+	res = s.Send(sender, okIn)
 	if res.Accepted != 100 || len(res.NotificationIds) != 100 {
 		t.Fatalf("send to 100 recipients = %d accepted", res.Accepted)
 	}
-	s.expectUnread(carol, 2, "carol after the 100-recipient send")
+	s.ExpectUnread(carol, 2, "carol after the 100-recipient send")
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 // the same for every instance with the same configuration.
 func TestCursorKeyConfig(t *testing.T) {
 	t.Setenv("INBOX_CURSOR_SECRET", "too-short")
-	if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "INBOX_CURSOR_SECRET") {
+	if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), "INBOX_CURSOR_SECRET") {
 		t.Fatalf("short INBOX_CURSOR_SECRET: %v", err)
 	}
 	jwt := strings.Repeat("j", 32)

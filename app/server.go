@@ -1,31 +1,31 @@
-// Command inbox-gateway is the GraphQL API gateway of the notification inbox: it serves
-// GraphQL (POST/GET, WebSocket graphql-transport-ws and graphql-ws, SSE) and GraphiQL over
-// one DynamoDB table, on Amazon's DynamoDB Local (started as a child process, the default)
-// or on DynamoDB.
+// Package app is the gateway's one composition root: configuration from the environment
+// (Config, LoadConfig) -> DynamoDB client -> store -> broker -> the HTTP surface of package
+// httpapi (NewHandler) -> http.Server, and the commands beside serve (token, import-github,
+// relay). Command inbox-gateway (the module root) calls Run; the tests' harness
+// (internal/testgw) builds its gateway with the same functions (LocalClient, WithPooledHTTP,
+// HandlerOptions, WithMetricsRoute), so tests serve what production serves.
 //
 //	go run . [serve]                          the gateway (configuration from INBOX_* variables)
 //	go run . token --user U [--tenant T] [--scope S] [--ttl D]
 //	go run . import-github FILE [--tenant T]  GitHub webhook examples as notifications
 //	go run . relay                            the DynamoDB Streams relay (INBOX_BROKER=redis)
-package main
-
-//go:generate go tool gqlgen generate
+//	go run . help                             usage (also -h, --help)
+package app
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -145,7 +145,9 @@ func (c Config) checkLimits() error {
 	return nil
 }
 
-func loadConfig() (Config, error) {
+// LoadConfig reads the configuration from the INBOX_* environment variables (defaults in
+// Config's tags) and checks every bound; the error names the variable.
+func LoadConfig() (Config, error) {
 	var c Config
 	if err := env.Parse(&c); err != nil {
 		return c, fmt.Errorf("configuration: %w", err)
@@ -185,18 +187,15 @@ func loadConfig() (Config, error) {
 	return c, nil
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "inbox-gateway:", err)
-		os.Exit(1)
+// Run runs the command args name (serve when args is empty or starts with a flag) until
+// ctx ends; its output (a token, an import summary) goes to os.Stdout, its log to stderr.
+// "help", "-h" and "--help" print Usage and return nil, before the configuration is read.
+func Run(ctx context.Context, args []string) error {
+	if isHelp(args) {
+		Usage(os.Stdout)
+		return nil
 	}
-}
-
-func run(ctx context.Context, args []string) error {
-	cfg, err := loadConfig()
+	cfg, err := LoadConfig()
 	if err != nil {
 		return err
 	}
@@ -205,6 +204,15 @@ func run(ctx context.Context, args []string) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
+	err = runCommand(ctx, cfg, log, cmd, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the command's flags printed their usage (token -h)
+	}
+	return err
+}
+
+// runCommand runs the command cmd with its args.
+func runCommand(ctx context.Context, cfg Config, log *slog.Logger, cmd string, args []string) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, cfg, log)
@@ -215,7 +223,7 @@ func run(ctx context.Context, args []string) error {
 	case "relay":
 		return relayCommand(ctx, cfg, log)
 	default:
-		return fmt.Errorf("unknown command %q (want serve, relay, token or import-github)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, relay, token, import-github or help)", cmd)
 	}
 }
 
@@ -281,7 +289,7 @@ const endpointFile = "dynamodb-local.endpoint"
 // directory or a new DynamoDB Local child process; for "dynamodb", the standard AWS
 // configuration (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, the credential chain).
 func openEngine(ctx context.Context, cfg Config, log *slog.Logger, optFns ...func(*dynamodb.Options)) (*engine, error) {
-	optFns = append([]func(*dynamodb.Options){withPooledHTTP()}, optFns...)
+	optFns = append([]func(*dynamodb.Options){WithPooledHTTP()}, optFns...)
 	if cfg.Store == "dynamodb" {
 		awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 		if err != nil {
@@ -295,7 +303,7 @@ func openEngine(ctx context.Context, cfg Config, log *slog.Logger, optFns ...fun
 			ep := strings.TrimSpace(string(b))
 			if answers(ctx, ep) {
 				log.Info("using the running DynamoDB Local", "endpoint", ep)
-				return &engine{db: localClient(ep, optFns...), close: func() {}, endpoint: ep}, nil
+				return &engine{db: LocalClient(ep, optFns...), close: func() {}, endpoint: ep}, nil
 			}
 		}
 	}
@@ -308,7 +316,7 @@ func openEngine(ctx context.Context, cfg Config, log *slog.Logger, optFns ...fun
 	if persistent {
 		_ = os.WriteFile(epPath, []byte(srv.Endpoint()+"\n"), 0o600)
 	}
-	return &engine{db: localClient(srv.Endpoint(), optFns...), endpoint: srv.Endpoint(), close: func() {
+	return &engine{db: LocalClient(srv.Endpoint(), optFns...), endpoint: srv.Endpoint(), close: func() {
 		if persistent {
 			_ = os.Remove(epPath)
 		}
@@ -322,7 +330,7 @@ func answers(ctx context.Context, endpoint string) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_, err := localClient(endpoint).ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
+	_, err := LocalClient(endpoint).ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
 	return err == nil
 }
 
@@ -348,11 +356,11 @@ func cursorKey(cfg Config) ([]byte, error) {
 // the next one opened a new one (and, on AWS, paid a TLS handshake).
 const maxIdleConns = 256
 
-// withPooledHTTP gives the client an HTTP transport that keeps maxIdleConns connections,
+// WithPooledHTTP gives the client an HTTP transport that keeps maxIdleConns connections,
 // and the gateway's retryer (store.NewSDKRetryer: bounded attempts and backoff, no
 // client-side retry quota, which a long-running service drains in its first burst of
 // faults; the store retries its own calls itself, so the two never multiply).
-func withPooledHTTP() func(*dynamodb.Options) {
+func WithPooledHTTP() func(*dynamodb.Options) {
 	client := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConns = maxIdleConns
 		t.MaxIdleConnsPerHost = maxIdleConns
@@ -363,8 +371,8 @@ func withPooledHTTP() func(*dynamodb.Options) {
 	}
 }
 
-// localClient is a DynamoDB client for DynamoDB Local (any static credentials do).
-func localClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+// LocalClient is a DynamoDB client for DynamoDB Local (any static credentials do).
+func LocalClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
@@ -439,9 +447,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	h := newHandler(cfg, log, verifier, st, broker, demoToken, reg)
-	srv := httpapi.NewServer(withMetricsRoute(cfg, h, reg), httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
-	_, stopMetrics, err := serveMetrics(cfg, log, reg)
+	h := NewHandler(cfg, log, verifier, st, broker, demoToken, reg)
+	srv := httpapi.NewServer(WithMetricsRoute(cfg, h, reg), httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
+	_, stopMetrics, err := ServeMetrics(cfg, log, reg)
 	if err != nil {
 		return err
 	}
@@ -489,10 +497,10 @@ func newBroker(ctx context.Context, cfg Config, log *slog.Logger, lag live.LagOb
 	return live.NewLocal(live.WithLagObserver(lag)), nil
 }
 
-// withMetricsRoute serves GET /metrics beside h when INBOX_METRICS_ADDR is empty: open,
+// WithMetricsRoute serves GET /metrics beside h when INBOX_METRICS_ADDR is empty: open,
 // as Prometheus scrapes are (it shows counts by operation type, root field, code and
 // transport; never a user, tenant or client-chosen name).
-func withMetricsRoute(cfg Config, h http.Handler, reg *metrics.Registry) http.Handler {
+func WithMetricsRoute(cfg Config, h http.Handler, reg *metrics.Registry) http.Handler {
 	if cfg.MetricsAddr != "" {
 		return h
 	}
@@ -502,9 +510,9 @@ func withMetricsRoute(cfg Config, h http.Handler, reg *metrics.Registry) http.Ha
 	return mux
 }
 
-// serveMetrics serves GET /metrics on a listener of its own when INBOX_METRICS_ADDR is
+// ServeMetrics serves GET /metrics on a listener of its own when INBOX_METRICS_ADDR is
 // an address, and returns its URL ("" when none) and what stops it.
-func serveMetrics(cfg Config, log *slog.Logger, reg *metrics.Registry) (url string, stop func(), err error) {
+func ServeMetrics(cfg Config, log *slog.Logger, reg *metrics.Registry) (url string, stop func(), err error) {
 	if cfg.MetricsAddr == "" || cfg.MetricsAddr == "off" {
 		return "", func() {}, nil
 	}
@@ -542,14 +550,20 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// newHandler builds the HTTP surface: /graphql (every transport), GraphiQL at /, health
-// (see package httpapi, which cmd/bench builds too).
-func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string, reg *metrics.Registry) *httpapi.Handler {
+// NewHandler builds the HTTP surface: /graphql (every transport), GraphiQL at /, health
+// (see package httpapi, which cmd/bench builds too), with HandlerOptions.
+func NewHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string, reg *metrics.Registry) *httpapi.Handler {
+	return httpapi.NewHandler(HandlerOptions(cfg, log, verifier, st, broker, demoToken, reg))
+}
+
+// HandlerOptions are the handler's options for cfg and the built dependencies: reg may be
+// nil (no metrics), demoToken "" (GraphiQL without a pre-filled token).
+func HandlerOptions(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string, reg *metrics.Registry) httpapi.Options {
 	headers := ""
 	if cfg.Dev && demoToken != "" {
 		headers = `{"Authorization": "Bearer ` + demoToken + `"}`
 	}
-	return httpapi.NewHandler(httpapi.Options{
+	return httpapi.Options{
 		Log:                  log,
 		Verifier:             verifier,
 		Store:                st,
@@ -567,5 +581,5 @@ func newHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store
 		QueryTimeout:         cfg.QueryTimeout,
 		MutationTimeout:      cfg.MutationTimeout,
 		Metrics:              reg,
-	})
+	}
 }

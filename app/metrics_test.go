@@ -1,62 +1,37 @@
-package main
+package app_test
 
 import (
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/coder/websocket"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
-	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
-	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/metrics"
-	"github.com/inboxgw/gateway/store"
 )
 
-// newMetricsServer is the gateway as serve composes it, metrics included: the DynamoDB
-// client of localClient with the metrics middleware, the broker with the lag observer,
-// the handler with the registry and /metrics beside it (cfg.MetricsAddr empty).
-func newMetricsServer(t *testing.T, cfg Config) (*testServer, *metrics.Registry) {
+// newMetricsServer is the gateway as serve composes it, metrics included (the harness's
+// Options.Metrics): the DynamoDB client of app.LocalClient with the metrics middleware,
+// the broker with the lag observer, the handler with the registry and /metrics beside it
+// (cfg.MetricsAddr empty).
+func newMetricsServer(t *testing.T, cfg app.Config) (*testgw.Server, *metrics.Registry) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	reg := metrics.New()
-	lw := &testLogWriter{t: t}
-	log := slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	broker := live.NewLocal(live.WithLagObserver(reg.ObservePublishLag))
-	db := localClient(dynlocaltest.Endpoint(t), withPooledHTTP(), reg.DynamoDB())
-	table := dynlocaltest.TableName(t)
-	st := store.New(db, table, store.WithPublisher(broker), store.WithLogger(log))
-	t.Cleanup(func() {
-		st.Close()
-		lw.mu.Lock()
-		lw.done = true
-		lw.mu.Unlock()
-		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	})
-	if err := st.CreateTable(ctx); err != nil {
-		t.Fatalf("create table: %v", err)
-	}
-	v, err := auth.NewVerifier(auth.Config{Secret: testSecret, Leeway: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ComplexityLimit = 5000
-	srv := httptest.NewServer(withMetricsRoute(cfg, newHandler(cfg, log, v, st, broker, "", reg), reg))
-	t.Cleanup(srv.Close)
-	return &testServer{t: t, srv: srv, url: srv.URL + "/graphql", verifier: v, store: st, broker: broker, seq: new(atomic.Int64)}, reg
+	s := testgw.NewWith(t, testgw.Options{Metrics: reg, Config: func(c *app.Config) {
+		*c = cfg
+		c.ComplexityLimit = 5000
+	}})
+	return s, reg
 }
 
 // scrape GETs /metrics and parses the Prometheus text format.
@@ -155,10 +130,11 @@ func expectSample(t *testing.T, fams map[string]*dto.MetricFamily, name string, 
 // every series exists with the expected labels and exact counts, no client-chosen name
 // or user id appears, and the gauges return to 0 when the connection closes.
 func TestMetricsAfterQueryMutationAndSubscription(t *testing.T) {
-	s, _ := newMetricsServer(t, Config{})
-	metricsURL := s.srv.URL + "/metrics"
-	sender := s.token("t1", "svc-metrics", auth.ScopeSend)
-	alice := s.token("t1", "alice-metrics-user")
+	t.Parallel()
+	s, _ := newMetricsServer(t, app.Config{})
+	metricsURL := s.HTTP.URL + "/metrics"
+	sender := s.Token("t1", "svc-metrics", auth.ScopeSend)
+	alice := s.Token("t1", "alice-metrics-user")
 
 	fams := scrape(t, metricsURL)
 	for _, tr := range []string{"websocket", "sse"} {
@@ -173,22 +149,22 @@ func TestMetricsAfterQueryMutationAndSubscription(t *testing.T) {
 
 	// A query with a client-chosen operation name and aliases.
 	var d struct{ V struct{ N int } }
-	s.mustData(alice, `query SecretClientChosenName { v: viewer { n: unreadCount } }`, nil, &d)
+	s.MustData(alice, `query SecretClientChosenName { v: viewer { n: unreadCount } }`, nil, &d)
 	// A mutation (its operation is anonymous) and one refused in validation.
-	s.seed(sender, "alice-metrics-user", 1)
-	s.expectError(alice, `query AnotherSecretName { viewer { noSuchField } }`, nil, "GRAPHQL_VALIDATION_FAILED")
+	s.Seed(sender, "alice-metrics-user", 1)
+	s.ExpectError(alice, `query AnotherSecretName { viewer { noSuchField } }`, nil, "GRAPHQL_VALIDATION_FAILED")
 
 	// A WebSocket subscription: its first value, then a change from a mutation.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := s.dialWS(ctx, "graphql-transport-ws")
-	c.init(alice)
-	c.subscribe("1", `subscription WatchedSecretName { unreadCount }`)
-	if got := c.nextCount("1"); got != 1 {
+	c := s.DialWS(ctx, "graphql-transport-ws")
+	c.Init(alice)
+	c.Subscribe("1", `subscription WatchedSecretName { unreadCount }`)
+	if got := c.NextCount("1"); got != 1 {
 		t.Fatalf("first value = %d, want 1", got)
 	}
-	s.seed(sender, "alice-metrics-user", 1)
-	if got := c.nextCount("1"); got != 2 {
+	s.Seed(sender, "alice-metrics-user", 1)
+	if got := c.NextCount("1"); got != 2 {
 		t.Fatalf("after a send: %d, want 2", got)
 	}
 
@@ -249,8 +225,8 @@ func TestMetricsAfterQueryMutationAndSubscription(t *testing.T) {
 	}
 
 	// Closing the connection ends the subscription: both gauges go back to 0.
-	_ = c.conn.Close(websocket.StatusNormalClosure, "")
-	waitFor(t, eventTimeout, "the WebSocket gauges to return to 0", func() bool {
+	_ = c.Conn.Close(websocket.StatusNormalClosure, "")
+	testgw.WaitFor(t, testgw.EventTimeout, "the WebSocket gauges to return to 0", func() bool {
 		f := scrape(t, metricsURL)
 		conns, _ := sample(f, "inbox_open_connections", map[string]string{"transport": "websocket"})
 		subs, _ := sample(f, "inbox_open_subscriptions", map[string]string{"transport": "websocket"})
@@ -259,8 +235,8 @@ func TestMetricsAfterQueryMutationAndSubscription(t *testing.T) {
 
 	// An SSE subscription: one stream, one subscription, counted once; both end with it.
 	sctx, scancel := context.WithCancel(ctx)
-	sse := s.subscribeSSE(sctx, alice, `subscription { unreadCount }`)
-	if got := sse.nextCount(); got != 2 {
+	sse := s.SubscribeSSE(sctx, alice, `subscription { unreadCount }`)
+	if got := sse.NextCount(); got != 2 {
 		t.Fatalf("SSE first value = %d, want 2", got)
 	}
 	fams = scrape(t, metricsURL)
@@ -268,7 +244,7 @@ func TestMetricsAfterQueryMutationAndSubscription(t *testing.T) {
 	expectSample(t, fams, "inbox_open_subscriptions", map[string]string{"transport": "sse"}, 1)
 	expectSample(t, fams, "inbox_graphql_requests_total", req("sse", "subscription", "unreadCount", "ok"), 1)
 	scancel()
-	waitFor(t, eventTimeout, "the SSE gauges to return to 0", func() bool {
+	testgw.WaitFor(t, testgw.EventTimeout, "the SSE gauges to return to 0", func() bool {
 		f := scrape(t, metricsURL)
 		conns, _ := sample(f, "inbox_open_connections", map[string]string{"transport": "sse"})
 		subs, _ := sample(f, "inbox_open_subscriptions", map[string]string{"transport": "sse"})
@@ -279,8 +255,9 @@ func TestMetricsAfterQueryMutationAndSubscription(t *testing.T) {
 // TestMetricsOnSeparateListener: with INBOX_METRICS_ADDR set, the gateway's own listener
 // does not serve /metrics, the internal listener does, with the gateway's requests.
 func TestMetricsOnSeparateListener(t *testing.T) {
-	s, reg := newMetricsServer(t, Config{MetricsAddr: "127.0.0.1:0"})
-	resp, err := http.Get(s.srv.URL + "/metrics")
+	t.Parallel()
+	s, reg := newMetricsServer(t, app.Config{MetricsAddr: "127.0.0.1:0"})
+	resp, err := http.Get(s.HTTP.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,12 +266,12 @@ func TestMetricsOnSeparateListener(t *testing.T) {
 	if strings.Contains(string(b), "inbox_graphql_requests_total") || strings.Contains(string(b), "go_goroutines") {
 		t.Fatalf("the gateway's listener serves metrics with INBOX_METRICS_ADDR set")
 	}
-	url, stop, err := serveMetrics(Config{MetricsAddr: "127.0.0.1:0"}, slog.New(slog.DiscardHandler), reg)
+	url, stop, err := app.ServeMetrics(app.Config{MetricsAddr: "127.0.0.1:0"}, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	s.mustData(s.token("t1", "u"), `{ viewer { unreadCount } }`, nil, nil)
+	s.MustData(s.Token("t1", "u"), `{ viewer { unreadCount } }`, nil, nil)
 	fams := scrape(t, url)
 	expectSample(t, fams, "inbox_graphql_requests_total",
 		map[string]string{"transport": "http", "type": "query", "field": "viewer", "code": "ok"}, 1)

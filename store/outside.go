@@ -1,0 +1,60 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// Writes of a service outside the gateway: the items it puts straight into the table
+// with plain SDK calls, which the store reads and the stream relay carries to subscribers
+// like its own. Tests and cmd/bench write raw items only through these, so that the item
+// shape (a new field) lives in one place: the store's item structs.
+
+// OutsideNotificationItem returns the raw item of notification n, unread, in v's inbox
+// (on GSI1's unread list, AP4), as the store's send writes it. n.ID must be a ULID; n.Read
+// and n.ReadAt are ignored; a zero n.CreatedAt is stored as 0.
+func OutsideNotificationItem(v inbox.Viewer, n inbox.Notification) (map[string]types.AttributeValue, error) {
+	if err := inbox.CheckViewer(v); err != nil {
+		return nil, err
+	}
+	it := outsideItem(v, n)
+	m, err := attributevalue.MarshalMap(&it)
+	if err != nil {
+		return nil, fmt.Errorf("encode notification: %w", err)
+	}
+	return m, nil
+}
+
+// outsideItem is the item of unread notification n in v's inbox.
+func outsideItem(v inbox.Viewer, n inbox.Notification) notificationItem {
+	it := notificationItem{PK: userPK(v), SK: notifSK(n.ID), GSI1PK: unreadPK(v), GSI1SK: notifSK(n.ID),
+		EntityType: entityNotification, ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
+		ActorID: n.ActorID, TargetKind: n.TargetKind, TargetID: n.TargetID, Payload: string(n.Payload)}
+	if !n.CreatedAt.IsZero() {
+		it.CreatedAt = n.CreatedAt.UnixMilli()
+	}
+	return it
+}
+
+// OutsideSendInput is the one transaction that adds unread notification n to v's inbox
+// in table and counts it in META, shaped as the store's send without its idempotency
+// guard: a Put of the item (only if absent) and META's update (ADD unreadCount 1 and
+// version 1, SET clock to n.ID, under the store's condition that n.ID is above the clock
+// and the markAllRead watermark: a cancelled transaction means take a newer ULID).
+func OutsideSendInput(table string, v inbox.Viewer, n inbox.Notification) (*dynamodb.TransactWriteItemsInput, error) {
+	if err := inbox.CheckViewer(v); err != nil {
+		return nil, err
+	}
+	it := outsideItem(v, n)
+	acts, err := (&Store{table: table}).sendActions(v, &guardItem{}, &it)
+	if err != nil {
+		return nil, err
+	}
+	// sendActions' order: guard, notification, META; an outside writer has no guard.
+	return &dynamodb.TransactWriteItemsInput{TransactItems: acts[1:]}, nil
+}
