@@ -1,0 +1,596 @@
+// Package sched is the gateway's durable scheduler: tasks (inbox.Task) written to the
+// table by package store (Schedule, or ScheduleAction inside another write's
+// transaction) are handed, when due, to the Handler registered for their kind, on
+// whichever instance holds the task's shard. Snooze wake-ups and expiry run on it;
+// scheduled sends and delivery retries are meant to.
+//
+// Tasks are write-sharded (shard = hash of the task id) and time-bucketed (one
+// partition per shard and minute; see store/keys.go). Every instance runs a Scheduler;
+// the instances share the shards through leases (package lease): each one heartbeats a
+// membership lease, reads every lease with one Query, and holds a fair share,
+// ceil(shards / live members), taking shards that are free or whose holder's lease
+// expired, and releasing shards above its share so that a new instance gets some.
+//
+// A shard is processed from its checkpoint, kept in the shard's lease item: the oldest
+// minute that may still hold tasks. Each poll reads, for every minute from the
+// checkpoint to now, the tasks due by now (a Query per minute, paginated), runs them
+// (at most Concurrency at once per shard), and deletes each one whose handler succeeded.
+// The checkpoint moves past a minute once every task of it is done and the minute ended
+// more than Grace ago, so a restart of every instance loses nothing and a long outage
+// is caught up minute by minute. The checkpoint write is fenced by the lease.
+//
+// Delivery is at least once. A handler may see a task again after a crash, a lease
+// takeover or a failed delete: handlers must be idempotent and check the task's Token
+// (for a snooze, the snoozedUntil the task was scheduled for) against the current state.
+// A handler's error reschedules the task (one more attempt, due after an exponential
+// backoff with jitter) until MaxAttempts, after which the task is logged and dropped
+// (counted in Stats). A task whose kind has no handler on this instance is retried the
+// same way (an instance of a newer version may know it).
+package sched
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/lease"
+	"github.com/inboxgw/gateway/store"
+)
+
+// Handler runs due tasks of one kind. Handle is called at least once per task, possibly
+// more than once and possibly concurrently with itself for other tasks: it must be
+// idempotent and check t.Token. It returns nil when the task is done (the scheduler then
+// deletes it), an error to have it retried later. ctx carries Options.HandlerTimeout and
+// ends when the scheduler stops or loses the shard.
+type Handler interface {
+	Handle(ctx context.Context, t inbox.Task) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, t inbox.Task) error
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, t inbox.Task) error { return f(ctx, t) }
+
+// Options configures a Scheduler. The shard count is the store's (store.WithSchedShards,
+// from INBOX_SCHED_SHARDS), since the store places tasks; Poll comes from
+// INBOX_SCHED_POLL.
+type Options struct {
+	// DB is the DynamoDB client of the leases (required; *dynamodb.Client).
+	DB lease.API
+	// Owner names this instance in the leases (default: host name, pid and a random
+	// suffix). Two instances must never share a name.
+	Owner string
+	// Poll is the pause between two passes over a held shard (default 250ms): a task
+	// runs at most about Poll after it is due, when the shard's worker is idle.
+	Poll time.Duration
+	// Lease is how long a shard lease lasts without renewal (default 10s): a crashed
+	// instance's shards are taken over within about Lease. Membership heartbeats and
+	// rebalancing happen every Lease/3.
+	Lease time.Duration
+	// Concurrency bounds the tasks running at once per held shard (default 8).
+	Concurrency int
+	// MaxAttempts is how many times a task is tried before it is dropped (default 10).
+	MaxAttempts int
+	// RetryBase and RetryMax shape the retry delay: exponential from RetryBase (default
+	// 1s), doubling, capped at RetryMax (default 5m), with ±50% jitter.
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	// HandlerTimeout is the deadline of one Handle call (default 30s).
+	HandlerTimeout time.Duration
+	// CallTimeout is the deadline of each DynamoDB call the scheduler makes (default 5s).
+	CallTimeout time.Duration
+	// Grace is how long after a minute ended its tasks are still looked for before the
+	// checkpoint moves past it (default 30s): it covers writers' clock skew and
+	// transactions in flight.
+	Grace time.Duration
+	// Lookback is where a shard without a checkpoint (the first start on a table)
+	// begins: now - Lookback (default 1h). Tasks due earlier than that and written
+	// before any scheduler ran are not seen.
+	Lookback time.Duration
+	// Logger receives the scheduler's warnings (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Observe, when set, is called after every task run with its outcome (see Outcome)
+	// and the lag from its due time to the end of the handler's run. It must not block.
+	Observe func(kind string, outcome Outcome, lag time.Duration)
+}
+
+// Outcome is what became of one run of a task.
+type Outcome string
+
+// Outcomes reported to Options.Observe and counted in Stats.
+const (
+	Done    Outcome = "done"    // the handler succeeded; the task was deleted
+	Retried Outcome = "retried" // the handler failed; the task was rescheduled
+	Dropped Outcome = "dropped" // the handler failed MaxAttempts times; the task was deleted
+)
+
+// Stats counts what a Scheduler did since New.
+type Stats struct {
+	Done, Retried, Dropped int64
+	// Errors counts DynamoDB failures of the scheduler's own calls (each retried later).
+	Errors int64
+}
+
+// attrCheckpoint is the shard lease item's checkpoint: the Unix ms of the oldest minute
+// that may still hold tasks of the shard.
+const attrCheckpoint = "checkpoint"
+
+// Scheduler runs due tasks; see the package doc. Register handlers, then Run.
+type Scheduler struct {
+	st     *store.Store
+	o      Options
+	shards int
+	log    *slog.Logger
+
+	hmu      sync.RWMutex
+	handlers map[string]Handler
+
+	mu   sync.Mutex
+	held map[int]*shardRun // shards this instance runs
+
+	done, retried, dropped, errs atomic.Int64
+}
+
+// shardRun is one held shard's worker.
+type shardRun struct {
+	l      *lease.Lease
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a Scheduler over st's tasks. o.DB is required.
+func New(st *store.Store, o Options) *Scheduler {
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.Owner = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.Poll, 250*time.Millisecond)
+	def(&o.Lease, 10*time.Second)
+	def(&o.RetryBase, time.Second)
+	def(&o.RetryMax, 5*time.Minute)
+	def(&o.HandlerTimeout, 30*time.Second)
+	def(&o.CallTimeout, 5*time.Second)
+	def(&o.Grace, 30*time.Second)
+	def(&o.Lookback, time.Hour)
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 10
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Scheduler{st: st, o: o, shards: st.SchedShards(), log: o.Logger.With("sched", o.Owner),
+		handlers: make(map[string]Handler), held: make(map[int]*shardRun)}
+}
+
+// Owner returns the name this instance holds its leases under.
+func (s *Scheduler) Owner() string { return s.o.Owner }
+
+// Register sets the handler of kind (replacing any earlier one). Register every kind
+// before Run, so that no task of it is retried for want of a handler.
+func (s *Scheduler) Register(kind string, h Handler) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	s.handlers[kind] = h
+}
+
+// Stats returns the counts so far.
+func (s *Scheduler) Stats() Stats {
+	return Stats{Done: s.done.Load(), Retried: s.retried.Load(), Dropped: s.dropped.Load(), Errors: s.errs.Load()}
+}
+
+// Held returns the shards this instance runs now, in no particular order.
+func (s *Scheduler) Held() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, 0, len(s.held))
+	for n, r := range s.held {
+		select {
+		case <-r.done:
+		default:
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Run takes part in the shared processing of the shards until ctx ends, then stops its
+// shard workers (waiting for the handlers running) and returns nil. It does not release
+// its leases, so that a crash and a shutdown look alike to the others: call Release after
+// Run for a graceful handover. It returns an error only for a configuration error.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if s.o.DB == nil {
+		return errors.New("sched: Options.DB is required")
+	}
+	member := lease.New(s.o.DB, s.st.Table(), store.SchedMemberLeaseKey(s.o.Owner), lease.Options{
+		Owner: s.o.Owner, Duration: s.o.Lease, EntityType: "SchedMember", ExpireAfter: 24 * time.Hour, Now: s.o.Now})
+	t := time.NewTicker(s.o.Lease / 3)
+	defer t.Stop()
+	for {
+		s.rebalance(ctx, member)
+		select {
+		case <-ctx.Done():
+			s.stopAll()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Release gives up this instance's membership and every shard lease it holds, so the
+// others take its shards at once. Call it after Run returned.
+func (s *Scheduler) Release(ctx context.Context) error {
+	s.stopAll()
+	s.mu.Lock()
+	runs := s.held
+	s.held = make(map[int]*shardRun)
+	s.mu.Unlock()
+	var errs []error
+	for _, r := range runs {
+		errs = append(errs, r.l.Release(ctx))
+	}
+	member := lease.New(s.o.DB, s.st.Table(), store.SchedMemberLeaseKey(s.o.Owner), lease.Options{Owner: s.o.Owner, Now: s.o.Now})
+	errs = append(errs, member.Release(ctx))
+	return errors.Join(errs...)
+}
+
+// stopAll stops every shard worker and waits for them.
+func (s *Scheduler) stopAll() {
+	s.mu.Lock()
+	runs := make([]*shardRun, 0, len(s.held))
+	for _, r := range s.held {
+		runs = append(runs, r)
+	}
+	s.mu.Unlock()
+	for _, r := range runs {
+		r.cancel()
+	}
+	for _, r := range runs {
+		<-r.done
+	}
+}
+
+// rebalance heartbeats the membership lease, reads every lease, and takes or gives up
+// shards to hold a fair share.
+func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
+	cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
+	defer cancel()
+	if _, err := member.TryAcquire(cctx); err != nil {
+		if ctx.Err() == nil {
+			s.errs.Add(1)
+			s.log.Warn("sched: membership heartbeat", "err", err)
+		}
+		return
+	}
+	states, err := lease.List(cctx, s.o.DB, s.st.Table(), store.SchedLeasePK())
+	if err != nil {
+		if ctx.Err() == nil {
+			s.errs.Add(1)
+			s.log.Warn("sched: read leases", "err", err)
+		}
+		return
+	}
+	now := s.o.Now()
+	members := 0
+	shardStates := make(map[int]lease.State)
+	for sk, st := range states {
+		shard, isMember, ok := store.SchedLeaseKind(sk)
+		switch {
+		case !ok:
+		case isMember:
+			if st.Live(now) {
+				members++
+			}
+		case shard < s.shards:
+			shardStates[shard] = st
+		}
+	}
+	members = max(members, 1)
+	fair := (s.shards + members - 1) / members
+
+	s.mu.Lock()
+	for n, r := range s.held {
+		select {
+		case <-r.done:
+			delete(s.held, n) // lost its lease or stopped
+		default:
+		}
+	}
+	held := len(s.held)
+	var extra []int
+	for n := range s.held {
+		if held-len(extra) <= fair {
+			break
+		}
+		extra = append(extra, n)
+	}
+	s.mu.Unlock()
+
+	for _, n := range extra {
+		s.giveUp(ctx, n)
+	}
+	if held >= fair {
+		return
+	}
+	// Take free or expired shards, starting at a point of our own so that instances
+	// starting together do not all race for shard 0.
+	start := store.SchedShard(s.o.Owner, s.shards)
+	for i := 0; i < s.shards && held < fair; i++ {
+		n := (start + i) % s.shards
+		s.mu.Lock()
+		_, mine := s.held[n]
+		s.mu.Unlock()
+		if mine {
+			continue
+		}
+		if st, ok := shardStates[n]; ok && st.Live(now) && st.Owner != s.o.Owner {
+			continue
+		}
+		l := lease.New(s.o.DB, s.st.Table(), store.SchedShardLeaseKey(n), lease.Options{
+			Owner: s.o.Owner, Duration: s.o.Lease, EntityType: "SchedShardLease", Now: s.o.Now})
+		st, err := l.TryAcquire(cctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.errs.Add(1)
+				s.log.Warn("sched: acquire shard", "shard", n, "err", err)
+			}
+			return
+		}
+		if !st.Held {
+			continue
+		}
+		s.start(ctx, n, l, checkpointOf(st.Item))
+		held++
+	}
+}
+
+// giveUp stops shard n's worker, waits for it, and releases its lease.
+func (s *Scheduler) giveUp(ctx context.Context, n int) {
+	s.mu.Lock()
+	r := s.held[n]
+	delete(s.held, n)
+	s.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.CallTimeout)
+	defer cancel()
+	if err := r.l.Release(rctx); err != nil {
+		s.errs.Add(1)
+		s.log.Warn("sched: release shard", "shard", n, "err", err)
+	}
+}
+
+// checkpointOf reads the checkpoint of a shard lease item (zero when it has none).
+func checkpointOf(item map[string]types.AttributeValue) time.Time {
+	if v, ok := item[attrCheckpoint].(*types.AttributeValueMemberN); ok {
+		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil && n > 0 {
+			return time.UnixMilli(n).UTC()
+		}
+	}
+	return time.Time{}
+}
+
+// start runs shard n's worker while l is held.
+func (s *Scheduler) start(ctx context.Context, n int, l *lease.Lease, cp time.Time) {
+	rctx, cancel := context.WithCancel(ctx)
+	r := &shardRun{l: l, cancel: cancel, done: make(chan struct{})}
+	s.mu.Lock()
+	s.held[n] = r
+	s.mu.Unlock()
+	go func() {
+		defer close(r.done)
+		defer cancel()
+		err := l.Hold(rctx, func(err error) {
+			s.errs.Add(1)
+			s.log.Warn("sched: renew shard lease", "shard", n, "err", err)
+		}, func(ctx context.Context) error { return s.runShard(ctx, n, l, cp) })
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Warn("sched: shard stopped", "shard", n, "err", err)
+		}
+	}()
+}
+
+// runShard processes shard n from checkpoint cp until ctx ends or the lease is lost.
+func (s *Scheduler) runShard(ctx context.Context, n int, l *lease.Lease, cp time.Time) error {
+	if cp.IsZero() {
+		cp = store.SchedBucket(s.o.Now().Add(-s.o.Lookback))
+	}
+	saved := cp
+	for {
+		now := s.o.Now()
+		cur := store.SchedBucket(now)
+		for b := cp; !b.After(cur); b = b.Add(time.Minute) {
+			complete, err := s.drainBucket(ctx, n, b, now)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				s.errs.Add(1)
+				s.log.Warn("sched: read due tasks", "shard", n, "bucket", b, "err", err)
+				break
+			}
+			if b.Equal(cp) && complete && now.After(b.Add(time.Minute+s.o.Grace)) {
+				cp = b.Add(time.Minute)
+			}
+		}
+		if !cp.Equal(saved) {
+			cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
+			err := l.SetAttributes(cctx, map[string]types.AttributeValue{
+				attrCheckpoint: &types.AttributeValueMemberN{Value: strconv.FormatInt(cp.UnixMilli(), 10)}})
+			cancel()
+			switch {
+			case err == nil:
+				saved = cp
+			case errors.Is(err, lease.ErrLost):
+				return err
+			case ctx.Err() == nil:
+				s.errs.Add(1)
+				s.log.Warn("sched: save checkpoint", "shard", n, "err", err)
+			}
+		}
+		t := time.NewTimer(s.o.Poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// drainBucket runs every task of shard n's bucket b due by now, at most Concurrency at
+// once, and waits for them. complete is true when each one was done, rescheduled or
+// dropped (none is left in the bucket due by now, as far as this pass knows).
+func (s *Scheduler) drainBucket(ctx context.Context, n int, b, now time.Time) (complete bool, err error) {
+	sem := make(chan struct{}, s.o.Concurrency)
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	defer wg.Wait()
+	var after *inbox.Task
+	for {
+		cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
+		page, err := s.st.DueTasks(cctx, n, b, now, after, 100)
+		cancel()
+		if err != nil {
+			return false, err
+		}
+		for _, t := range page.Tasks {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if !s.runTask(ctx, n, b, t) {
+					failed.Store(true)
+				}
+			}()
+		}
+		if !page.More || len(page.Tasks) == 0 {
+			break
+		}
+		after = &page.Tasks[len(page.Tasks)-1]
+	}
+	wg.Wait()
+	return !failed.Load(), nil
+}
+
+// runTask runs one task and records its outcome; false when the task is left in place
+// (the scheduler stopped, or a DynamoDB call failed).
+func (s *Scheduler) runTask(ctx context.Context, n int, b time.Time, t inbox.Task) bool {
+	err := s.handle(ctx, t)
+	if ctx.Err() != nil {
+		// Stopping or lost the shard: the next holder runs the task again.
+		return false
+	}
+	lag := s.o.Now().Sub(t.Due)
+	// The outcome is written even if ctx ends meanwhile: a finished handler's task should
+	// not run again.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.CallTimeout)
+	defer cancel()
+	var outcome Outcome
+	switch {
+	case err == nil:
+		outcome = Done
+		if _, derr := s.st.CompleteTask(cctx, n, b, t); derr != nil {
+			s.errs.Add(1)
+			s.log.Warn("sched: delete done task", "task", t.ID, "kind", t.Kind, "err", derr)
+			return false
+		}
+		s.done.Add(1)
+	case t.Attempts+1 >= s.o.MaxAttempts:
+		outcome = Dropped
+		s.log.Error("sched: task failed too often; dropped", "task", t.ID, "kind", t.Kind, "attempts", t.Attempts+1, "ref", t.Ref, "err", err)
+		if _, derr := s.st.CompleteTask(cctx, n, b, t); derr != nil {
+			s.errs.Add(1)
+			s.log.Warn("sched: delete dropped task", "task", t.ID, "kind", t.Kind, "err", derr)
+			return false
+		}
+		s.dropped.Add(1)
+	default:
+		outcome = Retried
+		delay := s.retryDelay(t.Attempts + 1)
+		s.log.Warn("sched: task failed; retrying", "task", t.ID, "kind", t.Kind, "attempt", t.Attempts+1, "in", delay, "err", err)
+		due := s.o.Now().Add(delay)
+		if due.Before(t.Due) {
+			due = t.Due
+		}
+		if _, _, rerr := s.st.RescheduleTask(cctx, n, b, t, due); rerr != nil {
+			s.errs.Add(1)
+			s.log.Warn("sched: reschedule task", "task", t.ID, "kind", t.Kind, "err", rerr)
+			return false
+		}
+		s.retried.Add(1)
+	}
+	if s.o.Observe != nil {
+		s.o.Observe(t.Kind, outcome, lag)
+	}
+	return true
+}
+
+// handle calls t's handler with the handler deadline; a panic is an error.
+func (s *Scheduler) handle(ctx context.Context, t inbox.Task) (err error) {
+	s.hmu.RLock()
+	h := s.handlers[t.Kind]
+	s.hmu.RUnlock()
+	if h == nil {
+		return fmt.Errorf("sched: no handler for kind %q on this instance", t.Kind)
+	}
+	hctx, cancel := context.WithTimeout(ctx, s.o.HandlerTimeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sched: handler of %q panicked: %v\n%s", t.Kind, p, debug.Stack())
+		}
+	}()
+	return h.Handle(hctx, t)
+}
+
+// retryDelay is the pause before attempt (1-based count of failures so far):
+// RetryBase doubling per failure, capped at RetryMax, ±50% jitter (cenkalti/backoff).
+func (s *Scheduler) retryDelay(attempt int) time.Duration {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = s.o.RetryBase
+	b.MaxInterval = s.o.RetryMax
+	b.Multiplier = 2
+	b.RandomizationFactor = 0.5
+	d := b.NextBackOff()
+	for i := 1; i < attempt && d < s.o.RetryMax; i++ {
+		d = b.NextBackOff()
+	}
+	return d
+}
