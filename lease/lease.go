@@ -359,7 +359,8 @@ func (l *Lease) SetAttributes(ctx context.Context, attrs map[string]types.Attrib
 	return fmt.Errorf("lease: set attributes: %w", err)
 }
 
-// Hold runs fn while renewing the lease every third of its duration; the lease must be
+// Hold runs fn while renewing the lease every third of its duration (each renewal with a
+// deadline of a sixth of it); the lease must be
 // held already (TryAcquire or Acquire). fn's context is cancelled when ctx ends, when a
 // renewal finds the lease lost (cause ErrLost), or when renewals keep failing until less
 // than a third of the duration is left (cause wraps the last error): fn must stop
@@ -381,7 +382,9 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error), fn func(ctx context
 				return
 			case <-t.C:
 			}
-			rctx, rcancel := context.WithTimeout(ctx, l.o.Duration/3)
+			// A renewal may take a sixth of the duration: one failed renewal still leaves
+			// time for the next before the lease would expire.
+			rctx, rcancel := context.WithTimeout(ctx, l.o.Duration/6)
 			err := l.Renew(rctx)
 			rcancel()
 			if err == nil {
