@@ -141,17 +141,21 @@ type Scheduler struct {
 	hmu      sync.RWMutex
 	handlers map[string]Handler
 
-	mu   sync.Mutex
-	held map[int]*shardRun // shards this instance runs
+	mu        sync.Mutex
+	held      map[int]*shardRun // shards this instance runs
+	releasing map[int]bool      // shards given up whose worker has not finished yet
+	bg        sync.WaitGroup    // give-ups in progress
 
 	done, retried, dropped, errs atomic.Int64
 }
 
 // shardRun is one held shard's worker.
 type shardRun struct {
-	l      *lease.Lease
-	cancel context.CancelFunc
-	done   chan struct{}
+	l *lease.Lease
+	// stop asks the worker to start no more tasks, let the running ones finish (each
+	// bounded by HandlerTimeout) and return; done is closed when it has.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // New returns a Scheduler over st's tasks. o.DB is required.
@@ -188,7 +192,7 @@ func New(st *store.Store, o Options) *Scheduler {
 		o.Now = time.Now
 	}
 	return &Scheduler{st: st, o: o, shards: st.SchedShards(), log: o.Logger.With("sched", o.Owner),
-		handlers: make(map[string]Handler), held: make(map[int]*shardRun)}
+		handlers: make(map[string]Handler), held: make(map[int]*shardRun), releasing: make(map[int]bool)}
 }
 
 // Owner returns the name this instance holds its leases under.
@@ -223,9 +227,11 @@ func (s *Scheduler) Held() []int {
 }
 
 // Run takes part in the shared processing of the shards until ctx ends, then stops its
-// shard workers (waiting for the handlers running) and returns nil. It does not release
-// its leases, so that a crash and a shutdown look alike to the others: call Release after
-// Run for a graceful handover. It returns an error only for a configuration error.
+// shard workers and returns nil once the handlers running have finished (each is
+// bounded by HandlerTimeout; their context does not end with ctx, so that a shutdown
+// does not leave a task done but not deleted). It does not release its leases, so that
+// a crash and a shutdown look alike to the others: call Release after Run for a
+// graceful handover. It returns an error only for a configuration error.
 func (s *Scheduler) Run(ctx context.Context) error {
 	if s.o.DB == nil {
 		return errors.New("sched: Options.DB is required")
@@ -239,6 +245,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			s.stopAll()
+			s.bg.Wait()
 			return nil
 		case <-t.C:
 		}
@@ -271,7 +278,7 @@ func (s *Scheduler) stopAll() {
 	}
 	s.mu.Unlock()
 	for _, r := range runs {
-		r.cancel()
+		r.stop()
 	}
 	for _, r := range runs {
 		<-r.done
@@ -347,8 +354,9 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 		n := (start + i) % s.shards
 		s.mu.Lock()
 		_, mine := s.held[n]
+		busy := s.releasing[n]
 		s.mu.Unlock()
-		if mine {
+		if mine || busy {
 			continue
 		}
 		if st, ok := shardStates[n]; ok && st.Live(now) && st.Owner != s.o.Owner {
@@ -372,23 +380,35 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 	}
 }
 
-// giveUp stops shard n's worker, waits for it, and releases its lease.
+// giveUp stops shard n's worker and, once its running tasks finished, releases its
+// lease (in the background: the rebalancing, which heartbeats the membership, does not
+// wait for handlers).
 func (s *Scheduler) giveUp(ctx context.Context, n int) {
 	s.mu.Lock()
 	r := s.held[n]
 	delete(s.held, n)
+	if r != nil {
+		s.releasing[n] = true
+	}
 	s.mu.Unlock()
 	if r == nil {
 		return
 	}
-	r.cancel()
-	<-r.done
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.CallTimeout)
-	defer cancel()
-	if err := r.l.Release(rctx); err != nil {
-		s.errs.Add(1)
-		s.log.Warn("sched: release shard", "shard", n, "err", err)
-	}
+	r.stop()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		<-r.done
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.CallTimeout)
+		defer cancel()
+		if err := r.l.Release(rctx); err != nil {
+			s.errs.Add(1)
+			s.log.Warn("sched: release shard", "shard", n, "err", err)
+		}
+		s.mu.Lock()
+		delete(s.releasing, n)
+		s.mu.Unlock()
+	}()
 }
 
 // checkpointOf reads the checkpoint of a shard lease item (zero when it has none).
@@ -401,28 +421,36 @@ func checkpointOf(item map[string]types.AttributeValue) time.Time {
 	return time.Time{}
 }
 
-// start runs shard n's worker while l is held.
+// start runs shard n's worker while l is held. The worker's handlers run on a context
+// that ends when the lease is lost, not when ctx ends (see Run).
 func (s *Scheduler) start(ctx context.Context, n int, l *lease.Lease, cp time.Time) {
-	rctx, cancel := context.WithCancel(ctx)
-	r := &shardRun{l: l, cancel: cancel, done: make(chan struct{})}
+	stopCtx, stop := context.WithCancel(context.Background())
+	r := &shardRun{l: l, stop: stop, done: make(chan struct{})}
 	s.mu.Lock()
 	s.held[n] = r
 	s.mu.Unlock()
 	go func() {
 		defer close(r.done)
-		defer cancel()
-		err := l.Hold(rctx, func(err error) {
+		defer stop()
+		err := l.Hold(context.WithoutCancel(ctx), func(err error) {
 			s.errs.Add(1)
 			s.log.Warn("sched: renew shard lease", "shard", n, "err", err)
-		}, func(ctx context.Context) error { return s.runShard(ctx, n, l, cp) })
-		if err != nil && !errors.Is(err, context.Canceled) {
+		}, func(hold context.Context) error {
+			dispatch, cancel := context.WithCancel(hold)
+			defer cancel()
+			defer context.AfterFunc(stopCtx, cancel)()
+			return s.runShard(hold, dispatch, n, l, cp)
+		})
+		if err != nil {
 			s.log.Warn("sched: shard stopped", "shard", n, "err", err)
 		}
 	}()
 }
 
-// runShard processes shard n from checkpoint cp until ctx ends or the lease is lost.
-func (s *Scheduler) runShard(ctx context.Context, n int, l *lease.Lease, cp time.Time) error {
+// runShard processes shard n from checkpoint cp until dispatch ends (nil: stopped) or
+// hold does (the lease is lost: its cause). Tasks start only while dispatch lasts and
+// run on hold.
+func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lease, cp time.Time) error {
 	if cp.IsZero() {
 		cp = store.SchedBucket(s.o.Now().Add(-s.o.Lookback))
 	}
@@ -431,9 +459,12 @@ func (s *Scheduler) runShard(ctx context.Context, n int, l *lease.Lease, cp time
 		now := s.o.Now()
 		cur := store.SchedBucket(now)
 		for b := cp; !b.After(cur); b = b.Add(time.Minute) {
-			complete, err := s.drainBucket(ctx, n, b, now)
-			if ctx.Err() != nil {
-				return ctx.Err()
+			complete, err := s.drainBucket(hold, dispatch, n, b, now)
+			if hold.Err() != nil {
+				return context.Cause(hold)
+			}
+			if dispatch.Err() != nil {
+				return nil
 			}
 			if err != nil {
 				s.errs.Add(1)
@@ -445,7 +476,7 @@ func (s *Scheduler) runShard(ctx context.Context, n int, l *lease.Lease, cp time
 			}
 		}
 		if !cp.Equal(saved) {
-			cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
+			cctx, cancel := context.WithTimeout(hold, s.o.CallTimeout)
 			err := l.SetAttributes(cctx, map[string]types.AttributeValue{
 				attrCheckpoint: &types.AttributeValueMemberN{Value: strconv.FormatInt(cp.UnixMilli(), 10)}})
 			cancel()
@@ -454,32 +485,36 @@ func (s *Scheduler) runShard(ctx context.Context, n int, l *lease.Lease, cp time
 				saved = cp
 			case errors.Is(err, lease.ErrLost):
 				return err
-			case ctx.Err() == nil:
+			case hold.Err() == nil:
 				s.errs.Add(1)
 				s.log.Warn("sched: save checkpoint", "shard", n, "err", err)
 			}
 		}
 		t := time.NewTimer(s.o.Poll)
 		select {
-		case <-ctx.Done():
+		case <-dispatch.Done():
 			t.Stop()
-			return ctx.Err()
+			if hold.Err() != nil {
+				return context.Cause(hold)
+			}
+			return nil
 		case <-t.C:
 		}
 	}
 }
 
 // drainBucket runs every task of shard n's bucket b due by now, at most Concurrency at
-// once, and waits for them. complete is true when each one was done, rescheduled or
+// once, and waits for them; it starts tasks (and reads pages) only while dispatch lasts,
+// and runs them on hold. complete is true when each one was done, rescheduled or
 // dropped (none is left in the bucket due by now, as far as this pass knows).
-func (s *Scheduler) drainBucket(ctx context.Context, n int, b, now time.Time) (complete bool, err error) {
+func (s *Scheduler) drainBucket(hold, dispatch context.Context, n int, b, now time.Time) (complete bool, err error) {
 	sem := make(chan struct{}, s.o.Concurrency)
 	var wg sync.WaitGroup
 	var failed atomic.Bool
 	defer wg.Wait()
 	var after *inbox.Task
 	for {
-		cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
+		cctx, cancel := context.WithTimeout(dispatch, s.o.CallTimeout)
 		page, err := s.st.DueTasks(cctx, n, b, now, after, 100)
 		cancel()
 		if err != nil {
@@ -488,14 +523,14 @@ func (s *Scheduler) drainBucket(ctx context.Context, n int, b, now time.Time) (c
 		for _, t := range page.Tasks {
 			select {
 			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return false, ctx.Err()
+			case <-dispatch.Done():
+				return false, dispatch.Err()
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				if !s.runTask(ctx, n, b, t) {
+				if !s.runTask(hold, n, b, t) {
 					failed.Store(true)
 				}
 			}()
@@ -514,7 +549,7 @@ func (s *Scheduler) drainBucket(ctx context.Context, n int, b, now time.Time) (c
 func (s *Scheduler) runTask(ctx context.Context, n int, b time.Time, t inbox.Task) bool {
 	err := s.handle(ctx, t)
 	if ctx.Err() != nil {
-		// Stopping or lost the shard: the next holder runs the task again.
+		// Lost the shard: the next holder runs the task again.
 		return false
 	}
 	lag := s.o.Now().Sub(t.Due)
