@@ -495,3 +495,68 @@ func TestTaskWithoutHandlerWaits(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// TestHandoverWhileRunningRunsOnce: a second instance joins while the first is running
+// tasks; the first gives up half of its shards, letting the running handlers finish, so
+// no task runs twice.
+func TestHandoverWhileRunningRunsOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 4)
+	r := newRecorder()
+	r.fail = func(inbox.Task) error { time.Sleep(30 * time.Millisecond); return nil }
+	o := sched.Options{Lease: 1500 * time.Millisecond, Concurrency: 2}
+	a, _ := e.start(t, "a", r, o)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(a.Held()) != 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a holds %v", a.Held())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Due over 4s from 2s on: b joins (and a hands shards over) while they run.
+	base := e.clk.now().Add(2 * time.Second)
+	tasks := e.schedule(t, "hand", 300, func(i int) time.Time { return base.Add(time.Duration(i) * 13 * time.Millisecond) })
+	b, _ := e.start(t, "b", r, o)
+	waitRuns(t, r, tasks, 30*time.Second, ranOnce)
+	waitDone(t, int64(len(tasks)), a, b)
+	time.Sleep(300 * time.Millisecond)
+	runs := r.snapshot()
+	checkOnce(t, tasks, runs)
+	by := map[string]int{}
+	for _, rs := range runs {
+		by[rs[0].by]++
+	}
+	t.Logf("runs by instance: %v; a holds %v, b %v", by, a.Held(), b.Held())
+	if by["b"] == 0 {
+		t.Errorf("b ran none of the tasks: %v", by)
+	}
+}
+
+// TestReleaseHandsOverAtOnce: after Run and Release, another instance takes every shard
+// without waiting for the leases to expire.
+func TestReleaseHandsOverAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 4)
+	r := newRecorder()
+	o := sched.Options{Lease: 30 * time.Second}
+	a, stopA := e.start(t, "a", r, o)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(a.Held()) != 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a holds %v", a.Held())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopA()
+	if err := a.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := e.start(t, "b", r, o)
+	deadline = time.Now().Add(5 * time.Second) // far below the 30s lease
+	for len(b.Held()) != 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("b holds %v 5s after a released", b.Held())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
