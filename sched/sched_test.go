@@ -24,10 +24,8 @@ import (
 // clock is a settable clock: real time plus an offset.
 type clock struct{ off atomic.Int64 }
 
-func (c *clock) now() time.Time               { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *clock) advance(d time.Duration)      { c.off.Add(int64(d)) }
-func (c *clock) opt() func() time.Time        { return c.now }
-func (c *clock) at(d time.Duration) time.Time { return c.now().Add(d) }
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *clock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 type env struct {
 	db    *dynamodb.Client
