@@ -314,6 +314,7 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 	s.mu.Unlock()
 
 	for _, n := range extra {
+		s.log.Info("sched: giving a shard up", "shard", n, "members", members, "share", fair)
 		s.giveUp(ctx, n)
 	}
 	if held >= fair {
@@ -347,6 +348,7 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 		if !st.Held {
 			continue
 		}
+		s.log.Info("sched: shard acquired", "shard", n, "checkpoint", checkpointOf(st.Item), "members", members, "share", fair)
 		s.start(ctx, n, l, checkpointOf(st.Item))
 		held++
 	}
@@ -376,6 +378,8 @@ func (s *Scheduler) giveUp(ctx context.Context, n int) {
 		if err := r.l.Release(rctx); err != nil {
 			s.errs.Add(1)
 			s.log.Warn("sched: release shard", "shard", n, "err", err)
+		} else {
+			s.log.Info("sched: shard released", "shard", n)
 		}
 		s.mu.Lock()
 		delete(s.releasing, n)

@@ -495,13 +495,13 @@ func TestTaskWithoutHandlerWaits(t *testing.T) {
 }
 
 // TestHandoverWhileRunningRunsOnce: a second instance joins while the first is running
-// tasks; the first gives up half of its shards, letting the running handlers finish, so
-// no task runs twice.
+// slow tasks; the first gives up half of its shards, letting the running handlers finish,
+// so no task runs twice.
 func TestHandoverWhileRunningRunsOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 4)
 	r := newRecorder()
-	r.fail = func(inbox.Task) error { time.Sleep(30 * time.Millisecond); return nil }
+	r.fail = func(inbox.Task) error { time.Sleep(400 * time.Millisecond); return nil }
 	o := sched.Options{Lease: 1500 * time.Millisecond, Concurrency: 2}
 	a, _ := e.start(t, "a", r, o)
 	deadline := time.Now().Add(10 * time.Second)
@@ -511,9 +511,10 @@ func TestHandoverWhileRunningRunsOnce(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Due over 4s from 2s on: b joins (and a hands shards over) while they run.
-	base := e.clk.now().Add(2 * time.Second)
-	tasks := e.schedule(t, "hand", 300, func(i int) time.Time { return base.Add(time.Duration(i) * 13 * time.Millisecond) })
+	// 60 tasks due now, 400 ms each, 8 at a time: 3 s of work for a alone. b joins at
+	// once, and a hands two shards over within a rebalancing period (500 ms).
+	now := e.clk.now()
+	tasks := e.schedule(t, "hand", 60, func(int) time.Time { return now })
 	b, _ := e.start(t, "b", r, o)
 	waitRuns(t, r, tasks, 30*time.Second, ranOnce)
 	waitDone(t, int64(len(tasks)), a, b)
