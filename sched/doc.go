@@ -13,10 +13,11 @@
 //
 // A shard is processed from its checkpoint, kept in the shard's lease item: the oldest
 // minute that may still hold tasks. Each poll reads, for every minute from the
-// checkpoint to now, the tasks due by now (a Query per minute, paginated), runs them
-// (at most Concurrency at once per shard), and deletes each one whose handler succeeded.
-// The checkpoint moves past a minute once every task of it is done and the minute ended
-// more than Grace ago, so a restart of every instance loses nothing and a long outage
+// checkpoint to now, the tasks due by now (a Query per minute, paginated), starts those
+// not running yet (at most Concurrency running at once per shard: a slow handler holds a
+// slot, not the shard), and deletes each one whose handler succeeded. The checkpoint
+// moves past a minute once a Query finds no task left in it and the minute ended more
+// than Grace ago, so a restart of every instance loses nothing and a long outage
 // is caught up minute by minute. The checkpoint write is fenced by the lease.
 //
 // Delivery is at least once. A handler may see a task again after a crash, a lease

@@ -423,19 +423,37 @@ func (s *Scheduler) start(ctx context.Context, n int, l *lease.Lease, cp time.Ti
 	}()
 }
 
+// shardState is what one shard's worker keeps between polls: the tasks running, and
+// which of them finished when, so that a Query read before a task's delete does not
+// start it again.
+type shardState struct {
+	sem chan struct{} // one slot per running task (Concurrency)
+	wg  sync.WaitGroup
+
+	mu       sync.Mutex
+	seq      int64            // Queries issued so far
+	running  map[string]bool  // taskKey -> running
+	finished map[string]int64 // taskKey -> seq when its item left the bucket
+}
+
+// taskKey names a task item within its shard: its id and due time.
+func taskKey(t inbox.Task) string { return t.ID + "@" + strconv.FormatInt(t.Due.UnixMilli(), 10) }
+
 // runShard processes shard n from checkpoint cp until dispatch ends (nil: stopped) or
 // hold does (the lease is lost: its cause). Tasks start only while dispatch lasts and
-// run on hold.
+// run on hold; runShard returns after the running ones finished.
 func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lease, cp time.Time) error {
 	if cp.IsZero() {
 		cp = store.SchedBucket(s.o.Now().Add(-s.o.Lookback))
 	}
+	sh := &shardState{sem: make(chan struct{}, s.o.Concurrency), running: make(map[string]bool), finished: make(map[string]int64)}
+	defer sh.wg.Wait()
 	saved := cp
 	for {
 		now := s.o.Now()
 		cur := store.SchedBucket(now)
 		for b := cp; !b.After(cur); b = b.Add(time.Minute) {
-			complete, err := s.drainBucket(hold, dispatch, n, b, now)
+			empty, err := s.dispatchBucket(hold, dispatch, sh, n, b, now)
 			if hold.Err() != nil {
 				return context.Cause(hold)
 			}
@@ -447,7 +465,7 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lea
 				s.log.Warn("sched: read due tasks", "shard", n, "bucket", b, "err", err)
 				break
 			}
-			if b.Equal(cp) && complete && now.After(b.Add(time.Minute+s.o.Grace)) {
+			if b.Equal(cp) && empty && now.After(b.Add(time.Minute+s.o.Grace)) {
 				cp = b.Add(time.Minute)
 			}
 		}
@@ -479,49 +497,80 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lea
 	}
 }
 
-// drainBucket runs every task of shard n's bucket b due by now, at most Concurrency at
-// once, and waits for them; it starts tasks (and reads pages) only while dispatch lasts,
-// and runs them on hold. complete is true when each one was done, rescheduled or
-// dropped (none is left in the bucket due by now, as far as this pass knows).
-func (s *Scheduler) drainBucket(hold, dispatch context.Context, n int, b, now time.Time) (complete bool, err error) {
-	sem := make(chan struct{}, s.o.Concurrency)
-	var wg sync.WaitGroup
-	var failed atomic.Bool
-	defer wg.Wait()
+// dispatchBucket starts every task of shard n's bucket b due by now that is not running
+// already, at most Concurrency running at once per shard (it waits for a slot); it does
+// not wait for them to finish, so a slow handler holds one slot, not the shard. It reads
+// pages and starts tasks only while dispatch lasts; tasks run on hold. empty is true when
+// the bucket held no task due by now: every earlier one is done, rescheduled or dropped
+// (a finished task's item is gone; the Query is strongly consistent).
+func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardState, n int, b, now time.Time) (empty bool, err error) {
+	empty = true
 	var after *inbox.Task
 	for {
+		sh.mu.Lock()
+		sh.seq++
+		q := sh.seq
+		for k, at := range sh.finished {
+			if at < q {
+				delete(sh.finished, k) // left before this Query: it cannot return it
+			}
+		}
+		sh.mu.Unlock()
 		cctx, cancel := context.WithTimeout(dispatch, s.o.CallTimeout)
 		page, err := s.st.DueTasks(cctx, n, b, now, after, 100)
 		cancel()
 		if err != nil {
 			return false, err
 		}
+		if len(page.Tasks) > 0 {
+			empty = false
+		}
 		for _, t := range page.Tasks {
+			k := taskKey(t)
+			sh.mu.Lock()
+			_, gone := sh.finished[k]
+			skip := sh.running[k] || gone
+			sh.mu.Unlock()
+			if skip {
+				continue
+			}
 			select {
-			case sem <- struct{}{}:
+			case sh.sem <- struct{}{}:
 			case <-dispatch.Done():
 				return false, dispatch.Err()
 			}
-			wg.Add(1)
+			sh.mu.Lock()
+			_, gone = sh.finished[k] // it may have finished while we waited for a slot
+			if gone || sh.running[k] {
+				sh.mu.Unlock()
+				<-sh.sem
+				continue
+			}
+			sh.running[k] = true
+			sh.mu.Unlock()
+			sh.wg.Add(1)
 			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if !s.runTask(hold, n, b, t) {
-					failed.Store(true)
+				defer sh.wg.Done()
+				left := s.runTask(hold, n, b, t)
+				sh.mu.Lock()
+				delete(sh.running, k)
+				if left {
+					sh.finished[k] = sh.seq
 				}
+				sh.mu.Unlock()
+				<-sh.sem
 			}()
 		}
 		if !page.More || len(page.Tasks) == 0 {
-			break
+			return empty, nil
 		}
 		after = &page.Tasks[len(page.Tasks)-1]
 	}
-	wg.Wait()
-	return !failed.Load(), nil
 }
 
-// runTask runs one task and records its outcome; false when the task is left in place
-// (the scheduler stopped, or a DynamoDB call failed).
+// runTask runs one task and records its outcome. It returns true when the task's item
+// left the bucket (deleted or moved, by this run or another), false when it is left in
+// place (the shard was lost, or a DynamoDB call failed) to be run again.
 func (s *Scheduler) runTask(ctx context.Context, n int, b time.Time, t inbox.Task) bool {
 	err := s.handle(ctx, t)
 	if ctx.Err() != nil {

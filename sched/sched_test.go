@@ -559,3 +559,36 @@ func TestReleaseHandsOverAtOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestSlowHandlerHoldsOneSlot: a handler that takes long holds one of the shard's slots,
+// not the shard: tasks due after it run on time, and it runs once.
+func TestSlowHandlerHoldsOneSlot(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 1)
+	r := newRecorder()
+	release := make(chan struct{})
+	r.fail = func(t inbox.Task) error {
+		if t.ID == "slow-0000" {
+			<-release
+		}
+		return nil
+	}
+	a, _ := e.start(t, "a", r, sched.Options{Concurrency: 2})
+	now := e.clk.now()
+	slow := e.schedule(t, "slow", 1, func(int) time.Time { return now })
+	waitRuns(t, r, slow, 10*time.Second, ranOnce)
+	quick := e.schedule(t, "quick", 20, func(i int) time.Time { return e.clk.now().Add(time.Duration(i) * 20 * time.Millisecond) })
+	runs := waitRuns(t, r, quick, 10*time.Second, ranOnce)
+	var worst time.Duration
+	for _, tk := range quick {
+		worst = max(worst, runs[tk.ID][0].at.Sub(runs[tk.ID][0].task.Due))
+	}
+	t.Logf("worst lag of the quick tasks beside a stuck one: %v", worst)
+	if worst > 3*time.Second {
+		t.Errorf("quick tasks waited %v behind a slow one", worst)
+	}
+	close(release)
+	waitDone(t, 21, a)
+	time.Sleep(300 * time.Millisecond)
+	checkOnce(t, append(slow, quick...), r.snapshot())
+}
