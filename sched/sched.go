@@ -26,7 +26,8 @@ import (
 // more than once and possibly concurrently with itself for other tasks: it must be
 // idempotent and check t.Token. It returns nil when the task is done (the scheduler then
 // deletes it), an error to have it retried later. ctx carries Options.HandlerTimeout and
-// ends when the scheduler stops or loses the shard.
+// ends early when this instance loses the task's shard (another may run the task then);
+// a shutdown or a handover lets a running handler finish.
 type Handler interface {
 	Handle(ctx context.Context, t inbox.Task) error
 }
