@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/inboxgw/gateway/ddbfault"
 	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
@@ -591,4 +594,54 @@ func TestSlowHandlerHoldsOneSlot(t *testing.T) {
 	waitDone(t, 21, a)
 	time.Sleep(300 * time.Millisecond)
 	checkOnce(t, append(slow, quick...), r.snapshot())
+}
+
+// TestUnderFaults: with DynamoDB throttling, failing and losing answers after commits
+// (ddbfault), two instances still run every task at least once and leave none behind.
+func TestUnderFaults(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 4)
+	proxy := ddbfault.New(dynlocaltest.Endpoint(t), ddbfault.Config{Seed: 9, Throttle: 0.05, Outage: 0.05, LostAnswer: 0.05})
+	ps := httptest.NewServer(proxy)
+	t.Cleanup(func() { ps.Close(); proxy.Close() })
+	faulty := dynlocaltest.Client(t, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(ps.URL)
+		o.Retryer = store.NewSDKRetryer()
+	})
+	fst := store.New(faulty, e.table, store.WithSweepWorkers(0), store.WithSchedShards(4), store.WithClock(e.clk.now))
+	t.Cleanup(fst.Close)
+	r := newRecorder()
+	start := func(owner string) *sched.Scheduler {
+		s := sched.New(fst, sched.Options{DB: faulty, Owner: owner, Logger: e.log, Now: e.clk.now, Poll: 50 * time.Millisecond,
+			Lease: 3 * time.Second, Grace: time.Second, RetryBase: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond, MaxAttempts: 100})
+		s.Register("test", r.handler(e, owner))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = s.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return s
+	}
+	proxy.SetEnabled(true)
+	a, b := start("a"), start("b")
+	now := e.clk.now()
+	tasks := e.schedule(t, "fault", 200, func(i int) time.Time { return now.Add(time.Duration(i) * 10 * time.Millisecond) })
+	waitRuns(t, r, tasks, 60*time.Second, ranOnce)
+	waitDone(t, int64(len(tasks)), a, b)
+	proxy.SetEnabled(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for e.remaining(t, tasks) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tasks left after the faults stopped", e.remaining(t, tasks))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	extra := 0
+	for _, rs := range r.snapshot() {
+		extra += len(rs) - 1
+	}
+	st := proxy.Stats()
+	t.Logf("faults: %+v; runs beyond the first: %d; stats a %+v b %+v", st, extra, a.Stats(), b.Stats())
+	if st.Throttled+st.Outages+st.LostAnswers == 0 {
+		t.Error("no fault was injected")
+	}
 }
