@@ -131,7 +131,7 @@ func TestHoldRenewsAndStopsWhenLost(t *testing.T) {
 	t.Parallel()
 	db, table := setup(t)
 	ctx := context.Background()
-	key := store.SchedShardLeaseKey(0)
+	key := store.LeaseKey("test-worker")
 	const d = 600 * time.Millisecond
 	a := lease.New(db, table, key, lease.Options{Owner: "a", Duration: d})
 	if _, err := a.Acquire(ctx, nil); err != nil {

@@ -178,3 +178,10 @@ func SchedLeaseKind(sk string) (shard int, member, ok bool) {
 	}
 	return -1, false, false
 }
+
+// LeaseKey is the key of a named lease item for a background worker that needs one lease
+// (package lease): pk "LEASE#{name}", sk "LEASE". name is chosen by the code (no '#').
+// The relay keeps its own key (RelayLeaseKey) and the scheduler its group (SchedLeasePK).
+func LeaseKey(name string) map[string]types.AttributeValue {
+	return key("LEASE#"+name, skLease)
+}
