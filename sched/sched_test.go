@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/inboxgw/gateway/ddbfault"
 	"github.com/inboxgw/gateway/ddbtrace"
@@ -643,5 +644,39 @@ func TestUnderFaults(t *testing.T) {
 	t.Logf("faults: %+v; runs beyond the first: %d; stats a %+v b %+v", st, extra, a.Stats(), b.Stats())
 	if st.Throttled+st.Outages+st.LostAnswers == 0 {
 		t.Error("no fault was injected")
+	}
+}
+
+// TestTaskFromATransactionRuns: a task written by ScheduleAction inside another write's
+// transaction runs like any other; one whose transaction was cancelled never does.
+func TestTaskFromATransactionRuns(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2)
+	r := newRecorder()
+	ctx := context.Background()
+	due := e.clk.now().Add(300 * time.Millisecond)
+	kept := inbox.Task{ID: "tx-kept", Kind: "test", Due: due, Token: "k"}
+	lost := inbox.Task{ID: "tx-lost", Kind: "test", Due: due, Token: "l"}
+	marker := func(cond string) types.TransactWriteItem {
+		return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(e.table),
+			Item: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "TEST#tx"}, "sk": &types.AttributeValueMemberS{Value: "M"}},
+			ConditionExpression: aws.String(cond), ExpressionAttributeNames: map[string]string{"#pk": "pk"}}}
+	}
+	if _, err := e.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		marker("attribute_not_exists(#pk)"), e.st.ScheduleAction(kept)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		marker("attribute_not_exists(#pk)"), e.st.ScheduleAction(lost)}}); err == nil {
+		t.Fatal("the second transaction committed")
+	}
+	a, _ := e.start(t, "a", r, sched.Options{})
+	waitRuns(t, r, []inbox.Task{kept}, 10*time.Second, ranOnce)
+	waitDone(t, 1, a)
+	time.Sleep(500 * time.Millisecond)
+	runs := r.snapshot()
+	if len(runs[kept.ID]) != 1 || runs[kept.ID][0].task.Token != "k" || len(runs[lost.ID]) != 0 {
+		t.Errorf("runs: %+v", runs)
 	}
 }
