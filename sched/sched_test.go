@@ -292,8 +292,8 @@ func TestTwoInstancesShareShards(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 8)
 	r := newRecorder()
-	a, _ := e.start(t, "a", r, sched.Options{Lease: 1500 * time.Millisecond})
-	b, _ := e.start(t, "b", r, sched.Options{Lease: 1500 * time.Millisecond})
+	a, _ := e.start(t, "a", r, sched.Options{Lease: 3 * time.Second})
+	b, _ := e.start(t, "b", r, sched.Options{Lease: 3 * time.Second})
 	// Wait until they split the shards: four each.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -506,7 +506,7 @@ func TestHandoverWhileRunningRunsOnce(t *testing.T) {
 	e := setup(t, 4)
 	r := newRecorder()
 	r.fail = func(inbox.Task) error { time.Sleep(400 * time.Millisecond); return nil }
-	o := sched.Options{Lease: 1500 * time.Millisecond, Concurrency: 2}
+	o := sched.Options{Lease: 3 * time.Second, Concurrency: 2}
 	a, _ := e.start(t, "a", r, o)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(a.Held()) != 4 {
@@ -516,7 +516,7 @@ func TestHandoverWhileRunningRunsOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// 60 tasks due now, 400 ms each, 8 at a time: 3 s of work for a alone. b joins at
-	// once, and a hands two shards over within a rebalancing period (500 ms).
+	// once, and a hands two shards over within a rebalancing period (1 s).
 	now := e.clk.now()
 	tasks := e.schedule(t, "hand", 60, func(int) time.Time { return now })
 	b, _ := e.start(t, "b", r, o)
