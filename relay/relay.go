@@ -34,6 +34,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/lease"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -42,7 +43,6 @@ type TableAPI interface {
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
@@ -91,8 +91,8 @@ type Relay struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	leaseUntil atomic.Int64 // Unix ms of our lease's expiry, as last written
-	published  atomic.Int64
+	lease     *lease.Lease
+	published atomic.Int64
 }
 
 // New returns a relay; Run starts it.
@@ -121,6 +121,7 @@ func New(o Options) *Relay {
 		r.now = time.Now
 	}
 	r.log = r.log.With("relay", r.owner)
+	r.lease = lease.New(r.db, r.table, store.RelayLeaseKey(), lease.Options{Owner: r.owner, Duration: r.leaseDur, EntityType: entityLease, Now: r.now})
 	return r
 }
 
@@ -187,19 +188,19 @@ func (r *Relay) preflight(ctx context.Context) error {
 func (r *Relay) acquire(ctx context.Context) error {
 	logged := ""
 	for {
-		ok, holder, until, err := r.tryAcquire(ctx)
+		st, err := r.lease.TryAcquire(ctx)
 		wait := r.leaseDur / 3
 		switch {
 		case err != nil:
 			r.log.Warn("relay: lease", "err", err)
-		case ok:
+		case st.Held:
 			return nil
 		default:
-			if holder != logged {
-				r.log.Info("relay: lease held by another relay; standing by", "holder", holder, "until", until)
-				logged = holder
+			if st.Owner != logged {
+				r.log.Info("relay: lease held by another relay; standing by", "holder", st.Owner, "until", st.Until)
+				logged = st.Owner
 			}
-			if d := time.Until(until) + 50*time.Millisecond; d > 0 && d < wait {
+			if d := time.Until(st.Until) + 50*time.Millisecond; d > 0 && d < wait {
 				wait = d
 			}
 		}
@@ -214,43 +215,7 @@ func (r *Relay) acquire(ctx context.Context) error {
 // hold relays the stream while renewing the lease; it returns when the lease is lost
 // (or cannot be renewed before it expires), ctx ends, or reading fails.
 func (r *Relay) hold(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(r.leaseDur / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			err := r.renew(ctx)
-			if err == nil {
-				continue
-			}
-			if errors.Is(err, errLeaseLost) {
-				cancel(err)
-				return
-			}
-			r.log.Warn("relay: renew lease", "err", err)
-			// Stop reading before the lease may expire under us.
-			if r.now().Add(r.leaseDur/3).UnixMilli() >= r.leaseUntil.Load() {
-				cancel(fmt.Errorf("lease not renewed in time: %w", err))
-				return
-			}
-		}
-	}()
-	err := r.read(ctx)
-	cancel(err)
-	wg.Wait()
-	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
-		return c
-	}
-	return err
+	return r.lease.Hold(ctx, func(err error) { r.log.Warn("relay: renew lease", "err", err) }, r.read)
 }
 
 var errNoStream = errors.New("relay: the table has no stream (enable NEW_AND_OLD_IMAGES)")
@@ -462,14 +427,13 @@ func (r *Relay) checkpoint(ctx context.Context, arn, shard, seq string, done boo
 	item["by"] = &ddbtypes.AttributeValueMemberS{Value: r.owner}
 	item["at"] = ms(r.now())
 	_, err := r.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
-		{ConditionCheck: r.leaseCondition()},
+		{ConditionCheck: r.lease.Condition()},
 		{Put: &ddbtypes.Put{TableName: aws.String(r.table), Item: item}},
 	}})
 	if err == nil {
 		return nil
 	}
-	var tce *ddbtypes.TransactionCanceledException
-	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+	if lease.IsLost(err, 0) {
 		return errLeaseLost
 	}
 	return fmt.Errorf("relay: checkpoint %s: %w", shard, err)

@@ -1,7 +1,13 @@
 package store
 
 import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/inboxgw/gateway/inbox"
 )
@@ -87,4 +93,95 @@ func profilePK(tenantID string, ref inbox.ProfileRef) string {
 		return actorPK(tenantID, ref.ID)
 	}
 	return targetPK(tenantID, ref.TargetKind, ref.ID)
+}
+
+// Keys of the durable scheduler (package sched; AP11 and AP12 of README.md). A scheduled
+// task lives in a write-sharded, time-bucketed partition, SCHED#{shard}#{bucket}, where
+// shard = FNV-1a(task id) mod the shard count and bucket is the task's due minute (UTC,
+// "2006-01-02T15:04Z"); its sort key is the due time in Unix milliseconds, zero-padded to
+// 13 digits, then '#' and the task id, so one Query of a partition with sk below a bound
+// returns exactly the tasks due by then, oldest first (AP11). The shards' leases and the
+// instances' membership leases share one partition, SCHED#LEASES, read by one Query
+// (AP12). None of these can collide with a user key (those start with "T#").
+const (
+	schedPKPrefix       = "SCHED#"
+	schedLeasePK        = "SCHED#LEASES"
+	schedShardSKPrefix  = "SHARD#"
+	schedMemberSKPrefix = "MEMBER#"
+	schedBucketLayout   = "2006-01-02T15:04Z"
+	entityTask          = "ScheduledTask"
+)
+
+// schedPK is the partition of one shard's tasks due within the minute of bucket.
+func schedPK(shard int, bucket time.Time) string {
+	return schedPKPrefix + strconv.Itoa(shard) + "#" + SchedBucket(bucket).Format(schedBucketLayout)
+}
+
+// schedSK is the sort key of a task due at due (to the millisecond) with id.
+func schedSK(due time.Time, id string) string {
+	return fmt.Sprintf("%013d#%s", max(due.UnixMilli(), 0), id)
+}
+
+// schedSKBound is the smallest sort key of a task due after upTo: sk < bound selects
+// the tasks due at or before upTo.
+func schedSKBound(upTo time.Time) string {
+	return fmt.Sprintf("%013d", max(upTo.UnixMilli()+1, 0))
+}
+
+// parseSchedSK returns the due time and task id of a task's sort key.
+func parseSchedSK(sk string) (time.Time, string, bool) {
+	ms, id, ok := strings.Cut(sk, "#")
+	if !ok || len(ms) != 13 {
+		return time.Time{}, "", false
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	return time.UnixMilli(n).UTC(), id, true
+}
+
+// SchedBucket is the time bucket of t: t truncated to the minute, in UTC.
+func SchedBucket(t time.Time) time.Time { return t.UTC().Truncate(time.Minute) }
+
+// SchedShard is the shard of task id among shards (FNV-1a of the id, modulo shards).
+func SchedShard(id string, shards int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % uint32(max(shards, 1)))
+}
+
+// SchedLeasePK is the partition holding the scheduler's shard and membership leases
+// (AP12: one Query reads them all).
+func SchedLeasePK() string { return schedLeasePK }
+
+// SchedShardLeaseKey is the key of the lease on one shard of the scheduler's tasks.
+func SchedShardLeaseKey(shard int) map[string]types.AttributeValue {
+	return key(schedLeasePK, schedShardSKPrefix+strconv.Itoa(shard))
+}
+
+// SchedMemberLeaseKey is the key of a scheduler instance's membership lease.
+func SchedMemberLeaseKey(owner string) map[string]types.AttributeValue {
+	return key(schedLeasePK, schedMemberSKPrefix+owner)
+}
+
+// SchedLeaseKind tells what a sort key of SchedLeasePK's partition names: a shard lease
+// (shard >= 0, member false), a membership lease (member true), or neither (ok false).
+func SchedLeaseKind(sk string) (shard int, member, ok bool) {
+	if _, found := strings.CutPrefix(sk, schedMemberSKPrefix); found {
+		return -1, true, true
+	}
+	if rest, found := strings.CutPrefix(sk, schedShardSKPrefix); found {
+		if n, err := strconv.Atoi(rest); err == nil && n >= 0 {
+			return n, false, true
+		}
+	}
+	return -1, false, false
+}
+
+// LeaseKey is the key of a named lease item for a background worker that needs one lease
+// (package lease): pk "LEASE#{name}", sk "LEASE". name is chosen by the code (no '#').
+// The relay keeps its own key (RelayLeaseKey) and the scheduler its group (SchedLeasePK).
+func LeaseKey(name string) map[string]types.AttributeValue {
+	return key("LEASE#"+name, skLease)
 }

@@ -266,6 +266,12 @@ func (r retryingAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opt
 	})
 }
 
+func (r retryingAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return retrying(ctx, r.p, r.obs, "DeleteItem", func(ctx context.Context, more ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+		return r.API.DeleteItem(ctx, in, append(opts, more...)...)
+	})
+}
+
 // SDK retryer settings (NewSDKRetryer).
 const (
 	sdkAttempts   = 4

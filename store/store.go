@@ -27,6 +27,7 @@ type API interface {
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
@@ -49,6 +50,7 @@ type Store struct {
 	cursors         *cursorKey
 	retry           RetryPolicy
 	retryObs        RetryObserver
+	schedShards     int
 }
 
 // Option configures a Store.
@@ -99,6 +101,7 @@ func New(db API, table string, opts ...Option) *Store {
 		sendConcurrency: 8,
 		cursors:         randomCursorKey(),
 		retry:           DefaultRetryPolicy,
+		schedShards:     DefaultSchedShards,
 	}
 	s.sweeper = newSweeper(2)
 	for _, o := range opts {

@@ -45,6 +45,14 @@
 //     client's p50/p99 at rest and during the attack, how long connections are kept,
 //     and the DynamoDB calls of aliased documents against the same without aliases
 //     (from the gateway's /metrics); see abuse.go. -skip abuse leaves it out.
+//  10. sched: the durable scheduler's lag (issue 9's goal for snooze wake-ups: p99 ≤ 2 s).
+//     -sched-instances (1) schedulers run in this process on -sched-shards (16) shards,
+//     polling every -sched-poll (250ms); each run writes -sched-tasks (10,000) tasks due
+//     within one minute, spread evenly over -sched-spread of it (runs 1m and 0s: through
+//     the minute, and all at one instant), with a handler doing one PutItem; lag is from a
+//     task's due time to the return of its handler's write (p50/p90/p99/max), and every
+//     task must run once. Each run waits for its minute (up to about 1.5 minutes).
+//     -skip sched leaves it out; see sched.go.
 //
 // It prints a table and writes bench/results/latest.{json,md} plus a dated copy.
 //
@@ -58,6 +66,8 @@
 //	                                                    the relay scenario alone
 //	go run ./cmd/bench -endpoint http://127.0.0.1:8765 -skip inbox,naive,cache,markall,send,live,relay -users 2 -per-user 5 -big-users 0 -out /tmp/abuse
 //	                                                    the abuse scenario alone (small seed; about 3 minutes)
+//	go run ./cmd/bench -skip inbox,naive,cache,markall,send,live,relay,abuse -users 0 -big-users 0 -few-size 0 -out /tmp/sched
+//	                                                    the sched scenario alone (no seed; about 4 minutes)
 //	go run ./cmd/bench -skip naive,cache,markall,send,live,relay,abuse -cpuprofile cpu.pprof -memprofile mem.pprof
 //	                                                    profile the gateway side of scenario 1 (its first half):
 //	                                                    go tool pprof -top cpu.pprof

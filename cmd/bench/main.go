@@ -63,6 +63,7 @@ type config struct {
 	livegen      bool
 	abuse        abuseConfig
 	abusegen     bool
+	sched        schedConfig
 }
 
 func main() {
@@ -83,7 +84,7 @@ func main() {
 	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
-	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,send,live,relay,abuse")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,send,live,relay,abuse,sched")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 (its first half) to this file")
@@ -111,6 +112,12 @@ func main() {
 	flag.IntVar(&c.abuse.cacheDocs, "abuse-cache-docs", 1000, "abuse scenario: distinct 1 MiB documents of the query-cache attack")
 	flag.Float64Var(&c.abuse.rssCap, "abuse-rss-cap", 2048, "abuse scenario: MiB of gateway RSS at which the attack's gateway is killed (protects the machine)")
 	flag.StringVar(&c.abuse.only, "abuse-only", "", "abuse scenario: comma-separated attacks to run (default all): directive-flood,query-cache,introspection,slow-body,idle-connection,silent-websocket,viewer-aliases,markread-aliases,markread-aliases-380,viewer-aliases-800,node-aliases-450,node-aliases")
+	flag.IntVar(&c.sched.tasks, "sched-tasks", 10000, "sched scenario: tasks due within one minute")
+	flag.IntVar(&c.sched.shards, "sched-shards", store.DefaultSchedShards, "sched scenario: shards of the scheduler (store.WithSchedShards)")
+	flag.IntVar(&c.sched.instances, "sched-instances", 1, "sched scenario: scheduler instances in this process, sharing the shards through leases")
+	flag.DurationVar(&c.sched.poll, "sched-poll", 250*time.Millisecond, "sched scenario: the schedulers' poll interval (sched.Options.Poll)")
+	flag.StringVar(&c.sched.spreads, "sched-spread", "1m,0s", "sched scenario: comma-separated spreads, one run each: the tasks' due times spread evenly over this much of one minute (0s: all at its first instant)")
+	flag.DurationVar(&c.sched.timeout, "sched-timeout", 2*time.Minute, "sched scenario: how long after the last due time to wait for every task")
 	flag.BoolVar(&c.abusegen, "abusegen", false, "internal: run as the abuse scenario's attacker (spec on stdin)")
 	flag.Parse()
 
@@ -353,6 +360,14 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("relay: %w", err)
 		}
 		res.Relay = r
+	}
+	// The sched scenario: the durable scheduler's lag with many tasks due in one minute.
+	if !b.skip("sched") {
+		r, err := b.schedScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("sched: %w", err)
+		}
+		res.Sched = r
 	}
 	// The abuse scenario: the attacks of issue 8 against the gateway binary.
 	if !b.skip("abuse") {

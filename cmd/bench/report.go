@@ -29,6 +29,7 @@ type Results struct {
 	Live      *LiveResult    `json:"live,omitempty"`
 	Relay     *RelayResult   `json:"relay,omitempty"`
 	Abuse     *AbuseResult   `json:"abuse,omitempty"`
+	Sched     *SchedResult   `json:"sched,omitempty"`
 }
 
 // Host describes the machine.
@@ -326,6 +327,9 @@ func (r *Results) Table() string {
 		b.WriteString(x.Table())
 	}
 	if x := r.Abuse; x != nil {
+		b.WriteString(x.Table())
+	}
+	if x := r.Sched; x != nil {
 		b.WriteString(x.Table())
 	}
 	return b.String()

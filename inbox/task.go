@@ -1,0 +1,27 @@
+package inbox
+
+import "time"
+
+// Task is one durable scheduled task: at Due, the scheduler's worker hands it to the
+// handler registered for Kind (a snooze wake-up, an expiry, a scheduled send, a delivery
+// retry). Delivery is at least once: a handler may see the same task twice (after a
+// crash or a lease takeover) and must be idempotent; Token lets it tell whether the task
+// still stands (for a snooze wake-up, the snoozedUntil it was scheduled for: a task whose
+// token no longer matches the item is stale and does nothing).
+type Task struct {
+	// ID identifies the task (at most 256 bytes, no '#'); scheduling the same ID at the
+	// same Due twice writes one task. The ID also picks the task's shard.
+	ID string
+	// Kind selects the handler (same rules as ID).
+	Kind string
+	// Due is when the task should run, kept to the millisecond.
+	Due time.Time
+	// Viewer is the inbox the task acts on, if any (both ids empty when none).
+	Viewer Viewer
+	// Ref names what the task is about (e.g. a notification id); Token is the guard the
+	// handler checks (see above). Both are opaque to the scheduler.
+	Ref   string
+	Token string
+	// Attempts counts the handler's failures so far (0 on the first run).
+	Attempts int
+}
