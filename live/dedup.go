@@ -25,13 +25,16 @@ import (
 //     with none left is dropped. DELETED and EXPIRED count as one (a removal the scheduler
 //     made by deleting an expired item is DELETED on the stream). A change by a writer
 //     outside the gateway has no versioned twin and is delivered.
+//   - The relay's copy may also come first (the writer publishes after reading META back;
+//     the relay may poll the stream in between): the (kind, id) pairs of unversioned events
+//     delivered are remembered too, and a versioned event's id matching one is dropped. A
+//     versioned event of another kind for that id forgets the id's unversioned pairs (the
+//     state moved on, so they cannot be this write's copies: an outside READ followed by a
+//     gateway UNREAD and READ delivers all three).
 //
-// What this cannot tell apart, by design: a relay copy that overtakes the writer's own
-// publish (the relay polls the stream, the writer publishes at once, so it happens only
-// when the writer's publish is delayed by more than the relay's poll), and a relay copy
-// arriving after relayWindow; both are delivered twice. Both copies describe the same
-// committed state, so a client applying events idempotently (set read, remove id) is
-// unaffected.
+// What this cannot tell apart, by design: a copy arriving more than relayWindow after its
+// twin is delivered twice. Both copies describe the same committed state, so a client
+// applying events idempotently (set read, remove id) is unaffected.
 const (
 	// relayWindow is how long a versioned event's (kind, id) pairs wait for their relay copy.
 	relayWindow = time.Minute
@@ -58,6 +61,37 @@ type eventDedup struct {
 	versions []versionKey // ring of the last versionCap versioned events
 	vnext    int
 	pairs    []eventPair // versioned (kind, id) pairs not yet matched, oldest first
+	relayed  []eventPair // unversioned (kind, id) pairs delivered, not yet matched
+}
+
+// take removes the pair (kind, id) from *ps and reports whether it was there.
+func take(ps *[]eventPair, kind inbox.EventKind, id string) bool {
+	for i, p := range *ps {
+		if p.id == id && p.kind == kind {
+			*ps = append((*ps)[:i], (*ps)[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// remember appends a pair to *ps, forgetting the oldest past pairCap.
+func remember(ps *[]eventPair, p eventPair) {
+	if len(*ps) == pairCap {
+		*ps = append((*ps)[:0], (*ps)[1:]...)
+	}
+	*ps = append(*ps, p)
+}
+
+// expirePairs forgets pairs older than relayWindow.
+func expirePairs(ps *[]eventPair, now time.Time) {
+	n := 0
+	for n < len(*ps) && now.Sub((*ps)[n].at) > relayWindow {
+		n++
+	}
+	if n > 0 {
+		*ps = append((*ps)[:0], (*ps)[n:]...)
+	}
 }
 
 // dedupClass maps kinds that the two paths may name differently to one.
@@ -72,6 +106,9 @@ func dedupClass(k inbox.EventKind) inbox.EventKind {
 // anything is left; it records what it lets through. now is the clock.
 func (d *eventDedup) filter(c inbox.Change, now time.Time) ([]string, bool) {
 	kind := dedupClass(c.Kind)
+	expirePairs(&d.pairs, now)
+	expirePairs(&d.relayed, now)
+	var left []string
 	if c.Version > 0 {
 		k := versionKey{c.Version, kind}
 		for _, v := range d.versions {
@@ -85,40 +122,36 @@ func (d *eventDedup) filter(c inbox.Change, now time.Time) ([]string, bool) {
 			d.versions[d.vnext] = k
 			d.vnext = (d.vnext + 1) % versionCap
 		}
-		d.expire(now)
+		if len(c.IDs) == 0 {
+			return nil, true // ALL_READ, ALL_SEEN: the write's one event
+		}
 		for _, id := range c.IDs {
-			if len(d.pairs) == pairCap {
-				d.pairs = append(d.pairs[:0], d.pairs[1:]...)
+			if take(&d.relayed, kind, id) {
+				continue // the relay's copy came first
 			}
-			d.pairs = append(d.pairs, eventPair{kind: kind, id: id, at: now})
-		}
-		return c.IDs, true
-	}
-	d.expire(now)
-	var left []string
-	for _, id := range c.IDs {
-		matched := false
-		for i, p := range d.pairs {
-			if p.id == id && p.kind == kind {
-				d.pairs = append(d.pairs[:i], d.pairs[i+1:]...)
-				matched = true
-				break
+			// The state of id moved on: its older relayed pairs are no copies of this.
+			n := 0
+			for _, p := range d.relayed {
+				if p.id != id {
+					d.relayed[n] = p
+					n++
+				}
 			}
-		}
-		if !matched {
+			d.relayed = d.relayed[:n]
+			remember(&d.pairs, eventPair{kind: kind, id: id, at: now})
 			left = append(left, id)
 		}
+		return left, len(left) > 0
+	}
+	if len(c.IDs) == 0 {
+		return nil, true
+	}
+	for _, id := range c.IDs {
+		if take(&d.pairs, kind, id) {
+			continue // the writer's event came first
+		}
+		remember(&d.relayed, eventPair{kind: kind, id: id, at: now})
+		left = append(left, id)
 	}
 	return left, len(left) > 0
-}
-
-// expire forgets pairs older than relayWindow.
-func (d *eventDedup) expire(now time.Time) {
-	n := 0
-	for n < len(d.pairs) && now.Sub(d.pairs[n].at) > relayWindow {
-		n++
-	}
-	if n > 0 {
-		d.pairs = append(d.pairs[:0], d.pairs[n:]...)
-	}
 }

@@ -125,8 +125,32 @@ func TestEventsOneEachDeduplicatedAcrossPaths(t *testing.T) {
 	if e := recv(t, ch); e.Kind != inbox.EventWoke || e.Badge.Version != 9 {
 		t.Fatalf("woke: %+v", e)
 	}
+	// The relay's copy may come first: then the writer's event is the duplicate.
+	pub(inbox.Change{Kind: inbox.EventSeen, IDs: []string{"N5"}})
+	if e := recv(t, ch); e.Kind != inbox.EventSeen {
+		t.Fatalf("relay first: %+v", e)
+	}
+	pub(inbox.Change{Kind: inbox.EventSeen, IDs: []string{"N5"}, Version: 10, Badge: badge(1, 0, 10)})
+	none(t, ch)
+	// An outside READ, then UNREAD and READ through the gateway: the gateway's READ is no
+	// copy of the outside one (the state moved on in between).
+	pub(inbox.Change{Kind: inbox.EventRead, IDs: []string{"N6"}})
+	pub(inbox.Change{Kind: inbox.EventUnread, IDs: []string{"N6"}, Version: 11, Badge: badge(1, 0, 11)})
+	pub(inbox.Change{Kind: inbox.EventRead, IDs: []string{"N6"}, Version: 12, Badge: badge(0, 0, 12)})
+	for _, k := range []inbox.EventKind{inbox.EventRead, inbox.EventUnread, inbox.EventRead} {
+		if e := recv(t, ch); e.Kind != k {
+			t.Fatalf("outside then gateway: %+v, want %s", e, k)
+		}
+	}
+	// ALL_READ names no ids: delivered once.
+	pub(inbox.Change{Kind: inbox.EventAllRead, Version: 13, Badge: badge(0, 0, 13)})
+	pub(inbox.Change{Kind: inbox.EventAllRead, Version: 13, Badge: badge(0, 0, 13)})
+	if e := recv(t, ch); e.Kind != inbox.EventAllRead || len(e.IDs) != 0 || e.Badge.Version != 13 {
+		t.Fatalf("all read: %+v", e)
+	}
+	none(t, ch)
 	// Badge refreshes and re-read hints are no events.
-	pub(inbox.Change{Version: 10, UnreadCount: 3, Badge: badge(3, 3, 10)})
+	pub(inbox.Change{Version: 14, UnreadCount: 3, Badge: badge(3, 3, 14)})
 	pub(inbox.Change{})
 	none(t, ch)
 	cancel()
