@@ -23,8 +23,8 @@ import (
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
-	"github.com/inboxgw/gateway/resolvers"
 )
 
 // The WebSocket transport: graphql-transport-ws (the graphql-ws library's protocol,
@@ -35,7 +35,7 @@ import (
 //
 // It is written for many idle subscribers: a connection holds one goroutine (its reader)
 // and the socket's two 4 KiB buffers, whatever its number of subscriptions. A subscription
-// holds no goroutine: its stream signals through a resolvers.StreamHook when a value is
+// holds no goroutine: its stream signals through a live.StreamHook when a value is
 // waiting, and the connection's flusher, a goroutine that exists only while there is
 // something to write, renders and writes it. Timers (init timeout, keep-alive, token
 // expiry) are runtime timers, not goroutines; a keep-alive tick runs on a goroutine of its
@@ -520,7 +520,7 @@ type wsOp struct {
 	id     string
 	ctx    context.Context
 	cancel context.CancelFunc
-	hook   resolvers.StreamHook
+	hook   live.StreamHook
 	// sendMu is held while a frame of the operation is written, from the check that the
 	// operation is still running to the end of the write, so that no frame follows its
 	// end (the client's complete, a replacing start, the server's complete or error).
@@ -562,7 +562,7 @@ func (op *wsOp) run(payload json.RawMessage) {
 		return
 	}
 	ctx = graphql.WithOperationContext(ctx, rc)
-	ctx = resolvers.WithStreamHook(ctx, &op.hook)
+	ctx = live.WithStreamHook(ctx, &op.hook)
 	responses, rctx := c.exec.DispatchOperation(ctx, rc)
 	if rc.Operation.Operation == ast.Subscription && op.hook.Bound() {
 		c.mu.Lock()

@@ -1,6 +1,19 @@
-// Package live carries inbox changes to subscriptions: the Broker interface with an
-// in-process implementation (Local) and a Redis pub/sub one (Redis), per-subscriber
-// coalescing of badge changes, bounded buffers of new notifications and de-duplication.
+// Package live is live delivery in one place: it carries inbox changes to subscriptions
+// and turns them into the streams the transports serve.
+//
+//   - Brokers: the Broker interface with an in-process implementation (Local) and a Redis
+//     pub/sub one (Redis, for many gateway instances and the stream relay); the Redis wire
+//     carries a change's kind, ids and whole badge.
+//   - Subscriptions: per subscriber, a coalesced badge that never moves back by META
+//     version, and bounded queues of new notifications or of events (WithEvents),
+//     de-duplicated across the writer's publish and the relay's (dedup.go).
+//   - Streams (OpenBadge, OpenAdded, OpenEvents): what the subscription resolvers return,
+//     fed without a goroutine per subscriber while idle, signalling the transport through
+//     a StreamHook; re-reads of the badge with backoff; SLOW_CONSUMER for a subscriber that
+//     overflows its bound.
+//
+// What a change means is explicit: inbox.Change.Kind (KindOf) says what the write did,
+// inbox.EventNone being a badge refresh or, with Version 0, a re-read hint.
 package live
 
 import (

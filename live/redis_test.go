@@ -230,3 +230,36 @@ func TestRedisManySubscriptionsNoLeak(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestRedisCarriesEvents: an event published on one instance reaches an events
+// subscriber of another with its kind, ids and whole badge; the same event again is
+// dropped.
+func TestRedisCarriesEvents(t *testing.T) {
+	srv := redistest.Server(t)
+	a := newRedisBroker(t, srv.URL())
+	b := newRedisBroker(t, srv.URL())
+	v := inbox.Viewer{TenantID: "t1", UserID: "ida"}
+	sub := a.Subscribe(v, live.WithEvents())
+	defer sub.Close()
+	waitBadge(t, sub, 5*time.Second) // subscription confirmed
+	bd := inbox.Badge{Unread: 1, Unseen: 2, Version: 4, Categories: []inbox.CategoryCount{{Category: "social", Unread: 1, Unseen: 2}}}
+	c := inbox.Change{Viewer: v, Kind: inbox.EventArchived, IDs: []string{"01A", "01B"}, Version: 4, UnreadCount: 1, Badge: bd}
+	b.Publish(context.Background(), c)
+	b.Publish(context.Background(), c)
+	select {
+	case got := <-sub.Events():
+		if got.Kind != inbox.EventArchived || len(got.IDs) != 2 || got.Badge.Unseen != 2 || len(got.Badge.Categories) != 1 {
+			t.Fatalf("event %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("event not delivered")
+	}
+	select {
+	case got := <-sub.Events():
+		t.Fatalf("duplicate delivered: %+v", got)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if l := sub.Latest(); l.Version != 4 || l.Badge.Unseen != 2 {
+		t.Fatalf("latest %+v", l)
+	}
+}

@@ -18,6 +18,52 @@ type wireChange struct {
 	Notification *wireNotification `json:"notification,omitempty"`
 	// SentAt is the publisher's clock at the publish, in Unix nanoseconds (publish lag).
 	SentAt int64 `json:"sentAt,omitempty"`
+	// Kind is the change's inbox.EventKind ("" for a badge refresh or a re-read hint).
+	Kind string `json:"kind,omitempty"`
+	// IDs are the ULIDs of the notifications the change concerns.
+	IDs []string `json:"ids,omitempty"`
+	// Badge is the whole badge as of Version (absent when the publisher has none).
+	Badge *wireBadge `json:"badge,omitempty"`
+}
+
+// wireBadge is an inbox.Badge on the wire.
+type wireBadge struct {
+	Unread     int                 `json:"unread"`
+	Unseen     int                 `json:"unseen"`
+	Categories []wireCategoryCount `json:"categories,omitempty"`
+	Version    int64               `json:"version"`
+}
+
+// wireCategoryCount is an inbox.CategoryCount on the wire.
+type wireCategoryCount struct {
+	Category string `json:"category"`
+	Unread   int    `json:"unread,omitempty"`
+	Unseen   int    `json:"unseen,omitempty"`
+}
+
+// encodeEvent sets the event part of w (kind, ids, badge) from c.
+func encodeEvent(w *wireChange, c inbox.Change) {
+	w.Kind = string(c.Kind)
+	w.IDs = c.IDs
+	if b := c.Badge; b.Version != 0 {
+		wb := &wireBadge{Unread: b.Unread, Unseen: b.Unseen, Version: b.Version}
+		for _, cc := range b.Categories {
+			wb.Categories = append(wb.Categories, wireCategoryCount(cc))
+		}
+		w.Badge = wb
+	}
+}
+
+// decodeEvent sets the event part of c (Kind, IDs, Badge) from w.
+func decodeEvent(c *inbox.Change, w *wireChange) {
+	c.Kind = inbox.EventKind(w.Kind)
+	c.IDs = w.IDs
+	if wb := w.Badge; wb != nil {
+		c.Badge = inbox.Badge{Unread: wb.Unread, Unseen: wb.Unseen, Version: wb.Version}
+		for _, cc := range wb.Categories {
+			c.Badge.Categories = append(c.Badge.Categories, inbox.CategoryCount(cc))
+		}
+	}
 }
 
 // wireNotification is an inbox.Notification on the wire.
@@ -39,6 +85,7 @@ type wireNotification struct {
 func encodeChange(origin string, c inbox.Change) ([]byte, error) {
 	w := wireChange{Origin: origin, Tenant: c.Viewer.TenantID, User: c.Viewer.UserID, Count: c.UnreadCount, Version: c.Version,
 		SentAt: time.Now().UnixNano()}
+	encodeEvent(&w, c)
 	if n := c.Notification; n != nil {
 		w.Notification = &wireNotification{ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
 			Read: n.Read, ReadAt: n.ReadAt, CreatedAt: n.CreatedAt, ActorID: n.ActorID, TargetKind: n.TargetKind,
@@ -58,6 +105,7 @@ func decodeChange(b []byte) (origin string, sent time.Time, c inbox.Change, err 
 		sent = time.Unix(0, w.SentAt)
 	}
 	c = inbox.Change{Viewer: inbox.Viewer{TenantID: w.Tenant, UserID: w.User}, UnreadCount: w.Count, Version: w.Version}
+	decodeEvent(&c, &w)
 	if n := w.Notification; n != nil {
 		c.Notification = &inbox.Notification{ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
 			Read: n.Read, ReadAt: n.ReadAt, CreatedAt: n.CreatedAt, ActorID: n.ActorID, TargetKind: n.TargetKind,

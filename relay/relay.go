@@ -9,8 +9,11 @@
 // shards, backs off on empty reads and throttling, and checkpoints each shard's last
 // sequence number after publishing a batch, fenced by the lease in the same transaction:
 // a restart or a takeover resumes after the last checkpoint, so it neither loses records
-// nor replays more than the last batch. Changes are state (count + META version) and
-// notifications are de-duplicated by subscriptions, so a replayed record is harmless.
+// nor replays more than the last batch. Each record becomes a change with its kind
+// (recordChange): ADDED, DELETED, EXPIRED (a TTL removal), the state kinds of a
+// notification's MODIFY, and badge refreshes from META. Badges are state (META version) and
+// events are de-duplicated by subscriptions (package live), so a replayed record, or a
+// gateway's write seen both from its writer and from the stream, is delivered once.
 package relay
 
 import (
@@ -529,7 +532,7 @@ func (r *Relay) readShard(ctx context.Context, arn, shard, seq string, since tim
 			if t := rec.Dynamodb.ApproximateCreationDateTime; t != nil && t.Before(since.Add(-creationSlack)) {
 				continue // before relaying began
 			}
-			c, ok, err := store.StreamChange(string(rec.EventName), convertMap(rec.Dynamodb.OldImage), convertMap(rec.Dynamodb.NewImage))
+			c, ok, err := recordChange(rec)
 			if err != nil {
 				r.log.Warn("relay: undecodable record", "shard", shard, "seq", seq, "err", err)
 				continue

@@ -4,7 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,4 +262,125 @@ func TestRelayThroughRedis(t *testing.T) {
 	id, ver := e.outsideWrite(t, v, 1)
 	expect(t, sub, id, ver, 1, 5*time.Second)
 	t.Logf("outside write reached the other instance's subscriber in %v", time.Since(start))
+}
+
+// markThroughGateway marks id read or unread through the store, as a gateway does (the
+// store publishes the change itself). The one place that names the store's mark call.
+func markThroughGateway(t *testing.T, st *store.Store, k *kindStamper, v inbox.Viewer, id string, read bool) {
+	t.Helper()
+	kind := inbox.EventUnread
+	if read {
+		kind = inbox.EventRead
+	}
+	k.expect(kind, id)
+	if _, err := st.Mark(context.Background(), v, []string{id}, read); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kindStamper gives the kind and ids of the mark under way to a versioned change the
+// store publishes without them, as a store that names its events does; a change that
+// names its kind passes unchanged.
+type kindStamper struct {
+	pub  inbox.Publisher
+	mu   sync.Mutex
+	kind inbox.EventKind
+	id   string
+}
+
+func (k *kindStamper) expect(kind inbox.EventKind, id string) {
+	k.mu.Lock()
+	k.kind, k.id = kind, id
+	k.mu.Unlock()
+}
+
+func (k *kindStamper) Publish(ctx context.Context, c inbox.Change) {
+	k.mu.Lock()
+	if c.Version > 0 && c.Kind == inbox.EventNone && c.Notification == nil && k.kind != "" {
+		c.Kind, c.IDs = k.kind, []string{k.id}
+		k.kind = ""
+	}
+	k.mu.Unlock()
+	k.pub.Publish(ctx, c)
+}
+
+// TestRelayEventsOnceBesideTheWriter: with the relay running next to a store that
+// publishes its own writes, with their kinds and META versions, to the same broker, an
+// events subscriber gets each change of the inbox once, in commit order: the gateway's
+// send and marks (the writer's versioned event first; the relay's copy is dropped), and
+// an outside writer's archive and snooze,
+// which only the relay sees. META written by an outside writer with category counters
+// reaches the badge whole.
+func TestRelayEventsOnceBesideTheWriter(t *testing.T) {
+	e := setup(t)
+	stamp := &kindStamper{pub: e.broker}
+	st := store.New(e.db, e.table, store.WithSweepWorkers(0), store.WithPublisher(stamp))
+	t.Cleanup(st.Close)
+	v := inbox.Viewer{TenantID: "acme", UserID: "gus"}
+	sub := e.broker.Subscribe(v, live.WithEvents())
+	defer sub.Close()
+	e.start(t, "relay-a", 3*time.Second)
+	time.Sleep(500 * time.Millisecond) // let it take the lease and open the shards
+
+	ctx := context.Background()
+	res, err := st.Send(ctx, v.TenantID, inbox.SendInput{IdempotencyKey: "k1", Recipients: []string{v.UserID}, Type: "mention", Title: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.NotificationIDs[0]
+	markThroughGateway(t, st, stamp, v, id, true)
+	markThroughGateway(t, st, stamp, v, id, false)
+	markThroughGateway(t, st, stamp, v, id, true)
+	pk := "T#" + v.TenantID + "#U#" + v.UserID
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: "N#" + id}}
+	for _, expr := range []string{"SET archivedAt = :t", "SET snoozedUntil = :t", "REMOVE snoozedUntil"} {
+		in := &dynamodb.UpdateItemInput{TableName: aws.String(e.table), Key: key, UpdateExpression: aws.String(expr)}
+		if strings.HasPrefix(expr, "SET") {
+			in.ExpressionAttributeValues = map[string]types.AttributeValue{":t": &types.AttributeValueMemberN{Value: "1700000000000"}}
+		}
+		if _, err := e.db.UpdateItem(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	metaOut, err := e.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(e.table),
+		Key:                       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: "N~META"}},
+		UpdateExpression:          aws.String("SET unseenCount = :two, #cu = :one, #cs = :two ADD version :one"),
+		ExpressionAttributeNames:  map[string]string{"#cu": "cu#billing", "#cs": "cs#billing"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}, ":two": &types.AttributeValueMemberN{Value: "2"}},
+		ReturnValues:              types.ReturnValueUpdatedNew,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, _ := strconv.ParseInt(metaOut.Attributes["version"].(*types.AttributeValueMemberN).Value, 10, 64)
+
+	want := []inbox.EventKind{inbox.EventAdded, inbox.EventRead, inbox.EventUnread, inbox.EventRead,
+		inbox.EventArchived, inbox.EventSnoozed, inbox.EventWoke}
+	var got []inbox.EventKind
+	quiet := time.NewTimer(10 * time.Second)
+	for {
+		select {
+		case c := <-sub.Events():
+			if len(c.IDs) != 1 || c.IDs[0] != id {
+				t.Fatalf("event %s of %v, want of %s", c.Kind, c.IDs, id)
+			}
+			got = append(got, c.Kind)
+			if len(got) >= len(want) {
+				quiet.Reset(1500 * time.Millisecond) // then: nothing more (no relay copy)
+			}
+			continue
+		case <-sub.BadgeChanged():
+			continue
+		case <-quiet.C:
+		}
+		break
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	c := sub.Latest()
+	wantBadge := inbox.Badge{Unread: c.UnreadCount, Unseen: 2, Version: ver, Categories: []inbox.CategoryCount{{Category: "billing", Unread: 1, Unseen: 2}}}
+	if c.Version != ver || !reflect.DeepEqual(c.Badge, wantBadge) {
+		t.Fatalf("latest %+v, want badge %+v", c, wantBadge)
+	}
 }

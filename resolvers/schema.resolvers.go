@@ -146,7 +146,7 @@ func (r *queryResolver) Nodes(ctx context.Context, ids []string) ([]gqlscalar.No
 }
 
 func (r *subscriptionResolver) UnreadCount(ctx context.Context) (<-chan int, error) {
-	return r.badgeStream(ctx)
+	return r.unreadCountStream(ctx)
 }
 
 func (r *subscriptionResolver) NotificationAdded(ctx context.Context) (<-chan *inbox.Notification, error) {
@@ -154,11 +154,11 @@ func (r *subscriptionResolver) NotificationAdded(ctx context.Context) (<-chan *i
 }
 
 func (r *subscriptionResolver) Badge(ctx context.Context) (<-chan *inbox.Badge, error) {
-	panic(fmt.Errorf("not implemented: Badge - badge"))
+	return r.badgeStream(ctx)
 }
 
 func (r *subscriptionResolver) InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error) {
-	panic(fmt.Errorf("not implemented: InboxEvents - inboxEvents"))
+	return r.eventsStream(ctx)
 }
 
 func (r *viewerResolver) Inbox(ctx context.Context, obj *inbox.Viewer, first *int, after *string, last *int, before *string, filter *model.InboxFilter) (*inbox.Page, error) {

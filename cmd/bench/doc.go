@@ -26,7 +26,11 @@
 //     -live-rate (50/s) for -live-duration (10s) to random subscribed users and times each
 //     change from just before its HTTP request to the frame with the expected count
 //     (p50/p99); then a burst of -live-burst toggles on one user, counting the frames of a
-//     fast and of a slow subscriber (coalescing). -skip live leaves it out.
+//     fast and of a slow subscriber (coalescing); then -live-events (200) rounds of
+//     sendNotification + markRead on one user with an `inboxEvents` subscriber, each event
+//     timed from the store's publish of the committed write to its frame (goal p99 ≤ 50 ms;
+//     READ is measured once the store publishes marks with their kind). -skip live leaves
+//     it out.
 //  8. relay: an outside write reaches a subscriber through the DynamoDB Streams relay
 //     (issue 4's goal: p99 ≤ 1 s). With redis-server started here (skipped with a note when
 //     it is missing), a relay runs in this process (relay.New + Run on its own context, the

@@ -61,6 +61,7 @@ type liveConfig struct {
 	slowDelay     time.Duration
 	redisServer   string
 	dialWorkers   int
+	events        int // inboxEvents rounds (0 skips the measurement)
 }
 
 func (lc liveConfig) sizes() ([]int, error) {
@@ -128,7 +129,9 @@ type LiveResult struct {
 	RLimitNoFile  uint64        `json:"rlimit_nofile"`
 	Runs          []LiveRun     `json:"runs"`
 	Burst         *liveBurstOut `json:"burst,omitempty"`
-	RedisSkipped  string        `json:"redis_skipped,omitempty"`
+	// Events is the inboxEvents delivery measurement (local broker).
+	Events       *LiveEventsResult `json:"inbox_events,omitempty"`
+	RedisSkipped string            `json:"redis_skipped,omitempty"`
 }
 
 // --- child protocol ---------------------------------------------------------------
@@ -505,6 +508,20 @@ func (b *bench) liveScenario(ctx context.Context) (*LiveResult, error) {
 			bo := out.Burst
 			bo.Broker = brokerName
 			res.Burst = bo
+		}
+		if brokerName == "local" && lc.events > 0 {
+			eu := liveUser{ID: "liveevents"}
+			if eu.Token, err = b.token(eu.ID); err != nil {
+				runAllRev(cleanup)
+				return nil, err
+			}
+			progress("live: inboxEvents delivery, %d rounds of sendNotification + markRead on one user", lc.events)
+			ev, err := b.liveEvents(ctx, eu, sender, lc.events)
+			if err != nil {
+				runAllRev(cleanup)
+				return nil, fmt.Errorf("inboxEvents: %w", err)
+			}
+			res.Events = ev
 		}
 		runAllRev(cleanup)
 	}

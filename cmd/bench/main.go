@@ -96,6 +96,7 @@ func main() {
 	flag.Float64Var(&c.live.sendShare, "live-send-share", 0.25, "live scenario: share of the mutations that are sendNotification (the rest markRead/markUnread)")
 	flag.IntVar(&c.live.notifications, "live-notifications", 4, "live scenario: unread notifications seeded for each subscribed user")
 	flag.IntVar(&c.live.burst, "live-burst", 200, "live scenario: changes of the coalescing burst (0 skips it)")
+	flag.IntVar(&c.live.events, "live-events", 200, "live scenario: rounds (sendNotification + markRead) of the inboxEvents delivery measurement (0 skips it)")
 	flag.DurationVar(&c.live.slowDelay, "live-slow-delay", 50*time.Millisecond, "live scenario: the slow subscriber's sleep after each frame")
 	flag.StringVar(&c.live.redisServer, "redis-server", "", "redis-server binary for the live scenario (default: from PATH)")
 	flag.IntVar(&c.live.dialWorkers, "live-dial-workers", 32, "live scenario: connections the client opens at a time")

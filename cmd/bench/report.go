@@ -387,6 +387,15 @@ func (l *LiveResult) Table() string {
 			fmt.Fprintf(&b, "Burst errors: %d (first: %s).\n", x.Errors, x.FirstError)
 		}
 	}
+	if x := l.Events; x != nil {
+		fmt.Fprintf(&b, "\ninboxEvents delivery (%s; %s): all p50 %.1f ms, p99 %.1f ms (n %d; goal p99 <= %.0f ms: %s); "+
+			"ADDED p50 %.1f / p99 %.1f ms (n %d); READ p50 %.1f / p99 %.1f ms (n %d); lost %d; from the mutation's request: p50 %.1f ms, p99 %.1f ms.\n",
+			x.Transport, x.Measures, x.All.P50, x.All.P99, x.All.N, x.GoalP99Ms, map[bool]string{true: "met", false: "NOT met"}[x.GoalP99Met],
+			x.Added.P50, x.Added.P99, x.Added.N, x.Read.P50, x.Read.P99, x.Read.N, x.Lost, x.FromRequest.P50, x.FromRequest.P99)
+		if x.ReadSkipped != "" {
+			fmt.Fprintf(&b, "READ not measured: %s.\n", x.ReadSkipped)
+		}
+	}
 	return b.String()
 }
 

@@ -1,9 +1,9 @@
-// unreadCount over Server-Sent Events with the graphql-sse client library (distinct
+// A subscription (unreadCount by default) over Server-Sent Events with the graphql-sse client library (distinct
 // connections mode: one POST with Accept: text/event-stream per operation).
 import { createClient } from 'graphql-sse';
 import { args, counter, fail } from './common.mjs';
 
-const { url, token, want } = args();
+const { url, token, want, query } = args();
 let finished = false;
 const client = createClient({
   url,
@@ -11,7 +11,7 @@ const client = createClient({
   retryAttempts: 0,
 });
 const unsubscribe = client.subscribe(
-  { query: 'subscription { unreadCount }' },
+  { query },
   {
     next: counter(want, () => {
       finished = true;

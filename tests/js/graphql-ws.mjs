@@ -1,9 +1,9 @@
-// unreadCount over graphql-transport-ws with the graphql-ws client library.
+// A subscription (unreadCount by default) over graphql-transport-ws with the graphql-ws client library.
 import WebSocket from 'ws';
 import { createClient } from 'graphql-ws';
 import { args, counter, fail } from './common.mjs';
 
-const { wsUrl, token, want } = args();
+const { wsUrl, token, want, query } = args();
 let finished = false;
 const client = createClient({
   url: wsUrl,
@@ -14,7 +14,7 @@ const client = createClient({
   on: { closed: (e) => { if (!finished) fail('socket closed', { code: e.code, reason: e.reason }); } },
 });
 const unsubscribe = client.subscribe(
-  { query: 'subscription { unreadCount }' },
+  { query },
   {
     next: counter(want, async () => {
       finished = true;

@@ -1,10 +1,10 @@
-// unreadCount over the legacy graphql-ws protocol with Apollo's subscriptions-transport-ws.
+// A subscription (unreadCount by default) over the legacy graphql-ws protocol with Apollo's subscriptions-transport-ws.
 import WebSocket from 'ws';
 import stws from 'subscriptions-transport-ws';
 import { args, counter, fail } from './common.mjs';
 
 const { SubscriptionClient } = stws;
-const { wsUrl, token, want } = args();
+const { wsUrl, token, want, query } = args();
 let finished = false;
 const client = new SubscriptionClient(
   wsUrl,
@@ -16,7 +16,7 @@ const client = new SubscriptionClient(
   WebSocket,
 );
 client.onDisconnected(() => { if (!finished) fail('disconnected', {}); });
-const sub = client.request({ query: 'subscription { unreadCount }' }).subscribe({
+const sub = client.request({ query }).subscribe({
   next: counter(want, () => {
     finished = true;
     sub.unsubscribe();

@@ -1,4 +1,4 @@
-package resolvers
+package live
 
 import (
 	"context"
@@ -36,7 +36,8 @@ type StreamHook struct {
 
 type streamHookKey struct{}
 
-// WithStreamHook returns ctx carrying h for the subscription resolvers.
+// WithStreamHook returns ctx carrying h for the streams opened with it (OpenBadge,
+// OpenEvents, OpenAdded).
 func WithStreamHook(ctx context.Context, h *StreamHook) context.Context {
 	return context.WithValue(ctx, streamHookKey{}, h)
 }
@@ -55,15 +56,18 @@ func (h *StreamHook) Err() error {
 	return h.err
 }
 
-// streamSignal is the resolvers' side of a hook: bind it when the stream starts, then call
+// HookFrom returns the hook ctx carries, or nil.
+func HookFrom(ctx context.Context) *StreamHook {
+	h, _ := ctx.Value(streamHookKey{}).(*StreamHook)
+	return h
+}
+
+// streamSignal is the streams' side of a hook: bind it when the stream starts, then call
 // ready after each value and at the end. Without a hook in ctx (gqlgen's own transports,
-// SSE) both do nothing.
+// SSE) they do nothing.
 type streamSignal struct{ h *StreamHook }
 
-func signalOf(ctx context.Context) streamSignal {
-	h, _ := ctx.Value(streamHookKey{}).(*StreamHook)
-	return streamSignal{h}
-}
+func signalOf(ctx context.Context) streamSignal { return streamSignal{HookFrom(ctx)} }
 
 func (s streamSignal) bind() {
 	if s.h != nil {

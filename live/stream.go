@@ -1,0 +1,307 @@
+package live
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// The streams below are what the subscription resolvers return: channels fed without a
+// goroutine of their own while they wait. The broker's subscription calls them
+// (Subscription.OnChange) on the publisher's goroutine; they put the value on their
+// channel without blocking and signal the transport (StreamHook in ctx). Their end is tied
+// to ctx with context.AfterFunc, which needs no goroutine either. Only a value that must
+// be read from the store (a re-read hint, an event without a badge) starts a short-lived
+// goroutine, which retries a failed read with backoff until it succeeds or ctx ends.
+
+// BadgeReader reads an inbox's badge as committed (a strongly consistent read).
+type BadgeReader func(ctx context.Context, v inbox.Viewer) (inbox.Badge, error)
+
+// Subscriber hands out subscriptions (every Broker is one).
+type Subscriber interface {
+	Subscribe(v inbox.Viewer, opts ...SubscribeOption) *Subscription
+}
+
+// Streams opens live streams of inboxes: the broker to subscribe to, the store read for
+// badges a change does not carry, and where to log a failing re-read.
+type Streams struct {
+	Broker Subscriber
+	Read   BadgeReader
+	Log    *slog.Logger
+}
+
+func (st Streams) log() *slog.Logger {
+	if st.Log == nil {
+		return slog.Default()
+	}
+	return st.Log
+}
+
+// Backoff of a failed badge re-read: capped exponential with full jitter. A stream never
+// gives up on a re-read (the change it stands for would be missed until the next one); it
+// stops only when the stream ends.
+const (
+	rereadBaseDelay = 20 * time.Millisecond
+	rereadMaxDelay  = time.Second
+)
+
+// readUntilOK reads v's badge until a read succeeds (nil error) or ctx ends (ctx's error);
+// the first failure is logged as what.
+func (st Streams) readUntilOK(ctx context.Context, v inbox.Viewer, what string) (inbox.Badge, error) {
+	for failures := 0; ; failures++ {
+		b, err := st.Read(ctx, v)
+		if err == nil {
+			return b, nil
+		}
+		if ctx.Err() != nil {
+			return inbox.Badge{}, ctx.Err()
+		}
+		if failures == 0 {
+			st.log().Warn(what+" subscription: read badge; retrying", "err", err)
+		}
+		t := time.NewTimer(rand.N(min(rereadMaxDelay, rereadBaseDelay<<min(failures, 20))) + time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// BadgeView is how a badge stream presents the badge: View turns it into the stream's
+// value, Equal tells two values apart (an equal value is not sent again), and Full says
+// whether View needs the whole badge (a change carrying only the unread count is then
+// re-read from the store).
+type BadgeView[T any] struct {
+	Name  string // for logs: the subscription field
+	View  func(inbox.Badge) T
+	Equal func(a, b T) bool
+	Full  bool
+}
+
+// UnreadView presents the unread count (Subscription.unreadCount).
+var UnreadView = BadgeView[int]{Name: "unreadCount", View: func(b inbox.Badge) int { return b.Unread },
+	Equal: func(a, b int) bool { return a == b }}
+
+// FullView presents the whole badge (Subscription.badge).
+var FullView = BadgeView[*inbox.Badge]{Name: "badge", Full: true,
+	View:  func(b inbox.Badge) *inbox.Badge { return &b },
+	Equal: func(a, b *inbox.Badge) bool { return SameCounts(*a, *b) }}
+
+// SameCounts reports whether a and b count the same (their versions aside).
+func SameCounts(a, b inbox.Badge) bool {
+	return a.Unread == b.Unread && a.Unseen == b.Unseen && slices.Equal(a.Categories, b.Categories)
+}
+
+// OpenBadge streams v's badge as view presents it: the current value at once, then every
+// change. It subscribes before reading the current value, so no change between the two is
+// missed; changes carry META's version, so a stale or repeated one is never sent, and a
+// value equal to the last one sent is not sent again. A change whose badge is unknown (a
+// re-read hint, Version 0) is read from the store, retried with backoff until it succeeds.
+// A slow client gets the latest value, never a queue: the channel holds one value and a
+// newer one replaces it. The channel closes when ctx ends; the error is the first read's.
+func OpenBadge[T any](ctx context.Context, st Streams, v inbox.Viewer, view BadgeView[T]) (<-chan T, error) {
+	sub := st.Broker.Subscribe(v, BadgeOnly())
+	b, err := st.Read(ctx, v)
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	f := &badgeFeed[T]{st: st, view: view, v: v, ctx: ctx, sub: sub, sig: signalOf(ctx), out: make(chan T, 1),
+		lastVer: b.Version, last: view.View(b)}
+	f.sig.bind()
+	f.out <- f.last
+	f.sig.ready()
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		f.done = true
+		close(f.out)
+		f.mu.Unlock()
+		sub.Close()
+		f.sig.ready()
+	})
+	sub.OnChange(f.onChange)
+	return f.out, nil
+}
+
+// badgeFeed is one badge stream's state.
+type badgeFeed[T any] struct {
+	st   Streams
+	view BadgeView[T]
+	v    inbox.Viewer
+	ctx  context.Context
+	sub  *Subscription
+	sig  streamSignal
+	out  chan T // capacity 1: the value not yet taken
+
+	mu      sync.Mutex
+	lastVer int64
+	last    T
+	reading bool // a store read is running
+	reread  bool // another change came while it ran
+	done    bool
+}
+
+// onChange takes the subscription's latest badge state.
+func (f *badgeFeed[T]) onChange() {
+	select {
+	case <-f.sub.BadgeChanged():
+	default:
+		return
+	}
+	c := f.sub.Latest()
+	b, complete := BadgeOf(c)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return
+	}
+	if c.Version == 0 || c.Version <= f.lastVer || (f.view.Full && !complete) {
+		// A change without a known badge (a send, a resync, a writer outside the gateway
+		// that does not bump META's version, a publisher that sends the count alone), or
+		// one not newer than what was sent: read the badge as committed.
+		if f.reading {
+			f.reread = true
+			return
+		}
+		f.reading = true
+		go f.read()
+		return
+	}
+	f.lastVer = c.Version
+	f.sendLocked(f.view.View(b))
+}
+
+// read reads the badge until no change asked for another read while it ran.
+func (f *badgeFeed[T]) read() {
+	for {
+		b, err := f.st.readUntilOK(f.ctx, f.v, f.view.Name)
+		f.mu.Lock()
+		// A versioned change may have been sent while the read ran: a result older than
+		// it is stale. An equal version with other counts is a writer that did not bump
+		// the version; the read is authoritative.
+		if err == nil && !f.done && b.Version >= f.lastVer {
+			f.lastVer = b.Version
+			f.sendLocked(f.view.View(b))
+		}
+		if err != nil || !f.reread || f.done {
+			f.reading = false
+			f.mu.Unlock()
+			return
+		}
+		f.reread = false
+		f.mu.Unlock()
+	}
+}
+
+// sendLocked puts x on the channel unless it equals the value sent last; a value still
+// waiting there is replaced. f.mu is held (it orders the sends).
+func (f *badgeFeed[T]) sendLocked(x T) {
+	if f.view.Equal(x, f.last) {
+		return // every change means every new value: an equal one is not sent again
+	}
+	f.last = x
+	select {
+	case f.out <- x:
+		f.sig.ready()
+		return
+	default:
+	}
+	select {
+	case <-f.out: // replaced: the Ready of the value taken out stands for this one
+		f.out <- x
+	default: // taken meanwhile: the channel is empty
+		f.out <- x
+		f.sig.ready()
+	}
+}
+
+// addedSkew is how much older than the subscription a new notification may look and still
+// be delivered (clock skew between the writer and this instance): a relay that lags (or
+// replays after a takeover) may carry older ones.
+const addedSkew = 2 * time.Second
+
+// OpenAdded streams each new notification of v once (Subscription.notificationAdded). A
+// subscriber that falls more than NotificationBuffer notifications behind is ended with a
+// SLOW_CONSUMER error (the channel closes; the transport reports StreamHook.Err), and
+// nobody else slows down. The channel closes when ctx ends.
+func OpenAdded(ctx context.Context, st Streams, v inbox.Viewer) (<-chan *inbox.Notification, error) {
+	sub := st.Broker.Subscribe(v)
+	f := &addedFeed{sub: sub, log: st.log(), sig: signalOf(ctx), out: make(chan *inbox.Notification, NotificationBuffer),
+		since: time.Now().Add(-addedSkew)}
+	f.sig.bind()
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		ended := f.done
+		if !ended {
+			f.done = true
+			close(f.out)
+		}
+		f.mu.Unlock()
+		sub.Close()
+		if !ended {
+			f.sig.ready()
+		}
+	})
+	sub.OnChange(f.onChange)
+	return f.out, nil
+}
+
+// addedFeed is one notificationAdded stream's state.
+type addedFeed struct {
+	sub   *Subscription
+	log   *slog.Logger
+	sig   streamSignal
+	out   chan *inbox.Notification // the subscriber's bounded buffer
+	since time.Time
+
+	mu   sync.Mutex // held while moving notifications, so they keep their order
+	done bool
+}
+
+// errAddedSlow ends a notificationAdded subscriber whose buffer overflowed.
+var errAddedSlow = inbox.Errorf(inbox.CodeSlowConsumer,
+	"notificationAdded: the subscriber fell more than %d notifications behind and was ended; subscribe again and refetch the inbox", NotificationBuffer)
+
+// onChange moves the subscription's new notifications to the channel.
+func (f *addedFeed) onChange() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for !f.done {
+		select {
+		case n := <-f.sub.Added():
+			if n.CreatedAt.Before(f.since) {
+				continue
+			}
+			select {
+			case f.out <- n:
+				f.sig.ready()
+			default:
+				f.overflowLocked()
+			}
+			continue
+		default:
+		}
+		select {
+		case <-f.sub.Overflowed():
+			f.overflowLocked()
+		default:
+		}
+		return
+	}
+}
+
+// overflowLocked ends the stream with errAddedSlow. f.mu is held.
+func (f *addedFeed) overflowLocked() {
+	f.log.Info("notificationAdded subscriber fell behind; closing it")
+	f.done = true
+	f.sig.end(errAddedSlow)
+	close(f.out)
+	f.sig.ready()
+	go f.sub.Close() // not on the publisher's goroutine: it holds the broker's lock
+}
