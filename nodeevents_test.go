@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/live/redistest"
 )
 
@@ -159,21 +161,21 @@ func TestNodeClientsInboxEventsAcrossInstances(t *testing.T) {
 	_, b := startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
 	rel := startProc(t, "relay", append(env, "INBOX_CREATE_TABLE=0"), "relay")
 	rel.waitLog("relay: reading stream", time.Time{}, procTimeout)
-	sender := b.token("t1", "svc", auth.ScopeSend)
+	sender := b.Token("t1", "svc", auth.ScopeSend)
 
 	for i, c := range nodeClients {
 		t.Run(c.script, func(t *testing.T) {
-			a, b := a.withT(t), b.withT(t)
+			a, b := a.WithT(t), b.WithT(t)
 			user := "ev" + string(rune('a'+i))
-			tok := a.token("t1", user)
-			events := startNodeSub(t, node, c.script, a.url, tok, eventsQuery)
+			tok := a.Token("t1", user)
+			events := startNodeSub(t, node, c.script, a.URL, tok, eventsQuery)
 			// inboxEvents sends nothing first: its subscription is in place once A
 			// listens on the viewer's Redis channel.
-			waitFor(t, 20*time.Second, "instance A to subscribe to the viewer's channel", func() bool {
+			testgw.WaitFor(t, 20*time.Second, "instance A to subscribe to the viewer's channel", func() bool {
 				n, err := rdb.PubSubNumSub(context.Background(), "inbox:t1#"+user).Result()
 				return err == nil && n["inbox:t1#"+user] == 1
 			})
-			badges := startNodeSub(t, node, c.script, a.url, tok, badgeQuery)
+			badges := startNodeSub(t, node, c.script, a.URL, tok, badgeQuery)
 			var bd badgeData
 			badges.next("the first badge", &bd)
 			if bd.Badge.Unread != 0 || bd.Badge.Unseen != 0 || len(bd.Badge.Categories) != 0 {
@@ -193,9 +195,9 @@ func TestNodeClientsInboxEventsAcrossInstances(t *testing.T) {
 				}
 				return e
 			}
-			g1 := b.seed(sender, user, 1)[0]
+			g1 := b.Seed(sender, user, 1)[0]
 			expect("a send through B", "ADDED", g1, 1)
-			b.mark(tok, true, g1)
+			b.Mark(tok, true, g1)
 			expect("a markRead through B", "READ", g1, 0)
 			o1 := outsideSend(t, db, table, "t1", user)
 			if e := expect("an outside write", "ADDED", o1, 1); e.InboxEvents.Notification.Title != "from a service" {
@@ -208,7 +210,7 @@ func TestNodeClientsInboxEventsAcrossInstances(t *testing.T) {
 			events.quiet("the last event", time.Second)
 
 			// The badge follows (coalesced: intermediate values may be skipped) to 1.
-			waitFor(t, 20*time.Second, "the badge subscriber to reach 1", func() bool {
+			testgw.WaitFor(t, 20*time.Second, "the badge subscriber to reach 1", func() bool {
 				select {
 				case line := <-badges.lines:
 					bd = badgeData{}
@@ -221,4 +223,26 @@ func TestNodeClientsInboxEventsAcrossInstances(t *testing.T) {
 			})
 		})
 	}
+}
+
+// nodeClients are the scripts in tests/js run by the cross-instance test, one per real
+// client library (the same set as httpapi's Node client tests).
+var nodeClients = []struct{ script string }{
+	{"graphql-ws.mjs"}, {"subscriptions-transport-ws.mjs"}, {"graphql-sse.mjs"},
+}
+
+// nodeBinary returns the node executable, failing (not skipping) when node or the client
+// scripts' npm packages are missing.
+func nodeBinary(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed (%v): install Node.js 20+, then run `npm ci` in the module root", err)
+	}
+	for _, p := range []string{"graphql-ws", "ws", "subscriptions-transport-ws", "graphql-sse"} {
+		if _, err := os.Stat(filepath.Join("node_modules", p, "package.json")); err != nil {
+			t.Fatalf("npm package %s is missing (%v): run `npm ci` in the module root", p, err)
+		}
+	}
+	return node
 }
