@@ -47,6 +47,7 @@ type Store struct {
 	cursors         *cursorKey
 	retry           RetryPolicy
 	retryObs        RetryObserver
+	tenantPrefs     func(tenantID string) inbox.TenantPreferences
 }
 
 // Option configures a Store.
