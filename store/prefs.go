@@ -380,7 +380,7 @@ func (b *updateBuilder) input(table string, key itemKey) (*dynamodb.UpdateItemIn
 }
 
 // inAppAllowed reads the preferences of users (one BatchGetItem of their PREFS items,
-// as AP9 batches) and reports, per user, whether a notification of category about
+// AP11) and reports, per user, whether a notification of category about
 // target (nil for none) goes to their inbox (inbox.Preferences.InAppAllowed over the
 // tenant's defaults): not when in-app is off for the category (or globally, for a
 // category without its own switch) or the target is muted, unless the category is
