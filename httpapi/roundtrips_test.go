@@ -46,6 +46,8 @@ type gatewaySetup struct {
 	timeouts *httpapi.Timeouts
 	// listener, when set, wraps the test server's listener.
 	listener func(net.Listener) net.Listener
+	// store are more store options.
+	store []store.Option
 }
 
 func newGateway(t *testing.T) *gateway { return newGatewayWith(t, gatewaySetup{}) }
@@ -57,7 +59,7 @@ func newGatewayWith(t *testing.T, s gatewaySetup) *gateway {
 	rec := &ddbtrace.Recorder{}
 	db, table := dynlocaltest.Client(t, append([]func(*dynamodb.Options){rec.Option()}, s.ddb...)...), dynlocaltest.TableName(t)
 	broker := live.NewLocal()
-	st := store.New(db, table, store.WithSweepWorkers(0), store.WithPublisher(broker))
+	st := store.New(db, table, append([]store.Option{store.WithSweepWorkers(0), store.WithPublisher(broker)}, s.store...)...)
 	t.Cleanup(st.Close)
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
