@@ -472,7 +472,7 @@ type switchesJSON struct {
 }
 
 func (s switchesJSON) changes() SwitchChanges {
-	return SwitchChanges{InApp: s.InApp, Email: s.Email, Push: s.Push, SMS: s.SMS}
+	return SwitchChanges(s)
 }
 
 // ParseTenantPreferences reads a tenant's defaults from JSON of the GraphQL Preferences
