@@ -165,12 +165,15 @@ func (s *Store) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox
 		b.deletes = append(b.deletes, b.name(prefsAttrMutedTargets)+" "+b.value(&types.AttributeValueMemberSS{Value: unmute}))
 		unmute = nil
 	}
+	zoneRule := "" // what a failed zone condition means
 	if d.Timezone == "" {
 		switch {
 		case upd.QuietHours != nil && upd.Timezone == nil:
 			b.conds = append(b.conds, "attribute_exists("+b.name(prefsAttrTimezone)+")")
+			zoneRule = "quietHours need a timezone"
 		case zoneCleared && !upd.ClearQuietHours:
 			b.conds = append(b.conds, "attribute_not_exists("+b.name(prefsAttrQuietHours)+")")
+			zoneRule = "the timezone cannot be cleared while quiet hours are set"
 		}
 	}
 	in, err := b.input(s.table, itemKey{userPK(v), skPrefs})
@@ -179,7 +182,7 @@ func (s *Store) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox
 	}
 	out, err := s.db.UpdateItem(ctx, in)
 	if err != nil {
-		return inbox.Preferences{}, prefsUpdateError(err, len(mute))
+		return inbox.Preferences{}, prefsUpdateError(err, len(mute), zoneRule)
 	}
 	item := out.Attributes
 	if len(unmute) > 0 {
@@ -204,21 +207,18 @@ func (s *Store) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox
 }
 
 // prefsUpdateError translates a refused preferences UpdateItem: a failed condition into
-// the rule it enforces (read from the item as it was, which the refusal returns), an item
-// grown over DynamoDB's size limit into BAD_USER_INPUT.
-func prefsUpdateError(err error, muting int) error {
+// the rule it enforces (the muted-targets bound when the item as it was, which the
+// refusal returns, leaves no room for muting more; zoneRule otherwise), an item grown
+// over DynamoDB's size limit into BAD_USER_INPUT.
+func prefsUpdateError(err error, muting int, zoneRule string) error {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		old, derr := decodePrefs(ccf.Item)
-		switch {
-		case derr == nil && len(old.MutedTargets)+muting > inbox.MaxMutedTargets:
+		if muting > 0 && (zoneRule == "" || derr == nil && len(old.MutedTargets)+muting > inbox.MaxMutedTargets) {
 			return inbox.Errorf(inbox.CodeBadUserInput,
 				"at most %d muted targets: %d are muted and %d more asked (unmute some first)", inbox.MaxMutedTargets, len(old.MutedTargets), muting)
-		case derr == nil && old.QuietHours != nil:
-			return inbox.Errorf(inbox.CodeBadUserInput, "the timezone cannot be cleared while quiet hours are set")
-		default:
-			return inbox.Errorf(inbox.CodeBadUserInput, "quietHours need a timezone")
 		}
+		return inbox.Errorf(inbox.CodeBadUserInput, "%s", zoneRule)
 	}
 	var ve interface{ ErrorMessage() string }
 	if errors.As(err, &ve) && strings.Contains(ve.ErrorMessage(), "size has exceeded") {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	_ "time/tzdata" // as package main: zones do not depend on the host
 
@@ -141,13 +142,15 @@ func TestUpdatePreferencesRefusalsWriteNothing(t *testing.T) {
 		assertNoWrite(t, name, f.rec.Ops())
 	}
 	// Quiet hours need a timezone: none stored, none given, none from the tenant.
-	if _, err := f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{QuietHours: &inbox.QuietHours{Start: "22:00", End: "07:00"}}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+	if _, err := f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{QuietHours: &inbox.QuietHours{Start: "22:00", End: "07:00"}}); inbox.ErrorCode(err) != inbox.CodeBadUserInput ||
+		!strings.Contains(err.Error(), "need a timezone") {
 		t.Fatalf("quiet hours without a zone: %v", err)
 	}
 	if _, err := f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{QuietHours: &inbox.QuietHours{Start: "22:00", End: "07:00"}, Timezone: sptr("Asia/Tokyo")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{Timezone: sptr("")}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+	if _, err := f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{Timezone: sptr("")}); inbox.ErrorCode(err) != inbox.CodeBadUserInput ||
+		!strings.Contains(err.Error(), "cannot be cleared") {
 		t.Fatalf("clearing the zone under quiet hours: %v", err)
 	}
 	// With a zone stored, quiet hours alone are fine.
@@ -192,7 +195,7 @@ func TestMuteUnmuteTargets(t *testing.T) {
 		t.Fatalf("100 mutes: %d %v", len(p.MutedTargets), err)
 	}
 	_, err = f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{MuteTargets: []inbox.ProfileRef{tref("one-more")}, Locale: sptr("fr")})
-	if inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+	if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "at most 100 muted targets") {
 		t.Fatalf("101st mute: %v", err)
 	}
 	if p, _ = f.s.Preferences(ctx, v); len(p.MutedTargets) != 100 || p.Locale != "" {
