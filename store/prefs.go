@@ -90,8 +90,9 @@ func (s *Store) Preferences(ctx context.Context, v inbox.Viewer) (inbox.Preferen
 // so when it is refused nothing is written.
 //
 // Conditions, each a BAD_USER_INPUT when not met: at most inbox.MaxMutedTargets targets
-// muted afterwards (checked as "the set has at most 100 minus the targets to mute", so
-// muting again a target already muted counts against the room left); quiet hours need a
+// muted afterwards (checked as "the set has at most 100 minus the targets to mute"; when
+// that refuses an update some of whose targets were muted already, a second UpdateItem
+// counts only the new ones, on condition that the others are still muted); quiet hours need a
 // timezone (the update's, the stored one or the tenant's) and a timezone cannot be
 // cleared while quiet hours are set without one from the tenant. Category switches are
 // bounded by the item size (400 KB, thousands of categories): an update that would
@@ -123,66 +124,92 @@ func (s *Store) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox
 		return s.Preferences(ctx, v)
 	}
 
-	b := newUpdateBuilder()
-	b.set(b.name(prefsAttrEntityType), entityPrefs)
-	for i, c := range switchPtrs(upd.Channels) {
-		if c != nil {
-			b.set(b.name(prefsChannelAttrs[i]), *c)
-		}
-	}
-	for _, c := range upd.Categories {
-		for i, sw := range switchPtrs(c.Channels) {
-			if sw != nil {
-				b.set(b.name(prefsAttrCategorySwitch(c.Category, prefsChannelAttrs[i])), *sw)
+	mute, unmute := targetSet(upd.MuteTargets), targetSet(upd.UnmuteTargets)
+	// The UpdateItem is built by build: already are members of mute known to be muted,
+	// which the bound does not count (their contains() is part of the condition).
+	zoneRule := "" // what a failed zone condition means
+	build := func(already []string) (*dynamodb.UpdateItemInput, error) {
+		b := newUpdateBuilder()
+		b.set(b.name(prefsAttrEntityType), entityPrefs)
+		for i, c := range switchPtrs(upd.Channels) {
+			if c != nil {
+				b.set(b.name(prefsChannelAttrs[i]), *c)
 			}
 		}
-	}
-	if upd.QuietHours != nil {
-		b.set(b.name(prefsAttrQuietHours), quietHoursAttr{Start: upd.QuietHours.Start, End: upd.QuietHours.End})
-	}
-	if upd.ClearQuietHours {
-		b.remove(b.name(prefsAttrQuietHours))
-	}
-	for _, f := range []struct {
-		attr string
-		val  *string
-	}{{prefsAttrTimezone, upd.Timezone}, {prefsAttrLocale, upd.Locale}} {
-		switch {
-		case f.val == nil:
-		case *f.val == "":
-			b.remove(b.name(f.attr))
-		default:
-			b.set(b.name(f.attr), *f.val)
+		for _, c := range upd.Categories {
+			for i, sw := range switchPtrs(c.Channels) {
+				if sw != nil {
+					b.set(b.name(prefsAttrCategorySwitch(c.Category, prefsChannelAttrs[i])), *sw)
+				}
+			}
 		}
-	}
-	mute, unmute := targetSet(upd.MuteTargets), targetSet(upd.UnmuteTargets)
-	if len(mute) > 0 {
-		n := b.name(prefsAttrMutedTargets)
-		b.adds = append(b.adds, n+" "+b.value(&types.AttributeValueMemberSS{Value: mute}))
-		b.conds = append(b.conds, fmt.Sprintf("(attribute_not_exists(%s) OR size(%s) <= %s)", n, n,
-			b.value(&types.AttributeValueMemberN{Value: strconv.Itoa(inbox.MaxMutedTargets - len(mute))})))
-	} else if len(unmute) > 0 {
-		b.deletes = append(b.deletes, b.name(prefsAttrMutedTargets)+" "+b.value(&types.AttributeValueMemberSS{Value: unmute}))
-		unmute = nil
-	}
-	zoneRule := "" // what a failed zone condition means
-	if d.Timezone == "" {
-		switch {
-		case upd.QuietHours != nil && upd.Timezone == nil:
-			b.conds = append(b.conds, "attribute_exists("+b.name(prefsAttrTimezone)+")")
-			zoneRule = "quietHours need a timezone"
-		case zoneCleared && !upd.ClearQuietHours:
-			b.conds = append(b.conds, "attribute_not_exists("+b.name(prefsAttrQuietHours)+")")
-			zoneRule = "the timezone cannot be cleared while quiet hours are set"
+		if upd.QuietHours != nil {
+			b.set(b.name(prefsAttrQuietHours), quietHoursAttr{Start: upd.QuietHours.Start, End: upd.QuietHours.End})
 		}
+		if upd.ClearQuietHours {
+			b.remove(b.name(prefsAttrQuietHours))
+		}
+		for _, f := range []struct {
+			attr string
+			val  *string
+		}{{prefsAttrTimezone, upd.Timezone}, {prefsAttrLocale, upd.Locale}} {
+			switch {
+			case f.val == nil:
+			case *f.val == "":
+				b.remove(b.name(f.attr))
+			default:
+				b.set(b.name(f.attr), *f.val)
+			}
+		}
+		if len(mute) > 0 {
+			n := b.name(prefsAttrMutedTargets)
+			b.adds = append(b.adds, n+" "+b.value(&types.AttributeValueMemberSS{Value: mute}))
+			room := b.value(&types.AttributeValueMemberN{Value: strconv.Itoa(inbox.MaxMutedTargets - (len(mute) - len(already)))})
+			if len(already) == 0 {
+				b.conds = append(b.conds, fmt.Sprintf("(attribute_not_exists(%s) OR size(%s) <= %s)", n, n, room))
+			} else {
+				b.conds = append(b.conds, fmt.Sprintf("size(%s) <= %s", n, room))
+				for _, m := range already {
+					b.conds = append(b.conds, fmt.Sprintf("contains(%s, %s)", n, b.value(&types.AttributeValueMemberS{Value: m})))
+				}
+			}
+		} else if len(unmute) > 0 {
+			b.deletes = append(b.deletes, b.name(prefsAttrMutedTargets)+" "+b.value(&types.AttributeValueMemberSS{Value: unmute}))
+		}
+		if d.Timezone == "" {
+			switch {
+			case upd.QuietHours != nil && upd.Timezone == nil:
+				b.conds = append(b.conds, "attribute_exists("+b.name(prefsAttrTimezone)+")")
+				zoneRule = "quietHours need a timezone"
+			case zoneCleared && !upd.ClearQuietHours:
+				b.conds = append(b.conds, "attribute_not_exists("+b.name(prefsAttrQuietHours)+")")
+				zoneRule = "the timezone cannot be cleared while quiet hours are set"
+			}
+		}
+		return b.input(s.table, itemKey{userPK(v), skPrefs})
 	}
-	in, err := b.input(s.table, itemKey{userPK(v), skPrefs})
+	in, err := build(nil)
 	if err != nil {
 		return inbox.Preferences{}, err
 	}
 	out, err := s.db.UpdateItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	if len(mute) > 0 && errors.As(err, &ccf) {
+		// Refused by the bound, perhaps only because some targets to mute were muted
+		// already: once more, counting only the new ones (and requiring the others
+		// still muted), when the item as it was leaves room for them.
+		if already := mutedAlready(ccf.Item, mute); len(already) > 0 {
+			if in, err = build(already); err != nil {
+				return inbox.Preferences{}, err
+			}
+			out, err = s.db.UpdateItem(ctx, in)
+		}
+	}
 	if err != nil {
 		return inbox.Preferences{}, prefsUpdateError(err, len(mute), zoneRule)
+	}
+	if len(mute) == 0 {
+		unmute = nil // done by the one UpdateItem
 	}
 	item := out.Attributes
 	if len(unmute) > 0 {
@@ -225,6 +252,21 @@ func prefsUpdateError(err error, muting int, zoneRule string) error {
 		return inbox.Errorf(inbox.CodeBadUserInput, "too many preferences: the preferences item would exceed its size limit")
 	}
 	return fmt.Errorf("update preferences: %w", err)
+}
+
+// mutedAlready returns the members of mute that item's mutedTargets holds.
+func mutedAlready(item map[string]types.AttributeValue, mute []string) []string {
+	var p prefsItem
+	if item == nil || attributevalue.UnmarshalMap(item, &p) != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range mute {
+		if slices.Contains(p.MutedTargets, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // switchPtrs returns c's channels in prefsChannelAttrs order.

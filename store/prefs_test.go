@@ -201,6 +201,15 @@ func TestMuteUnmuteTargets(t *testing.T) {
 	if p, _ = f.s.Preferences(ctx, v); len(p.MutedTargets) != 100 || p.Locale != "" {
 		t.Fatalf("a refused update wrote: %d targets, locale %q", len(p.MutedTargets), p.Locale)
 	}
+	// Muting again targets muted already takes no room.
+	p, err = f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{MuteTargets: hundred[:3], Locale: sptr("fr")})
+	if err != nil || len(p.MutedTargets) != 100 || p.Locale != "fr" {
+		t.Fatalf("muting again at the bound: %d %q %v", len(p.MutedTargets), p.Locale, err)
+	}
+	_, err = f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{MuteTargets: []inbox.ProfileRef{hundred[0], tref("one-more")}})
+	if inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		t.Fatalf("one new among muted ones at the bound: %v", err)
+	}
 }
 
 // Categories opted out of with the v1 API read as in-app off; the user's own in-app
