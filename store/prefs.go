@@ -95,7 +95,7 @@ func (s *Store) Preferences(ctx context.Context, v inbox.Viewer) (inbox.Preferen
 // counts only the new ones, on condition that the others are still muted); quiet hours need a
 // timezone (the update's, the stored one or the tenant's) and a timezone cannot be
 // cleared while quiet hours are set without one from the tenant. Category switches are
-// bounded by the item size (400 KB, thousands of categories): an update that would
+// bounded by the item size (400 KB: some hundreds of categories with every switch set): an update that would
 // exceed it is BAD_USER_INPUT too.
 func (s *Store) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox.PreferencesUpdate) (inbox.Preferences, error) {
 	if err := checkViewer(v); err != nil {
@@ -248,7 +248,7 @@ func prefsUpdateError(err error, muting int, zoneRule string) error {
 		return inbox.Errorf(inbox.CodeBadUserInput, "%s", zoneRule)
 	}
 	var ve interface{ ErrorMessage() string }
-	if errors.As(err, &ve) && strings.Contains(ve.ErrorMessage(), "size has exceeded") {
+	if errors.As(err, &ve) && strings.Contains(ve.ErrorMessage(), "exceeded the maximum allowed size") {
 		return inbox.Errorf(inbox.CodeBadUserInput, "too many preferences: the preferences item would exceed its size limit")
 	}
 	return fmt.Errorf("update preferences: %w", err)

@@ -323,3 +323,34 @@ func TestSendEnforcesPreferences(t *testing.T) {
 		}
 	}
 }
+
+// Category switches are bounded by the item's size: the update that would pass it is
+// BAD_USER_INPUT, and what was set before stays.
+func TestPreferencesItemSizeBound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	v := f.viewer("a")
+	all := inbox.SwitchChanges{InApp: no(), Email: no(), Push: no(), SMS: no()}
+	for call := 0; ; call++ {
+		var u inbox.PreferencesUpdate
+		for i := range inbox.MaxCategoryUpdates {
+			u.Categories = append(u.Categories, inbox.CategorySwitches{Category: fmt.Sprintf("%03d-%03d-%s", call, i, strings.Repeat("c", 240)), Channels: all})
+		}
+		_, err := f.s.UpdatePreferences(ctx, v, u)
+		if err == nil {
+			if call > 20 {
+				t.Fatal("no bound after 1,000 categories")
+			}
+			continue
+		}
+		if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "size limit") {
+			t.Fatalf("call %d: %v", call, err)
+		}
+		p, err := f.s.Preferences(ctx, v)
+		if err != nil || len(p.Categories) != call*inbox.MaxCategoryUpdates {
+			t.Fatalf("after the refusal: %d categories, want %d (%v)", len(p.Categories), call*inbox.MaxCategoryUpdates, err)
+		}
+		return
+	}
+}
