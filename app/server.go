@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	_ "time/tzdata" // preference time zones (time.LoadLocation) without the host's zoneinfo
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -38,6 +39,7 @@ import (
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/dynlocal"
 	"github.com/inboxgw/gateway/httpapi"
+	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/store"
@@ -113,6 +115,13 @@ type Config struct {
 	ReadTimeout       time.Duration `env:"INBOX_READ_TIMEOUT" envDefault:"30s"`
 	WriteTimeout      time.Duration `env:"INBOX_WRITE_TIMEOUT" envDefault:"60s"`
 	IdleTimeout       time.Duration `env:"INBOX_IDLE_TIMEOUT" envDefault:"120s"`
+	// DefaultPreferences are every tenant's preference defaults until a user sets their
+	// own: JSON of the GraphQL Preferences shape (inbox.ParseTenantPreferences); unset,
+	// every channel is on. CriticalCategories cannot be opted out of.
+	DefaultPreferences string   `env:"INBOX_DEFAULT_PREFERENCES"`
+	CriticalCategories []string `env:"INBOX_CRITICAL_CATEGORIES" envSeparator:","`
+	// TenantPreferences is DefaultPreferences and CriticalCategories parsed.
+	TenantPreferences inbox.TenantPreferences `env:"-"`
 }
 
 // checkLimits bounds the limit settings.
@@ -180,6 +189,11 @@ func LoadConfig() (Config, error) {
 	if err := c.checkLimits(); err != nil {
 		return c, err
 	}
+	prefs, err := inbox.ParseTenantPreferences(c.DefaultPreferences, c.CriticalCategories)
+	if err != nil {
+		return c, fmt.Errorf("configuration: INBOX_DEFAULT_PREFERENCES / INBOX_CRITICAL_CATEGORIES: %w", err)
+	}
+	c.TenantPreferences = prefs
 	if c.CreateTable == nil {
 		on := c.Store == "local"
 		c.CreateTable = &on
@@ -387,7 +401,8 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(
 	if err != nil {
 		return nil, nil, err
 	}
-	base := []store.Option{store.WithLogger(log), store.WithProfileCache(cfg.ProfileCacheSize, cfg.ProfileCacheTTL)}
+	base := []store.Option{store.WithLogger(log), store.WithProfileCache(cfg.ProfileCacheSize, cfg.ProfileCacheTTL),
+		store.WithTenantPreferences(func(string) inbox.TenantPreferences { return cfg.TenantPreferences })}
 	st := store.New(eng.db, cfg.Table, append(base, opts...)...)
 	if *cfg.CreateTable {
 		if err := st.CreateTable(ctx); err != nil {

@@ -33,6 +33,8 @@ var envHelp = map[string]string{
 	"INBOX_LOG_FORMAT":            "json or text (default json, text in dev mode)",
 	"INBOX_COMPLEXITY_LIMIT":      "bound of a document's cost (every field that reads DynamoDB costs 100)",
 	"INBOX_MAX_MUTATION_FIELDS":   "bound of the mutation fields of one document (1..100)",
+	"INBOX_DEFAULT_PREFERENCES":   "every tenant's preference defaults, JSON of the GraphQL Preferences shape (unset: every channel on)",
+	"INBOX_CRITICAL_CATEGORIES":   "comma-separated categories users cannot opt out of",
 	"INBOX_ANONYMOUS_CONCURRENCY": "GraphQL requests without a token that run at once (1..1000)",
 	"INBOX_PROFILE_CACHE_SIZE":    "actor/target profiles shared across requests (0: off)",
 	"INBOX_PROFILE_CACHE_TTL":     "lifetime of a shared profile",
@@ -60,7 +62,7 @@ func envVars() []envVar {
 	t := reflect.TypeFor[Config]()
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if name := f.Tag.Get("env"); name != "" {
+		if name := f.Tag.Get("env"); name != "" && name != "-" {
 			out = append(out, envVar{name: name, def: f.Tag.Get("envDefault")})
 		}
 	}

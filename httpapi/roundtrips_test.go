@@ -47,6 +47,8 @@ type gatewaySetup struct {
 	timeouts *httpapi.Timeouts
 	// listener, when set, wraps the test server's listener.
 	listener func(net.Listener) net.Listener
+	// store are more store options.
+	store []store.Option
 }
 
 func newGateway(t *testing.T) *gateway { return newGatewayWith(t, gatewaySetup{}) }
@@ -67,7 +69,7 @@ func newGatewayWith(t *testing.T, s gatewaySetup) *gateway {
 		Config:   func(c *app.Config) { c.ComplexityLimit = 100000 },
 		Handler:  s.options,
 		DynamoDB: append([]func(*dynamodb.Options){rec.Option()}, s.ddb...),
-		Store:    []store.Option{store.WithSweepWorkers(0)},
+		Store:    append([]store.Option{store.WithSweepWorkers(0)}, s.store...),
 		Timeouts: s.timeouts,
 		Listener: s.listener,
 	})

@@ -22,7 +22,9 @@ func globalID(typ, key string) string { return inbox.GlobalID(typ, key) }
 // BAD_USER_INPUT when it is not a global id or a part of it could not be part of a key.
 // ok is false for an id that can name nothing (a Viewer, which is no Node, or an Actor or
 // Target id of the old, unanchored format "Actor:<id>"): it resolves as one that does not
-// exist. Actor and Target ids are anchored on a notification (see inbox.GlobalID):
+// exist. A Target id with an empty anchor ("\x00<kind>\x00<target id>", a muted target of
+// Preferences) is not ok either, but its ref carries the target (Profile) for
+// unmuteTargets. Actor and Target ids are anchored on a notification (see inbox.GlobalID):
 // "<ULID>\x00<actor id>" and "<ULID>\x00<kind>\x00<target id>".
 func parseGlobalID(id string) (typ string, ref inbox.NodeRef, ok bool, err error) {
 	malformed := inbox.Errorf(inbox.CodeBadUserInput, "malformed id")
@@ -46,6 +48,16 @@ func parseGlobalID(id string) (typ string, ref inbox.NodeRef, ok bool, err error
 	case typeTarget:
 		anchor, rest, anchored := strings.Cut(key, "\x00")
 		kind, target, two := strings.Cut(rest, "\x00")
+		if anchored && two && anchor == "" {
+			// Unanchored, as Preferences.mutedTargets renders a target: it names the
+			// target for unmuteTargets but nothing that node() may look up.
+			for _, p := range []string{kind, target} {
+				if inbox.CheckID("id", p) != nil {
+					return "", inbox.NodeRef{}, false, malformed
+				}
+			}
+			return typ, inbox.NodeRef{Profile: inbox.ProfileRef{TargetKind: kind, ID: target}}, false, nil
+		}
 		ref = inbox.NodeRef{Notification: anchor, Profile: inbox.ProfileRef{TargetKind: kind, ID: target}}
 		parts, ok = []string{anchor, kind, target}, anchored && two
 	case typeViewer:

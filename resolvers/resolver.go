@@ -24,6 +24,10 @@ type Store interface {
 	// Nodes resolves what global ids name for v (notifications, and profiles anchored on
 	// a notification of v's that names them), aligned with refs, in one BatchGetItem.
 	Nodes(ctx context.Context, v inbox.Viewer, refs []inbox.NodeRef) ([]inbox.NodeResult, error)
+	// Preferences returns v's effective preferences (the tenant's defaults overlaid by
+	// v's own); UpdatePreferences changes v's own and returns the effective ones after.
+	Preferences(ctx context.Context, v inbox.Viewer) (inbox.Preferences, error)
+	UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox.PreferencesUpdate) (inbox.Preferences, error)
 }
 
 // Broker hands out subscriptions to inbox changes (implemented by *live.Local).

@@ -72,7 +72,7 @@ func (r *mutationResolver) MarkAllSeen(ctx context.Context) (*inbox.Badge, error
 }
 
 func (r *mutationResolver) UpdatePreferences(ctx context.Context, input model.PreferencesInput) (*inbox.Preferences, error) {
-	panic(fmt.Errorf("not implemented: UpdatePreferences - updatePreferences"))
+	return r.updatePreferences(ctx, input)
 }
 
 func (r *mutationResolver) SendNotification(ctx context.Context, input model.SendNotificationInput) (*model.SendNotificationPayload, error) {
@@ -122,7 +122,7 @@ func (r *notificationResolver) Target(ctx context.Context, obj *inbox.Notificati
 }
 
 func (r *preferencesResolver) MutedTargets(ctx context.Context, obj *inbox.Preferences) ([]*inbox.Target, error) {
-	panic(fmt.Errorf("not implemented: MutedTargets - mutedTargets"))
+	return r.mutedTargets(ctx, obj)
 }
 
 func (r *queryResolver) Viewer(ctx context.Context) (*inbox.Viewer, error) {
@@ -201,7 +201,7 @@ func (r *viewerResolver) Badge(ctx context.Context, obj *inbox.Viewer) (*inbox.B
 }
 
 func (r *viewerResolver) Preferences(ctx context.Context, obj *inbox.Viewer) (*inbox.Preferences, error) {
-	panic(fmt.Errorf("not implemented: Preferences - preferences"))
+	return r.preferences(ctx, *obj)
 }
 
 func (r *viewerResolver) Groups(ctx context.Context, obj *inbox.Viewer, first *int, after *string, filter *model.InboxFilter) (*model.NotificationGroupConnection, error) {

@@ -59,12 +59,35 @@ type metaItem struct {
 	Version int64 `dynamodbav:"version"`
 }
 
-// prefsItem is a user's preferences: pk userPK, sk skPrefs.
+// prefsItem is a user's preferences: pk userPK, sk skPrefs. Every attribute is what the
+// user set; one that is absent takes the tenant's default (see store/prefs.go). The
+// per-category switches are top-level BOOL attributes named "cat#<category>#<channel>"
+// (prefsAttrCategorySwitch), not a nested map, so that an update sets any of them in one
+// UpdateItem without reading the item first; decodePrefs collects them.
 type prefsItem struct {
-	PK         string   `dynamodbav:"pk"`
-	SK         string   `dynamodbav:"sk"`
-	EntityType string   `dynamodbav:"entityType"`
-	Muted      []string `dynamodbav:"mutedCategories,stringset,omitempty"`
+	PK         string `dynamodbav:"pk"`
+	SK         string `dynamodbav:"sk"`
+	EntityType string `dynamodbav:"entityType"`
+	// Muted are the categories opted out of with the v1 API (SetMutedCategories): in-app
+	// off for them unless the category's own in-app switch says otherwise.
+	Muted []string `dynamodbav:"mutedCategories,stringset,omitempty"`
+	// InApp, Email, Push and SMS are the user's global channel switches.
+	InApp *bool `dynamodbav:"inApp,omitempty"`
+	Email *bool `dynamodbav:"email,omitempty"`
+	Push  *bool `dynamodbav:"push,omitempty"`
+	SMS   *bool `dynamodbav:"sms,omitempty"`
+	// MutedTargets are the muted targets, each "<kind>#<target id>" (both ids, which
+	// never contain '#').
+	MutedTargets []string        `dynamodbav:"mutedTargets,stringset,omitempty"`
+	QuietHours   *quietHoursAttr `dynamodbav:"quietHours,omitempty"`
+	Timezone     string          `dynamodbav:"timezone,omitempty"`
+	Locale       string          `dynamodbav:"locale,omitempty"`
+}
+
+// quietHoursAttr is the quietHours map of prefsItem: "HH:MM" both.
+type quietHoursAttr struct {
+	Start string `dynamodbav:"start"`
+	End   string `dynamodbav:"end"`
 }
 
 // guardItem is one recipient's idempotency guard: pk guardPK, sk guardSK(recipient).

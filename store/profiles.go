@@ -179,8 +179,9 @@ func (s *Store) MutedCategories(ctx context.Context, v inbox.Viewer) ([]string, 
 	return p.Muted, nil
 }
 
-// SetMutedCategories replaces the categories v has opted out of (PutItem PREFS): sends in
-// those categories skip v. Errors: BAD_USER_INPUT for more than 100 categories or one that
+// SetMutedCategories replaces the categories v has opted out of (the v1 API; UpdateItem
+// of PREFS, keeping the rest of v's preferences): sends in those categories skip v unless
+// v turned the category's in-app switch on with updatePreferences. Errors: BAD_USER_INPUT for more than 100 categories or one that
 // is empty or over 256 bytes.
 func (s *Store) SetMutedCategories(ctx context.Context, v inbox.Viewer, categories []string) error {
 	if err := checkViewer(v); err != nil {
@@ -200,12 +201,20 @@ func (s *Store) SetMutedCategories(ctx context.Context, v inbox.Viewer, categori
 			set = append(set, c)
 		}
 	}
-	item, err := attributevalue.MarshalMap(prefsItem{PK: userPK(v), SK: skPrefs, EntityType: entityPrefs, Muted: set})
-	if err != nil {
-		return fmt.Errorf("encode preferences: %w", err)
+	// An UpdateItem, not a PutItem: the item also holds what updatePreferences set.
+	in := &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       itemKey{userPK(v), skPrefs}.av(),
+		UpdateExpression:          aws.String("SET #et = :et REMOVE #muted"),
+		ExpressionAttributeNames:  map[string]string{"#et": "entityType", "#muted": prefsAttrMutedCategories},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":et": &types.AttributeValueMemberS{Value: entityPrefs}},
 	}
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
-		return fmt.Errorf("put preferences: %w", err)
+	if len(set) > 0 {
+		in.UpdateExpression = aws.String("SET #et = :et, #muted = :muted")
+		in.ExpressionAttributeValues[":muted"] = &types.AttributeValueMemberSS{Value: set}
+	}
+	if _, err := s.db.UpdateItem(ctx, in); err != nil {
+		return fmt.Errorf("update preferences: %w", err)
 	}
 	return nil
 }

@@ -25,8 +25,10 @@ import (
 // (attribute_not_exists), Put the notification (attribute_not_exists), and Update its META
 // (ADD unreadCount 1, condition: the notification's id is above the markAllRead watermark;
 // when it is not, the notification is written already read and the count is left alone).
-// Recipients run concurrently, a bounded number at a time; recipients who muted the
-// category get a guard and no notification.
+// Recipients run concurrently, a bounded number at a time; recipients whose preferences
+// keep the notification out of their inbox (in-app off for its category, its target
+// muted; see inAppAllowed) get a guard and no notification, and are not counted in
+// Accepted.
 //
 // The guards of one key are read first (one Query): recipients that have one are not
 // written again, so a replay after a complete send writes nothing and returns the first
@@ -117,7 +119,11 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		}
 	}
 	if len(pending) > 0 {
-		muted, err := s.mutedFor(ctx, tenantID, pending, in.Category)
+		var target *inbox.ProfileRef
+		if in.Target != nil {
+			target = &inbox.ProfileRef{TargetKind: in.Target.Kind, ID: in.Target.TargetID}
+		}
+		allowed, err := s.inAppAllowed(ctx, tenantID, pending, in.Category, target)
 		if err != nil {
 			return inbox.SendResult{}, err
 		}
@@ -126,7 +132,7 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		g.SetLimit(s.sendConcurrency)
 		for i, r := range pending {
 			g.Go(func() error {
-				d, err := s.sendOne(gctx, tenantID, r, in, hash, muted[r])
+				d, err := s.sendOne(gctx, tenantID, r, in, hash, !allowed[r])
 				results[i] = d
 				if err != nil {
 					return fmt.Errorf("send to a recipient: %w", err)
@@ -196,34 +202,6 @@ func (s *Store) guards(ctx context.Context, tenantID, key string) (map[string]gu
 		}
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
-}
-
-// mutedFor reads the preferences of users (one BatchGetItem) and reports who muted category.
-func (s *Store) mutedFor(ctx context.Context, tenantID string, users []string, category string) (map[string]bool, error) {
-	muted := map[string]bool{}
-	if category == "" {
-		return muted, nil
-	}
-	keys := make([]itemKey, len(users))
-	for i, u := range users {
-		keys[i] = itemKey{userPK(inbox.Viewer{TenantID: tenantID, UserID: u}), skPrefs}
-	}
-	got, err := s.batchGet(ctx, keys, batchGetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	for i, u := range users {
-		raw, ok := got[keys[i]]
-		if !ok {
-			continue
-		}
-		var p prefsItem
-		if err := attributevalue.UnmarshalMap(raw, &p); err != nil {
-			return nil, fmt.Errorf("decode preferences: %w", err)
-		}
-		muted[u] = slices.Contains(p.Muted, category)
-	}
-	return muted, nil
 }
 
 // sendOne writes one recipient's guard, notification and counter in one transaction,

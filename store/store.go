@@ -51,6 +51,7 @@ type Store struct {
 	retry           RetryPolicy
 	retryObs        RetryObserver
 	schedShards     int
+	tenantPrefs     func(tenantID string) inbox.TenantPreferences
 }
 
 // Option configures a Store.

@@ -1,0 +1,149 @@
+package inbox_test
+
+import (
+	"reflect"
+	"testing"
+	_ "time/tzdata" // as package main: zones do not depend on the host
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+func on() *bool            { t := true; return &t }
+func off() *bool           { f := false; return &f }
+func str(s string) *string { return &s }
+
+// The most specific setting wins per channel: user category, v1 muted category, tenant
+// category, user global, tenant global; critical categories are forced on.
+func TestResolveOverlay(t *testing.T) {
+	d := inbox.TenantPreferences{
+		Channels:   inbox.ChannelSwitches{InApp: true, Email: true, Push: false, SMS: false},
+		Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{Email: off()}}},
+		Timezone:   "Europe/Berlin", Locale: "de-DE",
+		Critical: []string{"security"},
+	}
+	own := inbox.OwnPreferences{
+		Channels:        inbox.SwitchChanges{Push: on(), Email: off()},
+		Categories:      map[string]inbox.SwitchChanges{"social": {SMS: on()}, "security": {InApp: off()}},
+		MutedCategories: []string{"digest"},
+		Locale:          "fr",
+	}
+	p := d.Resolve(own)
+	all := inbox.ChannelSwitches{InApp: true, Email: true, Push: true, SMS: true}
+	want := inbox.Preferences{
+		Channels: inbox.ChannelSwitches{InApp: true, Email: false, Push: true, SMS: false},
+		Categories: []inbox.CategoryPreference{
+			{Category: "digest", Channels: inbox.ChannelSwitches{InApp: false, Email: false, Push: true}},
+			{Category: "marketing", Channels: inbox.ChannelSwitches{InApp: true, Email: false, Push: true}},
+			{Category: "security", Critical: true, Channels: all},
+			{Category: "social", Channels: inbox.ChannelSwitches{InApp: true, Push: true, SMS: true}},
+		},
+		Timezone: "Europe/Berlin", Locale: "fr",
+	}
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("got  %+v\nwant %+v", p, want)
+	}
+	// Nothing of the user's: the tenant's defaults.
+	if p := d.Resolve(inbox.OwnPreferences{}); p.Channels != d.Channels || p.Locale != "de-DE" || len(p.Categories) != 2 {
+		t.Fatalf("defaults: %+v", p)
+	}
+}
+
+func TestInAppAllowed(t *testing.T) {
+	d := inbox.DefaultTenantPreferences()
+	d.Critical = []string{"security"}
+	thread := inbox.ProfileRef{TargetKind: "issue", ID: "42"}
+	other := inbox.ProfileRef{TargetKind: "issue", ID: "7"}
+	p := d.Resolve(inbox.OwnPreferences{
+		Categories:   map[string]inbox.SwitchChanges{"marketing": {InApp: off()}},
+		MutedTargets: []inbox.ProfileRef{thread},
+	})
+	for _, c := range []struct {
+		category string
+		target   *inbox.ProfileRef
+		want     bool
+	}{
+		{"", nil, true}, {"social", &other, true}, {"marketing", nil, false}, {"", &thread, false},
+		{"security", &thread, true}, {"security", nil, true},
+	} {
+		if got := p.InAppAllowed(c.category, c.target); got != c.want {
+			t.Errorf("InAppAllowed(%q, %v) = %v", c.category, c.target, got)
+		}
+	}
+	// Global in-app off: only categories with their own in-app switch on, and critical ones.
+	p = d.Resolve(inbox.OwnPreferences{Channels: inbox.SwitchChanges{InApp: off()},
+		Categories: map[string]inbox.SwitchChanges{"social": {InApp: on()}}})
+	if p.InAppAllowed("", nil) || p.InAppAllowed("marketing", nil) || !p.InAppAllowed("social", nil) || !p.InAppAllowed("security", nil) {
+		t.Errorf("global off: %+v", p)
+	}
+}
+
+func TestPreferencesUpdateValidate(t *testing.T) {
+	ok := []inbox.PreferencesUpdate{
+		{},
+		{QuietHours: &inbox.QuietHours{Start: "22:00", End: "07:30"}, Timezone: str("America/New_York")},
+		{Timezone: str("UTC"), Locale: str("de-DE")},
+		{Timezone: str(""), Locale: str("")},
+		{Locale: str("zh-Hant-TW")}, {Locale: str("sr-Latn-RS-u-nu-latn")}, {Locale: str("en-x-pirate")}, {Locale: str("es-419")},
+		{MuteTargets: []inbox.ProfileRef{{TargetKind: "issue", ID: "1"}}, UnmuteTargets: []inbox.ProfileRef{{TargetKind: "issue", ID: "2"}}},
+	}
+	for _, u := range ok {
+		if err := u.Validate(); err != nil {
+			t.Errorf("%+v: %v", u, err)
+		}
+	}
+	bad := map[string]inbox.PreferencesUpdate{
+		"25:00":         {QuietHours: &inbox.QuietHours{Start: "25:00", End: "07:00"}},
+		"7:00":          {QuietHours: &inbox.QuietHours{Start: "22:00", End: "7:00"}},
+		"24:00":         {QuietHours: &inbox.QuietHours{Start: "24:00", End: "07:00"}},
+		"equal":         {QuietHours: &inbox.QuietHours{Start: "07:00", End: "07:00"}},
+		"set and clear": {QuietHours: &inbox.QuietHours{Start: "22:00", End: "07:00"}, ClearQuietHours: true},
+		"zone":          {Timezone: str("Mars/Olympus")},
+		"Local":         {Timezone: str("Local")},
+		"path zone":     {Timezone: str("../etc/passwd")},
+		"locale":        {Locale: str("english please")},
+		"locale dash":   {Locale: str("de-")},
+		"locale x":      {Locale: str("de-x")},
+		"category":      {Categories: []inbox.CategorySwitches{{Category: "a#b"}}},
+		"twice":         {Categories: []inbox.CategorySwitches{{Category: "a"}, {Category: "a"}}},
+		"target":        {MuteTargets: []inbox.ProfileRef{{ID: "1"}}},
+		"both":          {MuteTargets: []inbox.ProfileRef{{TargetKind: "i", ID: "1"}}, UnmuteTargets: []inbox.ProfileRef{{TargetKind: "i", ID: "1"}}},
+		"101 mutes":     {MuteTargets: make([]inbox.ProfileRef, 101)},
+	}
+	for name, u := range bad {
+		if err := u.Validate(); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	d := inbox.TenantPreferences{Critical: []string{"security"}}
+	if err := d.CheckUpdate(inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "security", Channels: inbox.SwitchChanges{Email: off()}}}}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		t.Errorf("critical off: %v", err)
+	}
+	if err := d.CheckUpdate(inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "security", Channels: inbox.SwitchChanges{Email: on()}}}}); err != nil {
+		t.Errorf("critical on: %v", err)
+	}
+}
+
+func TestParseTenantPreferences(t *testing.T) {
+	d, err := inbox.ParseTenantPreferences(`{"channels": {"sms": false}, "categories": [{"category": "marketing", "channels": {"inApp": false}}],
+		"quietHours": {"start": "22:00", "end": "07:00"}, "timezone": "Europe/Berlin", "locale": "de-DE"}`, []string{"security", " billing", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := inbox.TenantPreferences{
+		Channels:   inbox.ChannelSwitches{InApp: true, Email: true, Push: true},
+		Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{InApp: off()}}},
+		QuietHours: &inbox.QuietHours{Start: "22:00", End: "07:00"}, Timezone: "Europe/Berlin", Locale: "de-DE",
+		Critical: []string{"security", "billing"},
+	}
+	if !reflect.DeepEqual(d, want) {
+		t.Fatalf("got %+v\nwant %+v", d, want)
+	}
+	if d, err := inbox.ParseTenantPreferences("", nil); err != nil || !reflect.DeepEqual(d, inbox.DefaultTenantPreferences()) {
+		t.Fatalf("empty: %+v %v", d, err)
+	}
+	for _, js := range []string{`{"mutedTargets": []}`, `{"timezone": "Nowhere/Else"}`, `{"quietHours": {"start": "22:00", "end": "07:00"}}`, `[`} {
+		if _, err := inbox.ParseTenantPreferences(js, nil); err == nil {
+			t.Errorf("%s: accepted", js)
+		}
+	}
+}

@@ -1,0 +1,455 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/text/language"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// Attribute names of the preferences item (prefsItem).
+const (
+	prefsAttrInApp           = "inApp"
+	prefsAttrEmail           = "email"
+	prefsAttrPush            = "push"
+	prefsAttrSMS             = "sms"
+	prefsAttrMutedTargets    = "mutedTargets"
+	prefsAttrQuietHours      = "quietHours"
+	prefsAttrTimezone        = "timezone"
+	prefsAttrLocale          = "locale"
+	prefsAttrCategoryPrefix  = "cat#"
+	prefsAttrEntityType      = "entityType"
+	prefsAttrMutedCategories = "mutedCategories"
+)
+
+// prefsChannelAttrs are the channel switch attribute names, in ChannelSwitches order.
+var prefsChannelAttrs = [4]string{prefsAttrInApp, prefsAttrEmail, prefsAttrPush, prefsAttrSMS}
+
+// prefsAttrCategorySwitch is the attribute of category's switch of channel (one of
+// prefsChannelAttrs): "cat#<category>#<channel>". Categories never contain '#' (inbox.CheckID).
+func prefsAttrCategorySwitch(category, channel string) string {
+	return prefsAttrCategoryPrefix + category + "#" + channel
+}
+
+// WithTenantPreferences sets the tenants' preference defaults: what a user has until
+// they set their own, and the critical categories (default: every channel on, nothing
+// critical, inbox.DefaultTenantPreferences). f is called for every preferences read,
+// update and send, with the tenant id; it must be fast and safe for concurrent use.
+func WithTenantPreferences(f func(tenantID string) inbox.TenantPreferences) Option {
+	return func(s *Store) { s.tenantPrefs = f }
+}
+
+// tenantDefaults returns the preference defaults of tenantID.
+func (s *Store) tenantDefaults(tenantID string) inbox.TenantPreferences {
+	if s.tenantPrefs == nil {
+		return inbox.DefaultTenantPreferences()
+	}
+	return s.tenantPrefs(tenantID)
+}
+
+// Preferences returns v's effective preferences: the tenant's defaults overlaid by what
+// v set (see inbox.TenantPreferences.Resolve). One strongly consistent GetItem of PREFS
+// (AP13), so a read after updatePreferences sees the update.
+func (s *Store) Preferences(ctx context.Context, v inbox.Viewer) (inbox.Preferences, error) {
+	if err := checkViewer(v); err != nil {
+		return inbox.Preferences{}, err
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            itemKey{userPK(v), skPrefs}.av(),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return inbox.Preferences{}, fmt.Errorf("get preferences: %w", err)
+	}
+	own, err := decodePrefs(out.Item)
+	if err != nil {
+		return inbox.Preferences{}, err
+	}
+	return s.tenantDefaults(v.TenantID).Resolve(own), nil
+}
+
+// UpdatePreferences changes what v set (fields of upd left unset keep their value) and
+// returns v's effective preferences after it. Everything is checked before anything is
+// written (inbox.PreferencesUpdate.Validate and the tenant's CheckUpdate; the locale is
+// also looked up in the BCP 47 registry and stored canonical, "de-de" as "de-DE"), then
+// it is one UpdateItem of PREFS (AP14): SET switches, quiet hours, zone and locale, ADD
+// muteTargets to the mutedTargets string set or DELETE unmuteTargets from it. An update
+// that both mutes and unmutes takes a second UpdateItem for the DELETE (one expression
+// cannot ADD to and DELETE from one attribute); the first one carries every condition,
+// so when it is refused nothing is written.
+//
+// Conditions, each a BAD_USER_INPUT when not met: at most inbox.MaxMutedTargets targets
+// muted afterwards (checked as "the set has at most 100 minus the targets to mute"; when
+// that refuses an update some of whose targets were muted already, a second UpdateItem
+// counts only the new ones, on condition that the others are still muted); quiet hours need a
+// timezone (the update's, the stored one or the tenant's) and a timezone cannot be
+// cleared while quiet hours are set without one from the tenant. Category switches are
+// bounded by the item size (400 KB: some hundreds of categories with every switch set): an update that would
+// exceed it is BAD_USER_INPUT too.
+func (s *Store) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox.PreferencesUpdate) (inbox.Preferences, error) {
+	if err := checkViewer(v); err != nil {
+		return inbox.Preferences{}, err
+	}
+	if err := upd.Validate(); err != nil {
+		return inbox.Preferences{}, err
+	}
+	d := s.tenantDefaults(v.TenantID)
+	if err := d.CheckUpdate(upd); err != nil {
+		return inbox.Preferences{}, err
+	}
+	if upd.Locale != nil && *upd.Locale != "" {
+		tag, err := language.Parse(*upd.Locale)
+		if err != nil {
+			return inbox.Preferences{}, inbox.Errorf(inbox.CodeBadUserInput, "locale %q is not a known BCP 47 language tag", *upd.Locale)
+		}
+		canonical := tag.String()
+		upd.Locale = &canonical
+	}
+	zoneCleared := upd.Timezone != nil && *upd.Timezone == ""
+	if d.Timezone == "" && upd.QuietHours != nil && zoneCleared {
+		return inbox.Preferences{}, inbox.Errorf(inbox.CodeBadUserInput, "quietHours need a timezone")
+	}
+	if upd.IsZero() {
+		return s.Preferences(ctx, v)
+	}
+
+	mute, unmute := targetSet(upd.MuteTargets), targetSet(upd.UnmuteTargets)
+	// The UpdateItem is built by build: already are members of mute known to be muted,
+	// which the bound does not count (their contains() is part of the condition).
+	zoneRule := "" // what a failed zone condition means
+	build := func(already []string) (*dynamodb.UpdateItemInput, error) {
+		b := newUpdateBuilder()
+		b.set(b.name(prefsAttrEntityType), entityPrefs)
+		for i, c := range switchPtrs(upd.Channels) {
+			if c != nil {
+				b.set(b.name(prefsChannelAttrs[i]), *c)
+			}
+		}
+		for _, c := range upd.Categories {
+			for i, sw := range switchPtrs(c.Channels) {
+				if sw != nil {
+					b.set(b.name(prefsAttrCategorySwitch(c.Category, prefsChannelAttrs[i])), *sw)
+				}
+			}
+		}
+		if upd.QuietHours != nil {
+			b.set(b.name(prefsAttrQuietHours), quietHoursAttr{Start: upd.QuietHours.Start, End: upd.QuietHours.End})
+		}
+		if upd.ClearQuietHours {
+			b.remove(b.name(prefsAttrQuietHours))
+		}
+		for _, f := range []struct {
+			attr string
+			val  *string
+		}{{prefsAttrTimezone, upd.Timezone}, {prefsAttrLocale, upd.Locale}} {
+			switch {
+			case f.val == nil:
+			case *f.val == "":
+				b.remove(b.name(f.attr))
+			default:
+				b.set(b.name(f.attr), *f.val)
+			}
+		}
+		if len(mute) > 0 {
+			n := b.name(prefsAttrMutedTargets)
+			b.adds = append(b.adds, n+" "+b.value(&types.AttributeValueMemberSS{Value: mute}))
+			room := b.value(&types.AttributeValueMemberN{Value: strconv.Itoa(inbox.MaxMutedTargets - (len(mute) - len(already)))})
+			if len(already) == 0 {
+				b.conds = append(b.conds, fmt.Sprintf("(attribute_not_exists(%s) OR size(%s) <= %s)", n, n, room))
+			} else {
+				b.conds = append(b.conds, fmt.Sprintf("size(%s) <= %s", n, room))
+				for _, m := range already {
+					b.conds = append(b.conds, fmt.Sprintf("contains(%s, %s)", n, b.value(&types.AttributeValueMemberS{Value: m})))
+				}
+			}
+		} else if len(unmute) > 0 {
+			b.deletes = append(b.deletes, b.name(prefsAttrMutedTargets)+" "+b.value(&types.AttributeValueMemberSS{Value: unmute}))
+		}
+		if d.Timezone == "" {
+			switch {
+			case upd.QuietHours != nil && upd.Timezone == nil:
+				b.conds = append(b.conds, "attribute_exists("+b.name(prefsAttrTimezone)+")")
+				zoneRule = "quietHours need a timezone"
+			case zoneCleared && !upd.ClearQuietHours:
+				b.conds = append(b.conds, "attribute_not_exists("+b.name(prefsAttrQuietHours)+")")
+				zoneRule = "the timezone cannot be cleared while quiet hours are set"
+			}
+		}
+		return b.input(s.table, itemKey{userPK(v), skPrefs})
+	}
+	in, err := build(nil)
+	if err != nil {
+		return inbox.Preferences{}, err
+	}
+	out, err := s.db.UpdateItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	if len(mute) > 0 && errors.As(err, &ccf) {
+		// Refused by the bound, perhaps only because some targets to mute were muted
+		// already: once more, counting only the new ones (and requiring the others
+		// still muted), when the item as it was leaves room for them.
+		if already := mutedAlready(ccf.Item, mute); len(already) > 0 {
+			if in, err = build(already); err != nil {
+				return inbox.Preferences{}, err
+			}
+			out, err = s.db.UpdateItem(ctx, in)
+		}
+	}
+	if err != nil {
+		return inbox.Preferences{}, prefsUpdateError(err, len(mute), zoneRule)
+	}
+	if len(mute) == 0 {
+		unmute = nil // done by the one UpdateItem
+	}
+	item := out.Attributes
+	if len(unmute) > 0 {
+		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(s.table),
+			Key:                       itemKey{userPK(v), skPrefs}.av(),
+			UpdateExpression:          aws.String("DELETE #mt :unmute"),
+			ExpressionAttributeNames:  map[string]string{"#mt": prefsAttrMutedTargets},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":unmute": &types.AttributeValueMemberSS{Value: unmute}},
+			ReturnValues:              types.ReturnValueAllNew,
+		})
+		if err != nil {
+			return inbox.Preferences{}, fmt.Errorf("unmute targets: %w", err)
+		}
+		item = out.Attributes
+	}
+	own, err := decodePrefs(item)
+	if err != nil {
+		return inbox.Preferences{}, err
+	}
+	return d.Resolve(own), nil
+}
+
+// prefsUpdateError translates a refused preferences UpdateItem: a failed condition into
+// the rule it enforces (the muted-targets bound when the item as it was, which the
+// refusal returns, leaves no room for muting more; zoneRule otherwise), an item grown
+// over DynamoDB's size limit into BAD_USER_INPUT.
+func prefsUpdateError(err error, muting int, zoneRule string) error {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		old, derr := decodePrefs(ccf.Item)
+		if muting > 0 && (zoneRule == "" || derr == nil && len(old.MutedTargets)+muting > inbox.MaxMutedTargets) {
+			return inbox.Errorf(inbox.CodeBadUserInput,
+				"at most %d muted targets: %d are muted and %d more asked (unmute some first)", inbox.MaxMutedTargets, len(old.MutedTargets), muting)
+		}
+		return inbox.Errorf(inbox.CodeBadUserInput, "%s", zoneRule)
+	}
+	var ve interface{ ErrorMessage() string }
+	if errors.As(err, &ve) && strings.Contains(ve.ErrorMessage(), "exceeded the maximum allowed size") {
+		return inbox.Errorf(inbox.CodeBadUserInput, "too many preferences: the preferences item would exceed its size limit")
+	}
+	return fmt.Errorf("update preferences: %w", err)
+}
+
+// mutedAlready returns the members of mute that item's mutedTargets holds.
+func mutedAlready(item map[string]types.AttributeValue, mute []string) []string {
+	var p prefsItem
+	if item == nil || attributevalue.UnmarshalMap(item, &p) != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range mute {
+		if slices.Contains(p.MutedTargets, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// switchPtrs returns c's channels in prefsChannelAttrs order.
+func switchPtrs(c inbox.SwitchChanges) [4]*bool { return [4]*bool{c.InApp, c.Email, c.Push, c.SMS} }
+
+// targetSet returns the mutedTargets members of refs ("<kind>#<id>"), deduplicated.
+func targetSet(refs []inbox.ProfileRef) []string {
+	var out []string
+	for _, r := range refs {
+		m := r.TargetKind + "#" + r.ID
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// decodePrefs reads a PREFS item (nil: none) into what the user set. Members of
+// mutedTargets that are not "<kind>#<id>" (written by someone else) are ignored.
+func decodePrefs(item map[string]types.AttributeValue) (inbox.OwnPreferences, error) {
+	var own inbox.OwnPreferences
+	if item == nil {
+		return own, nil
+	}
+	var p prefsItem
+	if err := attributevalue.UnmarshalMap(item, &p); err != nil {
+		return own, fmt.Errorf("decode preferences: %w", err)
+	}
+	own.Channels = inbox.SwitchChanges{InApp: p.InApp, Email: p.Email, Push: p.Push, SMS: p.SMS}
+	own.MutedCategories = p.Muted
+	for _, m := range p.MutedTargets {
+		if kind, id, ok := strings.Cut(m, "#"); ok && kind != "" && id != "" {
+			own.MutedTargets = append(own.MutedTargets, inbox.ProfileRef{TargetKind: kind, ID: id})
+		}
+	}
+	slices.SortFunc(own.MutedTargets, func(a, b inbox.ProfileRef) int {
+		if c := strings.Compare(a.TargetKind, b.TargetKind); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	if p.QuietHours != nil {
+		own.QuietHours = &inbox.QuietHours{Start: p.QuietHours.Start, End: p.QuietHours.End}
+	}
+	own.Timezone, own.Locale = p.Timezone, p.Locale
+	for name, av := range item {
+		rest, ok := strings.CutPrefix(name, prefsAttrCategoryPrefix)
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(rest, '#')
+		b, isBool := av.(*types.AttributeValueMemberBOOL)
+		if i <= 0 || !isBool {
+			continue
+		}
+		category, channel := rest[:i], rest[i+1:]
+		if own.Categories == nil {
+			own.Categories = map[string]inbox.SwitchChanges{}
+		}
+		sw := own.Categories[category]
+		val := b.Value
+		switch channel {
+		case prefsAttrInApp:
+			sw.InApp = &val
+		case prefsAttrEmail:
+			sw.Email = &val
+		case prefsAttrPush:
+			sw.Push = &val
+		case prefsAttrSMS:
+			sw.SMS = &val
+		default:
+			continue
+		}
+		own.Categories[category] = sw
+	}
+	return own, nil
+}
+
+// updateBuilder collects the clauses of one UpdateItem whose attribute names are data
+// (categories): the expression package would split a name at its dots, so names and
+// values are placeholders numbered here.
+type updateBuilder struct {
+	names                        map[string]string
+	byName                       map[string]string
+	values                       map[string]types.AttributeValue
+	sets, removes, adds, deletes []string
+	conds                        []string
+	err                          error
+}
+
+func newUpdateBuilder() *updateBuilder {
+	return &updateBuilder{names: map[string]string{}, byName: map[string]string{}, values: map[string]types.AttributeValue{}}
+}
+
+// name returns the placeholder of attribute name (the same one each time).
+func (b *updateBuilder) name(name string) string {
+	if p, ok := b.byName[name]; ok {
+		return p
+	}
+	p := "#n" + strconv.Itoa(len(b.names))
+	b.names[p], b.byName[name] = name, p
+	return p
+}
+
+// value returns a new placeholder for av.
+func (b *updateBuilder) value(av types.AttributeValue) string {
+	p := ":v" + strconv.Itoa(len(b.values))
+	b.values[p] = av
+	return p
+}
+
+// set adds "SET name = v" (v marshalled by attributevalue).
+func (b *updateBuilder) set(name string, v any) {
+	av, err := attributevalue.Marshal(v)
+	if err != nil {
+		b.err = errors.Join(b.err, fmt.Errorf("encode preferences: %w", err))
+		return
+	}
+	b.sets = append(b.sets, name+" = "+b.value(av))
+}
+
+// remove adds "REMOVE name".
+func (b *updateBuilder) remove(name string) { b.removes = append(b.removes, name) }
+
+// input returns the UpdateItem of key, answering the item after the update (and the item
+// before it when a condition fails).
+func (b *updateBuilder) input(table string, key itemKey) (*dynamodb.UpdateItemInput, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	var expr []string
+	for _, c := range []struct {
+		verb    string
+		clauses []string
+	}{{"SET", b.sets}, {"REMOVE", b.removes}, {"ADD", b.adds}, {"DELETE", b.deletes}} {
+		if len(c.clauses) > 0 {
+			expr = append(expr, c.verb+" "+strings.Join(c.clauses, ", "))
+		}
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(table),
+		Key:                                 key.av(),
+		UpdateExpression:                    aws.String(strings.Join(expr, " ")),
+		ExpressionAttributeNames:            b.names,
+		ExpressionAttributeValues:           b.values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if len(b.conds) > 0 {
+		in.ConditionExpression = aws.String(strings.Join(b.conds, " AND "))
+	}
+	return in, nil
+}
+
+// inAppAllowed reads the preferences of users (one BatchGetItem of their PREFS items,
+// AP13) and reports, per user, whether a notification of category about
+// target (nil for none) goes to their inbox (inbox.Preferences.InAppAllowed over the
+// tenant's defaults): not when in-app is off for the category (or globally, for a
+// category without its own switch) or the target is muted, unless the category is
+// critical.
+func (s *Store) inAppAllowed(ctx context.Context, tenantID string, users []string, category string, target *inbox.ProfileRef) (map[string]bool, error) {
+	d := s.tenantDefaults(tenantID)
+	allowed := make(map[string]bool, len(users))
+	if d.IsCritical(category) {
+		for _, u := range users {
+			allowed[u] = true
+		}
+		return allowed, nil
+	}
+	keys := make([]itemKey, len(users))
+	for i, u := range users {
+		keys[i] = itemKey{userPK(inbox.Viewer{TenantID: tenantID, UserID: u}), skPrefs}
+	}
+	got, err := s.batchGet(ctx, keys, batchGetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i, u := range users {
+		own, err := decodePrefs(got[keys[i]])
+		if err != nil {
+			return nil, err
+		}
+		allowed[u] = d.Resolve(own).InAppAllowed(category, target)
+	}
+	return allowed, nil
+}
