@@ -1,5 +1,5 @@
 // Relay: a refetchable fragment on Viewer with its inbox as a @connection, compiled by
-// relay-compiler (relay.config.json) into __generated__/. A React app reads it with
+// relay-compiler (node web/quickstart/relay-compile.js) into __generated__/. React reads it with
 // usePaginationFragment; this script drives the same artifacts with relay-runtime alone.
 import { Environment, Network, RecordSource, Store, fetchQuery, getSelector } from 'relay-runtime';
 import InboxQuery from './__generated__/relayInboxQuery.graphql.js';
@@ -53,8 +53,9 @@ const show = (v) => console.log(JSON.stringify({
 
 const page = read();
 show(page); // the first page: 2 notifications
-// The next page, as usePaginationFragment's loadNext(2) asks it: the refetch query reaches the
-// viewer through node(id: viewer.id), and the connection handler appends its edges.
+// The next page, as usePaginationFragment's loadNext(2) asks it, and the connection handler
+// appends its edges. relay-compiler refetches a fragment on a type named Viewer through
+// Query.viewer; on another Node type it would use node(id), which answers the viewer too.
 await fetchQuery(environment, InboxPaginationQuery,
-  { id: page.id, count: 2, cursor: page.inbox.pageInfo.endCursor }).toPromise();
+  { count: 2, cursor: page.inbox.pageInfo.endCursor }).toPromise();
 show(read()); // 4 edges
