@@ -9,7 +9,6 @@ import { headers, url } from './config.js';
 
 // What relay-compiler reads. babel-plugin-relay replaces each tag with its artifact; without
 // Babel, the imports above are those artifacts and this tag is never called.
-// eslint-disable-next-line no-unused-vars
 function graphql() { throw new Error('graphql tags are compiled by relay-compiler'); }
 // eslint-disable-next-line no-unused-expressions
 () => graphql`
