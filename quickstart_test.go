@@ -24,7 +24,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/internal/testgw"
 )
 
 var updateQuickstart = flag.Bool("update-quickstart", false,
@@ -222,8 +224,8 @@ type quickstartPage struct {
 // and checks what it printed against what the user's inbox holds.
 func TestQuickstartClients(t *testing.T) {
 	node := quickstartNode(t)
-	s := newTestServer(t)
-	sender := s.token("t1", "svc", auth.ScopeSend)
+	s := testgw.New(t)
+	sender := s.Token("t1", "svc", auth.ScopeSend)
 	// titles returns the titles of the newest k of n seeded notifications (s.seed titles
 	// them n0..n{n-1}), newest first, as the clients list them.
 	titles := func(n, k int) []string {
@@ -241,10 +243,10 @@ func TestQuickstartClients(t *testing.T) {
 	}
 
 	t.Run("apollo", func(t *testing.T) {
-		s := s.withT(t)
-		token := s.token("t1", "qs-apollo")
-		s.seed(sender, "qs-apollo", 5)
-		r := startQuickstart(t, node, "apollo.js", s.url, token)
+		s := s.WithT(t)
+		token := s.Token("t1", "qs-apollo")
+		s.Seed(sender, "qs-apollo", 5)
+		r := startQuickstart(t, node, "apollo.js", s.URL, token)
 		var first, merged quickstartPage
 		r.next("the first page", &first)
 		checkPage(t, "first page", first, titles(5, 2), 5)
@@ -254,10 +256,10 @@ func TestQuickstartClients(t *testing.T) {
 	})
 
 	t.Run("urql", func(t *testing.T) {
-		s := s.withT(t)
-		token := s.token("t1", "qs-urql")
-		s.seed(sender, "qs-urql", 3)
-		r := startQuickstart(t, node, "urql.js", s.url, token)
+		s := s.WithT(t)
+		token := s.Token("t1", "qs-urql")
+		s.Seed(sender, "qs-urql", 3)
+		r := startQuickstart(t, node, "urql.js", s.URL, token)
 		var badge, cached struct {
 			UnreadCount int  `json:"unreadCount"`
 			FromCache   bool `json:"fromCache"`
@@ -271,20 +273,20 @@ func TestQuickstartClients(t *testing.T) {
 			t.Fatalf("cached badge = %+v, want 2 from the cache (the mutation's answer)", cached)
 		}
 		r.end()
-		s.expectUnread(token, 2, "after urql's markRead")
+		s.ExpectUnread(token, 2, "after urql's markRead")
 	})
 
 	t.Run("relay", func(t *testing.T) {
-		s := s.withT(t)
-		token := s.token("t1", "qs-relay")
-		s.seed(sender, "qs-relay", 5)
+		s := s.WithT(t)
+		token := s.Token("t1", "qs-relay")
+		s.Seed(sender, "qs-relay", 5)
 		var v struct {
 			Viewer struct {
 				ID string `json:"id"`
 			} `json:"viewer"`
 		}
-		s.mustData(token, `{ viewer { id } }`, nil, &v)
-		r := startQuickstart(t, node, "relay.js", s.url, token)
+		s.MustData(token, `{ viewer { id } }`, nil, &v)
+		r := startQuickstart(t, node, "relay.js", s.URL, token)
 		var first, next quickstartPage
 		r.next("the fragment's first page", &first)
 		checkPage(t, "first page", first, titles(5, 2), 5)
@@ -297,10 +299,10 @@ func TestQuickstartClients(t *testing.T) {
 	})
 
 	t.Run("graphql-ws", func(t *testing.T) {
-		s := s.withT(t)
-		token := s.token("t1", "qs-ws")
-		ids := s.seed(sender, "qs-ws", 2)
-		r := startQuickstart(t, node, "graphql-ws.js", s.url, token, "INBOX_EVENTS=3")
+		s := s.WithT(t)
+		token := s.Token("t1", "qs-ws")
+		ids := s.Seed(sender, "qs-ws", 2)
+		r := startQuickstart(t, node, "graphql-ws.js", s.URL, token, "INBOX_EVENTS=3")
 		var v struct {
 			UnreadCount *int `json:"unreadCount"`
 		}
@@ -313,12 +315,12 @@ func TestQuickstartClients(t *testing.T) {
 			}
 		}
 		expect("the current badge", 2)
-		s.mark(token, true, ids[0])
+		s.Mark(token, true, ids[0])
 		expect("the badge after markRead", 1)
-		s.seed(sender, "qs-ws", 1)
+		s.Seed(sender, "qs-ws", 1)
 		expect("the badge after a send", 2)
 		r.end()
-		waitFor(t, eventTimeout, "the server to drop the subscription", func() bool { return s.broker.Subscribers() == 0 })
+		testgw.WaitFor(t, 10*time.Second, "the server to drop the subscription", func() bool { return s.Broker.Subscribers() == 0 })
 	})
 }
 
@@ -365,11 +367,11 @@ func readmeOperations(t *testing.T) (names, docs []string) {
 // checks that their busiest user is the README's octocat, and runs every GraphQL example of
 // the README (and the curl one) as that user: each returns data without errors.
 func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
-	s := newTestServer(t)
+	s := testgw.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := Config{DemoImport: "node_modules/@octokit/webhooks-examples/api.github.com/index.json", DemoTenant: "default"}
-	user, err := importDemo(ctx, cfg, slog.New(slog.DiscardHandler), s.store)
+	cfg := app.Config{DemoImport: "node_modules/@octokit/webhooks-examples/api.github.com/index.json", DemoTenant: "default"}
+	user, err := app.ImportDemo(ctx, cfg, slog.New(slog.DiscardHandler), s.Store)
 	if err != nil {
 		t.Fatalf("demo import: %v", err)
 	}
@@ -377,7 +379,7 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 		t.Fatalf("demo user = %q; the README's examples name octocat", user)
 	}
 	// The README's shell example signs octocat's token with notifications:send.
-	token := s.token("default", user, auth.ScopeSend)
+	token := s.Token("default", user, auth.ScopeSend)
 
 	// The curl example's query.
 	readme, err := os.ReadFile("README.md")
@@ -400,7 +402,7 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 			Inbox       struct{ Nodes []any } `json:"inbox"`
 		} `json:"viewer"`
 	}
-	s.mustData(token, curl.Query, nil, &c)
+	s.MustData(token, curl.Query, nil, &c)
 	if c.Viewer.UnreadCount == 0 || len(c.Viewer.Inbox.Nodes) == 0 {
 		t.Fatalf("curl example: %+v, want the demo user's badge and notifications", c.Viewer)
 	}
@@ -410,13 +412,13 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 	for i, doc := range names {
 		doc, name := docs[i], doc
 		t.Run(name, func(t *testing.T) {
-			s := s.withT(t)
+			s := s.WithT(t)
 			doc = strings.ReplaceAll(doc, "<notification id>", someID)
 			var data map[string]any
 			if strings.HasPrefix(doc, "subscription") {
 				data = readmeSubscription(t, s, token, doc)
 			} else {
-				s.mustData(token, doc, nil, &data)
+				s.MustData(token, doc, nil, &data)
 			}
 			raw, _ := json.Marshal(data)
 			if !quickstartHasData(data) {
@@ -469,7 +471,7 @@ func quickstartHasData(v any) bool {
 
 // readmeSubscription runs a subscription example as a plain POST, which answers its first
 // event; notificationAdded gets one from sends to the viewer until it answers.
-func readmeSubscription(t *testing.T, s *testServer, token, doc string) map[string]any {
+func readmeSubscription(t *testing.T, s *testgw.Server, token, doc string) map[string]any {
 	t.Helper()
 	type answer struct {
 		data json.RawMessage
@@ -478,9 +480,9 @@ func readmeSubscription(t *testing.T, s *testServer, token, doc string) map[stri
 	done := make(chan answer, 1)
 	go func() {
 		body, _ := json.Marshal(map[string]any{"query": doc})
-		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
 		if err != nil {
 			done <- answer{err: err}
 			return
@@ -493,7 +495,7 @@ func readmeSubscription(t *testing.T, s *testServer, token, doc string) map[stri
 			return
 		}
 		defer resp.Body.Close()
-		var r gqlResponse
+		var r testgw.Response
 		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 			done <- answer{err: fmt.Errorf("HTTP %d: %w", resp.StatusCode, err)}
 			return
@@ -519,7 +521,7 @@ func readmeSubscription(t *testing.T, s *testServer, token, doc string) map[stri
 			return data
 		case <-tick.C:
 			if strings.Contains(doc, "notificationAdded") {
-				s.send(token, s.sendInput("for the notificationAdded example", "octocat"))
+				s.Send(token, s.SendInput("for the notificationAdded example", "octocat"))
 			}
 		}
 	}

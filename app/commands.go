@@ -123,9 +123,9 @@ func topRecipients(stats ghimport.Stats, n int) []string {
 	return users[:min(n, len(users))]
 }
 
-// importDemo imports the demo file (idempotent: a second start adds nothing) and returns
+// ImportDemo imports the demo file (idempotent: a second start adds nothing) and returns
 // the user with the most notifications.
-func importDemo(ctx context.Context, cfg Config, log *slog.Logger, st *store.Store) (string, error) {
+func ImportDemo(ctx context.Context, cfg Config, log *slog.Logger, st *store.Store) (string, error) {
 	res, stats, err := importFile(ctx, st, cfg.DemoTenant, cfg.DemoImport)
 	if err != nil {
 		return "", err

@@ -440,7 +440,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	var demoToken string
 	if cfg.DemoImport != "" {
-		user, err := importDemo(ctx, cfg, log, st)
+		user, err := ImportDemo(ctx, cfg, log, st)
 		if err != nil {
 			return err
 		}
