@@ -30,7 +30,8 @@ func (r *Resolver) badgeStream(ctx context.Context) (<-chan int, error) {
 	}
 	ctx, stop := untilTokenExpiry(ctx)
 	sub := r.Broker.Subscribe(v, live.BadgeOnly())
-	count, version, err := r.Store.Badge(ctx, v)
+	b, err := r.Store.Badge(ctx, v)
+	count, version := b.Unread, b.Version
 	if err != nil {
 		stop()
 		sub.Close()
@@ -115,7 +116,8 @@ const (
 func (f *badgeFeed) read() {
 	failures := 0
 	for {
-		n, ver, err := f.r.Store.Badge(f.ctx, f.v)
+		b, err := f.r.Store.Badge(f.ctx, f.v)
+		n, ver := b.Unread, b.Version
 		if err != nil {
 			if f.ctx.Err() != nil {
 				f.mu.Lock()

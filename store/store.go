@@ -47,6 +47,7 @@ type Store struct {
 	cursors         *cursorKey
 	retry           RetryPolicy
 	retryObs        RetryObserver
+	retention       time.Duration
 }
 
 // Option configures a Store.
@@ -71,6 +72,11 @@ func WithIdempotencyTTL(d time.Duration) Option { return func(s *Store) { s.idem
 func WithSweepWorkers(n int) Option {
 	return func(s *Store) { s.sweeper = newSweeper(n) }
 }
+
+// WithRetention sets the default retention of notifications sent without expiresAt
+// (0, the default: they never expire). At expiry they leave the inbox and its counters
+// (Expire, run by the scheduler); DynamoDB's TTL removes the item 7 days later.
+func WithRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
 
 // WithPublisher sets who hears of every committed change (badge moves, new
 // notifications); by default nobody.
@@ -249,21 +255,6 @@ func isRetryable(err error) bool {
 	}
 	var tip *types.TransactionInProgressException
 	return errors.As(err, &tip)
-}
-
-// cancelReasons returns the per-action cancellation codes of a TransactionCanceledException
-// ("None", "ConditionalCheckFailed", "TransactionConflict", ...), aligned with the
-// transaction's actions, or nil when err is not one.
-func cancelReasons(err error) []string {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) {
-		return nil
-	}
-	out := make([]string, len(tce.CancellationReasons))
-	for i, r := range tce.CancellationReasons {
-		out[i] = aws.ToString(r.Code)
-	}
-	return out
 }
 
 // CreateTable creates the table with GSI1 (sparse, projection ALL), streams
