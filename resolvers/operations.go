@@ -475,6 +475,15 @@ func sendInput(in model.SendNotificationInput) inbox.SendInput {
 		Body:           s(in.Body),
 		Payload:        inbox.JSON(in.Payload),
 	}
+	if in.ExpiresAt != nil {
+		out.ExpiresAt = *in.ExpiresAt
+	}
+	out.GroupKey = s(in.GroupKey)
+	for _, a := range in.Actions {
+		if a != nil {
+			out.Actions = append(out.Actions, inbox.Action{Label: a.Label, URL: a.URL})
+		}
+	}
 	if in.Actor != nil {
 		out.Actor = &inbox.Actor{ActorID: in.Actor.ID, Name: s(in.Actor.Name), AvatarURL: s(in.Actor.AvatarURL), URL: s(in.Actor.URL)}
 	}

@@ -121,7 +121,9 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 				}
 				n := 0
 				for _, it := range items {
-					if st := stateOf(it, &meta); st.read || !st.active {
+					// On GSI1 a read or inactive entry is stale (the sweep removes it);
+					// on the table, archived ones are the archived filter's business.
+					if st := stateOf(it, &meta); st.read || (onGSI && !st.active) {
 						if onGSI {
 							stale++
 						}

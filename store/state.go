@@ -128,7 +128,8 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 }
 
 // itemUpdate is the conditional Update of a notification from old to nw: SET or REMOVE of
-// the state attributes that differ, on condition that the item exists with old's rev.
+// the state attributes that differ (and of GSI1's, always), on condition that the item
+// exists with old's rev.
 func itemUpdate(table string, k itemKey, old, nw *notificationItem) types.TransactWriteItem {
 	names := map[string]string{"#pk": attrPK, "#rev": attrRev}
 	values := map[string]types.AttributeValue{}
@@ -152,8 +153,10 @@ func itemUpdate(table string, k itemKey, old, nw *notificationItem) types.Transa
 	field(attrSeenAt, old.SeenAt, nw.SeenAt, nw.SeenAt == 0)
 	field(attrArchivedAt, old.ArchivedAt, nw.ArchivedAt, nw.ArchivedAt == 0)
 	field(attrSnoozedUntil, old.SnoozedUntil, nw.SnoozedUntil, nw.SnoozedUntil == 0)
-	field(attrGSI1PK, old.GSI1PK, nw.GSI1PK, nw.GSI1PK == "")
-	field(attrGSI1SK, old.GSI1SK, nw.GSI1SK, nw.GSI1SK == "")
+	// GSI1 membership is always written, never diffed: the sweep removes it without
+	// raising rev, so the item read may still show attributes the sweep has removed.
+	field(attrGSI1PK, nil, nw.GSI1PK, nw.GSI1PK == "")
+	field(attrGSI1SK, nil, nw.GSI1SK, nw.GSI1SK == "")
 	values[":newRev"] = av(nw.Rev)
 	sets = append(sets, "#rev = :newRev")
 	update := "SET " + strings.Join(sets, ", ")
