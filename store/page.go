@@ -308,13 +308,13 @@ func (s *Store) getMeta(ctx context.Context, v inbox.Viewer, consistent bool) (m
 	return m, nil
 }
 
-// UnreadCount returns v's badge count (AP2: one GetItem of META).
+// UnreadCount returns v's badge count (AP3: one GetItem of META).
 func (s *Store) UnreadCount(ctx context.Context, v inbox.Viewer) (int, error) {
 	b, err := s.Badge(ctx, v)
 	return b.Unread, err
 }
 
-// Badge returns v's badge: unread, unseen and per-category counts at META's version (AP2:
+// Badge returns v's badge: unread, unseen and per-category counts at META's version (AP3:
 // one strongly consistent GetItem). The version grows with every write of META, so of two
 // readings the higher version is newer.
 func (s *Store) Badge(ctx context.Context, v inbox.Viewer) (inbox.Badge, error) {

@@ -14,7 +14,7 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-// State changes of notifications (AP3 and its v2 siblings): read, unread, seen, archive,
+// State changes of notifications (AP6): read, unread, seen, archive,
 // unarchive, snooze, unsnooze, delete, and the scheduler's wake and expire.
 //
 // Every one runs the same read-compute-write, repeated on conflict (retryConflicts): one
@@ -327,8 +327,8 @@ func (s *Store) published(ctx context.Context, v inbox.Viewer, kind inbox.EventK
 	return b, nil
 }
 
-// ApplyState applies one state change to v's notifications ch.IDs (AP3 and its v2
-// siblings; see the top of this file): markRead (also marks seen), markUnread (seen
+// ApplyState applies one state change to v's notifications ch.IDs (AP6; see the top of
+// this file): markRead (also marks seen), markUnread (seen
 // stays), markSeen, archive (leaves the unread list and the counters), unarchive,
 // snooze (leaves them until ch.Until, with a wake task in the same transaction) and
 // unsnooze (back now, read state kept). Notifications already in the state are not

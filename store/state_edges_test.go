@@ -217,7 +217,7 @@ func TestDeleteAndExpire(t *testing.T) {
 		t.Fatalf("delete again: %+v %v", again, err)
 	}
 	ns, _ := f.s.Notifications(ctx, v, []string{b})
-	if ns[0].ExpiresAt == nil || ns[0].ExpiresAt.Sub(time.Now()) < 47*time.Hour {
+	if ns[0].ExpiresAt == nil || time.Until(*ns[0].ExpiresAt) < 47*time.Hour {
 		t.Fatalf("default retention: %+v", ns[0].ExpiresAt)
 	}
 	token := strconv.FormatInt(ns[0].ExpiresAt.UnixMilli(), 10)
