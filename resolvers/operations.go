@@ -3,6 +3,7 @@ package resolvers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -233,25 +234,17 @@ func (r *Resolver) state(ctx context.Context, ids []string, ch inbox.StateChange
 		return nil, err
 	}
 	defer cancel()
-	var res inbox.MarkResult
 	if len(keys) == 0 {
-		if ch.Op == inbox.OpSnooze {
-			// Bad input is reported whatever the ids.
-			if _, err := r.Store.ApplyState(wctx, v, inbox.StateChange{Op: ch.Op, Until: ch.Until, IDs: []string{"-"}}); inbox.ErrorCode(err) == inbox.CodeBadUserInput {
-				return nil, err
-			}
-		}
-		b, err := r.Store.Badge(wctx, v)
-		if err != nil {
-			return nil, err
-		}
-		res = inbox.MarkResult{Notifications: []*inbox.Notification{}, UnreadCount: b.Unread, Badge: b}
-	} else {
-		ch.IDs = keys
-		if res, err = r.Store.ApplyState(wctx, v, ch); err != nil {
-			return nil, err
-		}
+		// Nothing to apply: the store still checks the change (a snooze's until) and
+		// reads the badge; "-" names no notification.
+		keys = []string{"-"}
 	}
+	ch.IDs = keys
+	res, err := r.Store.ApplyState(wctx, v, ch)
+	if err != nil {
+		return nil, err
+	}
+	res.NotFound = slices.DeleteFunc(res.NotFound, func(k string) bool { return k == "-" })
 	res.NotFound = notFoundAsGiven(invalid, res.NotFound, given)
 	if res.Notifications == nil {
 		res.Notifications = []*inbox.Notification{}
@@ -277,16 +270,14 @@ func (r *Resolver) deleteNotifications(ctx context.Context, ids []string) (*inbo
 		return nil, err
 	}
 	defer cancel()
-	var res inbox.DeleteResult
 	if len(keys) == 0 {
-		b, err := r.Store.Badge(wctx, v)
-		if err != nil {
-			return nil, err
-		}
-		res = inbox.DeleteResult{DeletedIDs: []string{}, Badge: b}
-	} else if res, err = r.Store.Delete(wctx, v, keys); err != nil {
+		keys = []string{"-"} // names no notification: the store reads the badge
+	}
+	res, err := r.Store.Delete(wctx, v, keys)
+	if err != nil {
 		return nil, err
 	}
+	res.NotFound = slices.DeleteFunc(res.NotFound, func(k string) bool { return k == "-" })
 	for i, k := range res.DeletedIDs {
 		res.DeletedIDs[i] = given[k]
 	}

@@ -122,6 +122,8 @@ func fastNotification(raw map[string]types.AttributeValue, it *notificationItem)
 			ok = avActions(av, &it.Actions)
 		case "rev":
 			ok = avInt64(av, &it.Rev)
+		case "cv":
+			ok = avInt64(av, &it.Counted)
 		}
 		if !ok {
 			return false

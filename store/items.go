@@ -96,6 +96,24 @@ type notificationItem struct {
 	// Rev grows by one with every state change of the item: the optimistic-lock
 	// condition of every item update (absent = 0).
 	Rev int64 `dynamodbav:"rev,omitempty"`
+	// Counted is the version of META's counters the notification was counted in: 2 for a
+	// notification sent by this version (counted in unread, unseen and its category); 0
+	// for one written before (or by an outside writer that only adds to unreadCount),
+	// which counts in unreadCount alone: it is seen, and its category's watermarks and
+	// counters do not apply to it. So counters stay exact on data written before them.
+	Counted int64 `dynamodbav:"cv,omitempty"`
+}
+
+// countersV2 is notificationItem.Counted of a notification counted in every counter.
+const countersV2 = 2
+
+// countedCategory is the category whose counters and watermarks apply to it ("" for a
+// notification counted before categories were).
+func (it *notificationItem) countedCategory() string {
+	if it.Counted < countersV2 {
+		return ""
+	}
+	return it.Category
 }
 
 // actionItem is one call-to-action button as stored (a map in the actions list).
@@ -218,9 +236,10 @@ type state struct {
 
 // stateOf is it's state under m's watermarks.
 func stateOf(it *notificationItem, m *metaItem) state {
+	cat := it.countedCategory()
 	return state{
-		read:   effectiveRead(it, m.readWM(it.Category)),
-		seen:   it.SeenAt != 0 || (it.ID <= m.seenWM(it.Category) && m.seenWM(it.Category) != ""),
+		read:   effectiveRead(it, m.readWM(cat)),
+		seen:   it.Counted < countersV2 || it.SeenAt != 0 || (it.ID <= m.seenWM(cat) && m.seenWM(cat) != ""),
 		active: it.ArchivedAt == 0 && it.SnoozedUntil == 0,
 	}
 }
@@ -277,7 +296,7 @@ func toNotification(it *notificationItem, m *metaItem) *inbox.Notification {
 	if it.Payload != "" {
 		n.Payload = inbox.JSON(it.Payload)
 	}
-	wm := m.readWM(it.Category)
+	wm := m.readWM(it.countedCategory())
 	if n.Read {
 		// The time it became read: its explicit mark, or else the markAllRead that covered it.
 		at := ulidTime(wm)
@@ -291,7 +310,7 @@ func toNotification(it *notificationItem, m *metaItem) *inbox.Notification {
 	if n.Seen {
 		n.SeenAt = msTime(it.SeenAt)
 		if n.SeenAt == nil {
-			if at := ulidTime(m.seenWM(it.Category)); !at.IsZero() {
+			if at := ulidTime(m.seenWM(it.countedCategory())); !at.IsZero() {
 				n.SeenAt = &at
 			}
 		}

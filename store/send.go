@@ -257,7 +257,8 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 			guard.NotificationID = id
 			it = &notificationItem{PK: userPK(v), SK: notifSK(id), EntityType: entityNotification, ID: id,
 				Type: in.Type, Category: in.Category, Title: in.Title, Body: in.Body, Payload: string(in.Payload),
-				CreatedAt: now.UnixMilli(), GSI1PK: unreadPK(v), GSI1SK: notifSK(id), GroupKey: groupKey(in)}
+				CreatedAt: now.UnixMilli(), GSI1PK: unreadPK(v), GSI1SK: notifSK(id), GroupKey: groupKey(in),
+				Counted: countersV2}
 			if in.Actor != nil {
 				it.ActorID = in.Actor.ActorID
 			}
@@ -341,7 +342,7 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem) 
 	}
 	t.add(itemKey{it.PK, it.SK}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: n,
 		ConditionExpression: notExists, ExpressionAttributeNames: pkName}})
-	b := newMetaUpdate(v).addState(it.Category, state{}, state{active: true})
+	b := newMetaUpdate(v).addState(it.countedCategory(), state{}, state{active: true})
 	b.clock = it.ID
 	t.add(itemKey{userPK(v), skMeta}, b.action(s.table))
 	if it.ExpireAt != 0 {

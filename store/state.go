@@ -83,10 +83,10 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 				continue
 			}
 			res.changed = append(res.changed, id)
-			b.usesWatermarks(&meta, it.Category)
+			b.usesWatermarks(&meta, it.countedCategory())
 			k := itemKey{userPK(v), notifSK(id)}
 			if del {
-				b.addState(it.Category, before, state{})
+				b.addState(it.countedCategory(), before, state{})
 				t.add(k, deleteAction(s.table, k, it.Rev))
 				continue
 			}
@@ -97,7 +97,7 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 				after.GSI1PK, after.GSI1SK = "", ""
 			}
 			after.Rev = it.Rev + 1
-			b.addState(it.Category, before, st)
+			b.addState(it.countedCategory(), before, st)
 			t.add(k, itemUpdate(s.table, k, it, after))
 			if tasks != nil {
 				if tk, ta, ok := tasks(after); ok {

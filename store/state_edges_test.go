@@ -369,3 +369,53 @@ func TestHundredIDsInChunksWithNotFound(t *testing.T) {
 		t.Fatalf("delete no ids: %v", err)
 	}
 }
+
+// Notifications written before the v2 counters (or by an outside writer that only adds
+// to unreadCount) count in unreadCount alone: every state change and mark-all keeps the
+// counters exact on them and never waits on a counter they are not in.
+func TestLegacyNotificationsStayExact(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	v := f.viewer("alice")
+	var legacy []string
+	for i := range 3 {
+		id := f.sendIn(t, inbox.SendInput{Category: "work"}) // creates META the v2 way
+		legacy = append(legacy, id[:25]+string("XYZ"[i]))
+	}
+	for _, id := range legacy {
+		_, err := f.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: aws.String(f.table), Item: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "T#acme#U#alice"}, "sk": &types.AttributeValueMemberS{Value: "N#" + id},
+				"gsi1pk": &types.AttributeValueMemberS{Value: "T#acme#U#alice#UNREAD"}, "gsi1sk": &types.AttributeValueMemberS{Value: "N#" + id},
+				"entityType": &types.AttributeValueMemberS{Value: "Notification"}, "id": &types.AttributeValueMemberS{Value: id},
+				"type": &types.AttributeValueMemberS{Value: "old"}, "category": &types.AttributeValueMemberS{Value: "work"},
+				"createdAt": &types.AttributeValueMemberN{Value: "1"}}}},
+			{Update: &types.Update{TableName: aws.String(f.table), Key: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "T#acme#U#alice"}, "sk": &types.AttributeValueMemberS{Value: "N~META"}},
+				UpdateExpression:          aws.String("ADD unreadCount :one, version :one"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := f.checkExact(t, v); b.Unread != 6 || b.Unseen != 3 || len(b.Categories) != 1 || b.Categories[0] != (inbox.CategoryCount{Category: "work", Unread: 3, Unseen: 3}) {
+		t.Fatalf("with legacy items: %+v", b)
+	}
+	f.apply(t, inbox.OpRead, legacy[0])
+	f.apply(t, inbox.OpArchive, legacy[1])
+	f.apply(t, inbox.OpSeen, legacy[2])
+	if _, err := f.s.MarkAll(ctx, v, []string{"work"}); err != nil {
+		t.Fatal(err)
+	}
+	if b := f.checkExact(t, v); b.Unread != 1 || b.Unseen != 0 {
+		t.Fatalf("after changes: %+v", b)
+	}
+	if _, err := f.s.Delete(ctx, v, legacy); err != nil {
+		t.Fatal(err)
+	}
+	if b := f.checkExact(t, v); b.Unread != 0 {
+		t.Fatalf("after delete: %+v", b)
+	}
+}
