@@ -59,7 +59,7 @@ func importCommand(ctx context.Context, cfg Config, log *slog.Logger, args []str
 	if fs.NArg() != 1 {
 		return fmt.Errorf("import-github: want one FILE (node_modules/@octokit/webhooks-examples/api.github.com/index.json)")
 	}
-	st, closeStore, err := openStore(ctx, cfg, log, nil)
+	st, _, closeStore, err := openStore(ctx, cfg, log, nil)
 	if err != nil {
 		return err
 	}
@@ -140,6 +140,23 @@ func ImportDemo(ctx context.Context, cfg Config, log *slog.Logger, st *store.Sto
 
 // relayCommand runs the DynamoDB Streams relay (package relay) until ctx ends, then
 // releases its lease so that a standby relay takes over at once.
+// workerCommand runs the durable scheduler alone (no HTTP): snooze wake-ups and expiries
+// of every inbox, shared with the other instances through leases. Its changes reach
+// subscriptions through the broker (INBOX_BROKER=redis for gateways in other processes).
+func workerCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
+	broker, err := newBroker(ctx, cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	defer broker.Close()
+	st, db, closeStore, err := openStore(ctx, cfg, log, nil, store.WithPublisher(broker), store.WithSweepWorkers(0))
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	return runScheduler(ctx, log, newScheduler(cfg, log, st, db, nil))
+}
+
 func relayCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Broker != "redis" {
 		return errors.New("relay: set INBOX_BROKER=redis (and INBOX_REDIS_URL): the relay publishes to the gateways through Redis")

@@ -42,6 +42,7 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
+	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -93,6 +94,17 @@ type Config struct {
 	// instances and the stream relay, at RedisURL).
 	Broker   string `env:"INBOX_BROKER" envDefault:"local"`
 	RedisURL string `env:"INBOX_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	// Scheduler runs the durable scheduler (snooze wake-ups, expiries) inside serve; off,
+	// run it alone with the worker command. Instances share its shards through leases.
+	Scheduler bool `env:"INBOX_SCHEDULER" envDefault:"true"`
+	// SchedShards is how many write shards scheduled tasks spread over (the same on every
+	// instance; it may grow, never shrink). SchedPoll is the pause between two passes over
+	// a held shard: a task runs about SchedPoll after it is due.
+	SchedShards int           `env:"INBOX_SCHED_SHARDS" envDefault:"16"`
+	SchedPoll   time.Duration `env:"INBOX_SCHED_POLL" envDefault:"250ms"`
+	// Retention, when > 0, is how long a notification sent without expiresAt stays in the
+	// inbox (its expiry is then scheduled at send); 0 keeps notifications until deleted.
+	Retention time.Duration `env:"INBOX_RETENTION" envDefault:"0s"`
 	// RelayLease is how long the stream relay's lease lasts without renewal: a crashed
 	// relay's successor takes over within it.
 	RelayLease time.Duration `env:"INBOX_RELAY_LEASE" envDefault:"10s"`
@@ -236,8 +248,10 @@ func runCommand(ctx context.Context, cfg Config, log *slog.Logger, cmd string, a
 		return importCommand(ctx, cfg, log, args, os.Stdout)
 	case "relay":
 		return relayCommand(ctx, cfg, log)
+	case "worker":
+		return workerCommand(ctx, cfg, log)
 	default:
-		return fmt.Errorf("unknown command %q (want serve, relay, token, import-github or help)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, relay, worker, token, import-github or help)", cmd)
 	}
 }
 
@@ -396,22 +410,58 @@ func LocalClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.C
 
 // openStore connects to the engine (with dbOpts on the client, e.g. the metrics
 // middleware) and, when configured, creates the table.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(*dynamodb.Options), opts ...store.Option) (*store.Store, func(), error) {
+func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(*dynamodb.Options), opts ...store.Option) (*store.Store, *dynamodb.Client, func(), error) {
 	eng, err := openEngine(ctx, cfg, log, dbOpts...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	base := []store.Option{store.WithLogger(log), store.WithProfileCache(cfg.ProfileCacheSize, cfg.ProfileCacheTTL),
-		store.WithTenantPreferences(func(string) inbox.TenantPreferences { return cfg.TenantPreferences })}
+		store.WithTenantPreferences(func(string) inbox.TenantPreferences { return cfg.TenantPreferences }),
+		store.WithSchedShards(cfg.SchedShards), store.WithRetention(cfg.Retention)}
 	st := store.New(eng.db, cfg.Table, append(base, opts...)...)
 	if *cfg.CreateTable {
 		if err := st.CreateTable(ctx); err != nil {
 			st.Close()
 			eng.close()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return st, func() { st.Close(); eng.close() }, nil
+	return st, eng.db, func() { st.Close(); eng.close() }, nil
+}
+
+// newScheduler is the durable scheduler of st's tasks with the inbox's handlers: a
+// snooze's wake-up (store.TaskWake) and an expiry (store.TaskExpire), each idempotent
+// and checking the task's token (Store.Wake, Store.Expire).
+func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
+	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Logger: log}
+	if m := metrics.NewSched(reg); m != nil {
+		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
+	}
+	s := sched.New(st, o)
+	s.Register(store.TaskWake, sched.HandlerFunc(func(ctx context.Context, t inbox.Task) error {
+		return st.Wake(ctx, t.Viewer, t.Ref, t.Token)
+	}))
+	s.Register(store.TaskExpire, sched.HandlerFunc(func(ctx context.Context, t inbox.Task) error {
+		return st.Expire(ctx, t.Viewer, t.Ref, t.Token)
+	}))
+	return s
+}
+
+// runScheduler runs s until ctx ends, then hands its shards over (Release) so another
+// instance takes them at once rather than after the leases expire. It returns when s has
+// stopped.
+func runScheduler(ctx context.Context, log *slog.Logger, s *sched.Scheduler) error {
+	log.Info("scheduler: starting", "owner", s.Owner())
+	err := s.Run(ctx)
+	relCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if rerr := s.Release(relCtx); rerr != nil {
+		log.Warn("scheduler: release shards", "err", rerr)
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }
 
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
@@ -431,12 +481,24 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	st, closeStore, err := openStore(ctx, cfg, log, []func(*dynamodb.Options){reg.DynamoDB()}, store.WithPublisher(broker),
+	st, db, closeStore, err := openStore(ctx, cfg, log, []func(*dynamodb.Options){reg.DynamoDB()}, store.WithPublisher(broker),
 		store.WithCursorKey(cursorSecret), store.WithRetryObserver(reg))
 	if err != nil {
 		return err
 	}
 	defer closeStore()
+	if cfg.Scheduler {
+		schedCtx, stopSched := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := runScheduler(schedCtx, log, newScheduler(cfg, log, st, db, reg)); err != nil {
+				log.Error("scheduler stopped", "err", err)
+			}
+		}()
+		// Stopped before the store closes: running handlers finish first.
+		defer func() { stopSched(); <-done }()
+	}
 
 	var demoToken string
 	if cfg.DemoImport != "" {

@@ -35,6 +35,10 @@ var envHelp = map[string]string{
 	"INBOX_MAX_MUTATION_FIELDS":   "bound of the mutation fields of one document (1..100)",
 	"INBOX_DEFAULT_PREFERENCES":   "every tenant's preference defaults, JSON of the GraphQL Preferences shape (unset: every channel on)",
 	"INBOX_CRITICAL_CATEGORIES":   "comma-separated categories users cannot opt out of",
+	"INBOX_SCHEDULER":             "run the durable scheduler (snooze wake-ups, expiries) inside serve",
+	"INBOX_SCHED_SHARDS":          "write shards of scheduled tasks (the same on every instance; may grow, never shrink)",
+	"INBOX_SCHED_POLL":            "pause between two passes over a held scheduler shard",
+	"INBOX_RETENTION":             "how long a notification sent without expiresAt stays (0: until deleted)",
 	"INBOX_ANONYMOUS_CONCURRENCY": "GraphQL requests without a token that run at once (1..1000)",
 	"INBOX_PROFILE_CACHE_SIZE":    "actor/target profiles shared across requests (0: off)",
 	"INBOX_PROFILE_CACHE_TTL":     "lifetime of a shared profile",
@@ -79,6 +83,7 @@ Usage:
                                                       print a signed token
   inbox-gateway import-github FILE [--tenant T]       import GitHub webhook examples as notifications
   inbox-gateway relay                                 the DynamoDB Streams relay (INBOX_BROKER=redis)
+  inbox-gateway worker                                the durable scheduler alone (snooze wake-ups, expiries)
   inbox-gateway help | -h | --help                    this text
 
 Configuration (environment variables, default in brackets):

@@ -100,7 +100,7 @@ func TestBadgeStreamOutsideWriterAndNoRepeats(t *testing.T) {
 	}
 	// markAllRead twice: 0 once.
 	for i := 0; i < 2; i++ {
-		if _, err := g.st.MarkAll(ctx, v); err != nil {
+		if _, err := g.st.MarkAll(ctx, v, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -242,7 +242,7 @@ func NewHandler(o Options) *Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if _, _, err := st.Badge(ctx, inbox.Viewer{TenantID: "health", UserID: "probe"}); err != nil {
+		if _, err := st.Badge(ctx, inbox.Viewer{TenantID: "health", UserID: "probe"}); err != nil {
 			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
 			return
 		}

@@ -80,6 +80,21 @@ type wireNotification struct {
 	TargetKind string          `json:"targetKind,omitempty"`
 	TargetID   string          `json:"targetId,omitempty"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
+
+	Seen         bool         `json:"seen,omitempty"`
+	SeenAt       *time.Time   `json:"seenAt,omitempty"`
+	Archived     bool         `json:"archived,omitempty"`
+	ArchivedAt   *time.Time   `json:"archivedAt,omitempty"`
+	SnoozedUntil *time.Time   `json:"snoozedUntil,omitempty"`
+	ExpiresAt    *time.Time   `json:"expiresAt,omitempty"`
+	GroupKey     string       `json:"groupKey,omitempty"`
+	Actions      []wireAction `json:"actions,omitempty"`
+}
+
+// wireAction is an inbox.Action on the wire.
+type wireAction struct {
+	Label string `json:"label"`
+	URL   string `json:"url"`
 }
 
 func encodeChange(origin string, c inbox.Change) ([]byte, error) {
@@ -89,7 +104,11 @@ func encodeChange(origin string, c inbox.Change) ([]byte, error) {
 	if n := c.Notification; n != nil {
 		w.Notification = &wireNotification{ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
 			Read: n.Read, ReadAt: n.ReadAt, CreatedAt: n.CreatedAt, ActorID: n.ActorID, TargetKind: n.TargetKind,
-			TargetID: n.TargetID, Payload: json.RawMessage(n.Payload)}
+			TargetID: n.TargetID, Payload: json.RawMessage(n.Payload), Seen: n.Seen, SeenAt: n.SeenAt, Archived: n.Archived,
+			ArchivedAt: n.ArchivedAt, SnoozedUntil: n.SnoozedUntil, ExpiresAt: n.ExpiresAt, GroupKey: n.GroupKey}
+		for _, a := range n.Actions {
+			w.Notification.Actions = append(w.Notification.Actions, wireAction{Label: a.Label, URL: a.URL})
+		}
 	}
 	return json.Marshal(w)
 }
@@ -109,7 +128,12 @@ func decodeChange(b []byte) (origin string, sent time.Time, c inbox.Change, err 
 	if n := w.Notification; n != nil {
 		c.Notification = &inbox.Notification{ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
 			Read: n.Read, ReadAt: n.ReadAt, CreatedAt: n.CreatedAt, ActorID: n.ActorID, TargetKind: n.TargetKind,
-			TargetID: n.TargetID, Payload: inbox.JSON(n.Payload)}
+			TargetID: n.TargetID, Payload: inbox.JSON(n.Payload), Seen: n.Seen, SeenAt: n.SeenAt, Archived: n.Archived,
+			ArchivedAt: n.ArchivedAt, SnoozedUntil: n.SnoozedUntil, ExpiresAt: n.ExpiresAt, GroupKey: n.GroupKey,
+			Actions: make([]inbox.Action, len(n.Actions))}
+		for i, a := range n.Actions {
+			c.Notification.Actions[i] = inbox.Action{Label: a.Label, URL: a.URL}
+		}
 	}
 	return w.Origin, sent, c, nil
 }

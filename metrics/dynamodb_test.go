@@ -208,7 +208,7 @@ func TestStoreRetriesAndConflicts(t *testing.T) {
 	}
 
 	p.FailNext(2, ddbfault.Throttling)
-	if _, _, err := st.Badge(ctx, v); err != nil {
+	if _, err := st.Badge(ctx, v); err != nil {
 		t.Fatalf("badge after two throttles: %v", err)
 	}
 	if got := count(r.storeRetries, "GetItem", ReasonThrottled); got != 2 {
@@ -219,7 +219,7 @@ func TestStoreRetriesAndConflicts(t *testing.T) {
 	}
 
 	p.FailNext(4, ddbfault.Outage)
-	_, _, err := st.Badge(ctx, v)
+	_, err := st.Badge(ctx, v)
 	if code := inbox.ErrorCode(err); code != inbox.CodeUnavailable {
 		t.Fatalf("badge under an outage: %v (code %q), want UNAVAILABLE", err, code)
 	}

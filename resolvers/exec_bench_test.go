@@ -46,7 +46,9 @@ func (s *pageStore) Profiles(_ context.Context, _ string, refs []inbox.ProfileRe
 	return out, nil
 }
 
-func (s *pageStore) Badge(context.Context, inbox.Viewer) (int, int64, error) { return 7, 1, nil }
+func (s *pageStore) Badge(context.Context, inbox.Viewer) (inbox.Badge, error) {
+	return inbox.Badge{Unread: 7, Version: 1}, nil
+}
 
 func benchPage() *inbox.Page {
 	p := &inbox.Page{UnreadCount: 7, HasUnreadCount: true}

@@ -3,6 +3,7 @@ package resolvers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,10 @@ func pageKey(q inbox.PageQuery) string {
 	fmt.Fprintf(&b, "inbox\x00%s\x00%s\x00%q\x00%q\x00%t", n(q.First), n(q.Last), q.After, q.Before, q.UnreadOnly)
 	for _, t := range q.Types {
 		fmt.Fprintf(&b, "\x00%q", t)
+	}
+	fmt.Fprintf(&b, "\x01%q", q.Archived)
+	for _, c := range q.Categories {
+		fmt.Fprintf(&b, "\x00%q", c)
 	}
 	return b.String()
 }
@@ -117,8 +122,8 @@ func (r *Resolver) unreadCount(ctx context.Context, v inbox.Viewer) (int, error)
 	// Once per operation, however many aliases ask (a viewer-level read).
 	return loader.Once(ctx, "badge", func(ctx context.Context) (int, error) {
 		return loader.Bounded(ctx, func(ctx context.Context) (int, error) {
-			c, _, err := r.Store.Badge(ctx, v)
-			return c, err
+			b, err := r.badge(ctx, v)
+			return b.Unread, err
 		})
 	})
 }
@@ -166,30 +171,117 @@ func committing(ctx context.Context) (context.Context, context.CancelFunc, error
 	return wctx, cancel, nil
 }
 
-// mark marks notifications by global id.
-func (r *Resolver) mark(ctx context.Context, ids []string, read bool) (*inbox.MarkResult, error) {
+// badge reads the viewer's badge once per operation (one GetItem of META), however many
+// fields ask (unreadCount, unseenCount, badge).
+func (r *Resolver) badge(ctx context.Context, v inbox.Viewer) (inbox.Badge, error) {
+	return loader.Once(ctx, "badge full", func(ctx context.Context) (inbox.Badge, error) {
+		return loader.Bounded(ctx, func(ctx context.Context) (inbox.Badge, error) { return r.Store.Badge(ctx, v) })
+	})
+}
+
+// stateIDs converts global ids to notification ULIDs: keys (distinct), the given id of
+// each key, and the ids (as given) that cannot name a notification. BAD_USER_INPUT for no
+// ids or more than inbox.MaxStateIDs distinct ids.
+func stateIDs(ids []string) (keys []string, given map[string]string, invalid []string, err error) {
+	distinct := map[string]bool{}
+	given = map[string]string{}
+	for _, id := range ids {
+		if distinct[id] {
+			continue
+		}
+		distinct[id] = true
+		key, err := notificationULID(id)
+		if err != nil {
+			invalid = append(invalid, id)
+			continue
+		}
+		if _, ok := given[key]; !ok {
+			given[key] = id
+			keys = append(keys, key)
+		}
+	}
+	switch {
+	case len(distinct) == 0:
+		return nil, nil, nil, inbox.Errorf(inbox.CodeBadUserInput, "ids must not be empty")
+	case len(distinct) > inbox.MaxStateIDs:
+		return nil, nil, nil, inbox.Errorf(inbox.CodeBadUserInput, "at most %d ids per call", inbox.MaxStateIDs)
+	}
+	return keys, given, invalid, nil
+}
+
+// notFoundAsGiven maps the store's not-found keys back to the ids given, after invalid.
+func notFoundAsGiven(invalid, keys []string, given map[string]string) []string {
+	out := append([]string{}, invalid...)
+	for _, k := range keys {
+		out = append(out, given[k])
+	}
+	return out
+}
+
+// state applies a state change to notifications by global id: ids that name none of the
+// viewer's notifications are returned in notFound (as given), the rest applied.
+func (r *Resolver) state(ctx context.Context, ids []string, ch inbox.StateChange) (*inbox.MarkResult, error) {
 	v, err := viewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		if keys[i], err = notificationULID(id); err != nil {
-			return nil, err
-		}
+	keys, given, invalid, err := stateIDs(ids)
+	if err != nil {
+		return nil, err
 	}
 	wctx, cancel, err := committing(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	res, err := r.Store.Mark(wctx, v, keys, read)
+	if len(keys) == 0 {
+		// Nothing to apply: the store still checks the change (a snooze's until) and
+		// reads the badge; "-" names no notification.
+		keys = []string{"-"}
+	}
+	ch.IDs = keys
+	res, err := r.Store.ApplyState(wctx, v, ch)
 	if err != nil {
 		return nil, err
+	}
+	res.NotFound = slices.DeleteFunc(res.NotFound, func(k string) bool { return k == "-" })
+	res.NotFound = notFoundAsGiven(invalid, res.NotFound, given)
+	if res.Notifications == nil {
+		res.Notifications = []*inbox.Notification{}
 	}
 	if err := r.prefetchProfiles(ctx, v, res.Notifications); err != nil {
 		return nil, err
 	}
+	return &res, nil
+}
+
+// deleteNotifications deletes notifications by global id (notFound as in state).
+func (r *Resolver) deleteNotifications(ctx context.Context, ids []string) (*inbox.DeleteResult, error) {
+	v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys, given, invalid, err := stateIDs(ids)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel, err := committing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	if len(keys) == 0 {
+		keys = []string{"-"} // names no notification: the store reads the badge
+	}
+	res, err := r.Store.Delete(wctx, v, keys)
+	if err != nil {
+		return nil, err
+	}
+	res.NotFound = slices.DeleteFunc(res.NotFound, func(k string) bool { return k == "-" })
+	for i, k := range res.DeletedIDs {
+		res.DeletedIDs[i] = given[k]
+	}
+	res.NotFound = notFoundAsGiven(invalid, res.NotFound, given)
 	return &res, nil
 }
 
@@ -379,6 +471,15 @@ func sendInput(in model.SendNotificationInput) inbox.SendInput {
 		Title:          s(in.Title),
 		Body:           s(in.Body),
 		Payload:        inbox.JSON(in.Payload),
+	}
+	if in.ExpiresAt != nil {
+		out.ExpiresAt = *in.ExpiresAt
+	}
+	out.GroupKey = s(in.GroupKey)
+	for _, a := range in.Actions {
+		if a != nil {
+			out.Actions = append(out.Actions, inbox.Action{Label: a.Label, URL: a.URL})
+		}
 	}
 	if in.Actor != nil {
 		out.Actor = &inbox.Actor{ActorID: in.Actor.ID, Name: s(in.Actor.Name), AvatarURL: s(in.Actor.AvatarURL), URL: s(in.Actor.URL)}

@@ -16,9 +16,17 @@ import (
 // Store is what the resolvers need of the storage layer (implemented by *store.Store).
 type Store interface {
 	Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*inbox.Page, error)
-	Badge(ctx context.Context, v inbox.Viewer) (count int, version int64, err error)
-	Mark(ctx context.Context, v inbox.Viewer, ids []string, read bool) (inbox.MarkResult, error)
-	MarkAll(ctx context.Context, v inbox.Viewer) (inbox.MarkAllResult, error)
+	// Badge reads v's badge (one GetItem of META).
+	Badge(ctx context.Context, v inbox.Viewer) (inbox.Badge, error)
+	// ApplyState applies a state change (read, unread, seen, archive, unarchive, snooze,
+	// unsnooze) to up to inbox.MaxStateIDs notifications; ids not found are listed.
+	ApplyState(ctx context.Context, v inbox.Viewer, ch inbox.StateChange) (inbox.MarkResult, error)
+	// Delete deletes up to inbox.MaxStateIDs notifications; ids not found are listed.
+	Delete(ctx context.Context, v inbox.Viewer, ids []string) (inbox.DeleteResult, error)
+	// MarkAll marks every notification read, or those of categories when given.
+	MarkAll(ctx context.Context, v inbox.Viewer, categories []string) (inbox.MarkAllResult, error)
+	// MarkAllSeen marks every notification seen.
+	MarkAllSeen(ctx context.Context, v inbox.Viewer) (inbox.Badge, error)
 	Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error)
 	Profiles(ctx context.Context, tenantID string, refs []inbox.ProfileRef) ([]*inbox.Profile, error)
 	// Nodes resolves what global ids name for v (notifications, and profiles anchored on

@@ -19,35 +19,35 @@ import (
 )
 
 func (r *mutationResolver) MarkRead(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
-	return r.mark(ctx, ids, true)
+	return r.state(ctx, ids, inbox.StateChange{Op: inbox.OpRead})
 }
 
 func (r *mutationResolver) MarkUnread(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
-	return r.mark(ctx, ids, false)
+	return r.state(ctx, ids, inbox.StateChange{Op: inbox.OpUnread})
 }
 
 func (r *mutationResolver) MarkSeen(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
-	panic(fmt.Errorf("not implemented: MarkSeen - markSeen"))
+	return r.state(ctx, ids, inbox.StateChange{Op: inbox.OpSeen})
 }
 
 func (r *mutationResolver) Archive(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
-	panic(fmt.Errorf("not implemented: Archive - archive"))
+	return r.state(ctx, ids, inbox.StateChange{Op: inbox.OpArchive})
 }
 
 func (r *mutationResolver) Unarchive(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
-	panic(fmt.Errorf("not implemented: Unarchive - unarchive"))
+	return r.state(ctx, ids, inbox.StateChange{Op: inbox.OpUnarchive})
 }
 
 func (r *mutationResolver) Snooze(ctx context.Context, ids []string, until time.Time) (*inbox.MarkResult, error) {
-	panic(fmt.Errorf("not implemented: Snooze - snooze"))
+	return r.state(ctx, ids, inbox.StateChange{Op: inbox.OpSnooze, Until: until})
 }
 
 func (r *mutationResolver) Unsnooze(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
-	panic(fmt.Errorf("not implemented: Unsnooze - unsnooze"))
+	return r.state(ctx, ids, inbox.StateChange{Op: inbox.OpUnsnooze})
 }
 
 func (r *mutationResolver) DeleteNotifications(ctx context.Context, ids []string) (*inbox.DeleteResult, error) {
-	panic(fmt.Errorf("not implemented: DeleteNotifications - deleteNotifications"))
+	return r.deleteNotifications(ctx, ids)
 }
 
 func (r *mutationResolver) MarkAllRead(ctx context.Context, filter *model.MarkAllFilter) (*inbox.MarkAllResult, error) {
@@ -60,7 +60,11 @@ func (r *mutationResolver) MarkAllRead(ctx context.Context, filter *model.MarkAl
 		return nil, err
 	}
 	defer cancel()
-	res, err := r.Store.MarkAll(wctx, v)
+	var cats []string
+	if filter != nil {
+		cats = filter.Categories
+	}
+	res, err := r.Store.MarkAll(wctx, v, cats)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +72,20 @@ func (r *mutationResolver) MarkAllRead(ctx context.Context, filter *model.MarkAl
 }
 
 func (r *mutationResolver) MarkAllSeen(ctx context.Context) (*inbox.Badge, error) {
-	panic(fmt.Errorf("not implemented: MarkAllSeen - markAllSeen"))
+	v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel, err := committing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	b, err := r.Store.MarkAllSeen(wctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return &b, nil
 }
 
 func (r *mutationResolver) UpdatePreferences(ctx context.Context, input model.PreferencesInput) (*inbox.Preferences, error) {
@@ -172,6 +189,10 @@ func (r *viewerResolver) Inbox(ctx context.Context, obj *inbox.Viewer, first *in
 	if filter != nil {
 		q.UnreadOnly = filter.UnreadOnly != nil && *filter.UnreadOnly
 		q.Types = filter.Types
+		q.Categories = filter.Categories
+		if filter.Archived != nil {
+			q.Archived = inbox.ArchivedFilter(*filter.Archived)
+		}
 	}
 	return r.inbox(ctx, *obj, q)
 }
@@ -193,11 +214,16 @@ func (r *viewerResolver) Notification(ctx context.Context, obj *inbox.Viewer, id
 }
 
 func (r *viewerResolver) UnseenCount(ctx context.Context, obj *inbox.Viewer) (int, error) {
-	panic(fmt.Errorf("not implemented: UnseenCount - unseenCount"))
+	b, err := r.badge(ctx, *obj)
+	return b.Unseen, err
 }
 
 func (r *viewerResolver) Badge(ctx context.Context, obj *inbox.Viewer) (*inbox.Badge, error) {
-	panic(fmt.Errorf("not implemented: Badge - badge"))
+	b, err := r.badge(ctx, *obj)
+	if err != nil {
+		return nil, err
+	}
+	return &b, nil
 }
 
 func (r *viewerResolver) Preferences(ctx context.Context, obj *inbox.Viewer) (*inbox.Preferences, error) {

@@ -506,10 +506,21 @@ func TestIsolationAcrossUsersAndTenants(t *testing.T) {
 				t.Fatalf("nodes(alice's ids) = %+v, want [null, null]", nd.Nodes)
 			}
 
-			const markQ = `mutation($ids: [ID!]!) { %s(ids: $ids) { unreadCount notifications { id read } } }`
-			s.ExpectError(intruder.token, fmt.Sprintf(markQ, "markRead"), map[string]any{"ids": []string{f.unreadID}}, "NOT_FOUND")
-			s.ExpectError(intruder.token, fmt.Sprintf(markQ, "markUnread"), map[string]any{"ids": []string{f.readID}}, "NOT_FOUND")
-			s.ExpectError(intruder.token, fmt.Sprintf(markQ, "markRead"), map[string]any{"ids": []string{f.unreadID, f.readID}}, "NOT_FOUND")
+			// Another user's ids are listed in notFound (v2: no whole-call NOT_FOUND).
+			const markQ = `mutation($ids: [ID!]!) { %s(ids: $ids) { unreadCount notFound notifications { id read } } }`
+			for _, c := range []struct {
+				field string
+				ids   []string
+			}{{"markRead", []string{f.unreadID}}, {"markUnread", []string{f.readID}}, {"markRead", []string{f.unreadID, f.readID}}} {
+				var d map[string]struct {
+					NotFound      []string `json:"notFound"`
+					Notifications []any    `json:"notifications"`
+				}
+				s.MustData(intruder.token, fmt.Sprintf(markQ, c.field), map[string]any{"ids": c.ids}, &d)
+				if got := d[c.field]; !slices.Equal(got.NotFound, c.ids) || len(got.Notifications) != 0 {
+					t.Fatalf("%s of alice's ids by %s = %+v, want all in notFound", c.field, intruder.name, got)
+				}
+			}
 			f.expectAliceUnchanged(s, "after "+intruder.name+"'s attempts")
 			if after := s.Unread(intruder.token); after != before {
 				t.Fatalf("intruder's own unreadCount moved from %d to %d", before, after)
@@ -517,10 +528,18 @@ func TestIsolationAcrossUsersAndTenants(t *testing.T) {
 		})
 	}
 
-	// bob mixing his own id with alice's: NOT_FOUND, and his own is not marked either.
-	s.ExpectError(f.bobT1, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`,
-		map[string]any{"ids": []string{f.bobOwnID, f.unreadID}}, "NOT_FOUND")
-	s.ExpectUnread(f.bobT1, 1, "bob after a mixed markRead")
+	// bob mixing his own id with alice's: alice's is listed in notFound, his own is marked.
+	var mixed struct {
+		MarkRead struct {
+			NotFound []string `json:"notFound"`
+		} `json:"markRead"`
+	}
+	s.MustData(f.bobT1, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount notFound } }`,
+		map[string]any{"ids": []string{f.bobOwnID, f.unreadID}}, &mixed)
+	if !slices.Equal(mixed.MarkRead.NotFound, []string{f.unreadID}) {
+		t.Fatalf("bob's mixed markRead: notFound %v", mixed.MarkRead.NotFound)
+	}
+	s.ExpectUnread(f.bobT1, 0, "bob after a mixed markRead")
 	f.expectAliceUnchanged(s, "after bob's mixed markRead")
 
 	// An actor or target is visible only through a notification of the viewer (issue 8,
@@ -666,13 +685,20 @@ func TestBadIDs(t *testing.T) {
 		"empty":    "",
 	}
 	for name, id := range bad {
+		// A state mutation lists an id that names nothing in notFound, as given.
+		for _, field := range []string{"markRead", "markUnread"} {
+			var d map[string]struct {
+				NotFound []string `json:"notFound"`
+			}
+			s.MustData(alice, `mutation($ids: [ID!]!) { `+field+`(ids: $ids) { unreadCount notFound } }`, map[string]any{"ids": []string{ids[1], id}}, &d)
+			if !slices.Equal(d[field].NotFound, []string{id}) {
+				t.Errorf("id %s: %s notFound = %q, want it", name, field, d[field].NotFound)
+			}
+		}
 		for _, q := range []struct {
 			query string
 			vars  map[string]any
 		}{
-			{`mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`, map[string]any{"ids": []string{id}}},
-			{`mutation($ids: [ID!]!) { markUnread(ids: $ids) { unreadCount } }`, map[string]any{"ids": []string{ids[0], id}}},
-			{`mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`, map[string]any{"ids": []string{ids[1], id}}},
 			{`query($id: ID!) { node(id: $id) { id } }`, map[string]any{"id": id}},
 			{`query($ids: [ID!]!) { nodes(ids: $ids) { id } }`, map[string]any{"ids": []string{ids[1], id}}},
 			{`query($id: ID!) { viewer { notification(id: $id) { id } } }`, map[string]any{"id": id}},
@@ -684,8 +710,8 @@ func TestBadIDs(t *testing.T) {
 		}
 	}
 	// Well-formed global ids whose key could not be a key segment: they name nothing. The
-	// API answers BAD_USER_INPUT or NOT_FOUND for a mutation and null or BAD_USER_INPUT for
-	// a lookup (never an internal error), and writes nothing.
+	// API lists them in notFound for a mutation and answers null or BAD_USER_INPUT for a
+	// lookup (never an internal error), and writes nothing for them.
 	enc := func(raw string) string { return base64.RawURLEncoding.EncodeToString([]byte(raw)) }
 	for name, id := range map[string]string{
 		"notification key with #":       enc("Notification:01ARZ3NDEKTSV4RR#FQ69G5FAV"),
@@ -699,9 +725,12 @@ func TestBadIDs(t *testing.T) {
 		"unknown type":                  enc("Tenant:t1"),
 	} {
 		for _, field := range []string{"markRead", "markUnread"} {
-			r := s.Post(alice, `mutation($ids: [ID!]!) { `+field+`(ids: $ids) { unreadCount } }`, map[string]any{"ids": []string{ids[0], ids[1], id}})
-			if len(r.Errors) != 1 || (r.Errors[0].Code() != "BAD_USER_INPUT" && r.Errors[0].Code() != "NOT_FOUND") {
-				t.Errorf("%s(%s): errors %+v, want one BAD_USER_INPUT or NOT_FOUND", field, name, r.Errors)
+			var d map[string]struct {
+				NotFound []string `json:"notFound"`
+			}
+			s.MustData(alice, `mutation($ids: [ID!]!) { `+field+`(ids: $ids) { unreadCount notFound } }`, map[string]any{"ids": []string{ids[1], id}}, &d)
+			if !slices.Equal(d[field].NotFound, []string{id}) {
+				t.Errorf("%s(%s): notFound %q, want the id", field, name, d[field].NotFound)
 			}
 		}
 		r := s.Post(alice, `query($id: ID!) { node(id: $id) { id } nodes(ids: [$id]) { id } viewer { notification(id: $id) { id } } }`, map[string]any{"id": id})
@@ -725,11 +754,11 @@ func TestBadIDs(t *testing.T) {
 		}
 	}
 
-	// No ids, and more than 99 distinct ids, in one mark.
+	// No ids, and more than 100 distinct ids, in one mark.
 	s.ExpectError(alice, `mutation { markRead(ids: []) { unreadCount } }`, nil, "BAD_USER_INPUT")
 	s.ExpectError(alice, `mutation { markUnread(ids: []) { unreadCount } }`, nil, "BAD_USER_INPUT")
 	many := []string{ids[1]}
-	for i := range 99 {
+	for i := range 100 {
 		many = append(many, base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "Notification:01ARZ3NDEKTSV4RRFFQ69G5F%02d", i)))
 	}
 	s.ExpectError(alice, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`, map[string]any{"ids": many}, "BAD_USER_INPUT")

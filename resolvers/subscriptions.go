@@ -16,17 +16,7 @@ import (
 
 // streams returns the live streams over r's broker and store.
 func (r *Resolver) streams() live.Streams {
-	return live.Streams{Broker: r.Broker, Read: r.readBadge, Log: r.Log}
-}
-
-// readBadge reads v's badge (one strongly consistent GetItem of META). It is the one place
-// that adapts the store's Badge call to live.BadgeReader.
-func (r *Resolver) readBadge(ctx context.Context, v inbox.Viewer) (inbox.Badge, error) {
-	n, ver, err := r.Store.Badge(ctx, v)
-	if err != nil {
-		return inbox.Badge{}, err
-	}
-	return inbox.Badge{Unread: n, Version: ver}, nil
+	return live.Streams{Broker: r.Broker, Read: r.Store.Badge, Log: r.Log}
 }
 
 // openStream opens a stream for the caller: the viewer from the token, ctx ending at the

@@ -42,12 +42,29 @@ const (
 	IndexInbox CursorIndex = 'i'
 	// IndexUnread is the unread list (filter unreadOnly), from GSI1 (AP4).
 	IndexUnread CursorIndex = 'u'
+	// IndexWithArchived and IndexUnreadWithArchived are the lists with archived
+	// notifications included (archived: INCLUDE), from the table.
+	IndexWithArchived       CursorIndex = 'a'
+	IndexUnreadWithArchived CursorIndex = 'b'
+	// IndexArchived and IndexUnreadArchived are the archived lists (archived: ONLY).
+	IndexArchived       CursorIndex = 'o'
+	IndexUnreadArchived CursorIndex = 'p'
 )
 
-// pageIndex returns the list a page query reads. The types filter keeps the main list's
-// order and keys, so its cursors are the main list's.
+// pageIndex returns the list a page query reads: the unread filter and the archived
+// filter name the list. The types and categories filters keep a list's order and keys,
+// so their cursors are that list's.
 func pageIndex(q inbox.PageQuery) CursorIndex {
-	if q.UnreadOnly {
+	switch {
+	case q.Archived == inbox.ArchivedInclude && q.UnreadOnly:
+		return IndexUnreadWithArchived
+	case q.Archived == inbox.ArchivedInclude:
+		return IndexWithArchived
+	case q.Archived == inbox.ArchivedOnly && q.UnreadOnly:
+		return IndexUnreadArchived
+	case q.Archived == inbox.ArchivedOnly:
+		return IndexArchived
+	case q.UnreadOnly:
 		return IndexUnread
 	}
 	return IndexInbox

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -105,6 +106,24 @@ func fastNotification(raw map[string]types.AttributeValue, it *notificationItem)
 			ok = avStr(av, &it.MarkedAt)
 		case "readAt":
 			ok = avInt64(av, &it.ReadAt)
+		case "seenAt":
+			ok = avInt64(av, &it.SeenAt)
+		case "archivedAt":
+			ok = avInt64(av, &it.ArchivedAt)
+		case "snoozedUntil":
+			ok = avInt64(av, &it.SnoozedUntil)
+		case "expireAt":
+			ok = avInt64(av, &it.ExpireAt)
+		case "expiresAt":
+			ok = avInt64(av, &it.TTL)
+		case "groupKey":
+			ok = avStr(av, &it.GroupKey)
+		case "actions":
+			ok = avActions(av, &it.Actions)
+		case "rev":
+			ok = avInt64(av, &it.Rev)
+		case "cv":
+			ok = avInt64(av, &it.Counted)
 		}
 		if !ok {
 			return false
@@ -113,13 +132,92 @@ func fastNotification(raw map[string]types.AttributeValue, it *notificationItem)
 	return true
 }
 
-// decodeMeta decodes a META item into m.
-func decodeMeta(raw map[string]types.AttributeValue, m *metaItem) error {
-	if fastMeta(raw, m) {
-		return nil
+// avActions decodes a list of {label, url} maps; NULL is no actions. A map with other
+// attributes or types is left to attributevalue.
+func avActions(av types.AttributeValue, dst *[]actionItem) bool {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberNULL:
+		*dst = nil
+		return true
+	case *types.AttributeValueMemberL:
+		out := make([]actionItem, len(v.Value))
+		for i, e := range v.Value {
+			m, ok := e.(*types.AttributeValueMemberM)
+			if !ok {
+				return false
+			}
+			for k, f := range m.Value {
+				var ok bool
+				switch k {
+				case "label":
+					ok = avStr(f, &out[i].Label)
+				case "url":
+					ok = avStr(f, &out[i].URL)
+				}
+				if !ok {
+					return false
+				}
+			}
+		}
+		*dst = out
+		return true
 	}
-	*m = metaItem{}
-	return attributevalue.UnmarshalMap(raw, m)
+	return false
+}
+
+// decodeMeta decodes a META item into m, its per-category attributes included (those
+// are read here in both paths: attributevalue has no field for them).
+func decodeMeta(raw map[string]types.AttributeValue, m *metaItem) error {
+	if !fastMeta(raw, m) {
+		*m = metaItem{}
+		if err := attributevalue.UnmarshalMap(raw, m); err != nil {
+			return err
+		}
+	}
+	return decodeCats(raw, m)
+}
+
+// decodeCats reads META's per-category attributes (catUnread+c, ...) into m.Cats.
+func decodeCats(raw map[string]types.AttributeValue, m *metaItem) error {
+	m.Cats = nil
+	for k, av := range raw {
+		if len(k) < 4 || k[0] != 'c' || k[2] != '#' {
+			continue
+		}
+		prefix, c := k[:3], k[3:]
+		var st *catState
+		get := func() *catState {
+			if st == nil {
+				if m.Cats == nil {
+					m.Cats = make(map[string]*catState)
+				}
+				if st = m.Cats[c]; st == nil {
+					st = new(catState)
+					m.Cats[c] = st
+				}
+			}
+			return st
+		}
+		var ok bool
+		switch prefix {
+		case catUnread:
+			ok = avInt(av, &get().Unread)
+			st.HasUnread = true
+		case catUnseen:
+			ok = avInt(av, &get().Unseen)
+			st.HasUnseen = true
+		case catReadWM:
+			ok = avStr(av, &get().ReadWM)
+		case catSeenWM:
+			ok = avStr(av, &get().SeenWM)
+		default:
+			continue
+		}
+		if !ok {
+			return fmt.Errorf("META attribute %q: unexpected type %T", k, av)
+		}
+	}
+	return nil
 }
 
 func fastMeta(raw map[string]types.AttributeValue, m *metaItem) bool {
@@ -138,12 +236,20 @@ func fastMeta(raw map[string]types.AttributeValue, m *metaItem) bool {
 			ok = avStr(av, &m.EntityType)
 		case "unreadCount":
 			ok = avInt(av, &m.UnreadCount)
+		case "unseenCount":
+			ok = avInt(av, &m.UnseenCount)
+		case "seenAllBefore":
+			ok = avStr(av, &m.SeenAllBefore)
 		case "readAllBefore":
 			ok = avStr(av, &m.ReadAllBefore)
 		case "clock":
 			ok = avStr(av, &m.Clock)
 		case "version":
 			ok = avInt64(av, &m.Version)
+		default:
+			// Per-category attributes are read by decodeCats; anything else unknown
+			// goes to attributevalue, as for the other items.
+			ok = len(k) > 3 && k[0] == 'c' && k[2] == '#'
 		}
 		if !ok {
 			return false

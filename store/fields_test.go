@@ -1,82 +1,89 @@
 package store
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/internal/fill"
 )
 
-// One change for one new field: each item struct with EVERY field set (by reflection, so
-// a field added later is covered too) goes through the hand-written fast decoder, which
-// must take it (not fall back to attributevalue) and return it unchanged.
-func TestFastDecodersKnowEveryField(t *testing.T) {
-	t.Parallel()
-	checkFast(t, &notificationItem{}, func(m map[string]types.AttributeValue, dst *notificationItem) bool { return fastNotification(m, dst) })
-	checkFast(t, &metaItem{}, func(m map[string]types.AttributeValue, dst *metaItem) bool { return fastMeta(m, dst) })
-	checkFast(t, &profileItem{}, func(m map[string]types.AttributeValue, dst *profileItem) bool { return fastProfile(m, dst) })
-}
-
-func checkFast[T any](t *testing.T, full *T, fast func(map[string]types.AttributeValue, *T) bool) {
+// fullItem is a notification item with every field set (by kind): a field added to
+// notificationItem that the fast decoder or toNotification forgets fails the tests below.
+func fullItem(t *testing.T) *notificationItem {
 	t.Helper()
-	name := reflect.TypeFor[T]().Name()
-	if err := fill.Fill(full); err != nil {
-		t.Fatal(err)
-	}
-	m, err := attributevalue.MarshalMap(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := reflect.TypeFor[T]().NumField(); len(m) != n {
-		t.Fatalf("%s: %d attributes for %d fields", name, len(m), n)
-	}
-	for k, av := range m {
-		var one T
-		if !fast(map[string]types.AttributeValue{k: av}, &one) {
-			t.Errorf("%s: the fast decoder (store/decode.go) does not know attribute %q: every item with it takes the slow path", name, k)
+	it := &notificationItem{}
+	v := reflect.ValueOf(it).Elem()
+	for i := range v.NumField() {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		switch {
+		case f.Type() == reflect.TypeOf([]actionItem(nil)):
+			f.Set(reflect.ValueOf([]actionItem{{Label: "Open", URL: "https://example.com/a"}, {Label: "Mute", URL: "https://example.com/m"}}))
+		case f.Kind() == reflect.String:
+			f.SetString(name + "-value")
+		case f.Kind() == reflect.Int64:
+			f.SetInt(1_700_000_000_000 + int64(i))
+		default:
+			t.Fatalf("fullItem: field %s of kind %s: teach this test its values", name, f.Kind())
 		}
 	}
-	var got T
-	if !fast(m, &got) {
-		t.Fatalf("%s: the fast decoder refused a full item", name)
-	}
-	if !reflect.DeepEqual(&got, full) {
-		t.Fatalf("%s: fast decoder lost fields:\n got %+v\nwant %+v", name, got, *full)
-	}
+	it.ID = benchID
+	it.Mark, it.MarkedAt, it.Payload = markRead, benchID, `{"a":1}`
+	return it
 }
 
-// Every field of inbox.Notification survives the way through the table: the item an
-// outside writer (and the store's send) writes, the decoder, and the conversion back to
-// the domain type. A field added to inbox.Notification but forgotten in the item struct,
-// outsideItem or toNotification fails here. Read and ReadAt are derived from the marks
-// (an outside write is unread).
-func TestNotificationFieldsRoundTripThroughTheItem(t *testing.T) {
-	t.Parallel()
-	var n inbox.Notification
-	if err := fill.Fill(&n); err != nil {
-		t.Fatal(err)
-	}
-	n.ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
-	v := inbox.Viewer{TenantID: "acme", UserID: "alice"}
-	m, err := OutsideNotificationItem(v, n)
+// The fast decoder takes an item with every field (it does not fall back to
+// attributevalue) and gives what attributevalue gives.
+func TestFastDecoderKnowsEveryField(t *testing.T) {
+	it := fullItem(t)
+	raw, err := attributevalue.MarshalMap(it)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var it notificationItem
-	if err := decodeNotification(m, &it); err != nil {
+	var got notificationItem
+	if !fastNotification(raw, &got) {
+		t.Fatalf("the fast decoder does not know some attribute of %v", slices.Sorted(maps.Keys(raw)))
+	}
+	if !reflect.DeepEqual(&got, it) {
+		t.Fatalf("fast decoder:\n got  %+v\n want %+v", got, *it)
+	}
+	checkAgree(t, "full notification", []map[string]types.AttributeValue{raw}, decodeNotification)
+
+	m := map[string]types.AttributeValue{
+		"pk": s("T#t#U#u"), "sk": s(skMeta), "entityType": s(entityMeta), "unreadCount": n("3"), "unseenCount": n("4"),
+		"readAllBefore": s(benchID), "seenAllBefore": s(benchID), "clock": s(benchID), "version": n("9"),
+		catUnread + "work": n("2"), catUnseen + "work": n("3"), catReadWM + "work": s(benchID), catSeenWM + "news": s(benchID),
+	}
+	var meta metaItem
+	if !fastMeta(m, &meta) {
+		t.Fatal("the fast META decoder does not take per-category attributes")
+	}
+	if err := decodeMeta(m, &meta); err != nil {
 		t.Fatal(err)
 	}
-	got := toNotification(&it, "")
-	want := n
-	want.Read, want.ReadAt = false, nil
-	if !reflect.DeepEqual(*got, want) {
-		t.Fatalf("through the item:\n got %+v\nwant %+v", *got, want)
+	if w := meta.cat("work"); w.Unread != 2 || w.Unseen != 3 || w.ReadWM != benchID || !w.HasUnread || !w.HasUnseen {
+		t.Fatalf("category work = %+v", w)
 	}
-	if got.Payload == nil || string(got.Payload) != string(n.Payload) {
-		t.Fatalf("payload %s, want %s", got.Payload, n.Payload)
+	if nw := meta.cat("news"); nw.SeenWM != benchID || nw.HasUnread {
+		t.Fatalf("category news = %+v", nw)
+	}
+	if b := meta.badge(); len(b.Categories) != 1 || b.Categories[0].Category != "work" || b.Unseen != 4 {
+		t.Fatalf("badge = %+v", b)
+	}
+}
+
+// toNotification fills every field of inbox.Notification from a full item.
+func TestToNotificationFillsEveryField(t *testing.T) {
+	n := toNotification(fullItem(t), nil)
+	v := reflect.ValueOf(n).Elem()
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Errorf("toNotification leaves %s empty", v.Type().Field(i).Name)
+		}
+	}
+	if len(n.Actions) != 2 || n.Actions[1].URL != "https://example.com/m" {
+		t.Fatalf("actions = %+v", n.Actions)
 	}
 }

@@ -53,7 +53,7 @@ func BenchmarkUnmarshalNotificationItem(b *testing.B) {
 		if err := attributevalue.UnmarshalMap(raw, it); err != nil {
 			b.Fatal(err)
 		}
-		sinkNotif = toNotification(it, "")
+		sinkNotif = toNotification(it, nil)
 	}
 }
 
@@ -62,14 +62,14 @@ func BenchmarkToNotification(b *testing.B) {
 	b.Run("unread", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			sinkNotif = toNotification(it, "")
+			sinkNotif = toNotification(it, nil)
 		}
 	})
 	b.Run("read-by-watermark", func(b *testing.B) {
 		wm := increment(ulid.MustParseStrict(it.ID)).String()
 		b.ReportAllocs()
 		for b.Loop() {
-			sinkNotif = toNotification(it, wm)
+			sinkNotif = toNotification(it, &metaItem{ReadAllBefore: wm})
 		}
 	})
 }

@@ -79,7 +79,7 @@ func (s *Store) Nodes(ctx context.Context, v inbox.Viewer, refs []inbox.NodeRef)
 			continue
 		}
 		if r.Profile.ID == "" {
-			out[i].Notification = toNotification(n, meta.ReadAllBefore)
+			out[i].Notification = toNotification(n, &meta)
 			continue
 		}
 		if !names(n, r.Profile) {

@@ -34,7 +34,7 @@ func OutsideNotificationItem(v inbox.Viewer, n inbox.Notification) (map[string]t
 func outsideItem(v inbox.Viewer, n inbox.Notification) notificationItem {
 	it := notificationItem{PK: userPK(v), SK: notifSK(n.ID), GSI1PK: unreadPK(v), GSI1SK: notifSK(n.ID),
 		EntityType: entityNotification, ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
-		ActorID: n.ActorID, TargetKind: n.TargetKind, TargetID: n.TargetID, Payload: string(n.Payload)}
+		ActorID: n.ActorID, TargetKind: n.TargetKind, TargetID: n.TargetID, Payload: string(n.Payload), Counted: countersV2}
 	if !n.CreatedAt.IsZero() {
 		it.CreatedAt = n.CreatedAt.UnixMilli()
 	}
@@ -51,10 +51,10 @@ func OutsideSendInput(table string, v inbox.Viewer, n inbox.Notification) (*dyna
 		return nil, err
 	}
 	it := outsideItem(v, n)
-	acts, err := (&Store{table: table}).sendActions(v, &guardItem{}, &it)
+	t, err := (&Store{table: table}).sendTxn(v, &guardItem{}, &it)
 	if err != nil {
 		return nil, err
 	}
-	// sendActions' order: guard, notification, META; an outside writer has no guard.
-	return &dynamodb.TransactWriteItemsInput{TransactItems: acts[1:]}, nil
+	// sendTxn's order: guard, notification, META; an outside writer has no guard.
+	return &dynamodb.TransactWriteItemsInput{TransactItems: t.acts[1:]}, nil
 }

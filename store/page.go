@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -36,6 +37,14 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
+	if _, err := checkCategories(q.Categories); err != nil {
+		return nil, err
+	}
+	switch q.Archived {
+	case "", inbox.ArchivedExclude, inbox.ArchivedInclude, inbox.ArchivedOnly:
+	default:
+		return nil, inbox.Errorf(inbox.CodeBadUserInput, "unknown archived filter")
+	}
 	var after, before string
 	var err error
 	ix := pageIndex(q)
@@ -64,6 +73,7 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 	// META comes with the Query only when it starts at the top, newest first.
 	metaInQuery := !backward && start == ""
 
+	onGSI := usesGSI(q)
 	var (
 		meta      metaItem
 		metaReady = make(chan struct{})
@@ -111,8 +121,12 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 				}
 				n := 0
 				for _, it := range items {
-					if effectiveRead(it, meta.ReadAllBefore) {
-						stale++
+					// On GSI1 a read or inactive entry is stale (the sweep removes it);
+					// on the table, archived ones are the archived filter's business.
+					if st := stateOf(it, &meta); st.read || (onGSI && !st.active) {
+						if onGSI {
+							stale++
+						}
 						continue
 					}
 					items[n] = it
@@ -161,7 +175,7 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 // notification startID ("" for the end of the range), descending unless backward.
 func (s *Store) pageQueryInput(v inbox.Viewer, q inbox.PageQuery, backward bool, startID string) *dynamodb.QueryInput {
 	pkName, skName, pkVal := attrPK, attrSK, userPK(v)
-	if q.UnreadOnly {
+	if usesGSI(q) {
 		pkName, skName, pkVal = attrGSI1PK, attrGSI1SK, unreadPK(v)
 	}
 	in := &dynamodb.QueryInput{
@@ -178,37 +192,67 @@ func (s *Store) pageQueryInput(v inbox.Viewer, q inbox.PageQuery, backward bool,
 		},
 		ScanIndexForward: aws.Bool(backward),
 	}
-	if q.UnreadOnly {
+	if usesGSI(q) {
 		in.IndexName = aws.String(gsi1Name)
 	}
-	if len(q.Types) > 0 {
-		// META passes the filter so the first page still carries the badge.
-		expr := "#et = :meta OR #type IN ("
-		in.ExpressionAttributeNames["#type"] = "type"
-		in.ExpressionAttributeNames["#et"] = "entityType"
-		in.ExpressionAttributeValues[":meta"] = &types.AttributeValueMemberS{Value: entityMeta}
-		for i, t := range slices.Compact(slices.Sorted(slices.Values(q.Types))) {
-			name := fmt.Sprintf(":t%d", i)
-			if i > 0 {
-				expr += ", "
-			}
-			expr += name
-			in.ExpressionAttributeValues[name] = &types.AttributeValueMemberS{Value: t}
-		}
-		in.FilterExpression = aws.String(expr + ")")
-	}
+	in.FilterExpression = aws.String(pageFilter(q, in.ExpressionAttributeNames, in.ExpressionAttributeValues))
 	if startID != "" {
 		sk := notifSK(startID)
 		in.ExclusiveStartKey = map[string]types.AttributeValue{
 			attrPK: &types.AttributeValueMemberS{Value: userPK(v)},
 			attrSK: &types.AttributeValueMemberS{Value: sk},
 		}
-		if q.UnreadOnly {
+		if usesGSI(q) {
 			in.ExclusiveStartKey[attrGSI1PK] = &types.AttributeValueMemberS{Value: unreadPK(v)}
 			in.ExclusiveStartKey[attrGSI1SK] = &types.AttributeValueMemberS{Value: sk}
 		}
 	}
 	return in
+}
+
+// usesGSI reports whether q reads GSI1 (AP4): the unread list of active notifications,
+// when archived ones are excluded. Other unread filters read the table.
+func usesGSI(q inbox.PageQuery) bool {
+	return q.UnreadOnly && (q.Archived == "" || q.Archived == inbox.ArchivedExclude)
+}
+
+// pageFilter is the FilterExpression of a page Query: META always passes (so the first
+// page carries the badge); a notification passes when it is not snoozed, its archived
+// state matches q.Archived, and its type and category are among q's (when given). The
+// read state is not here: it depends on META's watermarks, so it is filtered in memory.
+func pageFilter(q inbox.PageQuery, names map[string]string, values map[string]types.AttributeValue) string {
+	names["#et"] = attrEntityType
+	names["#snz"] = attrSnoozedUntil
+	values[":meta"] = &types.AttributeValueMemberS{Value: entityMeta}
+	parts := []string{"attribute_not_exists(#snz)"}
+	switch q.Archived {
+	case inbox.ArchivedOnly:
+		names["#arc"] = attrArchivedAt
+		parts = append(parts, "attribute_exists(#arc)")
+	case inbox.ArchivedInclude:
+	default:
+		names["#arc"] = attrArchivedAt
+		parts = append(parts, "attribute_not_exists(#arc)")
+	}
+	in := func(attr, ph, prefix string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		names[ph] = attr
+		expr := ph + " IN ("
+		for i, t := range slices.Compact(slices.Sorted(slices.Values(vals))) {
+			name := fmt.Sprintf(":%s%d", prefix, i)
+			if i > 0 {
+				expr += ", "
+			}
+			expr += name
+			values[name] = &types.AttributeValueMemberS{Value: t}
+		}
+		parts = append(parts, expr+")")
+	}
+	in(attrType, "#type", "t", q.Types)
+	in(attrCategory, "#cat", "c", q.Categories)
+	return "#et = :meta OR (" + strings.Join(parts, " AND ") + ")"
 }
 
 // buildPage trims items (in Query order) to want, orders them newest first and fills the
@@ -229,7 +273,7 @@ func (s *Store) buildPage(v inbox.Viewer, ix CursorIndex, items []*notificationI
 		HasUnreadCount: true,
 	}
 	for i, it := range items {
-		p.Edges[i] = inbox.Edge{Cursor: s.EncodeCursor(v, ix, it.ID), Node: toNotification(it, meta.ReadAllBefore)}
+		p.Edges[i] = inbox.Edge{Cursor: s.EncodeCursor(v, ix, it.ID), Node: toNotification(it, &meta)}
 	}
 	if backward {
 		p.PageInfo.HasPreviousPage = more
@@ -266,19 +310,20 @@ func (s *Store) getMeta(ctx context.Context, v inbox.Viewer, consistent bool) (m
 
 // UnreadCount returns v's badge count (AP3: one GetItem of META).
 func (s *Store) UnreadCount(ctx context.Context, v inbox.Viewer) (int, error) {
-	c, _, err := s.Badge(ctx, v)
-	return c, err
+	b, err := s.Badge(ctx, v)
+	return b.Unread, err
 }
 
-// Badge returns v's badge count and META's version (strongly consistent GetItem): the
-// version grows with every write of META, so of two readings the higher version is newer.
-func (s *Store) Badge(ctx context.Context, v inbox.Viewer) (count int, version int64, err error) {
+// Badge returns v's badge: unread, unseen and per-category counts at META's version (AP3:
+// one strongly consistent GetItem). The version grows with every write of META, so of two
+// readings the higher version is newer.
+func (s *Store) Badge(ctx context.Context, v inbox.Viewer) (inbox.Badge, error) {
 	if err := checkViewer(v); err != nil {
-		return 0, 0, err
+		return inbox.Badge{}, err
 	}
 	m, err := s.getMeta(ctx, v, true)
 	if err != nil {
-		return 0, 0, err
+		return inbox.Badge{}, err
 	}
-	return m.UnreadCount, m.Version, nil
+	return m.badge(), nil
 }

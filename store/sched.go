@@ -203,20 +203,21 @@ func (s *Store) RescheduleTask(ctx context.Context, shard int, bucket time.Time,
 	next := t
 	next.Due = due.Truncate(time.Millisecond)
 	next.Attempts++
-	put := s.ScheduleAction(next)
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Delete: &types.Delete{
-			TableName:                aws.String(s.table),
-			Key:                      taskKey(shard, bucket, t),
-			ConditionExpression:      aws.String("attribute_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-		}},
-		put,
+	old := itemKey{schedPK(shard, bucket), schedSK(t.Due, t.ID)}
+	tx := &txn{}
+	tx.add(old, types.TransactWriteItem{Delete: &types.Delete{
+		TableName:                aws.String(s.table),
+		Key:                      old.av(),
+		ConditionExpression:      aws.String("attribute_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
 	}})
+	pk, sk := s.taskPlacement(next)
+	tx.add(itemKey{pk, sk}, s.ScheduleAction(next))
+	_, err := s.db.TransactWriteItems(ctx, tx.input())
 	if err == nil {
 		return next, true, nil
 	}
-	if r := cancelReasons(err); len(r) > 0 && r[0] == "ConditionalCheckFailed" {
+	if tx.conditionFailed(err, old) {
 		return t, false, nil
 	}
 	return t, false, fmt.Errorf("store: reschedule task %s: %w", t.ID, err)

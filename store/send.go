@@ -8,7 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -49,6 +53,9 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		return inbox.SendResult{}, err
 	}
 	if err := in.Validate(); err != nil {
+		return inbox.SendResult{}, err
+	}
+	if err := s.checkSendV2(in); err != nil {
 		return inbox.SendResult{}, err
 	}
 	if len(in.Payload) > 0 {
@@ -163,13 +170,21 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 // inputHash identifies a send's content, so a reused key with other content is caught.
 func inputHash(in inbox.SendInput, recipients []string) string {
 	sorted := slices.Sorted(slices.Values(recipients))
+	// The v2 fields are omitted when empty, so a send without them hashes as before.
+	var exp int64
+	if !in.ExpiresAt.IsZero() {
+		exp = in.ExpiresAt.UnixMilli()
+	}
 	b, _ := json.Marshal(struct {
 		Recipients                  []string
 		Type, Category, Title, Body string
 		Actor                       *inbox.Actor
 		Target                      *inbox.Target
 		Payload                     json.RawMessage
-	}{sorted, in.Type, in.Category, in.Title, in.Body, in.Actor, in.Target, json.RawMessage(in.Payload)})
+		ExpiresAt                   int64          `json:",omitempty"`
+		GroupKey                    string         `json:",omitempty"`
+		Actions                     []inbox.Action `json:",omitempty"`
+	}{sorted, in.Type, in.Category, in.Title, in.Body, in.Actor, in.Target, json.RawMessage(in.Payload), exp, in.GroupKey, in.Actions})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -220,37 +235,43 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 			guard.NotificationID = id
 			it = &notificationItem{PK: userPK(v), SK: notifSK(id), EntityType: entityNotification, ID: id,
 				Type: in.Type, Category: in.Category, Title: in.Title, Body: in.Body, Payload: string(in.Payload),
-				CreatedAt: now.UnixMilli(), GSI1PK: unreadPK(v), GSI1SK: notifSK(id)}
+				CreatedAt: now.UnixMilli(), GSI1PK: unreadPK(v), GSI1SK: notifSK(id), GroupKey: groupKey(in),
+				Counted: countersV2}
 			if in.Actor != nil {
 				it.ActorID = in.Actor.ActorID
 			}
 			if in.Target != nil {
 				it.TargetKind, it.TargetID = in.Target.Kind, in.Target.TargetID
 			}
+			for _, a := range in.Actions {
+				it.Actions = append(it.Actions, actionItem{Label: a.Label, URL: a.URL})
+			}
+			if exp := s.expiry(in, now); !exp.IsZero() {
+				it.ExpireAt = exp.UnixMilli()
+				it.TTL = exp.Add(ttlGrace).Unix()
+			}
 		}
-		acts, err := s.sendActions(v, &guard, it)
+		t, err := s.sendTxn(v, &guard, it)
 		if err != nil {
 			return inbox.Delivery{}, err
 		}
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: acts})
-		if reasons := cancelReasons(err); reasons != nil {
-			switch {
-			case reasons[0] == "ConditionalCheckFailed":
-				// A concurrent call with the same key got here first: its result stands.
-				g, gerr := s.guard(ctx, tenantID, in.IdempotencyKey, user)
-				if gerr != nil {
-					return inbox.Delivery{}, gerr
-				}
-				if g.NotificationID == "" {
-					return inbox.Delivery{UserID: user}, nil
-				}
-				return inbox.Delivery{UserID: user, Notification: &inbox.Notification{ID: g.NotificationID}}, nil
-			case len(reasons) > 2 && reasons[2] == "ConditionalCheckFailed":
-				// The inbox's clock (or watermark) passed this id between generating it and
-				// committing: take a new id above it. The notification commits after that
-				// markAllRead, so its user has not seen it: it stays unread.
-				floor = metaFloor(err)
+		_, err = s.db.TransactWriteItems(ctx, t.input())
+		switch {
+		case t.conditionFailed(err, itemKey{guard.PK, guard.SK}):
+			// A concurrent call with the same key got here first: its result stands.
+			g, gerr := s.guard(ctx, tenantID, in.IdempotencyKey, user)
+			if gerr != nil {
+				return inbox.Delivery{}, gerr
 			}
+			if g.NotificationID == "" {
+				return inbox.Delivery{UserID: user}, nil
+			}
+			return inbox.Delivery{UserID: user, Notification: &inbox.Notification{ID: g.NotificationID}}, nil
+		case t.conditionFailed(err, itemKey{userPK(v), skMeta}):
+			// The inbox's clock passed this id between generating it and committing: take
+			// a new id above it. The notification commits after that markAllRead, so its
+			// user has not seen it: it stays unread.
+			floor = max(floor, metaFloor(err))
 		}
 		if err != nil {
 			return inbox.Delivery{}, err
@@ -258,7 +279,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		if it == nil {
 			return inbox.Delivery{UserID: user}, nil
 		}
-		return inbox.Delivery{UserID: user, Notification: toNotification(it, ""), New: true}, nil
+		return inbox.Delivery{UserID: user, Notification: toNotification(it, nil), New: true}, nil
 	})
 	switch {
 	case err != nil:
@@ -266,7 +287,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		s.publish(ctx, inbox.Change{Viewer: v})
 		return inbox.Delivery{}, err
 	case d.New:
-		s.publish(ctx, inbox.Change{Viewer: v, Notification: d.Notification})
+		s.publish(ctx, inbox.Change{Viewer: v, Notification: d.Notification, Kind: inbox.EventAdded, IDs: []string{d.Notification.ID}})
 	case d.Notification != nil:
 		// The guard was there: another call with this key, or this call's own commit
 		// whose answer was lost (and so never published). Subscribers re-read the badge.
@@ -275,62 +296,103 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 	return d, nil
 }
 
-// sendActions are the actions of one recipient's send transaction: guard, notification,
-// META (in that order; cancellation reasons are read by position). META's update requires
-// the id to be above both the watermark and the clock, so the clock only ever grows and a
-// markAllRead can rely on it (see MarkAll).
-func (s *Store) sendActions(v inbox.Viewer, guard *guardItem, it *notificationItem) ([]types.TransactWriteItem, error) {
+// sendTxn is one recipient's send transaction: Put the guard, Put the notification, the
+// META update (metaUpdate: +1 unread and unseen, globally and in the category; clock =
+// the id, on condition that the clock is below it) and the expiry task, if any. Every
+// watermark is at or below META's clock (each is set as the clock), so an id above the
+// clock is above all of them: the notification is unread and unseen.
+func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem) (*txn, error) {
 	notExists := aws.String("attribute_not_exists(#pk)")
 	pkName := map[string]string{"#pk": attrPK}
 	g, err := attributevalue.MarshalMap(guard)
 	if err != nil {
 		return nil, fmt.Errorf("encode guard: %w", err)
 	}
-	acts := []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(s.table), Item: g,
-		ConditionExpression: notExists, ExpressionAttributeNames: pkName}}}
+	t := &txn{}
+	t.add(itemKey{guard.PK, guard.SK}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: g,
+		ConditionExpression: notExists, ExpressionAttributeNames: pkName}})
 	if it == nil {
-		return acts, nil
+		return t, nil
 	}
 	n, err := attributevalue.MarshalMap(it)
 	if err != nil {
 		return nil, fmt.Errorf("encode notification: %w", err)
 	}
-	acts = append(acts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: n,
+	t.add(itemKey{it.PK, it.SK}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: n,
 		ConditionExpression: notExists, ExpressionAttributeNames: pkName}})
-	return append(acts, types.TransactWriteItem{Update: &types.Update{
-		TableName:           aws.String(s.table),
-		Key:                 itemKey{userPK(v), skMeta}.av(),
-		UpdateExpression:    aws.String("ADD #count :one, #ver :one SET #clock = :id, #g1pk = :g1pk, #g1sk = :g1sk, #et = :et"),
-		ConditionExpression: aws.String("(attribute_not_exists(#wm) OR #wm < :id) AND (attribute_not_exists(#clock) OR #clock < :id)"),
-		ExpressionAttributeNames: map[string]string{"#count": "unreadCount", "#ver": "version", "#clock": "clock",
-			"#wm": "readAllBefore", "#g1pk": attrGSI1PK, "#g1sk": attrGSI1SK, "#et": "entityType"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one":  &types.AttributeValueMemberN{Value: "1"},
-			":id":   &types.AttributeValueMemberS{Value: it.ID},
-			":g1pk": &types.AttributeValueMemberS{Value: unreadPK(v)},
-			":g1sk": &types.AttributeValueMemberS{Value: skMeta},
-			":et":   &types.AttributeValueMemberS{Value: entityMeta},
-		},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}}), nil
+	b := newMetaUpdate(v).addState(it.countedCategory(), state{}, state{active: true})
+	b.clock = it.ID
+	t.add(itemKey{userPK(v), skMeta}, b.action(s.table))
+	if it.ExpireAt != 0 {
+		k, a := s.taskAction(TaskExpire, v, it.ID, time.UnixMilli(it.ExpireAt), strconv.FormatInt(it.ExpireAt, 10))
+		t.add(k, a)
+	}
+	return t, nil
 }
 
-// metaFloor returns the larger of clock and watermark of the META item a cancelled
-// transaction reports (ReturnValuesOnConditionCheckFailure), or "" when it reports none.
-func metaFloor(err error) string {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) {
-		return ""
+// expiry is when a notification of in expires: in.ExpiresAt, else now + the default
+// retention (WithRetention), else never (zero).
+func (s *Store) expiry(in inbox.SendInput, now time.Time) time.Time {
+	if !in.ExpiresAt.IsZero() {
+		return in.ExpiresAt
 	}
-	floor := ""
-	for _, r := range tce.CancellationReasons {
-		var m metaItem
-		if r.Item == nil || attributevalue.UnmarshalMap(r.Item, &m) != nil || m.EntityType != entityMeta {
-			continue
+	if s.retention > 0 {
+		return now.Add(s.retention)
+	}
+	return time.Time{}
+}
+
+// groupKey is in's group key: as given, else "type|targetKind:targetId", else the type.
+func groupKey(in inbox.SendInput) string {
+	switch {
+	case in.GroupKey != "":
+		return in.GroupKey
+	case in.Target != nil:
+		return in.Type + "|" + in.Target.Kind + ":" + in.Target.TargetID
+	}
+	return in.Type
+}
+
+// Limits of a notification's actions.
+const (
+	maxActionLabel = 100
+	maxActionURL   = 2048
+)
+
+// checkSendV2 checks the fields of a send that the store adds to inbox.SendInput.Validate:
+// the category (checkCategory), groupKey (like an id), the actions (at most
+// inbox.MaxActions; label 1..100 characters; url absolute http or https, at most 2048
+// bytes) and expiresAt (in the future, at most inbox.MaxSnooze ahead).
+func (s *Store) checkSendV2(in inbox.SendInput) error {
+	if in.Category != "" {
+		if err := checkCategory(in.Category); err != nil {
+			return err
 		}
-		floor = max(floor, m.Clock, m.ReadAllBefore)
 	}
-	return floor
+	if in.GroupKey != "" {
+		if err := inbox.CheckID("groupKey", in.GroupKey); err != nil {
+			return err
+		}
+	}
+	if len(in.Actions) > inbox.MaxActions {
+		return inbox.Errorf(inbox.CodeBadUserInput, "at most %d actions", inbox.MaxActions)
+	}
+	for _, a := range in.Actions {
+		if n := utf8.RuneCountInString(a.Label); n == 0 || n > maxActionLabel || !utf8.ValidString(a.Label) {
+			return inbox.Errorf(inbox.CodeBadUserInput, "an action's label must be 1..%d characters", maxActionLabel)
+		}
+		u, err := url.Parse(a.URL)
+		if err != nil || len(a.URL) > maxActionURL || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return inbox.Errorf(inbox.CodeBadUserInput, "an action's url must be an absolute http or https URL of at most %d bytes", maxActionURL)
+		}
+	}
+	if !in.ExpiresAt.IsZero() {
+		now := s.now()
+		if !in.ExpiresAt.After(now) || in.ExpiresAt.After(now.Add(inbox.MaxSnooze)) {
+			return inbox.Errorf(inbox.CodeBadUserInput, "expiresAt must be in the future and at most %d days ahead", int(inbox.MaxSnooze.Hours()/24))
+		}
+	}
+	return nil
 }
 
 // guard reads one recipient's guard (strongly consistent GetItem).

@@ -52,6 +52,7 @@ type Store struct {
 	retryObs        RetryObserver
 	schedShards     int
 	tenantPrefs     func(tenantID string) inbox.TenantPreferences
+	retention       time.Duration
 }
 
 // Option configures a Store.
@@ -76,6 +77,11 @@ func WithIdempotencyTTL(d time.Duration) Option { return func(s *Store) { s.idem
 func WithSweepWorkers(n int) Option {
 	return func(s *Store) { s.sweeper = newSweeper(n) }
 }
+
+// WithRetention sets the default retention of notifications sent without expiresAt
+// (0, the default: they never expire). At expiry they leave the inbox and its counters
+// (Expire, run by the scheduler); DynamoDB's TTL removes the item 7 days later.
+func WithRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
 
 // WithPublisher sets who hears of every committed change (badge moves, new
 // notifications); by default nobody.
@@ -255,21 +261,6 @@ func isRetryable(err error) bool {
 	}
 	var tip *types.TransactionInProgressException
 	return errors.As(err, &tip)
-}
-
-// cancelReasons returns the per-action cancellation codes of a TransactionCanceledException
-// ("None", "ConditionalCheckFailed", "TransactionConflict", ...), aligned with the
-// transaction's actions, or nil when err is not one.
-func cancelReasons(err error) []string {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) {
-		return nil
-	}
-	out := make([]string, len(tce.CancellationReasons))
-	for i, r := range tce.CancellationReasons {
-		out[i] = aws.ToString(r.Code)
-	}
-	return out
 }
 
 // CreateTable creates the table with its indexes (GSI1: sparse, projection ALL), a stream

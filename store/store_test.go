@@ -252,15 +252,18 @@ func TestMarkReadExactAndIdempotent(t *testing.T) {
 	if err != nil || again.Changed != 0 || again.UnreadCount != 3 {
 		t.Fatalf("mark twice = %+v, %v", again, err)
 	}
-	// Not the viewer's: NOT_FOUND, and nothing is written for the ids that were valid.
+	// Not the viewer's, or not an id: listed in NotFound (as given), the rest applied.
 	f.send(t, 1, "t", "bob")
 	bobPage := f.page(t, "bob", inbox.PageQuery{})
-	_, err = f.s.Mark(ctx, f.viewer("alice"), []string{sent[2], bobPage.Edges[0].Node.ID}, true)
-	if inbox.ErrorCode(err) != inbox.CodeNotFound {
-		t.Fatalf("cross-user mark: %v", err)
+	part, err := f.s.Mark(ctx, f.viewer("alice"), []string{sent[2], bobPage.Edges[0].Node.ID, "nope"}, true)
+	if err != nil || part.Changed != 1 || !slices.Equal(part.NotFound, []string{bobPage.Edges[0].Node.ID, "nope"}) || part.Badge.Unread != 2 {
+		t.Fatalf("cross-user mark: %+v, %v", part, err)
 	}
-	if c, _ := f.s.UnreadCount(ctx, f.viewer("alice")); c != 3 {
-		t.Fatalf("count after refused mark = %d", c)
+	if c, _ := f.s.UnreadCount(ctx, f.viewer("alice")); c != 2 {
+		t.Fatalf("count after partial mark = %d", c)
+	}
+	if _, err := f.s.Mark(ctx, f.viewer("alice"), []string{sent[2]}, false); err != nil {
+		t.Fatal(err)
 	}
 	if c, _ := f.s.UnreadCount(ctx, f.viewer("bob")); c != 1 {
 		t.Fatalf("bob's count = %d", c)
@@ -272,19 +275,19 @@ func TestMarkReadExactAndIdempotent(t *testing.T) {
 	if _, err := f.s.Mark(ctx, f.viewer("alice"), nil, true); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 		t.Fatalf("empty ids: %v", err)
 	}
-	many := make([]string, 100)
+	many := make([]string, 101)
 	for i := range many {
 		many[i] = fmt.Sprintf("01H00000000000000000000%03d", i)
 	}
 	if _, err := f.s.Mark(ctx, f.viewer("alice"), many, true); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
-		t.Fatalf("100 ids: %v", err)
+		t.Fatalf("101 ids: %v", err)
 	}
-	// 99 ids in one transaction (98 + one duplicate of an existing id would be fewer).
-	ids99 := f.send(t, 94, "t", "alice")
-	ids99 = append(ids99, sent...)
-	r99, err := f.s.Mark(ctx, f.viewer("alice"), ids99, true)
-	if err != nil || r99.UnreadCount != 0 {
-		t.Fatalf("mark 99: %+v %v", r99.UnreadCount, err)
+	// 100 ids: two transactions (99 + META, then 1 + META), each exact.
+	ids100 := f.send(t, 95, "t", "alice")
+	ids100 = append(ids100, sent...)
+	r100, err := f.s.Mark(ctx, f.viewer("alice"), ids100, true)
+	if err != nil || r100.UnreadCount != 0 || len(r100.Notifications) != 100 || len(r100.NotFound) != 0 {
+		t.Fatalf("mark 100: %d changed, count %d, %v", r100.Changed, r100.UnreadCount, err)
 	}
 }
 
@@ -295,12 +298,12 @@ func TestMarkAllReadWatermarkAndSweep(t *testing.T) {
 	v := f.viewer("alice")
 	sent := f.send(t, 30, "t", "alice")
 	f.rec.Reset()
-	res, err := f.s.MarkAll(ctx, v)
+	res, err := f.s.MarkAll(ctx, v, nil)
 	if err != nil || res.UnreadCount != 0 || res.ReadAllBefore.IsZero() {
 		t.Fatalf("mark all = %+v, %v", res, err)
 	}
-	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"UpdateItem"}) {
-		t.Fatalf("markAllRead ops = %v, want one UpdateItem", ops)
+	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"GetItem", "UpdateItem"}) {
+		t.Fatalf("markAllRead ops = %v, want one GetItem and one UpdateItem", ops)
 	}
 	if un, c := f.unreadTruth(t, "alice"); un != 0 || c != 0 {
 		t.Fatalf("after mark all: unread=%d count=%d", un, c)
@@ -331,7 +334,7 @@ func TestMarkAllReadWatermarkAndSweep(t *testing.T) {
 		t.Fatalf("unread = %v count %d", ids(p), p.UnreadCount)
 	}
 	// A second markAll covers the explicitly unread one too; the sweep is resumable in steps.
-	if _, err := f.s.MarkAll(ctx, v); err != nil {
+	if _, err := f.s.MarkAll(ctx, v, nil); err != nil {
 		t.Fatal(err)
 	}
 	total, from := 0, ""
@@ -589,7 +592,7 @@ func TestCounterExactUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 2; i++ {
-				if _, err := f.s.MarkAll(ctx, v); err != nil {
+				if _, err := f.s.MarkAll(ctx, v, nil); err != nil {
 					errs <- err
 				}
 			}

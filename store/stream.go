@@ -93,14 +93,14 @@ func StreamChange(eventName string, oldImage, newImage map[string]types.Attribut
 	switch head.EntityType {
 	case entityMeta:
 		var m metaItem
-		if err := attributevalue.UnmarshalMap(newImage, &m); err != nil {
+		if err := decodeMeta(newImage, &m); err != nil {
 			return inbox.Change{}, false, fmt.Errorf("stream META image: %w", err)
 		}
 		if m.Version == 0 || !versionRaised(oldImage, m.Version) {
 			// A writer that does not keep the version: a hint to re-read the badge.
 			return inbox.Change{Viewer: v}, true, nil
 		}
-		return inbox.Change{Viewer: v, UnreadCount: m.UnreadCount, Version: m.Version}, true, nil
+		return inbox.Change{Viewer: v, UnreadCount: m.UnreadCount, Version: m.Version, Badge: m.badge()}, true, nil
 	case entityNotification:
 		if eventName != "INSERT" {
 			return inbox.Change{}, false, nil
@@ -112,7 +112,7 @@ func StreamChange(eventName string, oldImage, newImage map[string]types.Attribut
 		if _, isNotif := idFromNotifSK(it.SK); !isNotif || it.ID == "" {
 			return inbox.Change{}, false, nil
 		}
-		return inbox.Change{Viewer: v, Notification: toNotification(&it, "")}, true, nil
+		return inbox.Change{Viewer: v, Notification: toNotification(&it, nil), Kind: inbox.EventAdded, IDs: []string{it.ID}}, true, nil
 	}
 	return inbox.Change{}, false, nil
 }

@@ -18,8 +18,8 @@ import (
 // sweepBatch bounds how many GSI1 entries one Sweep call examines.
 const sweepBatch = 500
 
-// Sweep removes the GSI1 attributes of v's notifications that are read because of the
-// markAllRead watermark, examining at most limit index entries (Query on GSI1 with
+// Sweep removes the GSI1 attributes of v's notifications that are read because of a
+// markAllRead watermark (global or of their category), or no longer active, examining at most limit index entries (Query on GSI1 with
 // gsi1sk ≤ N#watermark, oldest first, then one conditional UpdateItem each). It is
 // housekeeping only: the read state never depends on it. A removal is conditional on the
 // notification's markedAt being the one read, so a markUnread made meanwhile is never
@@ -36,7 +36,11 @@ func (s *Store) Sweep(ctx context.Context, v inbox.Viewer, from string, limit in
 	if err != nil {
 		return 0, "", err
 	}
+	// The highest watermark (global or of a category) bounds what may be read by one.
 	wm := meta.ReadAllBefore
+	for _, c := range meta.Cats {
+		wm = max(wm, c.ReadWM)
+	}
 	if wm == "" {
 		return 0, "", nil
 	}
@@ -75,7 +79,7 @@ func (s *Store) Sweep(ctx context.Context, v inbox.Viewer, from string, limit in
 				return removed, "", fmt.Errorf("decode notification: %w", err)
 			}
 			last = it.ID
-			if !effectiveRead(&it, wm) {
+			if st := stateOf(&it, &meta); !st.read && st.active {
 				continue
 			}
 			ok, err := s.dropFromUnreadIndex(ctx, v, &it)
@@ -94,15 +98,17 @@ func (s *Store) Sweep(ctx context.Context, v inbox.Viewer, from string, limit in
 	return removed, last, nil
 }
 
-// dropFromUnreadIndex removes it's GSI1 attributes if its markedAt is still the one read.
+// dropFromUnreadIndex removes it's GSI1 attributes if its rev and markedAt are still the
+// ones read (every state change raises rev; markedAt covers items written before rev).
 func (s *Store) dropFromUnreadIndex(ctx context.Context, v inbox.Viewer, it *notificationItem) (bool, error) {
-	names := map[string]string{"#pk": attrPK, "#m": "markedAt", "#g1pk": attrGSI1PK, "#g1sk": attrGSI1SK}
+	names := map[string]string{"#pk": attrPK, "#rev": attrRev, "#m": "markedAt", "#g1pk": attrGSI1PK, "#g1sk": attrGSI1SK}
 	values := map[string]types.AttributeValue{}
-	cond := "attribute_exists(#pk) AND attribute_not_exists(#m)"
+	cond := revCondition(it.Rev, values) + " AND attribute_not_exists(#m)"
 	if it.MarkedAt != "" {
-		cond = "attribute_exists(#pk) AND #m = :m"
+		cond = revCondition(it.Rev, values) + " AND #m = :m"
 		values[":m"] = &types.AttributeValueMemberS{Value: it.MarkedAt}
-	} else {
+	}
+	if len(values) == 0 {
 		values = nil
 	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{

@@ -1,0 +1,41 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// Scheduled work of the inbox states: a snooze's wake-up and a notification's expiry are
+// tasks written in the same transaction as the state they serve, and run by the durable
+// scheduler (package sched), whose handlers call Wake or Expire with the task's token.
+// This file is the one place that writes them (taskAction, on ScheduleAction).
+
+// Task kinds of the inbox states.
+const (
+	// TaskWake wakes a snoozed notification (Wake); its token is snoozedUntil in ms.
+	TaskWake = "inbox.wake"
+	// TaskExpire expires a notification (Expire); its token is expireAt in ms.
+	TaskExpire = "inbox.expire"
+)
+
+// taskAction returns the scheduler's Put (ScheduleAction) of the task kind for v's
+// notification id, due at due with token, and the key it writes (for txn). The task's id
+// is derived from all of these, so a retried transaction writes the same task again, and
+// two inboxes' tasks never share an id (notification ids are chosen by writers, and an
+// outside writer may reuse one in another inbox).
+func (s *Store) taskAction(kind string, v inbox.Viewer, id string, due time.Time, token string) (itemKey, types.TransactWriteItem) {
+	h := sha256.New()
+	for _, part := range []string{kind, v.TenantID, v.UserID, id, token} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	t := inbox.Task{ID: kind + ":" + hex.EncodeToString(h.Sum(nil)[:16]), Kind: kind, Due: due,
+		Viewer: v, Ref: id, Token: token}
+	pk, sk := s.taskPlacement(t)
+	return itemKey{pk, sk}, s.ScheduleAction(t)
+}
