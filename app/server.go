@@ -102,6 +102,9 @@ type Config struct {
 	// a held shard: a task runs about SchedPoll after it is due.
 	SchedShards int           `env:"INBOX_SCHED_SHARDS" envDefault:"16"`
 	SchedPoll   time.Duration `env:"INBOX_SCHED_POLL" envDefault:"250ms"`
+	// SchedLease is how long a scheduler shard lease lasts without renewal: a crashed
+	// instance's shards are taken over within it.
+	SchedLease time.Duration `env:"INBOX_SCHED_LEASE" envDefault:"10s"`
 	// Retention, when > 0, is how long a notification sent without expiresAt stays in the
 	// inbox (its expiry is then scheduled at send); 0 keeps notifications until deleted.
 	Retention time.Duration `env:"INBOX_RETENTION" envDefault:"0s"`
@@ -433,7 +436,7 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(
 // snooze's wake-up (store.TaskWake) and an expiry (store.TaskExpire), each idempotent
 // and checking the task's token (Store.Wake, Store.Expire).
 func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
-	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Logger: log}
+	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log}
 	if m := metrics.NewSched(reg); m != nil {
 		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
 	}

@@ -38,6 +38,7 @@ var envHelp = map[string]string{
 	"INBOX_SCHEDULER":             "run the durable scheduler (snooze wake-ups, expiries) inside serve",
 	"INBOX_SCHED_SHARDS":          "write shards of scheduled tasks (the same on every instance; may grow, never shrink)",
 	"INBOX_SCHED_POLL":            "pause between two passes over a held scheduler shard",
+	"INBOX_SCHED_LEASE":           "how long a scheduler shard lease lasts without renewal (a crashed instance's shards move within it)",
 	"INBOX_RETENTION":             "how long a notification sent without expiresAt stays (0: until deleted)",
 	"INBOX_ANONYMOUS_CONCURRENCY": "GraphQL requests without a token that run at once (1..1000)",
 	"INBOX_PROFILE_CACHE_SIZE":    "actor/target profiles shared across requests (0: off)",
