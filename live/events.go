@@ -41,19 +41,7 @@ func OpenEvents[T any](ctx context.Context, st Streams, v inbox.Viewer, conv fun
 	f := &eventFeed[T]{st: st, v: v, ctx: ctx, sub: sub, conv: conv, log: st.log(), sig: signalOf(ctx),
 		out: make(chan T, EventBuffer), since: time.Now().Add(-addedSkew)}
 	f.sig.bind()
-	context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		ended := f.done
-		if !ended {
-			f.done = true
-			close(f.out)
-		}
-		f.mu.Unlock()
-		sub.Close()
-		if !ended {
-			f.sig.ready()
-		}
-	})
+	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
 	sub.OnChange(f.onChange)
 	return f.out, nil
 }

@@ -117,14 +117,7 @@ func OpenBadge[T any](ctx context.Context, st Streams, v inbox.Viewer, view Badg
 	f.sig.bind()
 	f.out <- f.last
 	f.sig.ready()
-	context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		f.done = true
-		close(f.out)
-		f.mu.Unlock()
-		sub.Close()
-		f.sig.ready()
-	})
+	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
 	sub.OnChange(f.onChange)
 	return f.out, nil
 }
@@ -235,19 +228,7 @@ func OpenAdded(ctx context.Context, st Streams, v inbox.Viewer) (<-chan *inbox.N
 	f := &addedFeed{sub: sub, log: st.log(), sig: signalOf(ctx), out: make(chan *inbox.Notification, NotificationBuffer),
 		since: time.Now().Add(-addedSkew)}
 	f.sig.bind()
-	context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		ended := f.done
-		if !ended {
-			f.done = true
-			close(f.out)
-		}
-		f.mu.Unlock()
-		sub.Close()
-		if !ended {
-			f.sig.ready()
-		}
-	})
+	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
 	sub.OnChange(f.onChange)
 	return f.out, nil
 }
@@ -304,4 +285,24 @@ func (f *addedFeed) overflowLocked() {
 	close(f.out)
 	f.sig.ready()
 	go f.sub.Close() // not on the publisher's goroutine: it holds the broker's lock
+}
+
+// endWith ends a stream when ctx ends: unless it already ended (*done, under mu: a
+// stream ends itself on a slow consumer), it marks it done and closes out, then tells
+// the transport; the broker subscription is closed either way. It takes no goroutine
+// (context.AfterFunc).
+func endWith[T any](ctx context.Context, mu *sync.Mutex, done *bool, out chan T, sub *Subscription, sig streamSignal) {
+	context.AfterFunc(ctx, func() {
+		mu.Lock()
+		ended := *done
+		if !ended {
+			*done = true
+			close(out)
+		}
+		mu.Unlock()
+		sub.Close()
+		if !ended {
+			sig.ready()
+		}
+	})
 }
