@@ -2,7 +2,10 @@
 // GraphQL (POST/GET, WebSocket graphql-transport-ws and graphql-ws, SSE) and GraphiQL over
 // one DynamoDB table, on Amazon's DynamoDB Local (started as a child process, the default)
 // or on DynamoDB. Package app composes it; `go run . help` prints the commands and the
-// environment variables.
+// environment variables. This file is the entry point DESIGN.md names (server.go);
+// the composition itself (config, AWS client, store, services, resolvers, transports,
+// middleware, http.Server) is app/server.go, so that the test harness (internal/testgw)
+// builds the very same surface.
 package main
 
 //go:generate go tool gqlgen generate
