@@ -516,7 +516,9 @@ func (s *Store) metaOnly(ctx context.Context, v inbox.Viewer, build func(m *meta
 //
 // Without categories: readAllBefore and seenAllBefore become a new ULID above META's
 // clock, and every counter (global and per category) 0, on condition that META's
-// version is the one read (so a category counter created meanwhile is never missed).
+// version is the one read (so a category counter created meanwhile is never missed);
+// while more than catChunk categories count, they are first marked in steps of catChunk
+// (markAllMeta), so a user with hundreds of categories can still mark all.
 // With categories (checked like ids, at most 64 bytes each): per category c, cr#c and
 // cz#c become the new ULID, cu#c and cs#c 0, and the global counters drop by their
 // values, on condition that cu#c and cs#c are those read. Either is retried on conflict.
@@ -531,39 +533,28 @@ func (s *Store) MarkAll(ctx context.Context, v inbox.Viewer, categories []string
 	if err != nil {
 		return inbox.MarkAllResult{}, err
 	}
-	m, wm, err := s.metaOnly(ctx, v, func(m *metaItem, wm string) *metaUpdate {
-		b := newMetaUpdate(v)
-		if len(cats) == 0 {
+	var m metaItem
+	var wm string
+	if len(cats) == 0 {
+		m, wm, err = s.markAllMeta(ctx, v, false, func(m *metaItem, wm string) *metaUpdate {
+			b := newMetaUpdate(v)
 			b.set(attrReadWM, wm).set(attrSeenWM, wm).set(attrUnread, 0).set(attrUnseen, 0)
+			// Only the non-zero counters: the version condition keeps the others 0.
 			for c, st := range m.Cats {
-				if st.HasUnread {
+				if st.Unread != 0 {
 					b.set(catUnread+c, 0)
 				}
-				if st.HasUnseen {
+				if st.Unseen != 0 {
 					b.set(catUnseen+c, 0)
 				}
 			}
 			return b.require(attrVersion, m.Version, m.Version != 0)
-		}
-		for _, c := range cats {
-			st := m.cat(c)
-			b.set(catReadWM+c, wm).set(catSeenWM+c, wm)
-			b.require(catUnread+c, st.Unread, st.HasUnread).require(catUnseen+c, st.Unseen, st.HasUnseen)
-			if st.HasUnread {
-				b.set(catUnread+c, 0)
-			}
-			if st.HasUnseen {
-				b.set(catUnseen+c, 0)
-			}
-			if st.Unread != 0 {
-				b.add(attrUnread, -st.Unread)
-			}
-			if st.Unseen != 0 {
-				b.add(attrUnseen, -st.Unseen)
-			}
-		}
-		return b
-	})
+		})
+	} else {
+		m, wm, err = s.metaOnly(ctx, v, func(m *metaItem, wm string) *metaUpdate {
+			return markCats(newMetaUpdate(v), m, wm, cats, false)
+		})
+	}
 	if err != nil {
 		return inbox.MarkAllResult{}, fmt.Errorf("mark all read: %w", err)
 	}
@@ -575,16 +566,18 @@ func (s *Store) MarkAll(ctx context.Context, v inbox.Viewer, categories []string
 
 // MarkAllSeen marks v's notifications seen, O(1): seenAllBefore becomes a new ULID above
 // META's clock, unseenCount and every cs#c 0, on condition that META's version is the one
-// read (one GetItem and one UpdateItem, retried on conflict). It returns and publishes
+// read (one GetItem and one UpdateItem, retried on conflict; more than catChunk categories
+// with unseen ones first take steps, see markAllMeta). It returns and publishes
 // (EventAllSeen) the badge read back. Errors as MarkAll's.
 func (s *Store) MarkAllSeen(ctx context.Context, v inbox.Viewer) (inbox.Badge, error) {
 	if err := checkViewer(v); err != nil {
 		return inbox.Badge{}, err
 	}
-	m, _, err := s.metaOnly(ctx, v, func(m *metaItem, wm string) *metaUpdate {
+	m, _, err := s.markAllMeta(ctx, v, true, func(m *metaItem, wm string) *metaUpdate {
 		b := newMetaUpdate(v).set(attrSeenWM, wm).set(attrUnseen, 0)
+		// Only the non-zero counters: the version condition keeps the others 0.
 		for c, st := range m.Cats {
-			if st.HasUnseen {
+			if st.Unseen != 0 {
 				b.set(catUnseen+c, 0)
 			}
 		}
@@ -596,6 +589,73 @@ func (s *Store) MarkAllSeen(ctx context.Context, v inbox.Viewer) (inbox.Badge, e
 	b := m.badge()
 	s.publish(ctx, inbox.Change{Viewer: v, UnreadCount: b.Unread, Version: m.Version, Badge: b, Kind: inbox.EventAllSeen})
 	return b, nil
+}
+
+// catChunk is the most categories one mark-all UpdateItem zeroes. An update expression
+// is at most 4 KB, about 130 categories of a global markAll (two counters each): with
+// more categories counting, a markAll could never be written (found with 300).
+const catChunk = 20
+
+// markAllMeta writes a global mark-all (final: every counter to 0 under META's version)
+// when at most catChunk categories have non-zero counters (only unseen ones when
+// seenOnly). While more have, it first marks catChunk of them at a time as a per-category
+// markAll would (seenOnly: their seen watermark and unseen counter only), each write
+// exact on its own, so a crash between the steps leaves an exact inbox with some
+// categories marked. The usual case is one GetItem and one UpdateItem, as metaOnly.
+func (s *Store) markAllMeta(ctx context.Context, v inbox.Viewer, seenOnly bool, final func(m *metaItem, wm string) *metaUpdate) (metaItem, string, error) {
+	for {
+		partial := false
+		m, wm, err := s.metaOnly(ctx, v, func(m *metaItem, wm string) *metaUpdate {
+			cats := nonZeroCats(m, seenOnly)
+			if partial = len(cats) > catChunk; partial {
+				return markCats(newMetaUpdate(v), m, wm, cats[:catChunk], seenOnly)
+			}
+			return final(m, wm)
+		})
+		if err != nil || !partial {
+			return m, wm, err
+		}
+	}
+}
+
+// nonZeroCats returns m's categories with a non-zero unread or unseen counter (only
+// unseen when seenOnly), sorted.
+func nonZeroCats(m *metaItem, seenOnly bool) []string {
+	var out []string
+	for c, st := range m.Cats {
+		if st.Unseen != 0 || !seenOnly && st.Unread != 0 {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// markCats adds to b the per-category markAll of cats (watermarks to wm, counters to 0,
+// the global counters down by theirs, on condition that the counters are those of m);
+// seenOnly: the seen watermark and unseen counter only.
+func markCats(b *metaUpdate, m *metaItem, wm string, cats []string, seenOnly bool) *metaUpdate {
+	for _, c := range cats {
+		st := m.cat(c)
+		b.set(catSeenWM+c, wm).require(catUnseen+c, st.Unseen, st.HasUnseen)
+		if st.HasUnseen {
+			b.set(catUnseen+c, 0)
+		}
+		if st.Unseen != 0 {
+			b.add(attrUnseen, -st.Unseen)
+		}
+		if seenOnly {
+			continue
+		}
+		b.set(catReadWM+c, wm).require(catUnread+c, st.Unread, st.HasUnread)
+		if st.HasUnread {
+			b.set(catUnread+c, 0)
+		}
+		if st.Unread != 0 {
+			b.add(attrUnread, -st.Unread)
+		}
+	}
+	return b
 }
 
 // MaxCategoryBytes is the longest category accepted.
