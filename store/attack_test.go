@@ -61,3 +61,33 @@ func TestMarkAllWithManyCategories(t *testing.T) {
 	}
 	f.checkExact(t, alice)
 }
+
+// A mark of 99 ids whose notifications are in 99 categories changes 99 category counters
+// in one META update.
+func TestMarkManyIDsInManyCategories(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	alice := f.viewer("alice")
+	const n = 99
+	var ids []string
+	for i := range n {
+		ids = append(ids, f.sendIn(t, inbox.SendInput{Category: fmt.Sprintf("%s%03d", strings.Repeat("d", 61), i)}))
+	}
+	for _, op := range []inbox.StateOp{inbox.OpSeen, inbox.OpRead, inbox.OpUnread, inbox.OpArchive, inbox.OpUnarchive} {
+		res, err := f.s.ApplyState(context.Background(), alice, inbox.StateChange{Op: op, IDs: ids})
+		if err != nil {
+			t.Fatalf("op %d on %d ids in %d categories: %v", op, n, n, err)
+		}
+		if len(res.NotFound) != 0 {
+			t.Fatalf("op %d: notFound %v", op, res.NotFound)
+		}
+		f.checkExact(t, alice)
+	}
+	if _, err := f.s.Delete(context.Background(), alice, ids); err != nil {
+		t.Fatalf("delete %d ids in %d categories: %v", n, n, err)
+	}
+	f.checkExact(t, alice)
+	if b := f.badge(t); b.Unread != 0 || b.Unseen != 0 || len(b.Categories) != 0 {
+		t.Fatalf("after delete: %+v", b)
+	}
+}

@@ -35,7 +35,10 @@ type chunkResult struct {
 	found   map[string]*notificationItem // after the change, by id
 	changed []string
 	missing []string
-	meta    metaItem // as read (the watermarks the write was conditioned on)
+	// deferred are ids left for a later chunk: their category would have been one more
+	// than catChunk in this chunk's META update.
+	deferred []string
+	meta     metaItem // as read (the watermarks the write was conditioned on)
 }
 
 // applyChunk applies p to v's notifications ids (≤ one chunk) once, retrying conflicts.
@@ -65,6 +68,10 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 		b := newMetaUpdate(v)
 		b.clock = clock
 		var t txn
+		// The categories whose counters and watermarks this META update names: at most
+		// catChunk, so its expressions stay below DynamoDB's 4 KB (99 notifications in 99
+		// categories made an 8 KB condition).
+		cats := map[string]bool{}
 		for _, id := range ids {
 			it, ok := items[id]
 			if !ok {
@@ -81,6 +88,13 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			if after == nil && !del {
 				res.found[id] = it
 				continue
+			}
+			if c := it.countedCategory(); c != "" && !cats[c] {
+				if len(cats) == catChunk {
+					res.deferred = append(res.deferred, id)
+					continue
+				}
+				cats[c] = true
 			}
 			res.changed = append(res.changed, id)
 			b.usesWatermarks(&meta, it.countedCategory())
@@ -269,7 +283,8 @@ func distinctIDs(ids []string) ([]string, error) {
 	return out, nil
 }
 
-// run applies p to ids in chunks of per-chunk size. It returns the notifications found
+// run applies p to ids in chunks of at most chunk ids and catChunk categories (ids over the
+// categories wait for the next chunk). It returns the notifications found
 // (after), the ids changed and the ids not found (as given), in the order of ids.
 func (s *Store) run(ctx context.Context, v inbox.Viewer, ids []string, chunk int, p plan,
 	tasks func(after *notificationItem) (itemKey, types.TransactWriteItem, bool), wrote *bool) (found []*inbox.Notification, changed, notFound []string, err error) {
@@ -281,12 +296,15 @@ func (s *Store) run(ctx context.Context, v inbox.Viewer, ids []string, chunk int
 	}
 	after := map[string]*inbox.Notification{}
 	changedSet := map[string]bool{}
-	for start := 0; start < len(valid); start += chunk {
-		part := valid[start:min(start+chunk, len(valid))]
+	for queue := valid; len(queue) > 0; {
+		part := queue[:min(chunk, len(queue))]
 		res, err := s.applyChunk(ctx, v, part, p, tasks, wrote)
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		// A chunk changes at least its first notification, so the deferred ones are fewer
+		// than the chunk and the queue shrinks.
+		queue = append(res.deferred, queue[len(part):]...)
 		for id, it := range res.found {
 			after[id] = toNotification(it, &res.meta)
 		}
