@@ -35,7 +35,10 @@ type chunkResult struct {
 	found   map[string]*notificationItem // after the change, by id
 	changed []string
 	missing []string
-	meta    metaItem // as read (the watermarks the write was conditioned on)
+	// deferred are ids left for a later chunk: their category would have been one more
+	// than catChunk in this chunk's META update.
+	deferred []string
+	meta     metaItem // as read (the watermarks the write was conditioned on)
 }
 
 // applyChunk applies p to v's notifications ids (≤ one chunk) once, retrying conflicts.
@@ -65,6 +68,10 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 		b := newMetaUpdate(v)
 		b.clock = clock
 		var t txn
+		// The categories whose counters and watermarks this META update names: at most
+		// catChunk, so its expressions stay below DynamoDB's 4 KB (99 notifications in 99
+		// categories made an 8 KB condition).
+		cats := map[string]bool{}
 		for _, id := range ids {
 			it, ok := items[id]
 			if !ok {
@@ -81,6 +88,13 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			if after == nil && !del {
 				res.found[id] = it
 				continue
+			}
+			if c := it.countedCategory(); c != "" && !cats[c] {
+				if len(cats) == catChunk {
+					res.deferred = append(res.deferred, id)
+					continue
+				}
+				cats[c] = true
 			}
 			res.changed = append(res.changed, id)
 			b.usesWatermarks(&meta, it.countedCategory())
@@ -269,7 +283,8 @@ func distinctIDs(ids []string) ([]string, error) {
 	return out, nil
 }
 
-// run applies p to ids in chunks of per-chunk size. It returns the notifications found
+// run applies p to ids in chunks of at most chunk ids and catChunk categories (ids over the
+// categories wait for the next chunk). It returns the notifications found
 // (after), the ids changed and the ids not found (as given), in the order of ids.
 func (s *Store) run(ctx context.Context, v inbox.Viewer, ids []string, chunk int, p plan,
 	tasks func(after *notificationItem) (itemKey, types.TransactWriteItem, bool), wrote *bool) (found []*inbox.Notification, changed, notFound []string, err error) {
@@ -281,12 +296,15 @@ func (s *Store) run(ctx context.Context, v inbox.Viewer, ids []string, chunk int
 	}
 	after := map[string]*inbox.Notification{}
 	changedSet := map[string]bool{}
-	for start := 0; start < len(valid); start += chunk {
-		part := valid[start:min(start+chunk, len(valid))]
+	for queue := valid; len(queue) > 0; {
+		part := queue[:min(chunk, len(queue))]
 		res, err := s.applyChunk(ctx, v, part, p, tasks, wrote)
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		// A chunk changes at least its first notification, so the deferred ones are fewer
+		// than the chunk and the queue shrinks.
+		queue = append(res.deferred, queue[len(part):]...)
 		for id, it := range res.found {
 			after[id] = toNotification(it, &res.meta)
 		}
@@ -516,7 +534,9 @@ func (s *Store) metaOnly(ctx context.Context, v inbox.Viewer, build func(m *meta
 //
 // Without categories: readAllBefore and seenAllBefore become a new ULID above META's
 // clock, and every counter (global and per category) 0, on condition that META's
-// version is the one read (so a category counter created meanwhile is never missed).
+// version is the one read (so a category counter created meanwhile is never missed);
+// while more than catChunk categories count, they are first marked in steps of catChunk
+// (markAllMeta), so a user with hundreds of categories can still mark all.
 // With categories (checked like ids, at most 64 bytes each): per category c, cr#c and
 // cz#c become the new ULID, cu#c and cs#c 0, and the global counters drop by their
 // values, on condition that cu#c and cs#c are those read. Either is retried on conflict.
@@ -531,39 +551,28 @@ func (s *Store) MarkAll(ctx context.Context, v inbox.Viewer, categories []string
 	if err != nil {
 		return inbox.MarkAllResult{}, err
 	}
-	m, wm, err := s.metaOnly(ctx, v, func(m *metaItem, wm string) *metaUpdate {
-		b := newMetaUpdate(v)
-		if len(cats) == 0 {
+	var m metaItem
+	var wm string
+	if len(cats) == 0 {
+		m, wm, err = s.markAllMeta(ctx, v, false, func(m *metaItem, wm string) *metaUpdate {
+			b := newMetaUpdate(v)
 			b.set(attrReadWM, wm).set(attrSeenWM, wm).set(attrUnread, 0).set(attrUnseen, 0)
+			// Only the non-zero counters: the version condition keeps the others 0.
 			for c, st := range m.Cats {
-				if st.HasUnread {
+				if st.Unread != 0 {
 					b.set(catUnread+c, 0)
 				}
-				if st.HasUnseen {
+				if st.Unseen != 0 {
 					b.set(catUnseen+c, 0)
 				}
 			}
 			return b.require(attrVersion, m.Version, m.Version != 0)
-		}
-		for _, c := range cats {
-			st := m.cat(c)
-			b.set(catReadWM+c, wm).set(catSeenWM+c, wm)
-			b.require(catUnread+c, st.Unread, st.HasUnread).require(catUnseen+c, st.Unseen, st.HasUnseen)
-			if st.HasUnread {
-				b.set(catUnread+c, 0)
-			}
-			if st.HasUnseen {
-				b.set(catUnseen+c, 0)
-			}
-			if st.Unread != 0 {
-				b.add(attrUnread, -st.Unread)
-			}
-			if st.Unseen != 0 {
-				b.add(attrUnseen, -st.Unseen)
-			}
-		}
-		return b
-	})
+		})
+	} else {
+		m, wm, err = s.metaOnly(ctx, v, func(m *metaItem, wm string) *metaUpdate {
+			return markCats(newMetaUpdate(v), m, wm, cats, false)
+		})
+	}
 	if err != nil {
 		return inbox.MarkAllResult{}, fmt.Errorf("mark all read: %w", err)
 	}
@@ -575,16 +584,18 @@ func (s *Store) MarkAll(ctx context.Context, v inbox.Viewer, categories []string
 
 // MarkAllSeen marks v's notifications seen, O(1): seenAllBefore becomes a new ULID above
 // META's clock, unseenCount and every cs#c 0, on condition that META's version is the one
-// read (one GetItem and one UpdateItem, retried on conflict). It returns and publishes
+// read (one GetItem and one UpdateItem, retried on conflict; more than catChunk categories
+// with unseen ones first take steps, see markAllMeta). It returns and publishes
 // (EventAllSeen) the badge read back. Errors as MarkAll's.
 func (s *Store) MarkAllSeen(ctx context.Context, v inbox.Viewer) (inbox.Badge, error) {
 	if err := checkViewer(v); err != nil {
 		return inbox.Badge{}, err
 	}
-	m, _, err := s.metaOnly(ctx, v, func(m *metaItem, wm string) *metaUpdate {
+	m, _, err := s.markAllMeta(ctx, v, true, func(m *metaItem, wm string) *metaUpdate {
 		b := newMetaUpdate(v).set(attrSeenWM, wm).set(attrUnseen, 0)
+		// Only the non-zero counters: the version condition keeps the others 0.
 		for c, st := range m.Cats {
-			if st.HasUnseen {
+			if st.Unseen != 0 {
 				b.set(catUnseen+c, 0)
 			}
 		}
@@ -596,6 +607,73 @@ func (s *Store) MarkAllSeen(ctx context.Context, v inbox.Viewer) (inbox.Badge, e
 	b := m.badge()
 	s.publish(ctx, inbox.Change{Viewer: v, UnreadCount: b.Unread, Version: m.Version, Badge: b, Kind: inbox.EventAllSeen})
 	return b, nil
+}
+
+// catChunk is the most categories one mark-all UpdateItem zeroes. An update expression
+// is at most 4 KB, about 130 categories of a global markAll (two counters each): with
+// more categories counting, a markAll could never be written (found with 300).
+const catChunk = 20
+
+// markAllMeta writes a global mark-all (final: every counter to 0 under META's version)
+// when at most catChunk categories have non-zero counters (only unseen ones when
+// seenOnly). While more have, it first marks catChunk of them at a time as a per-category
+// markAll would (seenOnly: their seen watermark and unseen counter only), each write
+// exact on its own, so a crash between the steps leaves an exact inbox with some
+// categories marked. The usual case is one GetItem and one UpdateItem, as metaOnly.
+func (s *Store) markAllMeta(ctx context.Context, v inbox.Viewer, seenOnly bool, final func(m *metaItem, wm string) *metaUpdate) (metaItem, string, error) {
+	for {
+		partial := false
+		m, wm, err := s.metaOnly(ctx, v, func(m *metaItem, wm string) *metaUpdate {
+			cats := nonZeroCats(m, seenOnly)
+			if partial = len(cats) > catChunk; partial {
+				return markCats(newMetaUpdate(v), m, wm, cats[:catChunk], seenOnly)
+			}
+			return final(m, wm)
+		})
+		if err != nil || !partial {
+			return m, wm, err
+		}
+	}
+}
+
+// nonZeroCats returns m's categories with a non-zero unread or unseen counter (only
+// unseen when seenOnly), sorted.
+func nonZeroCats(m *metaItem, seenOnly bool) []string {
+	var out []string
+	for c, st := range m.Cats {
+		if st.Unseen != 0 || !seenOnly && st.Unread != 0 {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// markCats adds to b the per-category markAll of cats (watermarks to wm, counters to 0,
+// the global counters down by theirs, on condition that the counters are those of m);
+// seenOnly: the seen watermark and unseen counter only.
+func markCats(b *metaUpdate, m *metaItem, wm string, cats []string, seenOnly bool) *metaUpdate {
+	for _, c := range cats {
+		st := m.cat(c)
+		b.set(catSeenWM+c, wm).require(catUnseen+c, st.Unseen, st.HasUnseen)
+		if st.HasUnseen {
+			b.set(catUnseen+c, 0)
+		}
+		if st.Unseen != 0 {
+			b.add(attrUnseen, -st.Unseen)
+		}
+		if seenOnly {
+			continue
+		}
+		b.set(catReadWM+c, wm).require(catUnread+c, st.Unread, st.HasUnread)
+		if st.HasUnread {
+			b.set(catUnread+c, 0)
+		}
+		if st.Unread != 0 {
+			b.add(attrUnread, -st.Unread)
+		}
+	}
+	return b
 }
 
 // MaxCategoryBytes is the longest category accepted.
