@@ -442,3 +442,58 @@ func TestUnansweredCallTimesOutAndIsRetried(t *testing.T) {
 		t.Fatalf("%d calls, want 2 (the silent one, then its retry)", calls)
 	}
 }
+
+// A state change whose every answer is lost after the commit ends UNAVAILABLE; the
+// client's retry finds the notifications already in the state and changes nothing. Its
+// event must still name them (kind and ids), or an inboxEvents subscriber never hears of
+// the change: the failed call could only publish a re-read hint, which carries no event.
+func TestClientRetryAfterLostAnswersPublishesTheEvent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	v := f.viewer("alice")
+	ids := sendTo(t, f.s, f.tenant, "k1", "alice").NotificationIDs
+	pub := &recorder{}
+	var mu sync.Mutex
+	losing := false
+	j := newInjector(func(op string, _ int, _ any) (faultKind, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if losing && op == "TransactWriteItems" {
+			return lostAnswer, "InternalServerError"
+		}
+		return pass, ""
+	})
+	s := f.faulty(t, j, store.WithPublisher(pub))
+	for _, tc := range []struct {
+		ch   inbox.StateChange
+		kind inbox.EventKind
+	}{
+		{inbox.StateChange{Op: inbox.OpArchive, IDs: ids}, inbox.EventArchived},
+		{inbox.StateChange{Op: inbox.OpUnarchive, IDs: ids}, inbox.EventUnarchived},
+		{inbox.StateChange{Op: inbox.OpSnooze, IDs: ids, Until: time.Now().Add(time.Hour)}, inbox.EventSnoozed},
+	} {
+		mu.Lock()
+		losing = true
+		mu.Unlock()
+		if _, err := s.ApplyState(ctx, v, tc.ch); inbox.ErrorCode(err) != inbox.CodeUnavailable {
+			t.Fatalf("%s with every answer lost: %v, want UNAVAILABLE", tc.kind, err)
+		}
+		mu.Lock()
+		losing = false
+		mu.Unlock()
+		pub.take()
+		mr, err := s.ApplyState(ctx, v, tc.ch)
+		if err != nil || mr.Changed != 0 {
+			t.Fatalf("%s: client retry %+v, %v; want nothing left to change", tc.kind, mr, err)
+		}
+		truth := f.checkExact(t, v)
+		if mr.Badge.Unread != truth.Unread || mr.Badge.Unseen != truth.Unseen {
+			t.Fatalf("%s: retry answered badge %+v, stored %+v", tc.kind, mr.Badge, truth)
+		}
+		got := pub.take()
+		if len(got) != 1 || got[0].Kind != tc.kind || len(got[0].IDs) != 1 || got[0].IDs[0] != ids[0] || got[0].Version != truth.Version {
+			t.Fatalf("%s: client retry published %+v; want one %s event for %v at version %d", tc.kind, got, tc.kind, ids, truth.Version)
+		}
+	}
+}

@@ -327,7 +327,8 @@ func (s *Store) run(ctx context.Context, v inbox.Viewer, ids []string, chunk int
 }
 
 // published reads v's badge after a write and publishes it with kind and ids (kind
-// EventNone when nothing changed: an earlier attempt may have committed unpublished).
+// EventNone when ids is empty: nothing changed, but an earlier attempt may have committed
+// unpublished).
 // When the read fails after a write, it publishes a re-read hint.
 func (s *Store) published(ctx context.Context, v inbox.Viewer, kind inbox.EventKind, ids []string, wrote bool) (inbox.Badge, error) {
 	m, err := s.getMeta(ctx, v, true)
@@ -352,7 +353,8 @@ func (s *Store) published(ctx context.Context, v inbox.Viewer, kind inbox.EventK
 // unsnooze (back now, read state kept). Notifications already in the state are not
 // written. Ids that are not ULIDs, not v's or not there are returned in NotFound (as
 // given) and the rest applied. The Badge is read back after the write (GetItem) and
-// published with the event of the op and the ids changed.
+// published with the event of the op and the ids found (changed now or already in the
+// op's state: a client's retry of a call whose answer was lost still publishes the event).
 //
 // Errors: BAD_USER_INPUT for no ids, more than inbox.MaxStateIDs distinct ids, an unknown
 // op, or a snooze whose Until is not in the future or more than inbox.MaxSnooze ahead
@@ -390,7 +392,17 @@ func (s *Store) ApplyState(ctx context.Context, v inbox.Viewer, ch inbox.StateCh
 		}
 		return inbox.MarkResult{}, err
 	}
-	b, err := s.published(ctx, v, eventOf(ch.Op), changed, wrote)
+	// The event names every notification found, not only those this call changed: a
+	// notification found unchanged is already in the op's state (opPlan writes nothing
+	// then), perhaps by an earlier attempt whose answer was lost after its commit, which
+	// could publish only a re-read hint; without this, an inboxEvents subscriber would
+	// never hear of that change. A repeat of a change already delivered is harmless (a
+	// subscriber applies events idempotently; at the same META version it is dropped).
+	inState := make([]string, len(found))
+	for i, n := range found {
+		inState[i] = n.ID
+	}
+	b, err := s.published(ctx, v, eventOf(ch.Op), inState, wrote)
 	if err != nil {
 		return inbox.MarkResult{}, err
 	}
