@@ -1567,7 +1567,7 @@ type MarkAllReadPayload {
 
 "Narrows markAllRead."
 input MarkAllFilter {
-  "Only notifications of these categories (at most 20)."
+  "Only notifications of these categories (1 to 20; an empty list is BAD_USER_INPUT: leave the filter out to mark every category)."
   categories: [String!]
 }
 
