@@ -1394,7 +1394,7 @@ type Notification implements Node {
   title: String
   body: String
   read: Boolean!
-  "When it was read; null while unread, or when it was read by markAllRead (then the time of that call)."
+  "When it was read (for a notification read by markAllRead, the time of that call); null while unread."
   readAt: Time
   createdAt: Time!
   actor: Actor
