@@ -16,18 +16,23 @@ func MarshalTime(t time.Time) graphql.Marshaler {
 	return graphql.MarshalTime(t)
 }
 
-// UnmarshalTime reads a Time scalar from a query literal or a variable. It accepts what
-// gqlgen's Time accepts (RFC 3339 with or without fractional seconds; also
-// "2006-01-02 15:04:05", read as UTC; null and "" are the zero time) and answers anything
-// else with BAD_USER_INPUT naming the value, instead of gqlgen's uncoded error, which the
-// error presenter could only report as INTERNAL_SERVER_ERROR.
+// UnmarshalTime reads a Time scalar from a query literal or a variable: an RFC 3339
+// timestamp with a time zone, with or without fractional seconds (null and "" are the zero
+// time, as in gqlgen's Time). Anything else is BAD_USER_INPUT naming the value, instead of
+// gqlgen's uncoded error, which the error presenter could only report as
+// INTERNAL_SERVER_ERROR; gqlgen's "2006-01-02 15:04:05" without a zone, which it read as
+// UTC (a local time off by hours), is refused too.
 func UnmarshalTime(v any) (time.Time, error) {
-	t, err := graphql.UnmarshalTime(v)
-	if err != nil {
-		return time.Time{}, inbox.Errorf(inbox.CodeBadUserInput,
-			"Time: %s is not an RFC 3339 timestamp with a time zone, e.g. 2026-12-01T10:00:00Z or 2026-12-01T11:00:00+01:00", describeValue(v))
+	switch s, ok := v.(string); {
+	case v == nil || ok && s == "":
+		return time.Time{}, nil
+	case ok:
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return t, nil
+		}
 	}
-	return t, nil
+	return time.Time{}, inbox.Errorf(inbox.CodeBadUserInput,
+		"Time: %s is not an RFC 3339 timestamp with a time zone, e.g. 2026-12-01T10:00:00Z or 2026-12-01T11:00:00+01:00", describeValue(v))
 }
 
 // describeValue names a scalar's input value for an error message: a string quoted (at

@@ -248,8 +248,9 @@ func TestTransportLevelErrorsHaveCodes(t *testing.T) {
 
 // TestMalformedTimeIsBadUserInput: a Time argument that is not an RFC 3339 timestamp, as a
 // literal or a variable, is the client's mistake: BAD_USER_INPUT naming the value, never
-// gqlgen's uncoded error (which reached clients as INTERNAL_SERVER_ERROR). A well-formed
-// one still reaches the resolver.
+// gqlgen's uncoded error (which reached clients as INTERNAL_SERVER_ERROR). A time without
+// a zone ("2026-12-01 10:30:00", which gqlgen read as UTC: a local time off by hours) is
+// refused too. A well-formed one still reaches the resolver.
 func TestMalformedTimeIsBadUserInput(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t)
@@ -261,6 +262,7 @@ func TestMalformedTimeIsBadUserInput(t *testing.T) {
 	for name, tc := range map[string]struct{ body, quoted string }{
 		"literal word":      {gql(`mutation { snooze(ids: ["x"], until: "tomorrow") { notFound } }`), `"tomorrow"`},
 		"literal no zone":   {gql(`mutation { snooze(ids: ["x"], until: "2026-12-01T10:30:00") { notFound } }`), `"2026-12-01T10:30:00"`},
+		"variable no zone":  {body(time.Now().Add(time.Hour).Format(time.DateTime)), `"` + time.Now().Add(time.Hour).Format("2006-01-02 15")},
 		"literal number":    {gql(`mutation { snooze(ids: ["x"], until: 5) { notFound } }`), "a number"},
 		"variable word":     {body("tomorrow"), `"tomorrow"`},
 		"variable number":   {body(1798710364), "a number"},
