@@ -407,13 +407,20 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 		t.Fatalf("curl example: %+v, want the demo user's badge and notifications", c.Viewer)
 	}
 
-	var someID string
+	// The placeholders the README asks readers to replace: a notification id from the
+	// Inbox example, a target id and the viewer id from the first answers that have them,
+	// and a time a minute ahead.
+	var someID, targetID, viewerID string
 	names, docs := readmeOperations(t)
 	for i, doc := range names {
 		doc, name := docs[i], doc
 		t.Run(name, func(t *testing.T) {
 			s := s.WithT(t)
-			doc = strings.ReplaceAll(doc, "<notification id>", someID)
+			doc = strings.NewReplacer("<notification id>", someID, "<target id>", targetID, "<viewer id>", viewerID,
+				"<in a minute>", time.Now().Add(time.Minute).UTC().Format(time.RFC3339)).Replace(doc)
+			if p := regexp.MustCompile(`"<[^">]*>"`).FindString(doc); p != "" {
+				t.Fatalf("%s: the README's placeholder %s is not one this test fills in", name, p)
+			}
 			var data map[string]any
 			if strings.HasPrefix(doc, "subscription") {
 				data = readmeSubscription(t, s, token, doc)
@@ -425,6 +432,12 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 				t.Fatalf("%s returned no data for %s: %s", name, user, raw)
 			}
 			t.Logf("%s: %.300s", name, raw)
+			if targetID == "" {
+				targetID = readmeObjectID(data, "target")
+			}
+			if viewerID == "" {
+				viewerID = readmeObjectID(data, "viewer")
+			}
 			if name == "Inbox" {
 				var d struct {
 					Viewer struct {
@@ -445,6 +458,31 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 	if someID == "" {
 		t.Error("the Inbox example gave no notification id for the markRead example")
 	}
+}
+
+// readmeObjectID returns the id of the first object under key field (at any depth, lists
+// included) in v, "" when there is none.
+func readmeObjectID(v any, field string) string {
+	switch v := v.(type) {
+	case map[string]any:
+		if o, ok := v[field].(map[string]any); ok {
+			if id, ok := o["id"].(string); ok && id != "" {
+				return id
+			}
+		}
+		for _, x := range v {
+			if id := readmeObjectID(x, field); id != "" {
+				return id
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if id := readmeObjectID(x, field); id != "" {
+				return id
+			}
+		}
+	}
+	return ""
 }
 
 // quickstartHasData reports whether v holds some data: a non-empty list, a non-zero number,
@@ -520,7 +558,7 @@ func readmeSubscription(t *testing.T, s *testgw.Server, token, doc string) map[s
 			}
 			return data
 		case <-tick.C:
-			if strings.Contains(doc, "notificationAdded") {
+			if strings.Contains(doc, "notificationAdded") || strings.Contains(doc, "inboxEvents") {
 				s.Send(token, s.SendInput("for the notificationAdded example", "octocat"))
 			}
 		}

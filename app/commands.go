@@ -138,8 +138,6 @@ func ImportDemo(ctx context.Context, cfg Config, log *slog.Logger, st *store.Sto
 	return top[0], nil
 }
 
-// relayCommand runs the DynamoDB Streams relay (package relay) until ctx ends, then
-// releases its lease so that a standby relay takes over at once.
 // workerCommand runs the durable scheduler alone (no HTTP): snooze wake-ups and expiries
 // of every inbox, shared with the other instances through leases. Its changes reach
 // subscriptions through the broker (INBOX_BROKER=redis for gateways in other processes).
@@ -157,6 +155,8 @@ func workerCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return runScheduler(ctx, log, newScheduler(cfg, log, st, db, nil))
 }
 
+// relayCommand runs the DynamoDB Streams relay (package relay) until ctx ends, then
+// releases its lease so that a standby relay takes over at once.
 func relayCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Broker != "redis" {
 		return errors.New("relay: set INBOX_BROKER=redis (and INBOX_REDIS_URL): the relay publishes to the gateways through Redis")

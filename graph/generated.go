@@ -1394,7 +1394,7 @@ type Notification implements Node {
   title: String
   body: String
   read: Boolean!
-  "When it was read; null while unread, or when it was read by markAllRead (then the time of that call)."
+  "When it was read (for a notification read by markAllRead, the time of that call); null while unread."
   readAt: Time
   createdAt: Time!
   actor: Actor
@@ -1567,7 +1567,7 @@ type MarkAllReadPayload {
 
 "Narrows markAllRead."
 input MarkAllFilter {
-  "Only notifications of these categories (at most 20)."
+  "Only notifications of these categories (1 to 20; an empty list is BAD_USER_INPUT: leave the filter out to mark every category)."
   categories: [String!]
 }
 
@@ -10060,13 +10060,13 @@ func (ec *executionContext) marshalNTarget2ᚖgithubᚗcomᚋinboxgwᚋgateway�
 }
 
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
-	res, err := graphql.UnmarshalTime(v)
+	res, err := gqlscalar.UnmarshalTime(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel ast.SelectionSet, v time.Time) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalTime(v)
+	res := gqlscalar.MarshalTime(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
 	}
@@ -10511,14 +10511,14 @@ func (ec *executionContext) unmarshalOTargetInput2ᚖgithubᚗcomᚋinboxgwᚋga
 }
 
 func (ec *executionContext) unmarshalOTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
-	res, err := graphql.UnmarshalTime(v)
+	res, err := gqlscalar.UnmarshalTime(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalOTime2timeᚐTime(ctx context.Context, sel ast.SelectionSet, v time.Time) graphql.Marshaler {
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalTime(v)
+	res := gqlscalar.MarshalTime(v)
 	return res
 }
 
@@ -10526,7 +10526,7 @@ func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalTime(v)
+	res, err := gqlscalar.UnmarshalTime(v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -10536,7 +10536,7 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalTime(*v)
+	res := gqlscalar.MarshalTime(*v)
 	return res
 }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inboxgw/gateway/inbox"
 )
@@ -242,5 +243,45 @@ func TestTransportLevelErrorsHaveCodes(t *testing.T) {
 	// The refused GET mutation did not run: markAllRead would have written the watermark.
 	if n := g.rec.Count("UpdateItem"); n != 0 {
 		t.Fatalf("%d UpdateItem calls: the GET mutation ran", n)
+	}
+}
+
+// TestMalformedTimeIsBadUserInput: a Time argument that is not an RFC 3339 timestamp, as a
+// literal or a variable, is the client's mistake: BAD_USER_INPUT naming the value, never
+// gqlgen's uncoded error (which reached clients as INTERNAL_SERVER_ERROR). A time without
+// a zone ("2026-12-01 10:30:00", which gqlgen read as UTC: a local time off by hours) is
+// refused too. A well-formed one still reaches the resolver.
+func TestMalformedTimeIsBadUserInput(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t)
+	const mutation = `mutation($until: Time!) { snooze(ids: ["x"], until: $until) { notFound } }`
+	body := func(until any) string {
+		b, _ := json.Marshal(map[string]any{"query": mutation, "variables": map[string]any{"until": until}})
+		return string(b)
+	}
+	for name, tc := range map[string]struct{ body, quoted string }{
+		"literal word":      {gql(`mutation { snooze(ids: ["x"], until: "tomorrow") { notFound } }`), `"tomorrow"`},
+		"literal no zone":   {gql(`mutation { snooze(ids: ["x"], until: "2026-12-01T10:30:00") { notFound } }`), `"2026-12-01T10:30:00"`},
+		"variable no zone":  {body(time.Now().Add(time.Hour).Format(time.DateTime)), `"` + time.Now().Add(time.Hour).Format("2006-01-02 15")},
+		"literal number":    {gql(`mutation { snooze(ids: ["x"], until: 5) { notFound } }`), "a number"},
+		"variable word":     {body("tomorrow"), `"tomorrow"`},
+		"variable number":   {body(1798710364), "a number"},
+		"variable object":   {body(map[string]any{"at": "now"}), "an object"},
+		"variable too long": {body(strings.Repeat("9", 500)), strings.Repeat("9", 64) + `"…`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := g.request(t, http.MethodPost, g.srv.URL+"/graphql", "application/json", tc.body)
+			if r.code() != inbox.CodeBadUserInput || !strings.Contains(r.errors[0].Message, tc.quoted) ||
+				!strings.Contains(r.errors[0].Message, "RFC 3339") || len(r.errors[0].Message) > 200 {
+				t.Fatalf("HTTP %d %s, want BAD_USER_INPUT naming %s", r.status, r.body, tc.quoted)
+			}
+		})
+	}
+	future := time.Now().Add(time.Hour).UTC()
+	for _, until := range []string{future.Format(time.RFC3339), future.Format(time.RFC3339Nano), future.In(time.FixedZone("", 3600)).Format(time.RFC3339)} {
+		data, errs := g.gql(t, mutation, map[string]any{"until": until})
+		if len(errs) > 0 || !slices.Equal(strs(path(data, "snooze", "notFound")), []string{"x"}) {
+			t.Errorf("snooze until %s: %v %v, want x in notFound", until, data, errs)
+		}
 	}
 }

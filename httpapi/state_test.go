@@ -157,6 +157,35 @@ func TestStateMutationsThroughGraphQL(t *testing.T) {
 	}
 }
 
+// TestMarkAllReadOfNoCategoryIsRefused: markAllRead(filter: {categories: []}) (a UI's empty
+// selection) is BAD_USER_INPUT and changes nothing; it used to mark every notification of
+// every category read, as markAllRead without a filter does. A filter without categories
+// ({}) still means every category.
+func TestMarkAllReadOfNoCategoryIsRefused(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t)
+	g.sendTo(t, "alice", "work", 2)
+	g.sendTo(t, "alice", "news", 1)
+	for _, tc := range []struct {
+		query string
+		vars  map[string]any
+	}{
+		{`mutation { markAllRead(filter: {categories: []}) { unreadCount } }`, nil},
+		{`mutation($c: [String!]) { markAllRead(filter: {categories: $c}) { unreadCount } }`, map[string]any{"c": []string{}}},
+		{`mutation($f: MarkAllFilter) { markAllRead(filter: $f) { unreadCount } }`, map[string]any{"f": map[string]any{"categories": []string{}}}},
+	} {
+		if data, errs := g.gql(t, tc.query, tc.vars); !slices.Equal(errs, []string{"BAD_USER_INPUT"}) {
+			t.Errorf("%s %v: %v %v, want BAD_USER_INPUT", tc.query, tc.vars, data, errs)
+		}
+	}
+	if data, _ := g.gql(t, `{ viewer { `+badgeSel+` } }`, nil); path(data, "viewer", "badge", "unread") != 3.0 || path(data, "viewer", "badge", "unseen") != 3.0 {
+		t.Fatalf("badge after the refused calls = %v, want 3 unread and unseen", path(data, "viewer", "badge"))
+	}
+	if data, errs := g.gql(t, `mutation { markAllRead(filter: {}) { unreadCount } }`, nil); len(errs) > 0 || path(data, "markAllRead", "unreadCount") != 0.0 {
+		t.Fatalf("markAllRead(filter: {}): %v %v, want every category read", data, errs)
+	}
+}
+
 func TestHundredIDsThroughGraphQL(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t)

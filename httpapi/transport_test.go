@@ -68,6 +68,29 @@ func TestWebSocketInitTimeoutCloses4408(t *testing.T) {
 	}
 }
 
+// TestWebSocketRefusedInitSaysWhy: a connection_init without a usable token closes with
+// 4403 and a reason that says what was wrong (a browser's WebSocket shows only the close
+// code and reason), not a bare "Forbidden".
+func TestWebSocketRefusedInitSaysWhy(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	for _, tc := range []struct{ name, payload, reason string }{
+		{"no payload", `null`, `Forbidden: no token: send {"Authorization": "Bearer <JWT>"} as connection_init's payload`},
+		{"no Authorization", `{"token":"x"}`, `Forbidden: no token: send {"Authorization": "Bearer <JWT>"} as connection_init's payload`},
+		{"not Bearer", `{"Authorization":"Basic abc"}`, "Forbidden: unsupported authorization scheme (want Bearer)"},
+		{"malformed token", `{"Authorization":"Bearer abc"}`, "Forbidden: malformed token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := s.WithT(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c := s.DialWS(ctx, "graphql-transport-ws")
+			c.Send(testgw.WSMessage{Type: "connection_init", Payload: json.RawMessage(tc.payload)})
+			c.ExpectClose(4403, tc.reason, testgw.EventTimeout)
+		})
+	}
+}
+
 func TestWebSocketSecondInitCloses4429(t *testing.T) {
 	t.Parallel()
 	s := testgw.New(t)

@@ -11,9 +11,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -335,10 +337,14 @@ func (c *wsConn) init(payload json.RawMessage) {
 	}
 	claims, err := c.t.verifier.FromHeader(header)
 	if err != nil {
-		if c.legacy {
-			c.sendConnectionError(inbox.ErrorMessage(err))
+		why := inbox.ErrorMessage(err)
+		if strings.TrimSpace(header) == "" {
+			why = `no token: send {"Authorization": "Bearer <JWT>"} as connection_init's payload`
 		}
-		c.closeWith(CloseForbidden, closeReasonForbidden)
+		if c.legacy {
+			c.sendConnectionError(why)
+		}
+		c.closeWith(CloseForbidden, forbiddenReason(why))
 		return
 	}
 	c.mu.Lock()
@@ -738,6 +744,22 @@ func (c *wsConn) send(m wsMessage) {
 
 // closeWith starts the close handshake with code and reason, once; the reader then ends
 // and tears the connection down. It does not wait for the handshake.
+// forbiddenReason is the 4403 close reason of a refused connection_init: "Forbidden: "
+// and why (the verifier's message), cut to the 123 bytes a close frame's reason may hold.
+// A browser's WebSocket shows its client only the close code and this reason.
+func forbiddenReason(why string) string {
+	r := closeReasonForbidden + ": " + why
+	for len(r) > maxCloseReason {
+		_, size := utf8.DecodeLastRuneInString(r)
+		r = r[:len(r)-size]
+	}
+	return r
+}
+
+// maxCloseReason is the longest close reason a close frame carries (RFC 6455 5.5: a
+// control frame's payload is at most 125 bytes, 2 of them the code).
+const maxCloseReason = 123
+
 func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 	c.mu.Lock()
 	if c.closing {

@@ -179,6 +179,21 @@ func (r *Resolver) badge(ctx context.Context, v inbox.Viewer) (inbox.Badge, erro
 	})
 }
 
+// markAllCategories returns the categories markAllRead narrows to: nil (every category)
+// without a filter or with a filter that leaves categories out. An empty list is
+// BAD_USER_INPUT: it names no category, and read as "no narrowing" it would mark every
+// notification read, which a UI passing its (empty) selection never means.
+func markAllCategories(filter *model.MarkAllFilter) ([]string, error) {
+	if filter == nil || filter.Categories == nil {
+		return nil, nil
+	}
+	if len(filter.Categories) == 0 {
+		return nil, inbox.Errorf(inbox.CodeBadUserInput,
+			"markAllRead: filter.categories is empty; name at least one category, or leave the filter out to mark every notification read")
+	}
+	return filter.Categories, nil
+}
+
 // stateIDs converts global ids to notification ULIDs: keys (distinct), the given id of
 // each key, and the ids (as given) that cannot name a notification. BAD_USER_INPUT for no
 // ids or more than inbox.MaxStateIDs distinct ids.

@@ -60,9 +60,9 @@ func (r *mutationResolver) MarkAllRead(ctx context.Context, filter *model.MarkAl
 		return nil, err
 	}
 	defer cancel()
-	var cats []string
-	if filter != nil {
-		cats = filter.Categories
+	cats, err := markAllCategories(filter)
+	if err != nil {
+		return nil, err
 	}
 	res, err := r.Store.MarkAll(wctx, v, cats)
 	if err != nil {

@@ -57,7 +57,7 @@ type InboxFilter struct {
 
 // Narrows markAllRead.
 type MarkAllFilter struct {
-	// Only notifications of these categories (at most 20).
+	// Only notifications of these categories (1 to 20; an empty list is BAD_USER_INPUT: leave the filter out to mark every category).
 	Categories []string `json:"categories,omitempty"`
 }
 
