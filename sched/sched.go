@@ -349,7 +349,7 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 		if !st.Held {
 			continue
 		}
-		s.log.Info("sched: shard acquired", "shard", n, "checkpoint", checkpointOf(st.Item), "members", members, "share", fair)
+		s.log.Debug("sched: shard acquired", "shard", n, "checkpoint", checkpointOf(st.Item), "members", members, "share", fair)
 		s.start(ctx, n, l, checkpointOf(st.Item))
 		held++
 	}
@@ -380,7 +380,7 @@ func (s *Scheduler) giveUp(ctx context.Context, n int) {
 			s.errs.Add(1)
 			s.log.Warn("sched: release shard", "shard", n, "err", err)
 		} else {
-			s.log.Info("sched: shard released", "shard", n)
+			s.log.Debug("sched: shard released", "shard", n)
 		}
 		s.mu.Lock()
 		delete(s.releasing, n)
