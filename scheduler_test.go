@@ -28,7 +28,8 @@ func TestSnoozeAndExpiryOutliveACrashOfEveryInstance(t *testing.T) {
 	alice := a.Token("t1", "alice")
 	ids := a.Seed(sender, "alice", 2)
 
-	wake := time.Now().Add(4 * time.Second).UTC()
+	// Far enough ahead for a loaded machine to seed, snooze, send and kill before it.
+	wake := time.Now().Add(10 * time.Second).UTC()
 	var sn struct {
 		Snooze struct {
 			Badge struct{ Unread int } `json:"badge"`
@@ -50,7 +51,7 @@ func TestSnoozeAndExpiryOutliveACrashOfEveryInstance(t *testing.T) {
 	}
 	_, b := startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
 	want := fmt.Sprint([]string{ids[1], ids[0]})
-	testgw.WaitFor(t, 30*time.Second, "the woken notification back in the list and the expired one out", func() bool {
+	testgw.WaitFor(t, 60*time.Second, "the woken notification back in the list and the expired one out", func() bool {
 		return fmt.Sprint(b.InboxIDs(alice)) == want
 	})
 	b.ExpectUnread(alice, 2, "after the wake-up and the expiry")

@@ -155,10 +155,15 @@ func (e *env) schedule(t *testing.T, prefix string, n int, due func(i int) time.
 }
 
 // waitRuns waits until every task ran (a run that returned nil when ok says so) or
-// the deadline passes; it returns the runs.
+// the deadline passes; it returns the runs. The deadline is within times waitSlack: these
+// are bounds on correctness (nothing lost), not on speed, and a loaded shared machine
+// (make test runs several packages at once) slows DynamoDB Local several times over.
+// waitSlack stretches waitRuns' deadlines (see there).
+const waitSlack = 3
+
 func waitRuns(t *testing.T, r *recorder, tasks []inbox.Task, within time.Duration, done func([]run) bool) map[string][]run {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(within * waitSlack)
 	for {
 		runs := r.snapshot()
 		missing := 0
@@ -588,7 +593,9 @@ func TestSlowHandlerHoldsOneSlot(t *testing.T) {
 		worst = max(worst, runs[tk.ID][0].at.Sub(runs[tk.ID][0].task.Due))
 	}
 	t.Logf("worst lag of the quick tasks beside a stuck one: %v", worst)
-	if worst > 3*time.Second {
+	// The slow one is stuck until release: had it blocked the shard, the quick ones
+	// would not have run at all. The bound leaves room for a loaded machine.
+	if worst > 8*time.Second {
 		t.Errorf("quick tasks waited %v behind a slow one", worst)
 	}
 	close(release)
