@@ -134,12 +134,17 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		if err != nil {
 			return inbox.SendResult{}, err
 		}
+		gk := groupKey(in)
+		groups, err := s.recipientGroups(ctx, tenantID, pending, allowed, gk)
+		if err != nil {
+			return inbox.SendResult{}, err
+		}
 		results := make([]inbox.Delivery, len(pending))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(s.sendConcurrency)
 		for i, r := range pending {
 			g.Go(func() error {
-				d, err := s.sendOne(gctx, tenantID, r, in, hash, !allowed[r])
+				d, err := s.sendOne(gctx, tenantID, r, in, hash, !allowed[r], groups[r])
 				results[i] = d
 				if err != nil {
 					return fmt.Errorf("send to a recipient: %w", err)
@@ -219,13 +224,55 @@ func (s *Store) guards(ctx context.Context, tenantID, key string) (map[string]gu
 	}
 }
 
-// sendOne writes one recipient's guard, notification and counter in one transaction,
-// retrying conflicts. When another call holds the guard already, its notification is
+// recipientGroups reads the group gk of each recipient in users that allowed the
+// notification: one strongly consistent BatchGetItem of all of them (the send's
+// transactions are conditioned on what it read).
+func (s *Store) recipientGroups(ctx context.Context, tenantID string, users []string, allowed map[string]bool, gk string) (map[string]*groupItem, error) {
+	var keys []itemKey
+	for _, u := range users {
+		if allowed[u] {
+			keys = append(keys, itemKey{userPK(inbox.Viewer{TenantID: tenantID, UserID: u}), groupSK(gk)})
+		}
+	}
+	got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*groupItem, len(keys))
+	for _, u := range users {
+		if !allowed[u] {
+			continue
+		}
+		k := itemKey{userPK(inbox.Viewer{TenantID: tenantID, UserID: u}), groupSK(gk)}
+		raw, ok := got[k]
+		if !ok {
+			out[u] = &groupItem{UserPK: k.pk, GroupKey: gk, Members: map[string]string{}}
+			continue
+		}
+		g, err := decodeGroup(raw)
+		if err != nil {
+			return nil, fmt.Errorf("decode group: %w", err)
+		}
+		out[u] = g
+	}
+	return out, nil
+}
+
+// sendOne writes one recipient's guard, notification, counter and group in one
+// transaction, retrying conflicts; grp is the recipient's group as read (re-read after a
+// conflict on it). When another call holds the guard already, its notification is
 // returned with New false.
-func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, muted bool) (inbox.Delivery, error) {
+func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, muted bool, grp *groupItem) (inbox.Delivery, error) {
 	v := inbox.Viewer{TenantID: tenantID, UserID: user}
 	floor := ""
 	d, err := retryConflicts(ctx, func() (inbox.Delivery, error) {
+		if grp == nil && !muted {
+			gs, err := s.readGroups(ctx, v, []string{groupKey(in)})
+			if err != nil {
+				return inbox.Delivery{}, err
+			}
+			grp = gs[groupKey(in)]
+		}
 		now := s.now()
 		guard := guardItem{PK: guardPK(tenantID, in.IdempotencyKey), SK: guardSK(user), EntityType: entityGuard,
 			UserID: user, InputHash: hash, ExpiresAt: now.Add(s.idemTTL).Unix()}
@@ -251,11 +298,14 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 				it.TTL = exp.Add(ttlGrace).Unix()
 			}
 		}
-		t, err := s.sendTxn(v, &guard, it)
+		t, err := s.sendTxn(v, &guard, it, grp)
 		if err != nil {
 			return inbox.Delivery{}, err
 		}
 		_, err = s.db.TransactWriteItems(ctx, t.input())
+		if err != nil && grp != nil && t.conditionFailed(err, grp.key()) {
+			grp = nil // changed since it was read: read again
+		}
 		switch {
 		case t.conditionFailed(err, itemKey{guard.PK, guard.SK}):
 			// A concurrent call with the same key got here first: its result stands.
@@ -301,7 +351,11 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 // the id, on condition that the clock is below it) and the expiry task, if any. Every
 // watermark is at or below META's clock (each is set as the clock), so an id above the
 // clock is above all of them: the notification is unread and unseen.
-func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem) (*txn, error) {
+//
+// grp is the recipient's group as read: the notification joins it (groupItem.apply), and
+// the group is Put on condition that its rev is the one read (attribute_not_exists for a
+// new group), its type, target and category those of the notification.
+func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, grp *groupItem) (*txn, error) {
 	notExists := aws.String("attribute_not_exists(#pk)")
 	pkName := map[string]string{"#pk": attrPK}
 	g, err := attributevalue.MarshalMap(guard)
@@ -323,6 +377,13 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem) 
 	b := newMetaUpdate(v).addState(it.countedCategory(), state{}, state{active: true})
 	b.clock = it.ID
 	t.add(itemKey{userPK(v), skMeta}, b.action(s.table))
+	if grp != nil && inGroup(it) {
+		ng := grp.clone()
+		ng.Type, ng.TargetKind, ng.TargetID, ng.Category = it.Type, it.TargetKind, it.TargetID, it.Category
+		ng.apply(it.ID, it)
+		ng.Rev = grp.Rev + 1
+		t.add(ng.key(), ng.put(s.table, v, grp))
+	}
 	if it.ExpireAt != 0 {
 		k, a := s.taskAction(TaskExpire, v, it.ID, time.UnixMilli(it.ExpireAt), strconv.FormatInt(it.ExpireAt, 10))
 		t.add(k, a)

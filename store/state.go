@@ -22,9 +22,10 @@ import (
 // notification's contribution to the counters before and after the change (stateOf);
 // then one TransactWriteItems of the changed notifications (each conditional on its rev,
 // which the write raises) and ONE META update (metaUpdate) carrying the deltas, the new
-// clock and the conditions that the watermarks used are unchanged. A transaction holds
-// at most 100 actions, so ids go in chunks (99 notifications + META, fewer when each
-// needs a task too), each chunk exact on its own.
+// clock and the conditions that the watermarks used are unchanged, plus a Put of each
+// group (groups.go) whose members changed, conditional on the group's rev. A transaction
+// holds at most 100 actions, so ids go in chunks (49 notifications + at most 49 groups +
+// META; 33 when each needs a task too), each chunk exact on its own.
 
 // plan decides one notification's change: the item after it (nil: no change), whether
 // the change deletes it, and whether it needs a task written with it (a snooze's wake).
@@ -45,11 +46,15 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 	tasks func(after *notificationItem) (itemKey, types.TransactWriteItem, bool), wrote *bool) (chunkResult, error) {
 	floor := ""
 	sent := map[string]bool{} // ids a sent transaction deleted, if it committed
+	var groupKeys []string    // of the notifications' groups, once known: read with them
 	return retryConflicts(ctx, func() (chunkResult, error) {
-		keys := make([]itemKey, 0, len(ids)+1)
+		keys := make([]itemKey, 0, len(ids)+1+len(groupKeys))
 		keys = append(keys, itemKey{userPK(v), skMeta})
 		for _, id := range ids {
 			keys = append(keys, itemKey{userPK(v), notifSK(id)})
+		}
+		for _, gk := range groupKeys {
+			keys = append(keys, itemKey{userPK(v), groupSK(gk)})
 		}
 		got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
 		if err != nil {
@@ -58,6 +63,24 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 		meta, items, err := decodeMarkSnapshot(got, v)
 		if err != nil {
 			return chunkResult{}, err
+		}
+		groups, err := s.chunkGroups(ctx, v, got, items, &groupKeys)
+		if err != nil {
+			return chunkResult{}, err
+		}
+		newGroups := map[string]*groupItem{}
+		member := func(it *notificationItem, after *notificationItem) {
+			g := groups[it.GroupKey]
+			if !inGroup(it) || g == nil || !g.exists {
+				return // never a group, or one from before groups: left alone
+			}
+			ng, ok := newGroups[it.GroupKey]
+			if !ok {
+				ng = g.clone()
+			}
+			if ng.apply(it.ID, after) {
+				newGroups[it.GroupKey] = ng
+			}
 		}
 		res := chunkResult{found: map[string]*notificationItem{}, meta: meta}
 		clock := s.newID(max(floor, meta.Clock, meta.ReadAllBefore, meta.SeenAllBefore))
@@ -88,6 +111,7 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			if del {
 				b.addState(it.countedCategory(), before, state{})
 				t.add(k, deleteAction(s.table, k, it.Rev))
+				member(it, nil)
 				continue
 			}
 			st := stateOf(after, &meta)
@@ -99,6 +123,7 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			after.Rev = it.Rev + 1
 			b.addState(it.countedCategory(), before, st)
 			t.add(k, itemUpdate(s.table, k, it, after))
+			member(it, after)
 			if tasks != nil {
 				if tk, ta, ok := tasks(after); ok {
 					t.add(tk, ta)
@@ -108,6 +133,11 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 		}
 		if len(t.acts) == 0 {
 			return res, nil
+		}
+		for gk, ng := range newGroups {
+			old := groups[gk]
+			ng.Rev = old.Rev + 1
+			t.add(ng.key(), ng.put(s.table, v, old))
 		}
 		mk := itemKey{userPK(v), skMeta}
 		t.add(mk, b.action(s.table))
@@ -125,6 +155,44 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 		}
 		return res, nil
 	})
+}
+
+// chunkGroups returns the groups of items: those read with them (keys in *known) and, in
+// one more consistent BatchGetItem, the others, whose keys join *known so that a retry
+// reads them with the items. Both reads are checked by the groups' rev conditions.
+func (s *Store) chunkGroups(ctx context.Context, v inbox.Viewer, got map[itemKey]map[string]types.AttributeValue,
+	items map[string]*notificationItem, known *[]string) (map[string]*groupItem, error) {
+	groups := map[string]*groupItem{}
+	for _, gk := range *known {
+		raw, ok := got[itemKey{userPK(v), groupSK(gk)}]
+		if !ok {
+			groups[gk] = &groupItem{UserPK: userPK(v), GroupKey: gk, Members: map[string]string{}}
+			continue
+		}
+		g, err := decodeGroup(raw)
+		if err != nil {
+			return nil, fmt.Errorf("decode group: %w", err)
+		}
+		groups[gk] = g
+	}
+	var missing []string
+	for _, it := range items {
+		if _, ok := groups[it.GroupKey]; inGroup(it) && !ok && !slices.Contains(missing, it.GroupKey) {
+			missing = append(missing, it.GroupKey)
+		}
+	}
+	if len(missing) == 0 {
+		return groups, nil
+	}
+	more, err := s.readGroups(ctx, v, missing)
+	if err != nil {
+		return nil, err
+	}
+	for gk, g := range more {
+		groups[gk] = g
+	}
+	*known = append(*known, missing...)
+	return groups, nil
 }
 
 // itemUpdate is the conditional Update of a notification from old to nw: SET or REMOVE of
@@ -358,7 +426,7 @@ func (s *Store) ApplyState(ctx context.Context, v inbox.Viewer, ch inbox.StateCh
 		if !ch.Until.After(now) || ch.Until.After(now.Add(inbox.MaxSnooze)) {
 			return inbox.MarkResult{}, inbox.Errorf(inbox.CodeBadUserInput, "until must be in the future and at most %d days ahead", int(inbox.MaxSnooze.Hours()/24))
 		}
-		chunk = maxChunk / 2 // each notification with its wake task
+		chunk = 33 // each notification with its wake task and its group: 3 × 33 + META
 		tasks = func(after *notificationItem) (itemKey, types.TransactWriteItem, bool) {
 			k, a := s.taskAction(TaskWake, v, after.ID, time.UnixMilli(after.SnoozedUntil), strconv.FormatInt(after.SnoozedUntil, 10))
 			return k, a, true
@@ -380,9 +448,10 @@ func (s *Store) ApplyState(ctx context.Context, v inbox.Viewer, ch inbox.StateCh
 		NotFound: orEmpty(notFound), Badge: b}, nil
 }
 
-// maxChunk is the most notifications one transaction changes: 100 actions, one of them
-// META's (TransactWriteItems limits).
-const maxChunk = 99
+// maxChunk is the most notifications one transaction changes: 100 actions
+// (TransactWriteItems' limit), at most one per notification, one per group of them, and
+// META's.
+const maxChunk = 49
 
 func orEmpty(s []string) []string {
 	if s == nil {
