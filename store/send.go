@@ -25,7 +25,9 @@ import (
 
 // Send fans in out to its recipients of tenantID (AP8), idempotently.
 //
-// Each recipient gets one TransactWriteItems of three actions: Put its idempotency guard
+// The recipients' preferences and groups are read in one consistent BatchGetItem. Each
+// recipient gets one TransactWriteItems: Put of its group with the notification as a
+// member (condition: its rev as read; groups.go), Put its idempotency guard
 // (attribute_not_exists), Put the notification (attribute_not_exists), and Update its META
 // (ADD unreadCount 1, condition: the notification's id is above the markAllRead watermark;
 // when it is not, the notification is written already read and the count is left alone).
@@ -130,12 +132,7 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		if in.Target != nil {
 			target = &inbox.ProfileRef{TargetKind: in.Target.Kind, ID: in.Target.TargetID}
 		}
-		allowed, err := s.inAppAllowed(ctx, tenantID, pending, in.Category, target)
-		if err != nil {
-			return inbox.SendResult{}, err
-		}
-		gk := groupKey(in)
-		groups, err := s.recipientGroups(ctx, tenantID, pending, allowed, gk)
+		allowed, groups, err := s.inAppAllowed(ctx, tenantID, pending, in.Category, target, groupKey(in))
 		if err != nil {
 			return inbox.SendResult{}, err
 		}
@@ -222,40 +219,6 @@ func (s *Store) guards(ctx context.Context, tenantID, key string) (map[string]gu
 		}
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
-}
-
-// recipientGroups reads the group gk of each recipient in users that allowed the
-// notification: one strongly consistent BatchGetItem of all of them (the send's
-// transactions are conditioned on what it read).
-func (s *Store) recipientGroups(ctx context.Context, tenantID string, users []string, allowed map[string]bool, gk string) (map[string]*groupItem, error) {
-	var keys []itemKey
-	for _, u := range users {
-		if allowed[u] {
-			keys = append(keys, itemKey{userPK(inbox.Viewer{TenantID: tenantID, UserID: u}), groupSK(gk)})
-		}
-	}
-	got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]*groupItem, len(keys))
-	for _, u := range users {
-		if !allowed[u] {
-			continue
-		}
-		k := itemKey{userPK(inbox.Viewer{TenantID: tenantID, UserID: u}), groupSK(gk)}
-		raw, ok := got[k]
-		if !ok {
-			out[u] = &groupItem{UserPK: k.pk, GroupKey: gk, Members: map[string]string{}}
-			continue
-		}
-		g, err := decodeGroup(raw)
-		if err != nil {
-			return nil, fmt.Errorf("decode group: %w", err)
-		}
-		out[u] = g
-	}
-	return out, nil
 }
 
 // sendOne writes one recipient's guard, notification, counter and group in one
