@@ -27,8 +27,10 @@ type NotificationGroup struct {
 	// Count is the number of active members; UnreadCount of those that are unread.
 	Count       int
 	UnreadCount int
-	// ActorIDs are the distinct actors of the members, newest first.
+	// ActorIDs are the distinct actors of the members, newest first; ActorVia[i] is the
+	// newest member by ActorIDs[i] (the notification an actor's global id is anchored on).
 	ActorIDs []string
+	ActorVia []string
 	// Latest is the newest active member.
 	Latest *Notification
 	// UpdatedAt is when Latest was created.

@@ -280,7 +280,7 @@ func (s *Store) readGroups(ctx context.Context, v inbox.Viewer, keys []string) (
 // newest member (nil: not read).
 func toGroup(g *groupItem, m *metaItem, latest *notificationItem) *inbox.NotificationGroup {
 	out := &inbox.NotificationGroup{GroupKey: g.GroupKey, Type: g.Type, TargetKind: g.TargetKind,
-		TargetID: g.TargetID, Category: g.Category, Count: len(g.Members), ActorIDs: []string{}}
+		TargetID: g.TargetID, Category: g.Category, Count: len(g.Members), ActorIDs: []string{}, ActorVia: []string{}}
 	seen := map[string]bool{}
 	for _, mb := range g.members() {
 		if mb.unread(m) {
@@ -289,6 +289,7 @@ func toGroup(g *groupItem, m *metaItem, latest *notificationItem) *inbox.Notific
 		if mb.actor != "" && !seen[mb.actor] {
 			seen[mb.actor] = true
 			out.ActorIDs = append(out.ActorIDs, mb.actor)
+			out.ActorVia = append(out.ActorVia, mb.id)
 		}
 	}
 	if latest != nil {
