@@ -37,11 +37,19 @@ import (
 // and a new notification moves its group to the top. A group without members has no GSI1
 // attributes, so it is not listed.
 //
-// Every write of a member goes with the write of the notification, in its transaction:
-// sends (sendTxn) and the state changes (applyChunk) read the group item consistently,
-// compute its new members and Put it on condition that its rev is the one read
-// (attribute_not_exists for a new group), retrying on conflict like the rest of the
-// write. So at every committed state a group's members agree with its notifications.
+// Every write of a member goes with the write of the notification, in its transaction,
+// so at every committed state a group's members agree with its notifications:
+//   - a send into a group with room: an Update that adds the member (groupItem.sendUpdate;
+//     condition: memberCount below the bound);
+//   - a read or unread mark of a member: an Update of its attribute alone (condition: it
+//     exists; groupValueUpdate), without reading the group;
+//   - a change of membership (archive, unarchive, snooze, wake, delete, expire) or a send
+//     into a full group: the group read consistently, its new members computed, and a Put
+//     on condition that its rev is the one read.
+// Each write raises rev, so a Put never overwrites a write it did not read; the Updates
+// touch only their own member's attribute (written only with that notification, whose
+// rev the transaction holds) and counters they ADD to, so they commute with each other.
+// Conflicts are retried like the rest of the write.
 // A state change never creates a group (only a send does): a notification written before
 // groups existed stays out of them.
 //
@@ -53,6 +61,9 @@ const (
 	attrGroupKey   = "groupKey"
 	attrTargetKind = "targetKind"
 	attrTargetID   = "targetId"
+	// attrMemberCount is the number of members (kept by every write of a group, so that
+	// a send's Update can check the bound without reading the members).
+	attrMemberCount = "memberCount"
 	// groupMemberPrefix + notification id is a member attribute of a group item.
 	groupMemberPrefix = "m#"
 )
@@ -219,7 +230,8 @@ func (g *groupItem) put(table string, v inbox.Viewer, old *groupItem) types.Tran
 	item := map[string]types.AttributeValue{
 		attrPK: s(g.UserPK), attrSK: s(groupSK(g.GroupKey)), attrEntityType: s(entityGroup),
 		attrGroupKey: s(g.GroupKey), attrType: s(g.Type),
-		attrRev: &types.AttributeValueMemberN{Value: strconv.FormatInt(g.Rev, 10)},
+		attrRev:         &types.AttributeValueMemberN{Value: strconv.FormatInt(g.Rev, 10)},
+		attrMemberCount: &types.AttributeValueMemberN{Value: strconv.Itoa(len(g.Members))},
 	}
 	if g.TargetKind != "" {
 		item[attrTargetKind], item[attrTargetID] = s(g.TargetKind), s(g.TargetID)
@@ -244,6 +256,50 @@ func (g *groupItem) put(table string, v inbox.Viewer, old *groupItem) types.Tran
 			":rev": &types.AttributeValueMemberN{Value: strconv.FormatInt(old.Rev, 10)}}
 	}
 	return types.TransactWriteItem{Put: p}
+}
+
+// sendUpdate is a send's write of its notification it into v's group g when g was not
+// full when read: an Update that SETs the member, the group's type, target and category
+// (the notification's) and its GSI1 position (the notification is the newest of the
+// inbox: a send commits above META's clock), and ADDs 1 to memberCount and rev, on
+// condition that the group still has room. Concurrent sends into one group then commute;
+// a Put of the group conditioned on the rev it read fails after one.
+func (g *groupItem) sendUpdate(table string, v inbox.Viewer, it *notificationItem) types.TransactWriteItem {
+	s := func(x string) types.AttributeValue { return &types.AttributeValueMemberS{Value: x} }
+	names := map[string]string{"#m": groupMemberPrefix + it.ID, "#gpk": attrGSI1PK, "#gsk": attrGSI1SK, "#et": attrEntityType,
+		"#gk": attrGroupKey, "#type": attrType, "#tk": attrTargetKind, "#tid": attrTargetID, "#cat": attrCategory,
+		"#n": attrMemberCount, "#rev": attrRev}
+	values := map[string]types.AttributeValue{":m": s(memberValue(it)), ":gpk": s(groupsPK(v)), ":gsk": s(notifSK(it.ID)),
+		":et": s(entityGroup), ":gk": s(g.GroupKey), ":type": s(it.Type),
+		":one": &types.AttributeValueMemberN{Value: "1"},
+		":max": &types.AttributeValueMemberN{Value: strconv.Itoa(inbox.MaxGroupMembers)}}
+	sets := []string{"#m = :m", "#gpk = :gpk", "#gsk = :gsk", "#et = :et", "#gk = :gk", "#type = :type"}
+	var removes []string
+	if it.TargetKind != "" {
+		values[":tk"], values[":tid"] = s(it.TargetKind), s(it.TargetID)
+		sets = append(sets, "#tk = :tk", "#tid = :tid")
+	} else {
+		removes = append(removes, "#tk", "#tid")
+	}
+	if it.Category != "" {
+		values[":cat"] = s(it.Category)
+		sets = append(sets, "#cat = :cat")
+	} else {
+		removes = append(removes, "#cat")
+	}
+	update := "SET " + strings.Join(sets, ", ")
+	if len(removes) > 0 {
+		update += " REMOVE " + strings.Join(removes, ", ")
+	}
+	update += " ADD #n :one, #rev :one"
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                 aws.String(table),
+		Key:                       g.key().av(),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("attribute_not_exists(#n) OR #n < :max"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	}}
 }
 
 // readGroups reads v's groups keys (consistent BatchGetItem); missing ones are new

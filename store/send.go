@@ -315,9 +315,10 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 // watermark is at or below META's clock (each is set as the clock), so an id above the
 // clock is above all of them: the notification is unread and unseen.
 //
-// grp is the recipient's group as read: the notification joins it (groupItem.apply), and
-// the group is Put on condition that its rev is the one read (attribute_not_exists for a
-// new group), its type, target and category those of the notification.
+// grp is the recipient's group as read: the notification joins it. While the group has
+// room, with an Update on condition that it still has (groupItem.sendUpdate); a full
+// group is Put with its oldest member replaced (groupItem.apply), on condition that its
+// rev is the one read; its type, target and category become the notification's.
 func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, grp *groupItem) (*txn, error) {
 	notExists := aws.String("attribute_not_exists(#pk)")
 	pkName := map[string]string{"#pk": attrPK}
@@ -340,7 +341,10 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, 
 	b := newMetaUpdate(v).addState(it.countedCategory(), state{}, state{active: true})
 	b.clock = it.ID
 	t.add(itemKey{userPK(v), skMeta}, b.action(s.table))
-	if grp != nil && inGroup(it) {
+	if grp != nil && inGroup(it) && len(grp.Members) < inbox.MaxGroupMembers {
+		t.add(grp.key(), grp.sendUpdate(s.table, v, it))
+	} else if grp != nil && inGroup(it) {
+		// Full: the oldest member leaves, which needs the members as read.
 		ng := grp.clone()
 		ng.Type, ng.TargetKind, ng.TargetID, ng.Category = it.Type, it.TargetKind, it.TargetID, it.Category
 		ng.apply(it.ID, it)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,8 +23,8 @@ import (
 // notification's contribution to the counters before and after the change (stateOf);
 // then one TransactWriteItems of the changed notifications (each conditional on its rev,
 // which the write raises) and ONE META update (metaUpdate) carrying the deltas, the new
-// clock and the conditions that the watermarks used are unchanged, plus a Put of each
-// group (groups.go) whose members changed, conditional on the group's rev. A transaction
+// clock and the conditions that the watermarks used are unchanged, plus the write of each
+// group (groups.go) whose members changed (groupWrites). A transaction
 // holds at most 100 actions, so ids go in chunks (49 notifications + at most 49 groups +
 // META; 33 when each needs a task too), each chunk exact on its own.
 
@@ -64,24 +65,7 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 		if err != nil {
 			return chunkResult{}, err
 		}
-		groups, err := s.chunkGroups(ctx, v, got, items, &groupKeys)
-		if err != nil {
-			return chunkResult{}, err
-		}
-		newGroups := map[string]*groupItem{}
-		member := func(it *notificationItem, after *notificationItem) {
-			g := groups[it.GroupKey]
-			if !inGroup(it) || g == nil || !g.exists {
-				return // never a group, or one from before groups: left alone
-			}
-			ng, ok := newGroups[it.GroupKey]
-			if !ok {
-				ng = g.clone()
-			}
-			if ng.apply(it.ID, after) {
-				newGroups[it.GroupKey] = ng
-			}
-		}
+		var changes []memberChange // of the notifications' groups, applied after the loop
 		res := chunkResult{found: map[string]*notificationItem{}, meta: meta}
 		clock := s.newID(max(floor, meta.Clock, meta.ReadAllBefore, meta.SeenAllBefore))
 		now := s.now()
@@ -111,7 +95,7 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			if del {
 				b.addState(it.countedCategory(), before, state{})
 				t.add(k, deleteAction(s.table, k, it.Rev))
-				member(it, nil)
+				changes = append(changes, memberChange{it, nil})
 				continue
 			}
 			st := stateOf(after, &meta)
@@ -123,7 +107,7 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			after.Rev = it.Rev + 1
 			b.addState(it.countedCategory(), before, st)
 			t.add(k, itemUpdate(s.table, k, it, after))
-			member(it, after)
+			changes = append(changes, memberChange{it, after})
 			if tasks != nil {
 				if tk, ta, ok := tasks(after); ok {
 					t.add(tk, ta)
@@ -134,10 +118,9 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 		if len(t.acts) == 0 {
 			return res, nil
 		}
-		for gk, ng := range newGroups {
-			old := groups[gk]
-			ng.Rev = old.Rev + 1
-			t.add(ng.key(), ng.put(s.table, v, old))
+		valueUpdates, err := s.groupWrites(ctx, v, got, changes, &groupKeys, &t)
+		if err != nil {
+			return chunkResult{}, err
 		}
 		mk := itemKey{userPK(v), skMeta}
 		t.add(mk, b.action(s.table))
@@ -151,48 +134,138 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			if t.conditionFailed(err, mk) {
 				floor = max(floor, metaFloor(err))
 			}
+			for _, gk := range valueUpdates {
+				if t.conditionFailed(err, itemKey{userPK(v), groupSK(gk)}) {
+					// A notification that is not a member (a group full before it):
+					// the retry reads the group and applies the change to what it holds.
+					groupKeys = append(groupKeys, gk)
+				}
+			}
 			return chunkResult{}, fmt.Errorf("state transaction: %w", err)
 		}
 		return res, nil
 	})
 }
 
-// chunkGroups returns the groups of items: those read with them (keys in *known) and, in
-// one more consistent BatchGetItem, the others, whose keys join *known so that a retry
-// reads them with the items. Both reads are checked by the groups' rev conditions.
-func (s *Store) chunkGroups(ctx context.Context, v inbox.Viewer, got map[itemKey]map[string]types.AttributeValue,
-	items map[string]*notificationItem, known *[]string) (map[string]*groupItem, error) {
-	groups := map[string]*groupItem{}
+// memberChange is one notification's change, for its group: after is nil when deleted.
+type memberChange struct{ it, after *notificationItem }
+
+// groupWrites adds to t the writes of the groups of changes and returns the keys of the
+// groups written by a value update (below).
+//
+// A change that keeps a notification's membership (it stays active: read, unread) only
+// changes its member attribute: an Update SET m#{id} on condition that the attribute
+// exists, with rev raised, needs no read of the group. Such writes commute with each other
+// (each member attribute is written only with its notification, whose rev the
+// transaction holds), and a Put of the group conditioned on the rev it read fails after
+// them. When the condition fails (the notification is not a member), the key joins
+// *known and the retry reads the group.
+//
+// A change of membership (archive, unarchive, snooze, wake, delete, expire) reads the
+// group (consistent BatchGetItem, unless it was read with the items: keys in *known,
+// which it joins) and Puts it with its new members on condition that its rev is the one
+// read. A group that does not exist is left alone (its notifications predate groups).
+func (s *Store) groupWrites(ctx context.Context, v inbox.Viewer, got map[itemKey]map[string]types.AttributeValue,
+	changes []memberChange, known *[]string, t *txn) ([]string, error) {
+	loaded := map[string]*groupItem{}
 	for _, gk := range *known {
 		raw, ok := got[itemKey{userPK(v), groupSK(gk)}]
 		if !ok {
-			groups[gk] = &groupItem{UserPK: userPK(v), GroupKey: gk, Members: map[string]string{}}
+			loaded[gk] = &groupItem{UserPK: userPK(v), GroupKey: gk, Members: map[string]string{}}
 			continue
 		}
 		g, err := decodeGroup(raw)
 		if err != nil {
 			return nil, fmt.Errorf("decode group: %w", err)
 		}
-		groups[gk] = g
+		loaded[gk] = g
 	}
+	active := func(it *notificationItem) bool { return it != nil && it.ArchivedAt == 0 && it.SnoozedUntil == 0 }
 	var missing []string
-	for _, it := range items {
-		if _, ok := groups[it.GroupKey]; inGroup(it) && !ok && !slices.Contains(missing, it.GroupKey) {
-			missing = append(missing, it.GroupKey)
+	for _, c := range changes {
+		gk := c.it.GroupKey
+		if !inGroup(c.it) || active(c.it) == active(c.after) {
+			continue
+		}
+		if _, ok := loaded[gk]; !ok && !slices.Contains(missing, gk) {
+			missing = append(missing, gk)
 		}
 	}
-	if len(missing) == 0 {
-		return groups, nil
+	if len(missing) > 0 {
+		more, err := s.readGroups(ctx, v, missing)
+		if err != nil {
+			return nil, err
+		}
+		for gk, g := range more {
+			loaded[gk] = g
+		}
+		*known = append(*known, missing...)
 	}
-	more, err := s.readGroups(ctx, v, missing)
-	if err != nil {
-		return nil, err
+	puts := map[string]*groupItem{}
+	values := map[string]map[string]string{}
+	var order []string
+	for _, c := range changes {
+		gk := c.it.GroupKey
+		if !inGroup(c.it) {
+			continue
+		}
+		if g, ok := loaded[gk]; ok {
+			if !g.exists {
+				continue
+			}
+			ng, ok := puts[gk]
+			if !ok {
+				ng = g.clone()
+			}
+			if ng.apply(c.it.ID, c.after) {
+				puts[gk] = ng
+			}
+			continue
+		}
+		// Membership kept: active before and after (else it was read above).
+		if !active(c.it) || memberValue(c.it) == memberValue(c.after) {
+			continue
+		}
+		if values[gk] == nil {
+			values[gk] = map[string]string{}
+			order = append(order, gk)
+		}
+		values[gk][c.it.ID] = memberValue(c.after)
 	}
-	for gk, g := range more {
-		groups[gk] = g
+	for gk, ng := range puts {
+		old := loaded[gk]
+		ng.Rev = old.Rev + 1
+		t.add(ng.key(), ng.put(s.table, v, old))
 	}
-	*known = append(*known, missing...)
-	return groups, nil
+	for _, gk := range order {
+		t.add(itemKey{userPK(v), groupSK(gk)}, groupValueUpdate(s.table, v, gk, values[gk]))
+	}
+	return order, nil
+}
+
+// groupValueUpdate is the Update of members' values of v's group gk (by notification
+// id), on condition that each is a member; rev is raised.
+func groupValueUpdate(table string, v inbox.Viewer, gk string, vals map[string]string) types.TransactWriteItem {
+	names := map[string]string{"#rev": attrRev}
+	values := map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}}
+	var sets, conds []string
+	i := 0
+	for _, id := range slices.Sorted(maps.Keys(vals)) {
+		n, val := "#m"+strconv.Itoa(i), ":m"+strconv.Itoa(i)
+		names[n] = groupMemberPrefix + id
+		values[val] = &types.AttributeValueMemberS{Value: vals[id]}
+		sets = append(sets, n+" = "+val)
+		conds = append(conds, "attribute_exists("+n+")")
+		i++
+	}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                 aws.String(table),
+		Key:                       itemKey{userPK(v), groupSK(gk)}.av(),
+		UpdateExpression:          aws.String("SET " + strings.Join(sets, ", ") + " ADD #rev :one"),
+		ConditionExpression:       aws.String(strings.Join(conds, " AND ")),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	}}
 }
 
 // itemUpdate is the conditional Update of a notification from old to nw: SET or REMOVE of
