@@ -153,6 +153,8 @@ func TestRoundTripsGroupsVersusInbox(t *testing.T) {
 	want(t, "groups page", ops, "Query", "BatchGetItem")
 	ops, _ = g.ops(t, `{ viewer { groups(first: 5, filter: {types: ["issues.opened"]}) { nodes { count latest { title } } } } }`, nil)
 	want(t, "groups page, type filter", ops, "Query", "BatchGetItem")
+	ops, _ = g.ops(t, `{ viewer { groups(first: 5, filter: {unreadOnly: true}) { nodes { unreadCount latest { title } } } } }`, nil)
+	want(t, "groups page, unread only: META's GetItem alongside the Query", ops, "GetItem", "Query", "BatchGetItem")
 	ops, _ = g.ops(t, firstLoad, nil)
 	want(t, "inbox page", ops, "Query", "BatchGetItem")
 }

@@ -510,8 +510,8 @@ func (s *Store) completeGroups(ctx context.Context, v inbox.Viewer, gs []*groupI
 // first (AP15): one Query of GSI1 under groupsPK (descending, Limit first+1; following
 // LastEvaluatedKey only while a filter leaves the page short), then ONE BatchGetItem of
 // META, each group's newest member and the profiles of its first q.Actors actors and its
-// target. With UnreadOnly, META is read with a GetItem alongside the Query (the filter
-// needs its watermarks) and the BatchGetItem reads the rest.
+// target. With UnreadOnly, META is also read with a GetItem sent alongside the first
+// Query (the filter needs its watermarks): still two round trips.
 //
 // Types and Categories narrow by the group's type and category (a FilterExpression);
 // UnreadOnly keeps groups with an unread member. A filter never returns a short page
@@ -543,13 +543,19 @@ func (s *Store) Groups(ctx context.Context, v inbox.Viewer, q inbox.GroupQuery) 
 			return nil, err
 		}
 	}
-	var meta metaItem
+	// The unread filter needs META's watermarks: a GetItem sent alongside the first Query.
+	var (
+		meta    metaItem
+		metaErr error
+		metaGot = make(chan struct{})
+	)
 	if q.UnreadOnly {
-		m, err := s.getMeta(ctx, v, false)
-		if err != nil {
-			return nil, err
-		}
-		meta = m
+		go func() {
+			defer close(metaGot)
+			meta, metaErr = s.getMeta(ctx, v, false)
+		}()
+	} else {
+		close(metaGot)
 	}
 	in := s.groupsQueryInput(v, q, after)
 	var gs []*groupItem
@@ -557,6 +563,10 @@ func (s *Store) Groups(ctx context.Context, v inbox.Viewer, q inbox.GroupQuery) 
 	for {
 		in.Limit = aws.Int32(limit)
 		out, err := s.db.Query(ctx, in)
+		<-metaGot
+		if err == nil {
+			err = metaErr
+		}
 		if err != nil {
 			return nil, fmt.Errorf("groups query: %w", err)
 		}
