@@ -1429,7 +1429,8 @@ type NotificationAction {
 
 """
 A user's notifications of one groupKey: "Alice and 3 others commented on #42". The group's id is accepted by
-the state mutations (markRead, archive, ...), which then apply to its notifications.
+the state mutations (markRead, archive, ...), which then apply to its active notifications (archived and snoozed
+ones are not in a group), and by node(id).
 """
 type NotificationGroup implements Node {
   id: ID!
@@ -1440,9 +1441,9 @@ type NotificationGroup implements Node {
   actors(first: Int): [Actor!]!
   "Distinct actors of the group's notifications."
   actorCount: Int!
-  "Active notifications in the group."
+  "Active notifications in the group. A group holds its newest 100: when a notification joins a full group, the oldest leaves the group (not the inbox)."
   count: Int!
-  "Active unread notifications in the group."
+  "Active unread notifications in the group (of those count counts)."
   unreadCount: Int!
   "The group's newest notification."
   latest: Notification!
