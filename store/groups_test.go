@@ -2,8 +2,11 @@ package store_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,13 +118,25 @@ func (f *fixture) checkGroups(t *testing.T, v inbox.Viewer) {
 		}
 		prev = g.Latest.ID
 		delete(active, g.GroupKey)
+		// memberCount (kept by Updates that ADD and Puts that set it) equals the members.
+		raw := f.groupItem(t, v, g.GroupKey)
+		n := 0
+		for name := range raw {
+			if strings.HasPrefix(name, "m#") {
+				n++
+			}
+		}
+		if mc := raw["memberCount"].(*types.AttributeValueMemberN).Value; mc != strconv.Itoa(n) || n > inbox.MaxGroupMembers {
+			t.Fatalf("group %s: memberCount %s, %d member attributes", g.GroupKey, mc, n)
+		}
 	}
 	for k, ids := range active {
 		t.Fatalf("group %s has %d active notifications but is not listed", k, len(ids))
 	}
 }
 
-func (f *fixture) groupRev(t *testing.T, v inbox.Viewer, key string) string {
+// groupItem reads v's group item key as stored.
+func (f *fixture) groupItem(t *testing.T, v inbox.Viewer, key string) map[string]types.AttributeValue {
 	t.Helper()
 	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.table),
 		Key: map[string]types.AttributeValue{
@@ -130,7 +145,12 @@ func (f *fixture) groupRev(t *testing.T, v inbox.Viewer, key string) string {
 	if err != nil || out.Item == nil {
 		t.Fatalf("group item %s: %v", key, err)
 	}
-	return out.Item["rev"].(*types.AttributeValueMemberN).Value
+	return out.Item
+}
+
+func (f *fixture) groupRev(t *testing.T, v inbox.Viewer, key string) string {
+	t.Helper()
+	return f.groupItem(t, v, key)["rev"].(*types.AttributeValueMemberN).Value
 }
 
 func groupOf(gs []*inbox.NotificationGroup, key string) *inbox.NotificationGroup {
@@ -372,4 +392,63 @@ func TestGroupsIgnoreOutsideNotifications(t *testing.T) {
 		t.Fatalf("groups %+v", gs)
 	}
 	f.checkExact(t, v)
+}
+
+// TestGroupFullUnderConcurrency races sends past the 100-member bound of one group (the
+// Update path while it has room, the Put path once full) with read and unread marks (the
+// member-only Update), archive and unarchive (the Put path); afterwards the group agrees
+// with its notifications (checkGroups, memberCount included) and holds at most 100.
+func TestGroupFullUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	v := f.viewer("alice")
+	p := &pool{exp: map[string]int64{}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	report := func(err error) {
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	}
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				res, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "full" + randSuffix(), Recipients: []string{"alice"},
+					Type: "comment", Actor: &inbox.Actor{ActorID: "a" + strconv.Itoa((w+i)%5)}, Target: &inbox.Target{Kind: "issue", TargetID: "1"}})
+				report(err)
+				if err == nil {
+					p.add(res.NotificationIDs, 0)
+				}
+			}
+		}()
+	}
+	ops := []inbox.StateOp{inbox.OpRead, inbox.OpUnread, inbox.OpArchive, inbox.OpUnarchive}
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			for range 30 {
+				if ids := p.pick(r, 2); len(ids) > 0 {
+					_, err := f.s.ApplyState(ctx, v, inbox.StateChange{Op: ops[r.IntN(len(ops))], IDs: ids})
+					report(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Errorf("concurrent op: %v", err)
+	}
+	f.checkExact(t, v)
+	g, err := f.s.Group(ctx, v, "comment|issue:1")
+	if err != nil || g == nil || g.Count > inbox.MaxGroupMembers || g.ActorCount() != 5 {
+		t.Fatalf("group after the race: %+v %v", g, err)
+	}
 }
