@@ -34,6 +34,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	Mutation() MutationResolver
 	Notification() NotificationResolver
+	NotificationGroup() NotificationGroupResolver
 	Preferences() PreferencesResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
@@ -161,8 +162,8 @@ type ComplexityRoot struct {
 		ActorCount  func(childComplexity int) int
 		Actors      func(childComplexity int, first *int) int
 		Count       func(childComplexity int) int
+		GlobalID    func(childComplexity int) int
 		GroupKey    func(childComplexity int) int
-		ID          func(childComplexity int) int
 		Latest      func(childComplexity int) int
 		Read        func(childComplexity int) int
 		Target      func(childComplexity int) int
@@ -266,6 +267,10 @@ type NotificationResolver interface {
 	Actor(ctx context.Context, obj *inbox.Notification) (*inbox.Actor, error)
 	Target(ctx context.Context, obj *inbox.Notification) (*inbox.Target, error)
 }
+type NotificationGroupResolver interface {
+	Target(ctx context.Context, obj *inbox.NotificationGroup) (*inbox.Target, error)
+	Actors(ctx context.Context, obj *inbox.NotificationGroup, first *int) ([]*inbox.Actor, error)
+}
 type PreferencesResolver interface {
 	MutedTargets(ctx context.Context, obj *inbox.Preferences) ([]*inbox.Target, error)
 }
@@ -287,7 +292,7 @@ type ViewerResolver interface {
 	UnseenCount(ctx context.Context, obj *inbox.Viewer) (int, error)
 	Badge(ctx context.Context, obj *inbox.Viewer) (*inbox.Badge, error)
 	Preferences(ctx context.Context, obj *inbox.Viewer) (*inbox.Preferences, error)
-	Groups(ctx context.Context, obj *inbox.Viewer, first *int, after *string, filter *model.InboxFilter) (*model.NotificationGroupConnection, error)
+	Groups(ctx context.Context, obj *inbox.Viewer, first *int, after *string, filter *model.InboxFilter) (*inbox.GroupPage, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -826,18 +831,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.NotificationGroup.Count(childComplexity), true
+	case "NotificationGroup.id":
+		if e.ComplexityRoot.NotificationGroup.GlobalID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationGroup.GlobalID(childComplexity), true
 	case "NotificationGroup.groupKey":
 		if e.ComplexityRoot.NotificationGroup.GroupKey == nil {
 			break
 		}
 
 		return e.ComplexityRoot.NotificationGroup.GroupKey(childComplexity), true
-	case "NotificationGroup.id":
-		if e.ComplexityRoot.NotificationGroup.ID == nil {
-			break
-		}
-
-		return e.ComplexityRoot.NotificationGroup.ID(childComplexity), true
 	case "NotificationGroup.latest":
 		if e.ComplexityRoot.NotificationGroup.Latest == nil {
 			break
@@ -1424,7 +1429,8 @@ type NotificationAction {
 
 """
 A user's notifications of one groupKey: "Alice and 3 others commented on #42". The group's id is accepted by
-the state mutations (markRead, archive, ...), which then apply to its notifications.
+the state mutations (markRead, archive, ...), which then apply to its active notifications (archived and snoozed
+ones are not in a group), and by node(id).
 """
 type NotificationGroup implements Node {
   id: ID!
@@ -1435,9 +1441,9 @@ type NotificationGroup implements Node {
   actors(first: Int): [Actor!]!
   "Distinct actors of the group's notifications."
   actorCount: Int!
-  "Active notifications in the group."
+  "Active notifications in the group. A group holds its newest 100: when a notification joins a full group, the oldest leaves the group (not the inbox)."
   count: Int!
-  "Active unread notifications in the group."
+  "Active unread notifications in the group (of those count counts)."
   unreadCount: Int!
   "The group's newest notification."
   latest: Notification!
@@ -4544,7 +4550,7 @@ func (ec *executionContext) fieldContext_NotificationEdge_node(_ context.Context
 	return fc, nil
 }
 
-func (ec *executionContext) _NotificationGroup_id(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_id(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4553,7 +4559,7 @@ func (ec *executionContext) _NotificationGroup_id(ctx context.Context, field gra
 			return ec.fieldContext_NotificationGroup_id(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
+			return obj.GlobalID(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -4564,10 +4570,10 @@ func (ec *executionContext) _NotificationGroup_id(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_NotificationGroup_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "ID")
+	return graphql.NewScalarFieldContext("NotificationGroup", field, true, false, "ID")
 }
 
-func (ec *executionContext) _NotificationGroup_groupKey(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_groupKey(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4590,7 +4596,7 @@ func (ec *executionContext) fieldContext_NotificationGroup_groupKey(_ context.Co
 	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "String")
 }
 
-func (ec *executionContext) _NotificationGroup_type(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_type(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4613,7 +4619,7 @@ func (ec *executionContext) fieldContext_NotificationGroup_type(_ context.Contex
 	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "String")
 }
 
-func (ec *executionContext) _NotificationGroup_target(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_target(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4622,7 +4628,7 @@ func (ec *executionContext) _NotificationGroup_target(ctx context.Context, field
 			return ec.fieldContext_NotificationGroup_target(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Target, nil
+			return ec.Resolvers.NotificationGroup().Target(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Target) graphql.Marshaler {
@@ -4636,8 +4642,8 @@ func (ec *executionContext) fieldContext_NotificationGroup_target(_ context.Cont
 	fc = &graphql.FieldContext{
 		Object:     "NotificationGroup",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Target(ctx, field)
 		},
@@ -4645,7 +4651,7 @@ func (ec *executionContext) fieldContext_NotificationGroup_target(_ context.Cont
 	return fc, nil
 }
 
-func (ec *executionContext) _NotificationGroup_actors(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_actors(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4654,7 +4660,8 @@ func (ec *executionContext) _NotificationGroup_actors(ctx context.Context, field
 			return ec.fieldContext_NotificationGroup_actors(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Actors, nil
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.NotificationGroup().Actors(ctx, obj, fc.Args["first"].(*int))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*inbox.Actor) graphql.Marshaler {
@@ -4668,8 +4675,8 @@ func (ec *executionContext) fieldContext_NotificationGroup_actors(ctx context.Co
 	fc = &graphql.FieldContext{
 		Object:     "NotificationGroup",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Actor(ctx, field)
 		},
@@ -4688,7 +4695,7 @@ func (ec *executionContext) fieldContext_NotificationGroup_actors(ctx context.Co
 	return fc, nil
 }
 
-func (ec *executionContext) _NotificationGroup_actorCount(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_actorCount(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4697,7 +4704,7 @@ func (ec *executionContext) _NotificationGroup_actorCount(ctx context.Context, f
 			return ec.fieldContext_NotificationGroup_actorCount(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.ActorCount, nil
+			return obj.ActorCount(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
@@ -4708,10 +4715,10 @@ func (ec *executionContext) _NotificationGroup_actorCount(ctx context.Context, f
 	)
 }
 func (ec *executionContext) fieldContext_NotificationGroup_actorCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("NotificationGroup", field, true, false, "Int")
 }
 
-func (ec *executionContext) _NotificationGroup_count(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_count(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4734,7 +4741,7 @@ func (ec *executionContext) fieldContext_NotificationGroup_count(_ context.Conte
 	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "Int")
 }
 
-func (ec *executionContext) _NotificationGroup_unreadCount(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_unreadCount(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4757,7 +4764,7 @@ func (ec *executionContext) fieldContext_NotificationGroup_unreadCount(_ context
 	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "Int")
 }
 
-func (ec *executionContext) _NotificationGroup_latest(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_latest(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4789,7 +4796,7 @@ func (ec *executionContext) fieldContext_NotificationGroup_latest(_ context.Cont
 	return fc, nil
 }
 
-func (ec *executionContext) _NotificationGroup_read(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_read(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4798,7 +4805,7 @@ func (ec *executionContext) _NotificationGroup_read(ctx context.Context, field g
 			return ec.fieldContext_NotificationGroup_read(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Read, nil
+			return obj.Read(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -4809,10 +4816,10 @@ func (ec *executionContext) _NotificationGroup_read(ctx context.Context, field g
 	)
 }
 func (ec *executionContext) fieldContext_NotificationGroup_read(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "Boolean")
+	return graphql.NewScalarFieldContext("NotificationGroup", field, true, false, "Boolean")
 }
 
-func (ec *executionContext) _NotificationGroup_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroup_updatedAt(ctx context.Context, field graphql.CollectedField, obj *inbox.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4835,7 +4842,7 @@ func (ec *executionContext) fieldContext_NotificationGroup_updatedAt(_ context.C
 	return graphql.NewScalarFieldContext("NotificationGroup", field, false, false, "Time")
 }
 
-func (ec *executionContext) _NotificationGroupConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroupConnection) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroupConnection_edges(ctx context.Context, field graphql.CollectedField, obj *inbox.GroupPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4847,8 +4854,8 @@ func (ec *executionContext) _NotificationGroupConnection_edges(ctx context.Conte
 			return obj.Edges, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.NotificationGroupEdge) graphql.Marshaler {
-			return ec.marshalNNotificationGroupEdge2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupEdgeᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []inbox.GroupEdge) graphql.Marshaler {
+			return ec.marshalNNotificationGroupEdge2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐGroupEdgeᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4867,7 +4874,7 @@ func (ec *executionContext) fieldContext_NotificationGroupConnection_edges(_ con
 	return fc, nil
 }
 
-func (ec *executionContext) _NotificationGroupConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroupConnection) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroupConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *inbox.GroupPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4876,11 +4883,11 @@ func (ec *executionContext) _NotificationGroupConnection_nodes(ctx context.Conte
 			return ec.fieldContext_NotificationGroupConnection_nodes(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Nodes, nil
+			return obj.Nodes(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.NotificationGroup) graphql.Marshaler {
-			return ec.marshalNNotificationGroup2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []*inbox.NotificationGroup) graphql.Marshaler {
+			return ec.marshalNNotificationGroup2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐNotificationGroupᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4890,7 +4897,7 @@ func (ec *executionContext) fieldContext_NotificationGroupConnection_nodes(_ con
 	fc = &graphql.FieldContext{
 		Object:     "NotificationGroupConnection",
 		Field:      field,
-		IsMethod:   false,
+		IsMethod:   true,
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_NotificationGroup(ctx, field)
@@ -4899,7 +4906,7 @@ func (ec *executionContext) fieldContext_NotificationGroupConnection_nodes(_ con
 	return fc, nil
 }
 
-func (ec *executionContext) _NotificationGroupConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroupConnection) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroupConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *inbox.GroupPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4911,8 +4918,8 @@ func (ec *executionContext) _NotificationGroupConnection_pageInfo(ctx context.Co
 			return obj.PageInfo, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *inbox.PageInfo) graphql.Marshaler {
-			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPageInfo(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v inbox.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPageInfo(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4931,7 +4938,7 @@ func (ec *executionContext) fieldContext_NotificationGroupConnection_pageInfo(_ 
 	return fc, nil
 }
 
-func (ec *executionContext) _NotificationGroupEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroupEdge) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroupEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *inbox.GroupEdge) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4954,7 +4961,7 @@ func (ec *executionContext) fieldContext_NotificationGroupEdge_cursor(_ context.
 	return graphql.NewScalarFieldContext("NotificationGroupEdge", field, false, false, "String")
 }
 
-func (ec *executionContext) _NotificationGroupEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroupEdge) (ret graphql.Marshaler) {
+func (ec *executionContext) _NotificationGroupEdge_node(ctx context.Context, field graphql.CollectedField, obj *inbox.GroupEdge) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -4966,8 +4973,8 @@ func (ec *executionContext) _NotificationGroupEdge_node(ctx context.Context, fie
 			return obj.Node, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *model.NotificationGroup) graphql.Marshaler {
-			return ec.marshalNNotificationGroup2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroup(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.NotificationGroup) graphql.Marshaler {
+			return ec.marshalNNotificationGroup2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐNotificationGroup(ctx, selections, v)
 		},
 		true,
 		true,
@@ -6077,8 +6084,8 @@ func (ec *executionContext) _Viewer_groups(ctx context.Context, field graphql.Co
 			return ec.Resolvers.Viewer().Groups(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["filter"].(*model.InboxFilter))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *model.NotificationGroupConnection) graphql.Marshaler {
-			return ec.marshalNNotificationGroupConnection2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupConnection(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.GroupPage) graphql.Marshaler {
+			return ec.marshalNNotificationGroupConnection2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐGroupPage(ctx, selections, v)
 		},
 		true,
 		true,
@@ -7847,9 +7854,9 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Target(ctx, sel, obj)
-	case model.NotificationGroup:
+	case inbox.NotificationGroup:
 		return ec._NotificationGroup(ctx, sel, &obj)
-	case *model.NotificationGroup:
+	case *inbox.NotificationGroup:
 		if obj == nil {
 			return graphql.Null
 		}
@@ -8664,7 +8671,7 @@ func (ec *executionContext) _NotificationEdge(ctx context.Context, sel ast.Selec
 
 var notificationGroupImplementors = []string{"NotificationGroup", "Node"}
 
-func (ec *executionContext) _NotificationGroup(ctx context.Context, sel ast.SelectionSet, obj *model.NotificationGroup) graphql.Marshaler {
+func (ec *executionContext) _NotificationGroup(ctx context.Context, sel ast.SelectionSet, obj *inbox.NotificationGroup) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, notificationGroupImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -8676,57 +8683,59 @@ func (ec *executionContext) _NotificationGroup(ctx context.Context, sel ast.Sele
 		case "id":
 			out.Values[i] = ec._NotificationGroup_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "groupKey":
 			out.Values[i] = ec._NotificationGroup_groupKey(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "type":
 			out.Values[i] = ec._NotificationGroup_type(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "target":
-			out.Values[i] = ec._NotificationGroup_target(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._NotificationGroup_target(ctx, field, obj)
+				})
 		case "actors":
-			out.Values[i] = ec._NotificationGroup_actors(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._NotificationGroup_actors(ctx, field, obj)
+				})
 		case "actorCount":
 			out.Values[i] = ec._NotificationGroup_actorCount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "count":
 			out.Values[i] = ec._NotificationGroup_count(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "unreadCount":
 			out.Values[i] = ec._NotificationGroup_unreadCount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "latest":
 			out.Values[i] = ec._NotificationGroup_latest(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "read":
 			out.Values[i] = ec._NotificationGroup_read(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "updatedAt":
 			out.Values[i] = ec._NotificationGroup_updatedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -8747,7 +8756,7 @@ func (ec *executionContext) _NotificationGroup(ctx context.Context, sel ast.Sele
 
 var notificationGroupConnectionImplementors = []string{"NotificationGroupConnection"}
 
-func (ec *executionContext) _NotificationGroupConnection(ctx context.Context, sel ast.SelectionSet, obj *model.NotificationGroupConnection) graphql.Marshaler {
+func (ec *executionContext) _NotificationGroupConnection(ctx context.Context, sel ast.SelectionSet, obj *inbox.GroupPage) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, notificationGroupConnectionImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -8790,7 +8799,7 @@ func (ec *executionContext) _NotificationGroupConnection(ctx context.Context, se
 
 var notificationGroupEdgeImplementors = []string{"NotificationGroupEdge"}
 
-func (ec *executionContext) _NotificationGroupEdge(ctx context.Context, sel ast.SelectionSet, obj *model.NotificationGroupEdge) graphql.Marshaler {
+func (ec *executionContext) _NotificationGroupEdge(ctx context.Context, sel ast.SelectionSet, obj *inbox.GroupEdge) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, notificationGroupEdgeImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -9898,11 +9907,11 @@ func (ec *executionContext) marshalNNotificationEdge2ᚕgithubᚗcomᚋinboxgw�
 	return ret
 }
 
-func (ec *executionContext) marshalNNotificationGroup2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.NotificationGroup) graphql.Marshaler {
+func (ec *executionContext) marshalNNotificationGroup2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐNotificationGroupᚄ(ctx context.Context, sel ast.SelectionSet, v []*inbox.NotificationGroup) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNNotificationGroup2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroup(ctx, sel, v[i])
+		return ec.marshalNNotificationGroup2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐNotificationGroup(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -9914,7 +9923,7 @@ func (ec *executionContext) marshalNNotificationGroup2ᚕᚖgithubᚗcomᚋinbox
 	return ret
 }
 
-func (ec *executionContext) marshalNNotificationGroup2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroup(ctx context.Context, sel ast.SelectionSet, v *model.NotificationGroup) graphql.Marshaler {
+func (ec *executionContext) marshalNNotificationGroup2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐNotificationGroup(ctx context.Context, sel ast.SelectionSet, v *inbox.NotificationGroup) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "NotificationGroup!")
 		return graphql.Null
@@ -9922,7 +9931,7 @@ func (ec *executionContext) marshalNNotificationGroup2ᚖgithubᚗcomᚋinboxgw�
 	return ec._NotificationGroup(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNNotificationGroupConnection2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupConnection(ctx context.Context, sel ast.SelectionSet, v *model.NotificationGroupConnection) graphql.Marshaler {
+func (ec *executionContext) marshalNNotificationGroupConnection2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐGroupPage(ctx context.Context, sel ast.SelectionSet, v *inbox.GroupPage) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "NotificationGroupConnection!")
 		return graphql.Null
@@ -9930,11 +9939,15 @@ func (ec *executionContext) marshalNNotificationGroupConnection2ᚖgithubᚗcom�
 	return ec._NotificationGroupConnection(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNNotificationGroupEdge2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.NotificationGroupEdge) graphql.Marshaler {
+func (ec *executionContext) marshalNNotificationGroupEdge2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐGroupEdge(ctx context.Context, sel ast.SelectionSet, v inbox.GroupEdge) graphql.Marshaler {
+	return ec._NotificationGroupEdge(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNNotificationGroupEdge2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐGroupEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []inbox.GroupEdge) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNNotificationGroupEdge2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupEdge(ctx, sel, v[i])
+		return ec.marshalNNotificationGroupEdge2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐGroupEdge(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -9946,24 +9959,8 @@ func (ec *executionContext) marshalNNotificationGroupEdge2ᚕᚖgithubᚗcomᚋi
 	return ret
 }
 
-func (ec *executionContext) marshalNNotificationGroupEdge2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationGroupEdge(ctx context.Context, sel ast.SelectionSet, v *model.NotificationGroupEdge) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "NotificationGroupEdge!")
-		return graphql.Null
-	}
-	return ec._NotificationGroupEdge(ctx, sel, v)
-}
-
 func (ec *executionContext) marshalNPageInfo2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v inbox.PageInfo) graphql.Marshaler {
 	return ec._PageInfo(ctx, sel, &v)
-}
-
-func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *inbox.PageInfo) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "PageInfo!")
-		return graphql.Null
-	}
-	return ec._PageInfo(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNPreferences2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPreferences(ctx context.Context, sel ast.SelectionSet, v *inbox.Preferences) graphql.Marshaler {

@@ -196,8 +196,8 @@ func markAllCategories(filter *model.MarkAllFilter) ([]string, error) {
 
 // stateIDs converts global ids to notification ULIDs: keys (distinct), the given id of
 // each key, and the ids (as given) that cannot name a notification. BAD_USER_INPUT for no
-// ids or more than inbox.MaxStateIDs distinct ids.
-func stateIDs(ids []string) (keys []string, given map[string]string, invalid []string, err error) {
+// ids or more than limit distinct ids (limit < 0: no limit).
+func stateIDs(ids []string, limit int) (keys []string, given map[string]string, invalid []string, err error) {
 	distinct := map[string]bool{}
 	given = map[string]string{}
 	for _, id := range ids {
@@ -218,65 +218,89 @@ func stateIDs(ids []string) (keys []string, given map[string]string, invalid []s
 	switch {
 	case len(distinct) == 0:
 		return nil, nil, nil, inbox.Errorf(inbox.CodeBadUserInput, "ids must not be empty")
-	case len(distinct) > inbox.MaxStateIDs:
-		return nil, nil, nil, inbox.Errorf(inbox.CodeBadUserInput, "at most %d ids per call", inbox.MaxStateIDs)
+	case limit >= 0 && len(distinct) > limit:
+		return nil, nil, nil, inbox.Errorf(inbox.CodeBadUserInput, "at most %d ids per call", limit)
 	}
 	return keys, given, invalid, nil
 }
 
-// notFoundAsGiven maps the store's not-found keys back to the ids given, after invalid.
-func notFoundAsGiven(invalid, keys []string, given map[string]string) []string {
-	out := append([]string{}, invalid...)
+// notFoundAsGiven maps the store's not-found keys back to the ids given, after invalid
+// and the group ids of groups that do not exist; a key a group id was expanded to is not
+// listed (the group existed; its member left it meanwhile).
+func notFoundAsGiven(invalid, missing, keys []string, given map[string]string, members map[string]bool) []string {
+	out := append(append([]string{}, invalid...), missing...)
 	for _, k := range keys {
-		out = append(out, given[k])
+		if id := given[k]; !members[id] {
+			out = append(out, id)
+		}
 	}
 	return out
 }
 
-// state applies a state change to notifications by global id: ids that name none of the
-// viewer's notifications are returned in notFound (as given), the rest applied.
+// targets validates ids (at most inbox.MaxStateIDs distinct notification or group ids)
+// and expands the group ids to their members (expandGroups).
+func (r *Resolver) targets(ctx context.Context, v inbox.Viewer, ids []string) (keys []string, given map[string]string, invalid, missing []string, members map[string]bool, err error) {
+	if _, _, _, err := stateIDs(ids, inbox.MaxStateIDs); err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	expanded, members, missing, err := r.expandGroups(ctx, v, ids)
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	if len(expanded) == 0 {
+		return nil, map[string]string{}, nil, missing, members, nil
+	}
+	keys, given, invalid, err = stateIDs(expanded, -1)
+	return keys, given, invalid, missing, members, err
+}
+
+// state applies a state change to notifications by global id, a group id to the group's
+// active notifications: ids that name none of the viewer's notifications or groups are
+// returned in notFound (as given), the rest applied, in chunks of inbox.MaxStateIDs
+// notifications (the badge is the last chunk's).
 func (r *Resolver) state(ctx context.Context, ids []string, ch inbox.StateChange) (*inbox.MarkResult, error) {
 	v, err := viewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	keys, given, invalid, err := stateIDs(ids)
-	if err != nil {
-		return nil, err
-	}
 	wctx, cancel, err := committing(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
+	keys, given, invalid, missing, members, err := r.targets(wctx, v, ids)
+	if err != nil {
+		return nil, err
+	}
 	if len(keys) == 0 {
 		// Nothing to apply: the store still checks the change (a snooze's until) and
 		// reads the badge; "-" names no notification.
 		keys = []string{"-"}
 	}
-	ch.IDs = keys
-	res, err := r.Store.ApplyState(wctx, v, ch)
-	if err != nil {
+	out := inbox.MarkResult{Notifications: []*inbox.Notification{}}
+	var notFound []string
+	for start := 0; start < len(keys); start += inbox.MaxStateIDs {
+		ch.IDs = keys[start:min(start+inbox.MaxStateIDs, len(keys))]
+		res, err := r.Store.ApplyState(wctx, v, ch)
+		if err != nil {
+			return nil, err
+		}
+		out.Notifications = append(out.Notifications, res.Notifications...)
+		out.Changed += res.Changed
+		out.UnreadCount, out.Badge = res.UnreadCount, res.Badge
+		notFound = append(notFound, slices.DeleteFunc(res.NotFound, func(k string) bool { return k == "-" })...)
+	}
+	out.NotFound = notFoundAsGiven(invalid, missing, notFound, given, members)
+	if err := r.prefetchProfiles(ctx, v, out.Notifications); err != nil {
 		return nil, err
 	}
-	res.NotFound = slices.DeleteFunc(res.NotFound, func(k string) bool { return k == "-" })
-	res.NotFound = notFoundAsGiven(invalid, res.NotFound, given)
-	if res.Notifications == nil {
-		res.Notifications = []*inbox.Notification{}
-	}
-	if err := r.prefetchProfiles(ctx, v, res.Notifications); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return &out, nil
 }
 
-// deleteNotifications deletes notifications by global id (notFound as in state).
+// deleteNotifications deletes notifications by global id, a group id's active
+// notifications (notFound as in state).
 func (r *Resolver) deleteNotifications(ctx context.Context, ids []string) (*inbox.DeleteResult, error) {
 	v, err := viewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	keys, given, invalid, err := stateIDs(ids)
 	if err != nil {
 		return nil, err
 	}
@@ -285,19 +309,28 @@ func (r *Resolver) deleteNotifications(ctx context.Context, ids []string) (*inbo
 		return nil, err
 	}
 	defer cancel()
-	if len(keys) == 0 {
-		keys = []string{"-"} // names no notification: the store reads the badge
-	}
-	res, err := r.Store.Delete(wctx, v, keys)
+	keys, given, invalid, missing, members, err := r.targets(wctx, v, ids)
 	if err != nil {
 		return nil, err
 	}
-	res.NotFound = slices.DeleteFunc(res.NotFound, func(k string) bool { return k == "-" })
-	for i, k := range res.DeletedIDs {
-		res.DeletedIDs[i] = given[k]
+	if len(keys) == 0 {
+		keys = []string{"-"} // names no notification: the store reads the badge
 	}
-	res.NotFound = notFoundAsGiven(invalid, res.NotFound, given)
-	return &res, nil
+	out := inbox.DeleteResult{DeletedIDs: []string{}}
+	var notFound []string
+	for start := 0; start < len(keys); start += inbox.MaxStateIDs {
+		res, err := r.Store.Delete(wctx, v, keys[start:min(start+inbox.MaxStateIDs, len(keys))])
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range res.DeletedIDs {
+			out.DeletedIDs = append(out.DeletedIDs, given[k])
+		}
+		out.Badge = res.Badge
+		notFound = append(notFound, slices.DeleteFunc(res.NotFound, func(k string) bool { return k == "-" })...)
+	}
+	out.NotFound = notFoundAsGiven(invalid, missing, notFound, given, members)
+	return &out, nil
 }
 
 // profile loads an actor or target of the viewer's tenant through the operation's loader.
@@ -332,6 +365,17 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 		_, ref, ok, err := parseGlobalID(id)
 		if err != nil {
 			return nil, err
+		}
+		if key, ok := groupKeyOf(id); ok {
+			// A group (Relay refetch of Viewer.groups' nodes): its own read.
+			g, err := loader.Bounded(ctx, func(ctx context.Context) (*inbox.NotificationGroup, error) { return r.Store.Group(ctx, v, key) })
+			if err != nil {
+				return nil, err
+			}
+			if g != nil {
+				out[i] = g
+			}
+			continue
 		}
 		if id == vid {
 			// The viewer is refetchable as a Node (Relay): its own id only; another

@@ -32,6 +32,12 @@ type Store interface {
 	// Nodes resolves what global ids name for v (notifications, and profiles anchored on
 	// a notification of v's that names them), aligned with refs, in one BatchGetItem.
 	Nodes(ctx context.Context, v inbox.Viewer, refs []inbox.NodeRef) ([]inbox.NodeResult, error)
+	// Groups reads a page of v's notification groups (one Query plus one BatchGetItem);
+	// GroupMembers the active members of v's groups by key (absent: no such group);
+	// Group one group (nil when it has no active member).
+	Groups(ctx context.Context, v inbox.Viewer, q inbox.GroupQuery) (*inbox.GroupPage, error)
+	GroupMembers(ctx context.Context, v inbox.Viewer, keys []string) (map[string][]string, error)
+	Group(ctx context.Context, v inbox.Viewer, key string) (*inbox.NotificationGroup, error)
 	// Preferences returns v's effective preferences (the tenant's defaults overlaid by
 	// v's own); UpdatePreferences changes v's own and returns the effective ones after.
 	Preferences(ctx context.Context, v inbox.Viewer) (inbox.Preferences, error)
@@ -76,6 +82,7 @@ func (r *Resolver) Root() graph.ResolverRoot {
 	return &root{
 		mutation:     r.Mutation(),
 		notification: r.Notification(),
+		group:        r.NotificationGroup(),
 		preferences:  r.Preferences(),
 		query:        r.Query(),
 		subscription: r.Subscription(),
@@ -86,6 +93,7 @@ func (r *Resolver) Root() graph.ResolverRoot {
 type root struct {
 	mutation     graph.MutationResolver
 	notification graph.NotificationResolver
+	group        graph.NotificationGroupResolver
 	preferences  graph.PreferencesResolver
 	query        graph.QueryResolver
 	subscription graph.SubscriptionResolver
@@ -95,6 +103,9 @@ type root struct {
 func (x *root) Mutation() graph.MutationResolver         { return x.mutation }
 func (x *root) Notification() graph.NotificationResolver { return x.notification }
 func (x *root) Preferences() graph.PreferencesResolver   { return x.preferences }
+func (x *root) NotificationGroup() graph.NotificationGroupResolver {
+	return x.group
+}
 func (x *root) Query() graph.QueryResolver               { return x.query }
 func (x *root) Subscription() graph.SubscriptionResolver { return x.subscription }
 func (x *root) Viewer() graph.ViewerResolver             { return x.viewer }

@@ -8,7 +8,6 @@ package resolvers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/inboxgw/gateway/auth"
@@ -138,6 +137,14 @@ func (r *notificationResolver) Target(ctx context.Context, obj *inbox.Notificati
 	return anchoredTarget(p.Target, obj), nil
 }
 
+func (r *notificationGroupResolver) Target(ctx context.Context, obj *inbox.NotificationGroup) (*inbox.Target, error) {
+	return r.groupTarget(ctx, obj)
+}
+
+func (r *notificationGroupResolver) Actors(ctx context.Context, obj *inbox.NotificationGroup, first *int) ([]*inbox.Actor, error) {
+	return r.groupActors(ctx, obj, first)
+}
+
 func (r *preferencesResolver) MutedTargets(ctx context.Context, obj *inbox.Preferences) ([]*inbox.Target, error) {
 	return r.mutedTargets(ctx, obj)
 }
@@ -230,13 +237,17 @@ func (r *viewerResolver) Preferences(ctx context.Context, obj *inbox.Viewer) (*i
 	return r.preferences(ctx, *obj)
 }
 
-func (r *viewerResolver) Groups(ctx context.Context, obj *inbox.Viewer, first *int, after *string, filter *model.InboxFilter) (*model.NotificationGroupConnection, error) {
-	panic(fmt.Errorf("not implemented: Groups - groups"))
+func (r *viewerResolver) Groups(ctx context.Context, obj *inbox.Viewer, first *int, after *string, filter *model.InboxFilter) (*inbox.GroupPage, error) {
+	return r.groups(ctx, *obj, first, after, filter)
 }
 
 func (r *Resolver) Mutation() graph.MutationResolver { return &mutationResolver{r} }
 
 func (r *Resolver) Notification() graph.NotificationResolver { return &notificationResolver{r} }
+
+func (r *Resolver) NotificationGroup() graph.NotificationGroupResolver {
+	return &notificationGroupResolver{r}
+}
 
 func (r *Resolver) Preferences() graph.PreferencesResolver { return &preferencesResolver{r} }
 
@@ -247,10 +258,11 @@ func (r *Resolver) Subscription() graph.SubscriptionResolver { return &subscript
 func (r *Resolver) Viewer() graph.ViewerResolver { return &viewerResolver{r} }
 
 type (
-	mutationResolver     struct{ *Resolver }
-	notificationResolver struct{ *Resolver }
-	preferencesResolver  struct{ *Resolver }
-	queryResolver        struct{ *Resolver }
-	subscriptionResolver struct{ *Resolver }
-	viewerResolver       struct{ *Resolver }
+	mutationResolver          struct{ *Resolver }
+	notificationResolver      struct{ *Resolver }
+	notificationGroupResolver struct{ *Resolver }
+	preferencesResolver       struct{ *Resolver }
+	queryResolver             struct{ *Resolver }
+	subscriptionResolver      struct{ *Resolver }
+	viewerResolver            struct{ *Resolver }
 )

@@ -49,6 +49,9 @@ const (
 	// IndexArchived and IndexUnreadArchived are the archived lists (archived: ONLY).
 	IndexArchived       CursorIndex = 'o'
 	IndexUnreadArchived CursorIndex = 'p'
+	// IndexGroups is the list of groups (Viewer.groups, AP15), with or without filters:
+	// a position is the newest notification of a group.
+	IndexGroups CursorIndex = 'g'
 )
 
 // pageIndex returns the list a page query reads: the unread filter and the archived

@@ -32,6 +32,10 @@
 //     so concurrent writes that pass their conditions commute.
 //   - markAllRead and markAllSeen set counters to 0 on condition that META's version is
 //     the one read; per category, on condition that the category's counters are.
+//   - A notification's group (groups.go, AP15) is written in the same transaction as the
+//     notification, on condition that the group's rev is the one read, so a group's
+//     members always agree with its notifications; a member's unread state is computed
+//     against META's watermarks at read, like a notification's.
 //
 // Ids come from a monotonic ULID source, so within one process a write rarely has to
 // retry; across processes, clock skew costs a retry, never a wrong count.

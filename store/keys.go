@@ -40,6 +40,9 @@ const (
 	skGuardPrefix = "R#"
 	// skLease is the sort key of a lease item (used by background workers).
 	skLease = "LEASE"
+	// skGroupPrefix + groupKey is the sort key of one of the user's notification groups
+	// (AP15); "G#" sorts outside [N#, N~META], so inbox pages never meet a group.
+	skGroupPrefix = "G#"
 
 	entityNotification = "Notification"
 	entityMeta         = "InboxMeta"
@@ -47,6 +50,7 @@ const (
 	entityGuard        = "IdempotencyGuard"
 	entityActor        = "Actor"
 	entityTarget       = "Target"
+	entityGroup        = "NotificationGroup"
 )
 
 // userPK is the partition key of a user's item collection: notifications, META, PREFS
@@ -59,6 +63,15 @@ func userPK(v inbox.Viewer) string {
 func unreadPK(v inbox.Viewer) string {
 	return userPK(v) + "#UNREAD"
 }
+
+// groupsPK is the GSI1 partition key of a user's groups that have an active member,
+// ordered by gsi1sk = notifSK(newest member) (AP15: Viewer.groups, newest first).
+func groupsPK(v inbox.Viewer) string {
+	return userPK(v) + "#GROUPS"
+}
+
+// groupSK is the sort key of the group groupKey (a key that passed inbox.CheckID: no '#').
+func groupSK(groupKey string) string { return skGroupPrefix + groupKey }
 
 // notifSK is the sort key (and GSI1 sort key) of a notification.
 func notifSK(id string) string { return skNotifPrefix + id }

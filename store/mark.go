@@ -57,6 +57,9 @@ func decodeMarkSnapshot(got map[itemKey]map[string]types.AttributeValue, v inbox
 			}
 			continue
 		}
+		if _, ok := idFromNotifSK(k.sk); !ok {
+			continue // a group item read with the snapshot (applyChunk)
+		}
 		it := new(notificationItem)
 		if err := decodeNotification(raw, it); err != nil {
 			return meta, nil, fmt.Errorf("decode notification: %w", err)

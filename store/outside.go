@@ -51,7 +51,7 @@ func OutsideSendInput(table string, v inbox.Viewer, n inbox.Notification) (*dyna
 		return nil, err
 	}
 	it := outsideItem(v, n)
-	t, err := (&Store{table: table}).sendTxn(v, &guardItem{}, &it)
+	t, err := (&Store{table: table}).sendTxn(v, &guardItem{}, &it, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -421,35 +421,54 @@ func (b *updateBuilder) input(table string, key itemKey) (*dynamodb.UpdateItemIn
 	return in, nil
 }
 
-// inAppAllowed reads the preferences of users (one BatchGetItem of their PREFS items,
-// AP13) and reports, per user, whether a notification of category about
-// target (nil for none) goes to their inbox (inbox.Preferences.InAppAllowed over the
-// tenant's defaults): not when in-app is off for the category (or globally, for a
-// category without its own switch) or the target is muted, unless the category is
-// critical.
-func (s *Store) inAppAllowed(ctx context.Context, tenantID string, users []string, category string, target *inbox.ProfileRef) (map[string]bool, error) {
+// inAppAllowed reads the preferences of users (their PREFS items, AP13) and their groups
+// gk (AP15) in ONE strongly consistent BatchGetItem (the send's transactions are
+// conditioned on the groups read), and reports, per user, whether a notification of
+// category about target (nil for none) goes to their inbox
+// (inbox.Preferences.InAppAllowed over the tenant's defaults): not when in-app is off for
+// the category (or globally, for a category without its own switch) or the target is
+// muted, unless the category is critical (then no PREFS is read). groups holds the group
+// of each allowed user (a new one, not stored, where none exists).
+func (s *Store) inAppAllowed(ctx context.Context, tenantID string, users []string, category string, target *inbox.ProfileRef, gk string) (allowed map[string]bool, groups map[string]*groupItem, err error) {
 	d := s.tenantDefaults(tenantID)
-	allowed := make(map[string]bool, len(users))
-	if d.IsCritical(category) {
-		for _, u := range users {
-			allowed[u] = true
+	critical := d.IsCritical(category)
+	keys := make([]itemKey, 0, 2*len(users))
+	for _, u := range users {
+		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
+		if !critical {
+			keys = append(keys, itemKey{pk, skPrefs})
 		}
-		return allowed, nil
+		keys = append(keys, itemKey{pk, groupSK(gk)})
 	}
-	keys := make([]itemKey, len(users))
-	for i, u := range users {
-		keys[i] = itemKey{userPK(inbox.Viewer{TenantID: tenantID, UserID: u}), skPrefs}
-	}
-	got, err := s.batchGet(ctx, keys, batchGetOptions{})
+	got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for i, u := range users {
-		own, err := decodePrefs(got[keys[i]])
-		if err != nil {
-			return nil, err
+	allowed = make(map[string]bool, len(users))
+	groups = make(map[string]*groupItem, len(users))
+	for _, u := range users {
+		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
+		allowed[u] = true
+		if !critical {
+			own, err := decodePrefs(got[itemKey{pk, skPrefs}])
+			if err != nil {
+				return nil, nil, err
+			}
+			allowed[u] = d.Resolve(own).InAppAllowed(category, target)
 		}
-		allowed[u] = d.Resolve(own).InAppAllowed(category, target)
+		if !allowed[u] {
+			continue
+		}
+		raw, ok := got[itemKey{pk, groupSK(gk)}]
+		if !ok {
+			groups[u] = &groupItem{UserPK: pk, GroupKey: gk, Members: map[string]string{}}
+			continue
+		}
+		g, err := decodeGroup(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("decode group: %w", err)
+		}
+		groups[u] = g
 	}
-	return allowed, nil
+	return allowed, groups, nil
 }

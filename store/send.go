@@ -25,7 +25,9 @@ import (
 
 // Send fans in out to its recipients of tenantID (AP8), idempotently.
 //
-// Each recipient gets one TransactWriteItems of three actions: Put its idempotency guard
+// The recipients' preferences and groups are read in one consistent BatchGetItem. Each
+// recipient gets one TransactWriteItems: Put of its group with the notification as a
+// member (condition: its rev as read; groups.go), Put its idempotency guard
 // (attribute_not_exists), Put the notification (attribute_not_exists), and Update its META
 // (ADD unreadCount 1, condition: the notification's id is above the markAllRead watermark;
 // when it is not, the notification is written already read and the count is left alone).
@@ -130,7 +132,7 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		if in.Target != nil {
 			target = &inbox.ProfileRef{TargetKind: in.Target.Kind, ID: in.Target.TargetID}
 		}
-		allowed, err := s.inAppAllowed(ctx, tenantID, pending, in.Category, target)
+		allowed, groups, err := s.inAppAllowed(ctx, tenantID, pending, in.Category, target, groupKey(in))
 		if err != nil {
 			return inbox.SendResult{}, err
 		}
@@ -139,7 +141,7 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		g.SetLimit(s.sendConcurrency)
 		for i, r := range pending {
 			g.Go(func() error {
-				d, err := s.sendOne(gctx, tenantID, r, in, hash, !allowed[r])
+				d, err := s.sendOne(gctx, tenantID, r, in, hash, !allowed[r], groups[r])
 				results[i] = d
 				if err != nil {
 					return fmt.Errorf("send to a recipient: %w", err)
@@ -219,13 +221,21 @@ func (s *Store) guards(ctx context.Context, tenantID, key string) (map[string]gu
 	}
 }
 
-// sendOne writes one recipient's guard, notification and counter in one transaction,
-// retrying conflicts. When another call holds the guard already, its notification is
+// sendOne writes one recipient's guard, notification, counter and group in one
+// transaction, retrying conflicts; grp is the recipient's group as read (re-read after a
+// conflict on it). When another call holds the guard already, its notification is
 // returned with New false.
-func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, muted bool) (inbox.Delivery, error) {
+func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, muted bool, grp *groupItem) (inbox.Delivery, error) {
 	v := inbox.Viewer{TenantID: tenantID, UserID: user}
 	floor := ""
 	d, err := retryConflicts(ctx, func() (inbox.Delivery, error) {
+		if grp == nil && !muted {
+			gs, err := s.readGroups(ctx, v, []string{groupKey(in)})
+			if err != nil {
+				return inbox.Delivery{}, err
+			}
+			grp = gs[groupKey(in)]
+		}
 		now := s.now()
 		guard := guardItem{PK: guardPK(tenantID, in.IdempotencyKey), SK: guardSK(user), EntityType: entityGuard,
 			UserID: user, InputHash: hash, ExpiresAt: now.Add(s.idemTTL).Unix()}
@@ -251,11 +261,14 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 				it.TTL = exp.Add(ttlGrace).Unix()
 			}
 		}
-		t, err := s.sendTxn(v, &guard, it)
+		t, err := s.sendTxn(v, &guard, it, grp)
 		if err != nil {
 			return inbox.Delivery{}, err
 		}
 		_, err = s.db.TransactWriteItems(ctx, t.input())
+		if err != nil && grp != nil && t.conditionFailed(err, grp.key()) {
+			grp = nil // changed since it was read: read again
+		}
 		switch {
 		case t.conditionFailed(err, itemKey{guard.PK, guard.SK}):
 			// A concurrent call with the same key got here first: its result stands.
@@ -301,7 +314,12 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 // the id, on condition that the clock is below it) and the expiry task, if any. Every
 // watermark is at or below META's clock (each is set as the clock), so an id above the
 // clock is above all of them: the notification is unread and unseen.
-func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem) (*txn, error) {
+//
+// grp is the recipient's group as read: the notification joins it. While the group has
+// room, with an Update on condition that it still has (groupItem.sendUpdate); a full
+// group is Put with its oldest member replaced (groupItem.apply), on condition that its
+// rev is the one read; its type, target and category become the notification's.
+func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, grp *groupItem) (*txn, error) {
 	notExists := aws.String("attribute_not_exists(#pk)")
 	pkName := map[string]string{"#pk": attrPK}
 	g, err := attributevalue.MarshalMap(guard)
@@ -323,6 +341,16 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem) 
 	b := newMetaUpdate(v).addState(it.countedCategory(), state{}, state{active: true})
 	b.clock = it.ID
 	t.add(itemKey{userPK(v), skMeta}, b.action(s.table))
+	if grp != nil && inGroup(it) && len(grp.Members) < inbox.MaxGroupMembers {
+		t.add(grp.key(), grp.sendUpdate(s.table, v, it))
+	} else if grp != nil && inGroup(it) {
+		// Full: the oldest member leaves, which needs the members as read.
+		ng := grp.clone()
+		ng.Type, ng.TargetKind, ng.TargetID, ng.Category = it.Type, it.TargetKind, it.TargetID, it.Category
+		ng.apply(it.ID, it)
+		ng.Rev = grp.Rev + 1
+		t.add(ng.key(), ng.put(s.table, v, grp))
+	}
 	if it.ExpireAt != 0 {
 		k, a := s.taskAction(TaskExpire, v, it.ID, time.UnixMilli(it.ExpireAt), strconv.FormatInt(it.ExpireAt, 10))
 		t.add(k, a)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,9 +23,10 @@ import (
 // notification's contribution to the counters before and after the change (stateOf);
 // then one TransactWriteItems of the changed notifications (each conditional on its rev,
 // which the write raises) and ONE META update (metaUpdate) carrying the deltas, the new
-// clock and the conditions that the watermarks used are unchanged. A transaction holds
-// at most 100 actions, so ids go in chunks (99 notifications + META, fewer when each
-// needs a task too), each chunk exact on its own.
+// clock and the conditions that the watermarks used are unchanged, plus the write of each
+// group (groups.go) whose members changed (groupWrites). A transaction
+// holds at most 100 actions, so ids go in chunks (49 notifications + at most 49 groups +
+// META; 33 when each needs a task too), each chunk exact on its own.
 
 // plan decides one notification's change: the item after it (nil: no change), whether
 // the change deletes it, and whether it needs a task written with it (a snooze's wake).
@@ -48,11 +50,15 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 	tasks func(after *notificationItem) (itemKey, types.TransactWriteItem, bool), wrote *bool) (chunkResult, error) {
 	floor := ""
 	sent := map[string]bool{} // ids a sent transaction deleted, if it committed
+	var groupKeys []string    // of the notifications' groups, once known: read with them
 	return retryConflicts(ctx, func() (chunkResult, error) {
-		keys := make([]itemKey, 0, len(ids)+1)
+		keys := make([]itemKey, 0, len(ids)+1+len(groupKeys))
 		keys = append(keys, itemKey{userPK(v), skMeta})
 		for _, id := range ids {
 			keys = append(keys, itemKey{userPK(v), notifSK(id)})
+		}
+		for _, gk := range groupKeys {
+			keys = append(keys, itemKey{userPK(v), groupSK(gk)})
 		}
 		got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
 		if err != nil {
@@ -62,6 +68,7 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 		if err != nil {
 			return chunkResult{}, err
 		}
+		var changes []memberChange // of the notifications' groups, applied after the loop
 		res := chunkResult{found: map[string]*notificationItem{}, meta: meta}
 		clock := s.newID(max(floor, meta.Clock, meta.ReadAllBefore, meta.SeenAllBefore))
 		now := s.now()
@@ -102,6 +109,7 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			if del {
 				b.addState(it.countedCategory(), before, state{})
 				t.add(k, deleteAction(s.table, k, it.Rev))
+				changes = append(changes, memberChange{it, nil})
 				continue
 			}
 			st := stateOf(after, &meta)
@@ -113,6 +121,7 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			after.Rev = it.Rev + 1
 			b.addState(it.countedCategory(), before, st)
 			t.add(k, itemUpdate(s.table, k, it, after))
+			changes = append(changes, memberChange{it, after})
 			if tasks != nil {
 				if tk, ta, ok := tasks(after); ok {
 					t.add(tk, ta)
@@ -122,6 +131,10 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 		}
 		if len(t.acts) == 0 {
 			return res, nil
+		}
+		valueUpdates, err := s.groupWrites(ctx, v, got, changes, &groupKeys, &t)
+		if err != nil {
+			return chunkResult{}, err
 		}
 		mk := itemKey{userPK(v), skMeta}
 		t.add(mk, b.action(s.table))
@@ -135,10 +148,138 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			if t.conditionFailed(err, mk) {
 				floor = max(floor, metaFloor(err))
 			}
+			for _, gk := range valueUpdates {
+				if t.conditionFailed(err, itemKey{userPK(v), groupSK(gk)}) {
+					// A notification that is not a member (a group full before it):
+					// the retry reads the group and applies the change to what it holds.
+					groupKeys = append(groupKeys, gk)
+				}
+			}
 			return chunkResult{}, fmt.Errorf("state transaction: %w", err)
 		}
 		return res, nil
 	})
+}
+
+// memberChange is one notification's change, for its group: after is nil when deleted.
+type memberChange struct{ it, after *notificationItem }
+
+// groupWrites adds to t the writes of the groups of changes and returns the keys of the
+// groups written by a value update (below).
+//
+// A change that keeps a notification's membership (it stays active: read, unread) only
+// changes its member attribute: an Update SET m#{id} on condition that the attribute
+// exists, with rev raised, needs no read of the group. Such writes commute with each other
+// (each member attribute is written only with its notification, whose rev the
+// transaction holds), and a Put of the group conditioned on the rev it read fails after
+// them. When the condition fails (the notification is not a member), the key joins
+// *known and the retry reads the group.
+//
+// A change of membership (archive, unarchive, snooze, wake, delete, expire) reads the
+// group (consistent BatchGetItem, unless it was read with the items: keys in *known,
+// which it joins) and Puts it with its new members on condition that its rev is the one
+// read. A group that does not exist is left alone (its notifications predate groups).
+func (s *Store) groupWrites(ctx context.Context, v inbox.Viewer, got map[itemKey]map[string]types.AttributeValue,
+	changes []memberChange, known *[]string, t *txn) ([]string, error) {
+	loaded := map[string]*groupItem{}
+	for _, gk := range *known {
+		raw, ok := got[itemKey{userPK(v), groupSK(gk)}]
+		if !ok {
+			loaded[gk] = &groupItem{UserPK: userPK(v), GroupKey: gk, Members: map[string]string{}}
+			continue
+		}
+		g, err := decodeGroup(raw)
+		if err != nil {
+			return nil, fmt.Errorf("decode group: %w", err)
+		}
+		loaded[gk] = g
+	}
+	active := func(it *notificationItem) bool { return it != nil && it.ArchivedAt == 0 && it.SnoozedUntil == 0 }
+	var missing []string
+	for _, c := range changes {
+		gk := c.it.GroupKey
+		if !inGroup(c.it) || active(c.it) == active(c.after) {
+			continue
+		}
+		if _, ok := loaded[gk]; !ok && !slices.Contains(missing, gk) {
+			missing = append(missing, gk)
+		}
+	}
+	if len(missing) > 0 {
+		more, err := s.readGroups(ctx, v, missing)
+		if err != nil {
+			return nil, err
+		}
+		for gk, g := range more {
+			loaded[gk] = g
+		}
+		*known = append(*known, missing...)
+	}
+	puts := map[string]*groupItem{}
+	values := map[string]map[string]string{}
+	var order []string
+	for _, c := range changes {
+		gk := c.it.GroupKey
+		if !inGroup(c.it) {
+			continue
+		}
+		if g, ok := loaded[gk]; ok {
+			if !g.exists {
+				continue
+			}
+			ng, ok := puts[gk]
+			if !ok {
+				ng = g.clone()
+			}
+			if ng.apply(c.it.ID, c.after) {
+				puts[gk] = ng
+			}
+			continue
+		}
+		// Membership kept: active before and after (else it was read above).
+		if !active(c.it) || memberValue(c.it) == memberValue(c.after) {
+			continue
+		}
+		if values[gk] == nil {
+			values[gk] = map[string]string{}
+			order = append(order, gk)
+		}
+		values[gk][c.it.ID] = memberValue(c.after)
+	}
+	for gk, ng := range puts {
+		old := loaded[gk]
+		ng.Rev = old.Rev + 1
+		t.add(ng.key(), ng.put(s.table, v, old))
+	}
+	for _, gk := range order {
+		t.add(itemKey{userPK(v), groupSK(gk)}, groupValueUpdate(s.table, v, gk, values[gk]))
+	}
+	return order, nil
+}
+
+// groupValueUpdate is the Update of members' values of v's group gk (by notification
+// id), on condition that each is a member; rev is raised.
+func groupValueUpdate(table string, v inbox.Viewer, gk string, vals map[string]string) types.TransactWriteItem {
+	names := map[string]string{"#rev": attrRev}
+	values := map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}}
+	var sets, conds []string
+	i := 0
+	for _, id := range slices.Sorted(maps.Keys(vals)) {
+		n, val := "#m"+strconv.Itoa(i), ":m"+strconv.Itoa(i)
+		names[n] = groupMemberPrefix + id
+		values[val] = &types.AttributeValueMemberS{Value: vals[id]}
+		sets = append(sets, n+" = "+val)
+		conds = append(conds, "attribute_exists("+n+")")
+		i++
+	}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                 aws.String(table),
+		Key:                       itemKey{userPK(v), groupSK(gk)}.av(),
+		UpdateExpression:          aws.String("SET " + strings.Join(sets, ", ") + " ADD #rev :one"),
+		ConditionExpression:       aws.String(strings.Join(conds, " AND ")),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	}}
 }
 
 // itemUpdate is the conditional Update of a notification from old to nw: SET or REMOVE of
@@ -378,7 +519,7 @@ func (s *Store) ApplyState(ctx context.Context, v inbox.Viewer, ch inbox.StateCh
 		if !ch.Until.After(now) || ch.Until.After(now.Add(inbox.MaxSnooze)) {
 			return inbox.MarkResult{}, inbox.Errorf(inbox.CodeBadUserInput, "until must be in the future and at most %d days ahead", int(inbox.MaxSnooze.Hours()/24))
 		}
-		chunk = maxChunk / 2 // each notification with its wake task
+		chunk = 33 // each notification with its wake task and its group: 3 × 33 + META
 		tasks = func(after *notificationItem) (itemKey, types.TransactWriteItem, bool) {
 			k, a := s.taskAction(TaskWake, v, after.ID, time.UnixMilli(after.SnoozedUntil), strconv.FormatInt(after.SnoozedUntil, 10))
 			return k, a, true
@@ -410,9 +551,10 @@ func (s *Store) ApplyState(ctx context.Context, v inbox.Viewer, ch inbox.StateCh
 		NotFound: orEmpty(notFound), Badge: b}, nil
 }
 
-// maxChunk is the most notifications one transaction changes: 100 actions, one of them
-// META's (TransactWriteItems limits).
-const maxChunk = 99
+// maxChunk is the most notifications one transaction changes: 100 actions
+// (TransactWriteItems' limit), at most one per notification, one per group of them, and
+// META's.
+const maxChunk = 49
 
 func orEmpty(s []string) []string {
 	if s == nil {

@@ -102,8 +102,8 @@ func (f *fixture) truth(t *testing.T, v inbox.Viewer) inbox.Badge {
 	return b
 }
 
-// checkExact fails unless v's badge equals the recount of its notifications and the
-// unread list holds exactly the unread count.
+// checkExact fails unless v's badge equals the recount of its notifications, the
+// unread list holds exactly the unread count and every group its members (checkGroups).
 func (f *fixture) checkExact(t *testing.T, v inbox.Viewer) inbox.Badge {
 	t.Helper()
 	want := f.truth(t, v)
@@ -127,6 +127,7 @@ func (f *fixture) checkExact(t *testing.T, v inbox.Viewer) inbox.Badge {
 	if n != want.Unread {
 		t.Fatalf("the unread list has %d, the badge %d", n, want.Unread)
 	}
+	f.checkGroups(t, v)
 	return got
 }
 
@@ -182,7 +183,7 @@ func race(t *testing.T, s *store.Store, tenant string, rounds int, ok func(error
 	next := func() int { mu.Lock(); defer mu.Unlock(); seq++; return seq }
 	send := func(r *rand.Rand) {
 		in := inbox.SendInput{IdempotencyKey: "race-" + strconv.Itoa(next()) + randSuffix(), Recipients: []string{"alice", "bob"},
-			Type: "t", Category: cats[r.IntN(len(cats))]}
+			Type: "t", Category: cats[r.IntN(len(cats))], GroupKey: []string{"", "g1", "g2"}[r.IntN(3)]}
 		var exp int64
 		if r.IntN(3) == 0 {
 			in.ExpiresAt = time.Now().Add(time.Hour).Truncate(time.Millisecond)

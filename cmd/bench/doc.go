@@ -57,6 +57,11 @@
 //     task's due time to the return of its handler's write (p50/p90/p99/max), and every
 //     task must run once. Each run waits for its minute (up to about 1.5 minutes).
 //     -skip sched leaves it out; see sched.go.
+//  11. groups vs inbox: the same users' page of 20 groups (counts, first actors, target,
+//     latest) against their initial inbox page, both through the gateway, warmed up in
+//     turn and measured in halves (groups, inbox, inbox, groups); p50 ratio (goal ≤ 1.25)
+//     and DynamoDB calls per request (both one Query + one BatchGetItem). -skip groups
+//     leaves it out; see groups.go.
 //
 // It prints a table and writes bench/results/latest.{json,md} plus a dated copy.
 //

@@ -30,6 +30,7 @@ type Results struct {
 	Relay     *RelayResult   `json:"relay,omitempty"`
 	Abuse     *AbuseResult   `json:"abuse,omitempty"`
 	Sched     *SchedResult   `json:"sched,omitempty"`
+	Groups    *GroupsResult  `json:"groups_vs_inbox,omitempty"`
 }
 
 // Host describes the machine.
@@ -311,6 +312,15 @@ func (r *Results) Table() string {
 		if c.On.Cost.EngineCPUMs > 0 {
 			row(s, "engine (JVM) CPU ms/request", f2(c.On.Cost.EngineCPUMs), f2(c.Off.Cost.EngineCPUMs), f2(ratio(c.On.Cost.EngineCPUMs, c.Off.Cost.EngineCPUMs)))
 		}
+	}
+	if gr := r.Groups; gr != nil {
+		s := "11. a page of 20: A groups (\"Alice and 3 others\"), B inbox, both HTTP+GraphQL"
+		row(s, "requests (errors)", fmt.Sprintf("%d (%d)", gr.Groups.Requests, gr.Groups.Errors), fmt.Sprintf("%d (%d)", gr.Inbox.Requests, gr.Inbox.Errors), "")
+		row(s, "req/s", f1(gr.Groups.ReqPerSec), f1(gr.Inbox.ReqPerSec), f2(ratio(gr.Groups.ReqPerSec, gr.Inbox.ReqPerSec)))
+		row(s, "p50 ms", f2(gr.Groups.Latency.P50), f2(gr.Inbox.Latency.P50), f2(gr.P50Ratio)+" (goal ≤ 1.25: "+yes(gr.GoalP50)+")")
+		row(s, "p99 ms", f2(gr.Groups.Latency.P99), f2(gr.Inbox.Latency.P99), f2(ratio(gr.Groups.Latency.P99, gr.Inbox.Latency.P99)))
+		row(s, "our CPU µs/request", f1(gr.Groups.Cost.CPUMicros), f1(gr.Inbox.Cost.CPUMicros), f2(ratio(gr.Groups.Cost.CPUMicros, gr.Inbox.Cost.CPUMicros)))
+		row(s, "DynamoDB calls/request", calls(gr.Groups.Cost), calls(gr.Inbox.Cost), "")
 	}
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "Our CPU and allocations are this process's (getrusage RUSAGE_SELF, runtime.MemStats) over the measured window divided by requests: the gateway side's load comes from a child process, and DynamoDB Local is a separate JVM, so neither is counted. Engine CPU is the JVM's, from /proc. Scenario 1's sides warm up in turn (twice each), then each runs its time in two halves, in the order gateway, raw, raw, gateway, so that the engine's JIT, still warming up after the seeding, does not weigh on one side only.")

@@ -100,6 +100,13 @@ func (b *bench) runAll(ctx context.Context, res *Results) error {
 		}
 		res.MarkAll = r
 	}
+	if len(inboxReqs) > 0 && !b.skip("groups") {
+		r, err := b.groupsScenario(ctx, inboxReqs)
+		if err != nil {
+			return fmt.Errorf("groups vs inbox: %w", err)
+		}
+		res.Groups = r
+	}
 	if !b.skip("send") {
 		r, err := b.sendScenario(ctx)
 		if err != nil {

@@ -72,42 +72,6 @@ type NotificationActionInput struct {
 	URL   string `json:"url"`
 }
 
-// A user's notifications of one groupKey: "Alice and 3 others commented on #42". The group's id is accepted by
-// the state mutations (markRead, archive, ...), which then apply to its notifications.
-type NotificationGroup struct {
-	ID       string        `json:"id"`
-	GroupKey string        `json:"groupKey"`
-	Type     string        `json:"type"`
-	Target   *inbox.Target `json:"target,omitempty"`
-	// The most recent distinct actors, newest first (first: default 3, at most 10).
-	Actors []*inbox.Actor `json:"actors"`
-	// Distinct actors of the group's notifications.
-	ActorCount int `json:"actorCount"`
-	// Active notifications in the group.
-	Count int `json:"count"`
-	// Active unread notifications in the group.
-	UnreadCount int `json:"unreadCount"`
-	// The group's newest notification.
-	Latest *inbox.Notification `json:"latest"`
-	// True when every notification of the group is read.
-	Read bool `json:"read"`
-	// When the group's newest notification was created.
-	UpdatedAt time.Time `json:"updatedAt"`
-}
-
-func (NotificationGroup) IsNode() {}
-
-type NotificationGroupConnection struct {
-	Edges    []*NotificationGroupEdge `json:"edges"`
-	Nodes    []*NotificationGroup     `json:"nodes"`
-	PageInfo *inbox.PageInfo          `json:"pageInfo"`
-}
-
-type NotificationGroupEdge struct {
-	Cursor string             `json:"cursor"`
-	Node   *NotificationGroup `json:"node"`
-}
-
 type PreferencesInput struct {
 	Channels *ChannelSwitchesInput `json:"channels,omitempty"`
 	// Per-category switches to set; a category not listed keeps its switches.
