@@ -158,3 +158,62 @@ func TestRoundTripsGroupsVersusInbox(t *testing.T) {
 	ops, _ = g.ops(t, firstLoad, nil)
 	want(t, "inbox page", ops, "Query", "BatchGetItem")
 }
+
+// A state mutation's group ids expand to at most 500 notifications: six full groups (600
+// active members) in one markRead is BAD_USER_INPUT, and nothing is written.
+func TestGroupIDsExpandToABoundedNumberOfNotifications(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("sends 600 notifications")
+	}
+	g := newGateway(t)
+	ctx := context.Background()
+	var groups []string
+	work := make(chan int)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			var err error
+			for i := range work {
+				if err == nil {
+					key := fmt.Sprintf("bulk-%d", i%6)
+					_, err = g.st.Send(ctx, "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("bound-%d", i),
+						Recipients: []string{"alice"}, Type: "comment", GroupKey: key})
+				}
+			}
+			errs <- err
+		}()
+	}
+	for i := range 600 {
+		work <- i
+	}
+	close(work)
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 6 {
+		groups = append(groups, inbox.GlobalID(inbox.TypeNotificationGroup, fmt.Sprintf("bulk-%d", i)))
+	}
+	unread := func() float64 {
+		data, codes := g.gql(t, `{ viewer { unreadCount } }`, nil)
+		if len(codes) > 0 {
+			t.Fatalf("unreadCount: %v", codes)
+		}
+		return path(data, "viewer", "unreadCount").(float64)
+	}
+	before := unread()
+	_, codes := g.gql(t, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`, map[string]any{"ids": groups})
+	if !slices.Equal(codes, []string{"BAD_USER_INPUT"}) {
+		t.Fatalf("markRead of six full groups: codes %v, want BAD_USER_INPUT", codes)
+	}
+	if after := unread(); after != before || before != 600 {
+		t.Fatalf("unread %v -> %v, want 600 unchanged", before, after)
+	}
+	// Five full groups (500) are within the bound.
+	data, codes := g.gql(t, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`, map[string]any{"ids": groups[:5]})
+	if len(codes) > 0 || path(data, "markRead", "unreadCount") != 100.0 {
+		t.Fatalf("markRead of five full groups: %v %v", data, codes)
+	}
+}

@@ -250,9 +250,18 @@ func (r *Resolver) targets(ctx context.Context, v inbox.Viewer, ids []string) (k
 	if len(expanded) == 0 {
 		return nil, map[string]string{}, nil, missing, members, nil
 	}
+	if len(expanded) > maxExpandedIDs {
+		return nil, nil, nil, nil, nil, inbox.Errorf(inbox.CodeBadUserInput,
+			"the ids name %d notifications once group ids are expanded; at most %d a call", len(expanded), maxExpandedIDs)
+	}
 	keys, given, invalid, err = stateIDs(expanded, -1)
 	return keys, given, invalid, missing, members, err
 }
+
+// maxExpandedIDs bounds the notifications one state mutation changes once its group ids
+// are expanded (a group holds at most 100 active members): 100 groups would otherwise
+// make one request write 10,000 notifications. It is checked before anything is written.
+const maxExpandedIDs = 500
 
 // state applies a state change to notifications by global id, a group id to the group's
 // active notifications: ids that name none of the viewer's notifications or groups are
