@@ -134,7 +134,7 @@ func TestHoldRenewsAndStopsWhenLost(t *testing.T) {
 	key := store.LeaseKey("test-worker")
 	// Long enough that a loaded engine (a -race run beside other packages) answers a
 	// renewal well within it.
-	const d = 1500 * time.Millisecond
+	const d = 3 * time.Second
 	a := lease.New(db, table, key, lease.Options{Owner: "a", Duration: d})
 	if _, err := a.Acquire(ctx, nil); err != nil {
 		t.Fatal(err)

@@ -192,7 +192,7 @@ func TestRelayTakeoverLosesNothing(t *testing.T) {
 		id, ver = e.outsideWrite(t, v, i)
 		ids = append(ids, id)
 	}
-	deadline := time.After(lease + 5*time.Second)
+	deadline := time.After(lease + 10*time.Second)
 	seen := map[string]bool{}
 	for len(seen) < len(ids) || sub.Latest().Version < ver {
 		select {
@@ -205,7 +205,9 @@ func TestRelayTakeoverLosesNothing(t *testing.T) {
 	}
 	took := time.Since(killed)
 	t.Logf("takeover delivered everything %v after the crash (lease %v)", took, lease)
-	if took > lease+3*time.Second {
+	// The bound leaves room for DynamoDB Local on a loaded 2-CPU machine (make test runs
+	// four packages at once): a takeover that waited for a second lease would still fail.
+	if took > lease+6*time.Second {
 		t.Fatalf("takeover took %v, lease is %v", took, lease)
 	}
 	if c := sub.Latest(); c.UnreadCount != 4 {
