@@ -30,6 +30,7 @@ type Results struct {
 	Relay     *RelayResult   `json:"relay,omitempty"`
 	Abuse     *AbuseResult   `json:"abuse,omitempty"`
 	Sched     *SchedResult   `json:"sched,omitempty"`
+	Snooze    *SnoozeResult  `json:"snooze,omitempty"`
 }
 
 // Host describes the machine.
@@ -361,6 +362,9 @@ func (r *Results) Table() string {
 		b.WriteString(x.Table())
 	}
 	if x := r.Sched; x != nil {
+		b.WriteString(x.Table())
+	}
+	if x := r.Snooze; x != nil {
 		b.WriteString(x.Table())
 	}
 	return b.String()
