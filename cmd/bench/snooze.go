@@ -86,6 +86,13 @@ type SnoozeRun struct {
 	PerSec       float64 `json:"wakes_per_sec"`
 	Lag          Latency `json:"lag"`
 	MaxLagMs     float64 `json:"max_lag_ms"`
+	// CallsPerWake are the DynamoDB calls (by operation) from the end of the snoozes to
+	// the check, divided by the wake-ups: the wake handler's (its retries on a contended
+	// META included) and the scheduler's own (Queries, task deletes, leases).
+	CallsPerWake map[string]float64 `json:"dynamodb_calls_per_wake"`
+	// ByDue is the lag of the notifications due in each 10 s of the minute (spread runs):
+	// where in the minute the slow wake-ups were.
+	ByDue []SnoozeWindow `json:"lag_by_due_window,omitempty"`
 	// BadgesChecked users' badges were compared with a recount; BadgesWrong differed
 	// (FirstWrong says how); StillSnoozed notifications were still snoozed at the check.
 	BadgesChecked int    `json:"badges_checked"`
@@ -94,6 +101,13 @@ type SnoozeRun struct {
 	FirstWrong    string `json:"first_wrong,omitempty"`
 	GoalP99Met    bool   `json:"goal_p99_met"`
 	FirstError    string `json:"first_error,omitempty"`
+}
+
+// SnoozeWindow is the lag of the wake-ups due in one window of a run's minute.
+type SnoozeWindow struct {
+	From string  `json:"due_from"` // offset in the minute
+	Lag  Latency `json:"lag"`
+	Max  float64 `json:"max_lag_ms"`
 }
 
 // wakeRecorder is the store's publisher: it keeps when each notification's WOKE change
@@ -263,9 +277,10 @@ func (b *bench) snoozeRun(ctx context.Context, st *store.Store, s *sched.Schedul
 	for _, u := range users {
 		total += len(u.ids)
 	}
-	// The due minute: the first whole minute that starts at least 20s + 30ms a user (a
-	// generous guess at the snoozes' time on a busy 2-core machine) from now.
-	due0 := store.SchedBucket(time.Now().Add(20*time.Second + time.Duration(len(users))*30*time.Millisecond)).Add(time.Minute)
+	// The due minute: the first whole minute that starts at least 20s + 2ms a notification
+	// + 3ms a call (a generous guess at the snoozes' time on a busy 2-core machine, where
+	// 1,000 calls of 10 took 12 to 16s) from now.
+	due0 := store.SchedBucket(time.Now().Add(20*time.Second + time.Duration(2*total+3*len(users))*time.Millisecond)).Add(time.Minute)
 	progress("snooze: snoozing %d notifications of %d users until %s (spread %s)", total, len(users), due0.Format(time.TimeOnly), spread)
 	due := make(map[string]time.Time, total)
 	for i, u := range users {
@@ -324,12 +339,14 @@ func (b *bench) snoozeRun(ctx context.Context, st *store.Store, s *sched.Schedul
 		r.SnoozeSecs, r.SnoozeCalls.P50, r.SnoozeErrs, r.LateSnoozes)
 
 	want := total - r.SnoozeErrs
+	ops0 := len(b.eng.rec.Ops())
 	end := due0.Add(spread).Add(sc.timeout)
 	for rec.count() < want && time.Now().Before(end) && ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(2 * sc.poll) // a second wake-up would show now
 	st1 := s.Stats()
+	ops := b.eng.rec.Ops()[ops0:]
 	r.Done, r.Retried, r.Dropped, r.SchedErrors = st1.Done-st0.Done, st1.Retried-st0.Retried, st1.Dropped-st0.Dropped, st1.Errors-st0.Errors
 	rec.mu.Lock()
 	lags := make([]time.Duration, 0, len(rec.woke))
@@ -343,7 +360,30 @@ func (b *bench) snoozeRun(ctx context.Context, st *store.Store, s *sched.Schedul
 	}
 	last := rec.last
 	rec.mu.Unlock()
+	if spread > 0 {
+		const window = 10 * time.Second
+		byWin := map[time.Duration][]time.Duration{}
+		rec.mu.Lock()
+		for id, ts := range rec.woke {
+			if d, ok := due[id]; ok {
+				w := d.Sub(due0).Truncate(window)
+				byWin[w] = append(byWin[w], ts[0].Sub(d))
+			}
+		}
+		rec.mu.Unlock()
+		for w := time.Duration(0); w < spread; w += window {
+			sw := SnoozeWindow{From: w.String(), Lag: summarize(byWin[w])}
+			for _, l := range byWin[w] {
+				sw.Max = max(sw.Max, float64(l)/float64(time.Millisecond))
+			}
+			r.ByDue = append(r.ByDue, sw)
+		}
+	}
 	r.Woken = len(lags)
+	r.CallsPerWake = map[string]float64{}
+	for _, op := range ops {
+		r.CallsPerWake[op] += 1 / float64(max(r.Woken, 1))
+	}
 	r.Missing = want - r.Woken
 	r.Lag = summarize(lags)
 	for _, l := range lags {
@@ -505,6 +545,23 @@ func (x *SnoozeResult) Table() string {
 			spreadText(r.Spread), r.SnoozeSecs, r.SnoozeCalls.P50, r.SnoozeErrs, r.LateSnoozes, r.Woken, r.Missing, r.Doubled,
 			r.Done, r.Retried, r.Dropped, r.Lag.P50, r.Lag.P90, r.Lag.P99, r.MaxLagMs, r.DrainSeconds, r.PerSec,
 			r.BadgesChecked-r.BadgesWrong, r.BadgesChecked, r.StillSnoozed, x.GoalP99Ms, yes(r.GoalP99Met))
+	}
+	for _, r := range x.Runs {
+		var n float64
+		for _, v := range r.CallsPerWake {
+			n += v
+		}
+		fmt.Fprintf(&b, "\nRun %s: DynamoDB calls per wake-up, the scheduler's own included: %s.\n", spreadText(r.Spread), calls(Cost{CallsPerRequest: n, DynamoDBCalls: r.CallsPerWake}))
+	}
+	for _, r := range x.Runs {
+		if len(r.ByDue) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\nRun %s, lag by when in the minute the wake-ups were due (p50 / p99 / max ms):", spreadText(r.Spread))
+		for _, w := range r.ByDue {
+			fmt.Fprintf(&b, " from %s %.0f / %.0f / %.0f (n %d);", w.From, w.Lag.P50, w.Lag.P99, w.Max, w.Lag.N)
+		}
+		b.WriteString("\n")
 	}
 	for _, r := range x.Runs {
 		if r.FirstWrong != "" || r.FirstError != "" || r.SchedErrors > 0 {
