@@ -21,6 +21,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,14 @@ type SnoozeRun struct {
 	LateSnoozes int `json:"snoozed_after_due"`
 	Woken       int `json:"woken"`
 	Missing     int `json:"missing"`
+	// MissingAfterCheck are the notifications whose WOKE was still not published after
+	// the badge check (Missing counts at the end of the wait); RereadHints the changes
+	// published without a kind (a call failed after its write may have committed).
+	MissingAfterCheck int `json:"missing_after_check"`
+	RereadHints       int `json:"reread_hints"`
+	// LoadAvg is the machine's 1-minute load average when the run's wait ended (other
+	// work on the machine weighs on every figure).
+	LoadAvg string `json:"load_average"`
 	// Doubled is how many WOKE changes were published beyond the first per notification.
 	Doubled int `json:"woke_published_beyond_first"`
 	// Sched are the scheduler's counts during the run (handler retries: Wake failed, e.g.
@@ -113,13 +122,22 @@ type SnoozeWindow struct {
 // wakeRecorder is the store's publisher: it keeps when each notification's WOKE change
 // was published.
 type wakeRecorder struct {
-	mu   sync.Mutex
-	woke map[string][]time.Time // notification id -> publish times
-	last time.Time
+	mu    sync.Mutex
+	woke  map[string][]time.Time // notification id -> publish times
+	last  time.Time
+	hints int // re-read hints (Kind EventNone, no ids)
 }
 
 // Publish records c when it is a WOKE change.
 func (w *wakeRecorder) Publish(_ context.Context, c inbox.Change) {
+	if c.Kind == inbox.EventNone && len(c.IDs) == 0 {
+		// A re-read hint: a write may have committed, its outcome unknown (the store
+		// publishes one when a call fails after writing).
+		w.mu.Lock()
+		w.hints++
+		w.mu.Unlock()
+		return
+	}
 	if c.Kind != inbox.EventWoke {
 		return
 	}
@@ -137,6 +155,7 @@ func (w *wakeRecorder) reset() {
 	w.mu.Lock()
 	w.woke = map[string][]time.Time{}
 	w.last = time.Time{}
+	w.hints = 0
 	w.mu.Unlock()
 }
 
@@ -397,7 +416,19 @@ func (b *bench) snoozeRun(ctx context.Context, st *store.Store, s *sched.Schedul
 	}
 	progress("snooze: %d woken, %d missing, %d published twice; lag p50 %.0f ms, p99 %.0f ms, max %.0f ms; checking every badge against a recount",
 		r.Woken, r.Missing, r.Doubled, r.Lag.P50, r.Lag.P99, r.MaxLagMs)
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		r.LoadAvg = strings.Join(strings.Fields(string(la))[:3], " ")
+	}
 	b.checkSnoozeBadges(ctx, st, users, &r)
+	rec.mu.Lock()
+	for id := range due {
+		if len(rec.woke[id]) == 0 {
+			r.MissingAfterCheck++
+		}
+	}
+	r.RereadHints = rec.hints
+	rec.mu.Unlock()
+	r.MissingAfterCheck -= r.SnoozeErrs
 	progress("snooze: %d badges checked, %d wrong, %d notifications still snoozed", r.BadgesChecked, r.BadgesWrong, r.StillSnoozed)
 	return r
 }
@@ -551,7 +582,9 @@ func (x *SnoozeResult) Table() string {
 		for _, v := range r.CallsPerWake {
 			n += v
 		}
-		fmt.Fprintf(&b, "\nRun %s: DynamoDB calls per wake-up, the scheduler's own included: %s.\n", spreadText(r.Spread), calls(Cost{CallsPerRequest: n, DynamoDBCalls: r.CallsPerWake}))
+		fmt.Fprintf(&b, "\nRun %s: DynamoDB calls per wake-up, the scheduler's own included: %s. Load average (1, 5, 15 min) at the end of the wait: %s. "+
+			"WOKE never published (after the badge check): %d; re-read hints published: %d.\n",
+			spreadText(r.Spread), calls(Cost{CallsPerRequest: n, DynamoDBCalls: r.CallsPerWake}), r.LoadAvg, r.MissingAfterCheck, r.RereadHints)
 	}
 	for _, r := range x.Runs {
 		if len(r.ByDue) == 0 {
