@@ -432,22 +432,14 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(
 	return st, eng.db, func() { st.Close(); eng.close() }, nil
 }
 
-// newScheduler is the durable scheduler of st's tasks with the inbox's handlers: a
-// snooze's wake-up (store.TaskWake) and an expiry (store.TaskExpire), each idempotent
-// and checking the task's token (Store.Wake, Store.Expire).
+// newScheduler is the durable scheduler of st's tasks with the inbox's handlers
+// (sched.NewInbox: a snooze's wake-up and an expiry), configured from cfg.
 func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
 	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log}
 	if m := metrics.NewSched(reg); m != nil {
 		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
 	}
-	s := sched.New(st, o)
-	s.Register(store.TaskWake, sched.HandlerFunc(func(ctx context.Context, t inbox.Task) error {
-		return st.Wake(ctx, t.Viewer, t.Ref, t.Token)
-	}))
-	s.Register(store.TaskExpire, sched.HandlerFunc(func(ctx context.Context, t inbox.Task) error {
-		return st.Expire(ctx, t.Viewer, t.Ref, t.Token)
-	}))
-	return s
+	return sched.NewInbox(st, o)
 }
 
 // runScheduler runs s until ctx ends, then hands its shards over (Release) so another

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -57,4 +58,36 @@ func OutsideSendInput(table string, v inbox.Viewer, n inbox.Notification) (*dyna
 	}
 	// sendTxn's order: guard, notification, META; an outside writer has no guard.
 	return &dynamodb.TransactWriteItemsInput{TransactItems: t.acts[1:]}, nil
+}
+
+// OutsideMetaItem returns the raw META item of v's inbox when it holds exactly the unread,
+// unseen notifications ns (as OutsideNotificationItem writes them) and nothing else: the
+// unread and unseen counts, those of each category, the clock at the greatest id and the
+// version at len(ns). A bulk load (BatchWriteItem of the items, then this PutItem) leaves
+// the inbox as len(ns) sends would, counters exact. Every n.ID must be a ULID.
+func OutsideMetaItem(v inbox.Viewer, ns []inbox.Notification) (map[string]types.AttributeValue, error) {
+	if err := inbox.CheckViewer(v); err != nil {
+		return nil, err
+	}
+	m := metaItem{PK: userPK(v), SK: skMeta, GSI1PK: unreadPK(v), GSI1SK: skMeta, EntityType: entityMeta,
+		UnreadCount: len(ns), UnseenCount: len(ns), Version: int64(len(ns))}
+	cats := map[string]int{}
+	for _, n := range ns {
+		if !ValidNotificationID(n.ID) {
+			return nil, fmt.Errorf("notification id %q is not a ULID", n.ID)
+		}
+		m.Clock = max(m.Clock, n.ID)
+		if n.Category != "" {
+			cats[n.Category]++
+		}
+	}
+	raw, err := attributevalue.MarshalMap(&m)
+	if err != nil {
+		return nil, fmt.Errorf("encode meta: %w", err)
+	}
+	for c, k := range cats {
+		n := &types.AttributeValueMemberN{Value: strconv.Itoa(k)}
+		raw[catUnread+c], raw[catUnseen+c] = n, n
+	}
+	return raw, nil
 }

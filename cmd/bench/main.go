@@ -64,6 +64,7 @@ type config struct {
 	abuse        abuseConfig
 	abusegen     bool
 	sched        schedConfig
+	snooze       snoozeConfig
 }
 
 func main() {
@@ -84,7 +85,7 @@ func main() {
 	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
-	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,groups,send,live,relay,abuse,sched")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,groups,send,live,relay,abuse,sched,snooze")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 (its first half) to this file")
@@ -119,6 +120,9 @@ func main() {
 	flag.DurationVar(&c.sched.poll, "sched-poll", 250*time.Millisecond, "sched scenario: the schedulers' poll interval (sched.Options.Poll)")
 	flag.StringVar(&c.sched.spreads, "sched-spread", "1m,0s", "sched scenario: comma-separated spreads, one run each: the tasks' due times spread evenly over this much of one minute (0s: all at its first instant)")
 	flag.DurationVar(&c.sched.timeout, "sched-timeout", 2*time.Minute, "sched scenario: how long after the last due time to wait for every task")
+	flag.IntVar(&c.snooze.notifications, "snooze-notifications", 10000, "snooze scenario: notifications snoozed until the same minute in each run")
+	flag.IntVar(&c.snooze.users, "snooze-users", 1000, "snooze scenario: users sharing them equally (one ApplyState snooze each; at most 100 notifications a user)")
+	flag.StringVar(&c.snooze.spreads, "snooze-spread", "1m,0s", "snooze scenario: comma-separated spreads, one run each: the users' due times spread evenly over this much of one minute (0s: all at its first instant)")
 	flag.BoolVar(&c.abusegen, "abusegen", false, "internal: run as the abuse scenario's attacker (spec on stdin)")
 	flag.Parse()
 
@@ -369,6 +373,14 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("sched: %w", err)
 		}
 		res.Sched = r
+	}
+	// The snooze scenario: wake-up lag through the real scheduler and Store.Wake.
+	if !b.skip("snooze") {
+		r, err := b.snoozeScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("snooze: %w", err)
+		}
+		res.Snooze = r
 	}
 	// The abuse scenario: the attacks of issue 8 against the gateway binary.
 	if !b.skip("abuse") {

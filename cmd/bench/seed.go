@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +29,10 @@ type dataset struct {
 	stats   SeedStats
 	genSeed int64
 }
+
+// bigCategory is the category of every notification of the big inboxes (the category
+// markAllRead of scenario 3 clears it).
+const bigCategory = "ci"
 
 var notifTypes = []string{"mention", "review_requested", "comment", "assign", "ci_failed", "release"}
 var targetKinds = []string{"issue", "pull_request", "commit"}
@@ -109,7 +112,7 @@ func seed(ctx context.Context, c config, st *store.Store, db *dynamodb.Client) (
 	for b, u := range ds.big {
 		for i := range bigTail {
 			lanes[b] = append(lanes[b], inbox.SendInput{IdempotencyKey: fmt.Sprintf("seed-%s-%d", u, i), Recipients: []string{u},
-				Type: notifTypes[i%len(notifTypes)], Title: fmt.Sprintf("Build %d finished", i), Body: "All checks have passed."})
+				Type: notifTypes[i%len(notifTypes)], Category: bigCategory, Title: fmt.Sprintf("Build %d finished", i), Body: "All checks have passed."})
 		}
 	}
 	if bulk := c.bigSize - bigTail; bulk > 0 && len(ds.big) > 0 {
@@ -211,7 +214,7 @@ func seed(ctx context.Context, c config, st *store.Store, db *dynamodb.Client) (
 		Sends: total, RegularSends: regular, Notifications: written.Load() + bulkLoaded, BulkLoaded: bulkLoaded, BulkSeconds: bulkSeconds,
 		RegularUsers: c.users, BigUsers: c.bigUsers, BigSize: c.bigSize, FewSize: c.fewSize,
 		Actors: c.actors, Targets: c.targets, Fanout: fan,
-		Seconds: el.Seconds(), NotificationsPerSec: float64(written.Load()) / (el.Seconds() - bulkSeconds),
+		Seconds: el.Seconds(), NotificationsPerSec: float64(written.Load()) / el.Seconds(), // el starts after the bulk load
 	}
 	if c.users > 0 {
 		ds.stats.PerUser = regular * fan / c.users
@@ -219,9 +222,13 @@ func seed(ctx context.Context, c config, st *store.Store, db *dynamodb.Client) (
 	progress("seeded %d notifications through the store (%.0f/s) and %d in bulk, in %s", written.Load(), ds.stats.NotificationsPerSec, bulkLoaded, el.Round(time.Millisecond))
 	for _, u := range ds.big {
 		v := inbox.Viewer{TenantID: tenant, UserID: u}
-		n, err := st.UnreadCount(ctx, v)
+		bd, err := st.Badge(ctx, v)
 		if err != nil {
 			return nil, err
+		}
+		n := bd.Unread
+		if bd.Unseen != c.bigSize || len(bd.Categories) != 1 || bd.Categories[0] != (inbox.CategoryCount{Category: bigCategory, Unread: c.bigSize, Unseen: c.bigSize}) {
+			return nil, fmt.Errorf("big inbox %s: badge %+v, want %d unread and unseen, all in %s", u, bd, c.bigSize, bigCategory)
 		}
 		page, err := st.Inbox(ctx, v, inbox.PageQuery{First: aws.Int(20), UnreadOnly: true})
 		if err != nil {
@@ -234,30 +241,33 @@ func seed(ctx context.Context, c config, st *store.Store, db *dynamodb.Client) (
 	return ds, nil
 }
 
-// bulkInbox writes n unread notifications for user with BatchWriteItem, in the store's item
-// format (store.OutsideNotificationItem), with ids in the past, and then the META item that counts them (its clock at the
-// newest id, so that later sends through the store keep counting on from there).
+// bulkInbox writes n unread, unseen notifications of category bigCategory for user with
+// BatchWriteItem, in the store's item format (store.OutsideNotificationItem), with ids in
+// the past, and then the META item that counts them (store.OutsideMetaItem: unread, unseen
+// and the category's counters, its clock at the newest id, so that later sends through the
+// store keep counting on from there).
 func bulkInbox(ctx context.Context, db *dynamodb.Client, table, user string, n, workers int) error {
-	pk := userPK(user)
-	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	entropy := ulid.Monotonic(rand.New(rand.NewSource(int64(len(user)*7919+n))), 0)
 	base := time.Now().Add(-time.Duration(n+1000) * time.Second)
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = ulid.MustNew(ulid.Timestamp(base.Add(time.Duration(i)*time.Second)), entropy).String()
 	}
+	v := inbox.Viewer{TenantID: tenant, UserID: user}
+	ns := make([]inbox.Notification, n)
+	for i, id := range ids {
+		ns[i] = inbox.Notification{ID: id, Type: "ci_failed", Category: bigCategory, Title: "Nightly build failed",
+			Body:      "The nightly build of main failed in the integration tests.",
+			CreatedAt: time.UnixMilli(int64(ulid.MustParse(id).Time()))}
+	}
 	eg, gctx := errgroup.WithContext(ctx)
 	eg.SetLimit(max(workers/2, 1))
 	for lo := 0; lo < n; lo += 25 {
-		chunk := ids[lo:min(n, lo+25)]
+		chunk := ns[lo:min(n, lo+25)]
 		eg.Go(func() error {
 			reqs := make([]types.WriteRequest, len(chunk))
-			for i, id := range chunk {
-				item, err := store.OutsideNotificationItem(inbox.Viewer{TenantID: tenant, UserID: user}, inbox.Notification{
-					ID: id, Type: "ci_failed", Title: "Nightly build failed",
-					Body:      "The nightly build of main failed in the integration tests.",
-					CreatedAt: time.UnixMilli(int64(ulid.MustParse(id).Time())),
-				})
+			for i, nt := range chunk {
+				item, err := store.OutsideNotificationItem(v, nt)
 				if err != nil {
 					return err
 				}
@@ -269,11 +279,11 @@ func bulkInbox(ctx context.Context, db *dynamodb.Client, table, user string, n, 
 	if err := eg.Wait(); err != nil {
 		return err
 	}
-	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-		"pk": s(pk), "sk": s("N~META"), "gsi1pk": s(pk + "#UNREAD"), "gsi1sk": s("N~META"), "entityType": s("InboxMeta"),
-		"unreadCount": &types.AttributeValueMemberN{Value: strconv.Itoa(n)}, "clock": s(ids[n-1]),
-		"version": &types.AttributeValueMemberN{Value: strconv.Itoa(n)},
-	}})
+	meta, err := store.OutsideMetaItem(v, ns)
+	if err != nil {
+		return err
+	}
+	_, err = db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: meta})
 	return err
 }
 
