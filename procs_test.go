@@ -91,6 +91,10 @@ func gwEnv(t *testing.T, table string, extra ...string) []string {
 		"INBOX_TABLE="+table,
 		"INBOX_JWT_SECRET="+string(testgw.Secret),
 		"INBOX_LOG_FORMAT=json",
+		// Each gateway's scheduler polls its shards a few times a second; the processes of
+		// these tests share one DynamoDB Local, so only the tests of the scheduler run it
+		// (a later INBOX_SCHEDULER=true in extra wins: os/exec keeps the last value).
+		"INBOX_SCHEDULER=false",
 	)
 	return append(env, extra...)
 }
