@@ -126,6 +126,11 @@ func (e *env) start(t *testing.T, owner string, r *recorder, o sched.Options) (*
 	if o.Grace == 0 {
 		o.Grace = time.Second
 	}
+	if o.RetryBase == 0 {
+		// A handler write that timed out on a loaded engine is retried within the
+		// tests' waits (the default backoff reaches minutes after a few failures).
+		o.RetryBase, o.RetryMax = 50*time.Millisecond, time.Second
+	}
 	s := sched.New(e.st, o)
 	s.Register("test", r.handler(e, owner))
 	ctx, cancel := context.WithCancel(context.Background())
