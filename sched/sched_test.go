@@ -162,13 +162,14 @@ func (e *env) schedule(t *testing.T, prefix string, n int, due func(i int) time.
 	return out
 }
 
-// waitRuns waits until every task ran (a run that returned nil when ok says so) or
-// the deadline passes; it returns the runs. The deadline is within times waitSlack: these
-// are bounds on correctness (nothing lost), not on speed, and a loaded shared machine
-// (make test runs several packages at once) slows DynamoDB Local several times over.
 // waitSlack stretches waitRuns' deadlines (see there).
 const waitSlack = 3
 
+// waitRuns waits until every task ran (a run that returned nil when ok says so) or
+// the deadline passes; it returns the runs. The deadline is within times waitSlack: these
+// are bounds on correctness (nothing lost), not on speed, and a loaded shared machine
+// (make test runs several packages at once) slows DynamoDB Local several times over. On
+// failure it names the first missing tasks with their due times and runs.
 func waitRuns(t *testing.T, r *recorder, tasks []inbox.Task, within time.Duration, done func([]run) bool) map[string][]run {
 	t.Helper()
 	deadline := time.Now().Add(within * waitSlack)
@@ -184,7 +185,13 @@ func waitRuns(t *testing.T, r *recorder, tasks []inbox.Task, within time.Duratio
 			return runs
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d tasks not done after %v", missing, len(tasks), within)
+			var named []string
+			for _, tk := range tasks {
+				if !done(runs[tk.ID]) && len(named) < 10 {
+					named = append(named, fmt.Sprintf("%s due %s (%d runs)", tk.ID, tk.Due.Format("15:04:05.000"), len(runs[tk.ID])))
+				}
+			}
+			t.Fatalf("%d of %d tasks not done after %v: %v", missing, len(tasks), within*waitSlack, named)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
