@@ -121,7 +121,15 @@ func (e *env) start(t *testing.T, owner string, r *recorder, o sched.Options) (*
 		o.Poll = 100 * time.Millisecond
 	}
 	if o.Lease == 0 {
-		o.Lease = 3 * time.Second
+		// A renewal's deadline is a sixth of the lease: 3 s left 500 ms, which a loaded
+		// DynamoDB Local (the whole suite shares one) missed, so shards kept being lost
+		// and restarted from their checkpoints (145 of 600 tasks unrun after 90 s).
+		o.Lease = 6 * time.Second
+	}
+	if o.Lookback == 0 {
+		// A fresh table: each shard's first pass Queries every minute from now -
+		// Lookback (61 Queries a shard with the 1 h default); the tests' tasks are recent.
+		o.Lookback = 2 * time.Minute
 	}
 	if o.Grace == 0 {
 		o.Grace = time.Second
@@ -203,7 +211,7 @@ func ranOnce(rs []run) bool { return len(rs) >= 1 }
 // once counted).
 func waitDone(t *testing.T, n int64, ss ...*sched.Scheduler) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second * waitSlack)
 	for {
 		var got int64
 		for _, s := range ss {
