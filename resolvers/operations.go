@@ -171,6 +171,21 @@ func committing(ctx context.Context) (context.Context, context.CancelFunc, error
 	return wctx, cancel, nil
 }
 
+// viewerWrite returns the caller (viewer) and a context for a write on its behalf
+// (committing), the two things every state mutation starts with; cancel must be called
+// when err is nil.
+func viewerWrite(ctx context.Context) (inbox.Viewer, context.Context, context.CancelFunc, error) {
+	v, err := viewer(ctx)
+	if err != nil {
+		return inbox.Viewer{}, nil, nil, err
+	}
+	wctx, cancel, err := committing(ctx)
+	if err != nil {
+		return inbox.Viewer{}, nil, nil, err
+	}
+	return v, wctx, cancel, nil
+}
+
 // badge reads the viewer's badge once per operation (one GetItem of META), however many
 // fields ask (unreadCount, unseenCount, badge).
 func (r *Resolver) badge(ctx context.Context, v inbox.Viewer) (inbox.Badge, error) {
@@ -268,11 +283,7 @@ const maxExpandedIDs = 500
 // returned in notFound (as given), the rest applied, in chunks of inbox.MaxStateIDs
 // notifications (the badge is the last chunk's).
 func (r *Resolver) state(ctx context.Context, ids []string, ch inbox.StateChange) (*inbox.MarkResult, error) {
-	v, err := viewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	wctx, cancel, err := committing(ctx)
+	v, wctx, cancel, err := viewerWrite(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -309,11 +320,7 @@ func (r *Resolver) state(ctx context.Context, ids []string, ch inbox.StateChange
 // deleteNotifications deletes notifications by global id, a group id's active
 // notifications (notFound as in state).
 func (r *Resolver) deleteNotifications(ctx context.Context, ids []string) (*inbox.DeleteResult, error) {
-	v, err := viewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	wctx, cancel, err := committing(ctx)
+	v, wctx, cancel, err := viewerWrite(ctx)
 	if err != nil {
 		return nil, err
 	}

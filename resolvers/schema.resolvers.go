@@ -50,11 +50,7 @@ func (r *mutationResolver) DeleteNotifications(ctx context.Context, ids []string
 }
 
 func (r *mutationResolver) MarkAllRead(ctx context.Context, filter *model.MarkAllFilter) (*inbox.MarkAllResult, error) {
-	v, err := viewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	wctx, cancel, err := committing(ctx)
+	v, wctx, cancel, err := viewerWrite(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -71,11 +67,7 @@ func (r *mutationResolver) MarkAllRead(ctx context.Context, filter *model.MarkAl
 }
 
 func (r *mutationResolver) MarkAllSeen(ctx context.Context) (*inbox.Badge, error) {
-	v, err := viewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	wctx, cancel, err := committing(ctx)
+	v, wctx, cancel, err := viewerWrite(ctx)
 	if err != nil {
 		return nil, err
 	}
