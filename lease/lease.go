@@ -149,11 +149,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (State, error) {
 	set := "SET #owner = :me, #until = :until, #et = :et"
 	names := map[string]string{"#pk": store.PartitionKeyAttr, "#until": AttrLeaseUntil, "#owner": AttrOwner, "#et": AttrEntityType}
 	values := map[string]types.AttributeValue{":now": ms(now), ":me": str(l.o.Owner), ":until": ms(until), ":et": str(l.o.EntityType)}
-	if l.o.ExpireAfter > 0 {
-		set += ", #exp = :exp"
-		names["#exp"] = AttrExpiresAt
-		values[":exp"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(until.Add(l.o.ExpireAfter).Unix(), 10)}
-	}
+	set = l.withExpiry(set, names, values, until)
 	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(l.table),
 		Key:                                 l.key,
@@ -226,11 +222,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	cond, names, values := l.heldCondition(now)
 	set := "SET #until = :until"
 	values[":until"] = ms(until)
-	if l.o.ExpireAfter > 0 {
-		set += ", #exp = :exp"
-		names["#exp"] = AttrExpiresAt
-		values[":exp"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(until.Add(l.o.ExpireAfter).Unix(), 10)}
-	}
+	set = l.withExpiry(set, names, values, until)
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
 		Key:                       l.key,
@@ -423,4 +415,16 @@ func List(ctx context.Context, db API, table, pk string) (map[string]State, erro
 		}
 		start = res.LastEvaluatedKey
 	}
+}
+
+// withExpiry adds to the update set the TTL attribute (ExpireAfter past until, epoch
+// seconds) when Options.ExpireAfter is set, so an abandoned lease item is removed; it
+// returns set unchanged otherwise.
+func (l *Lease) withExpiry(set string, names map[string]string, values map[string]types.AttributeValue, until time.Time) string {
+	if l.o.ExpireAfter <= 0 {
+		return set
+	}
+	names["#exp"] = AttrExpiresAt
+	values[":exp"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(until.Add(l.o.ExpireAfter).Unix(), 10)}
+	return set + ", #exp = :exp"
 }
