@@ -121,9 +121,9 @@ func (e *env) start(t *testing.T, owner string, r *recorder, o sched.Options) (*
 		o.Poll = 100 * time.Millisecond
 	}
 	if o.Lease == 0 {
-		// A renewal's deadline is a sixth of the lease: 3 s left 500 ms, which a loaded
-		// DynamoDB Local (the whole suite shares one) missed, so shards kept being lost
-		// and restarted from their checkpoints (145 of 600 tasks unrun after 90 s).
+		// Every lease renewal in the suite goes to the one shared DynamoDB Local: 3 s
+		// leases kept being lost under a full make test (145 of 600 tasks unrun after
+		// 90 s); renewals now get the lease's remaining time less a sixth (lease.Hold).
 		o.Lease = 6 * time.Second
 	}
 	if o.Lookback == 0 {
