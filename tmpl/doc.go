@@ -1,0 +1,22 @@
+// Package tmpl owns notification templates: Liquid sources (title, body, email subject,
+// HTML and text, push title and body, SMS text), versioned per id and locale in the store
+// (store/templates.go), validated when they are put, checked against a send's data when a
+// send pins a version (Service.Pin) and rendered per recipient (Service.Render) through a
+// bounded cache of parsed versions.
+//
+// Liquid is github.com/osteele/liquid with these rules:
+//   - Strict variables: an output ({{ x }}) whose value is undefined (nil) is an error
+//     naming the expression. A filter that turns nil into text hides it ({{ x | upcase }}
+//     renders ""), as in Liquid's own strict mode; {{ x | default: "…" }} is the way to make a
+//     variable optional.
+//   - No includes: {% include %} and {% render %} are refused at parse time (a template
+//     never reads a file or another template).
+//   - HTML escaping: in an email's HTML part every output is HTML-escaped unless its last
+//     filter is raw ({{ body_html | raw }}) or already escape / escape_once. Other parts
+//     (title, body, email subject and text, push, SMS) are plain text and are not escaped.
+//     A capture in an HTML part holds escaped text: output it with | raw.
+//   - Bounds: a part's source is at most MaxPartBytes; one render of one part writes at
+//     most MaxOutputBytes, runs at most MaxIterations loop iterations and RenderTimeout;
+//     every string or array a filter, an assign or a capture produces is at most
+//     MaxValueBytes (items). Past any of them the render fails with BAD_USER_INPUT.
+package tmpl
