@@ -368,9 +368,8 @@ func (s *Store) GetTemplateHead(ctx context.Context, tenantID, id string) (Templ
 // GetTemplate returns the content of template id for locale at version: the newest
 // version of that locale at or below version (0 = the latest). The locale is matched as
 // given (canonical form), then by its base language ("de-AT" → "de"), then the template's
-// default locale is used; locale "" is the default locale. One GetItem of HEAD and one
-// Query (AP17), a second Query when the chosen locale has no version at or below version
-// and falls back to the default. Errors: BAD_USER_INPUT for a bad id, locale or version;
+// default locale; locale "" is the default locale. One GetItem of HEAD and one Query per
+// locale tried (AP17): usually one. Errors: BAD_USER_INPUT for a bad id, locale or version;
 // NOT_FOUND for an unknown template or a version it does not have.
 func (s *Store) GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (Template, error) {
 	if err := inbox.CheckID("tenant", tenantID); err != nil {
@@ -404,15 +403,13 @@ func (s *Store) GetTemplate(ctx context.Context, tenantID, id, locale string, ve
 	if version > head.Version {
 		return Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
 	}
-	chosen := matchLocale(want, head.Locales, head.DefaultLocale)
-	it, err := s.templateVersionAtMost(ctx, pk, chosen, version)
-	if err != nil {
-		return Template{}, err
-	}
-	if it == nil && chosen != head.DefaultLocale {
-		it, err = s.templateVersionAtMost(ctx, pk, head.DefaultLocale, version)
-		if err != nil {
+	var it *templateVersionItem
+	for _, l := range localeCandidates(want, head.Locales, head.DefaultLocale) {
+		if it, err = s.templateVersionAtMost(ctx, pk, l, version); err != nil {
 			return Template{}, err
+		}
+		if it != nil {
+			break
 		}
 	}
 	if it == nil {
@@ -428,21 +425,24 @@ func (s *Store) GetTemplate(ctx context.Context, tenantID, id, locale string, ve
 	}, nil
 }
 
-// matchLocale picks the locale of locales for want: want itself, else its base language,
-// else def ("" picks def).
-func matchLocale(want string, locales []string, def string) string {
-	if want == "" {
-		return def
+// localeCandidates are the locales of locales to try for want, in order: want itself, its
+// base language ("de-AT" → "de"), the default def ("" = def alone). Each is tried in
+// turn until one has a version at or below the one asked for; which one answers never
+// changes for a version once written (later versions are above it).
+func localeCandidates(want string, locales []string, def string) []string {
+	var out []string
+	if want != "" && slices.Contains(locales, want) {
+		out = append(out, want)
 	}
-	if slices.Contains(locales, want) {
-		return want
-	}
-	if tag, err := language.Parse(want); err == nil {
-		if base, conf := tag.Base(); conf != language.No && slices.Contains(locales, base.String()) {
-			return base.String()
+	if tag, err := language.Parse(want); want != "" && err == nil {
+		if base, conf := tag.Base(); conf != language.No && base.String() != want && slices.Contains(locales, base.String()) {
+			out = append(out, base.String())
 		}
 	}
-	return def
+	if !slices.Contains(out, def) {
+		out = append(out, def)
+	}
+	return out
 }
 
 // templateVersionAtMost returns locale's newest version item at or below v, nil when

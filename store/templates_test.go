@@ -1,0 +1,166 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
+)
+
+func putTemplate(t *testing.T, f *fixture, id string, in store.TemplateInput) int {
+	t.Helper()
+	v, err := f.s.PutTemplate(context.Background(), f.tenant, id, in)
+	if err != nil {
+		t.Fatalf("put template %s %+v: %v", id, in, err)
+	}
+	return v
+}
+
+func getTemplate(t *testing.T, f *fixture, id, locale string, version int) store.Template {
+	t.Helper()
+	tp, err := f.s.GetTemplate(context.Background(), f.tenant, id, locale, version)
+	if err != nil {
+		t.Fatalf("get template %s %q v%d: %v", id, locale, version, err)
+	}
+	return tp
+}
+
+func TestTemplateVersions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if v := putTemplate(t, f, "welcome", store.TemplateInput{Title: "Hi {{ name }}", Email: &store.TemplateEmail{Subject: "Welcome", HTML: "<p>{{ name }}</p>"}}); v != 1 {
+		t.Fatalf("first version = %d, want 1", v)
+	}
+	if v := putTemplate(t, f, "welcome", store.TemplateInput{Locale: "de", Title: "Hallo {{ name }}"}); v != 2 {
+		t.Fatalf("second version = %d, want 2", v)
+	}
+	if v := putTemplate(t, f, "welcome", store.TemplateInput{Locale: "en", Title: "Hello {{ name }}", SMS: &store.TemplateSMS{Text: "hello"}}); v != 3 {
+		t.Fatalf("third version = %d, want 3", v)
+	}
+
+	head, err := f.s.GetTemplateHead(ctx, f.tenant, "welcome")
+	if err != nil || head.Version != 3 || head.DefaultLocale != "en" || !slices.Equal(head.Locales, []string{"de", "en"}) {
+		t.Fatalf("head = %+v, %v; want version 3, default en, locales de en", head, err)
+	}
+	for _, c := range []struct {
+		locale      string
+		version     int
+		wantTitle   string
+		wantVersion int
+		wantLocale  string
+	}{
+		{"", 0, "Hello {{ name }}", 3, "en"},
+		{"en", 1, "Hi {{ name }}", 1, "en"},       // pinned: the old content after newer PUTs
+		{"en-US", 2, "Hi {{ name }}", 1, "en"},    // base language, newest at or below 2
+		{"de", 1, "Hi {{ name }}", 1, "en"},       // de has nothing at v1: the default
+		{"de", 2, "Hallo {{ name }}", 2, "de"},    // de's own
+		{"de-AT", 3, "Hallo {{ name }}", 2, "de"}, // base language at a later pin
+		{"fr", 3, "Hello {{ name }}", 3, "en"},    // no such locale: the default
+		{"EN", 0, "Hello {{ name }}", 3, "en"},    // canonical form
+	} {
+		tp := getTemplate(t, f, "welcome", c.locale, c.version)
+		if tp.Title != c.wantTitle || tp.Version != c.wantVersion || tp.Locale != c.wantLocale || tp.Latest != 3 {
+			t.Errorf("get(%q, %d) = %q v%d %s (latest %d); want %q v%d %s", c.locale, c.version, tp.Title, tp.Version, tp.Locale, tp.Latest, c.wantTitle, c.wantVersion, c.wantLocale)
+		}
+	}
+	if tp := getTemplate(t, f, "welcome", "", 1); tp.Email == nil || tp.Email.HTML != "<p>{{ name }}</p>" || tp.SMS != nil {
+		t.Errorf("v1 parts = %+v %+v; want the email, no sms", tp.Email, tp.SMS)
+	}
+	if tp := getTemplate(t, f, "welcome", "", 3); tp.Email != nil || tp.SMS == nil || tp.SMS.Text != "hello" {
+		t.Errorf("v3 parts = %+v %+v; want the sms, no email", tp.Email, tp.SMS)
+	}
+
+	for _, c := range []struct {
+		id, locale string
+		version    int
+		code       string
+	}{
+		{"nope", "", 0, inbox.CodeNotFound},
+		{"welcome", "", 4, inbox.CodeNotFound},
+		{"welcome", "", -1, inbox.CodeBadUserInput},
+		{"a#b", "", 0, inbox.CodeBadUserInput},
+		{"welcome", "not a locale!", 0, inbox.CodeBadUserInput},
+	} {
+		if _, err := f.s.GetTemplate(ctx, f.tenant, c.id, c.locale, c.version); inbox.ErrorCode(err) != c.code {
+			t.Errorf("get(%q, %q, %d): %v; want %s", c.id, c.locale, c.version, err, c.code)
+		}
+	}
+	// Every read was a GetItem or a Query.
+	for _, op := range f.rec.Ops() {
+		if op != "GetItem" && op != "Query" && op != "TransactWriteItems" {
+			t.Errorf("unexpected operation %s", op)
+		}
+	}
+}
+
+func TestTemplatePutRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	big := strings.Repeat("x", store.MaxTemplatePartBytes+1)
+	part := strings.Repeat("x", store.MaxTemplatePartBytes)
+	for _, c := range []struct {
+		name string
+		id   string
+		in   store.TemplateInput
+	}{
+		{"no title", "t", store.TemplateInput{Body: "b"}},
+		{"bad id", "a#b", store.TemplateInput{Title: "t"}},
+		{"bad locale", "t", store.TemplateInput{Locale: "xx-!!", Title: "t"}},
+		{"part too big", "t", store.TemplateInput{Title: big}},
+		{"version too big", "t", store.TemplateInput{Title: part, Body: part, Email: &store.TemplateEmail{Subject: "s", HTML: part, Text: part}}},
+		{"email without subject", "t", store.TemplateInput{Title: "t", Email: &store.TemplateEmail{HTML: "h"}}},
+		{"email without content", "t", store.TemplateInput{Title: "t", Email: &store.TemplateEmail{Subject: "s"}}},
+		{"empty sms", "t", store.TemplateInput{Title: "t", SMS: &store.TemplateSMS{}}},
+		{"empty push", "t", store.TemplateInput{Title: "t", Push: &store.TemplatePush{}}},
+	} {
+		if _, err := f.s.PutTemplate(context.Background(), f.tenant, c.id, c.in); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("%s: %v; want BAD_USER_INPUT", c.name, err)
+		}
+	}
+	if _, err := f.s.GetTemplateHead(context.Background(), f.tenant, "t"); inbox.ErrorCode(err) != inbox.CodeNotFound {
+		t.Errorf("a refused PUT wrote something: head err = %v", err)
+	}
+}
+
+func TestTemplateConcurrentPutsGetDistinctVersions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const n = 12
+	versions := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			v, err := f.s.PutTemplate(context.Background(), f.tenant, "race", store.TemplateInput{
+				Locale: []string{"en", "de", "fr"}[i%3], Title: fmt.Sprintf("put %d", i),
+			})
+			if err != nil {
+				t.Errorf("put %d: %v", i, err)
+			}
+			versions[i] = v
+		})
+	}
+	wg.Wait()
+	got := slices.Sorted(slices.Values(versions))
+	for i, v := range got {
+		if v != i+1 {
+			t.Fatalf("versions = %v; want 1..%d, each once", got, n)
+		}
+	}
+	head, err := f.s.GetTemplateHead(context.Background(), f.tenant, "race")
+	if err != nil || head.Version != n || len(head.Locales) != 3 {
+		t.Fatalf("head = %+v, %v; want version %d and 3 locales", head, err, n)
+	}
+	// Each version holds what its PUT wrote.
+	for i, v := range versions {
+		locale := []string{"en", "de", "fr"}[i%3]
+		if tp := getTemplate(t, f, "race", locale, v); tp.Version != v || tp.Title != fmt.Sprintf("put %d", i) {
+			t.Errorf("version %d = %q v%d; want %q", v, tp.Title, tp.Version, fmt.Sprintf("put %d", i))
+		}
+	}
+}
