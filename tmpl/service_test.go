@@ -1,0 +1,172 @@
+package tmpl_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/inboxgw/gateway/ddbtrace"
+	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
+	"github.com/inboxgw/gateway/tmpl"
+)
+
+const tenant = "acme"
+
+// countingStore counts the store reads of a Service, to see the cache.
+type countingStore struct {
+	*store.Store
+	gets atomic.Int64
+}
+
+func (c *countingStore) GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (store.Template, error) {
+	c.gets.Add(1)
+	return c.Store.GetTemplate(ctx, tenantID, id, locale, version)
+}
+
+// newService makes a Service over a store on a fresh table of DynamoDB Local.
+func newService(t *testing.T) (*tmpl.Service, *countingStore) {
+	t.Helper()
+	rec := &ddbtrace.Recorder{}
+	db := dynlocaltest.Client(t, rec.Option())
+	table := dynlocaltest.TableName(t)
+	st := store.New(db, table)
+	t.Cleanup(func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	t.Cleanup(st.Close)
+	if err := st.CreateTable(context.Background()); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	t.Cleanup(func() {
+		if slices.Contains(rec.Ops(), "Scan") {
+			t.Errorf("a Scan was sent: %v", rec.Ops())
+		}
+	})
+	cs := &countingStore{Store: st}
+	return tmpl.New(cs), cs
+}
+
+func put(t *testing.T, s *tmpl.Service, id string, in store.TemplateInput) int {
+	t.Helper()
+	v, err := s.Put(context.Background(), tenant, id, in)
+	if err != nil {
+		t.Fatalf("put %s: %v", id, err)
+	}
+	return v
+}
+
+func TestPinAndRender(t *testing.T) {
+	t.Parallel()
+	s, cs := newService(t)
+	ctx := context.Background()
+	v1 := put(t, s, "order", store.TemplateInput{
+		Title: "Order {{ order.id }} shipped",
+		Body:  "Hi {{ name }}",
+		Email: &store.TemplateEmail{Subject: "Order {{ order.id }}", HTML: "<p>Hi {{ name }}</p>{{ footer | raw }}", Text: "Hi {{ name }}"},
+		SMS:   &store.TemplateSMS{Text: "Order {{ order.id }} shipped"},
+	})
+	data := inbox.JSON(`{"name": "Ada <admin>", "order": {"id": 12345678901}, "footer": "<hr>"}`)
+	pinned, err := s.Pin(ctx, tenant, "order", "", data)
+	if err != nil || pinned != v1 {
+		t.Fatalf("pin = %d, %v; want %d", pinned, err, v1)
+	}
+	put(t, s, "order", store.TemplateInput{Title: "v2 {{ name }}", Push: &store.TemplatePush{Title: "{{ name }}"}})
+
+	r, err := s.Render(ctx, tenant, "order", pinned, "en-GB", data)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	want := tmpl.Rendered{
+		Title: "Order 12345678901 shipped", Body: "Hi Ada <admin>",
+		Email:    &tmpl.EmailContent{Subject: "Order 12345678901", HTML: "<p>Hi Ada &lt;admin&gt;</p><hr>", Text: "Hi Ada <admin>"},
+		SMS:      &tmpl.SMSContent{Text: "Order 12345678901 shipped"},
+		Channels: []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelSMS},
+	}
+	if r.Title != want.Title || r.Body != want.Body || *r.Email != *want.Email || *r.SMS != *want.SMS || r.Push != nil || !slices.Equal(r.Channels, want.Channels) {
+		t.Errorf("pinned render = %+v %+v %+v; want %+v %+v %+v", r, r.Email, r.SMS, want, want.Email, want.SMS)
+	}
+	latest, err := s.Render(ctx, tenant, "order", 0, "", data)
+	if err != nil || latest.Title != "v2 Ada <admin>" || latest.Push == nil || latest.Push.Title != "Ada <admin>" || latest.Email != nil ||
+		!slices.Equal(latest.Channels, []string{inbox.ChannelInApp, inbox.ChannelPush}) {
+		t.Errorf("latest render = %+v, %v", latest, err)
+	}
+
+	// The pinned version is cached: rendering it again reads nothing.
+	before := cs.gets.Load()
+	for range 3 {
+		if _, err := s.Render(ctx, tenant, "order", pinned, "en-GB", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := cs.gets.Load() - before; n != 0 {
+		t.Errorf("%d store reads for cached renders; want 0", n)
+	}
+}
+
+func TestPinChecksEveryLocale(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t)
+	ctx := context.Background()
+	put(t, s, "greet", store.TemplateInput{Title: "Hello {{ name }}"})
+	put(t, s, "greet", store.TemplateInput{Locale: "de", Title: "Hallo {{ name }}", Body: "{{ user.city }}"})
+
+	if v, err := s.Pin(ctx, tenant, "greet", "de", inbox.JSON(`{"name": "Ada", "user": {"city": "Bonn"}}`)); err != nil || v != 2 {
+		t.Fatalf("pin = %d, %v; want 2", v, err)
+	}
+	// en renders without user.city, de does not: the pin is refused naming the variable.
+	_, err := s.Pin(ctx, tenant, "greet", "", inbox.JSON(`{"name": "Ada"}`))
+	if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "user.city") || !strings.Contains(err.Error(), "de") {
+		t.Errorf("pin without user.city: %v; want BAD_USER_INPUT naming user.city in de", err)
+	}
+	for _, c := range []struct {
+		name, id string
+		data     string
+		want     string
+	}{
+		{"unknown template", "nope", `{}`, "unknown template"},
+		{"data not an object", "greet", `[1]`, "object"},
+		{"data not JSON", "greet", `{`, "JSON"},
+		{"undefined variable", "greet", `{"user": {"city": "x"}}`, "name"},
+	} {
+		if _, err := s.Pin(ctx, tenant, c.id, "", inbox.JSON(c.data)); inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want BAD_USER_INPUT with %q", c.name, err, c.want)
+		}
+	}
+	// Render is strict too.
+	if _, err := s.Render(ctx, tenant, "greet", 2, "de", inbox.JSON(`{"name": "Ada"}`)); inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "user.city") {
+		t.Errorf("render without user.city: %v", err)
+	}
+	if _, err := s.Render(ctx, tenant, "nope", 1, "", nil); inbox.ErrorCode(err) != inbox.CodeNotFound {
+		t.Errorf("render of an unknown template: %v; want NOT_FOUND", err)
+	}
+}
+
+func TestPutRefusesWhatDoesNotParse(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		in   store.TemplateInput
+		want string
+	}{
+		{"unclosed if", store.TemplateInput{Title: "{% if x %}hi"}, "title"},
+		{"bad html", store.TemplateInput{Title: "t", Email: &store.TemplateEmail{Subject: "s", HTML: "{{ x | }}"}}, "email.html"},
+		{"include", store.TemplateInput{Title: "t", SMS: &store.TemplateSMS{Text: "{% include 'secrets' %}"}}, "include"},
+		{"oversized", store.TemplateInput{Title: "t", Body: strings.Repeat("x", tmpl.MaxPartBytes+1)}, "bytes"},
+	} {
+		if _, err := s.Put(ctx, tenant, "bad", c.in); inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want BAD_USER_INPUT with %q", c.name, err, c.want)
+		}
+	}
+	if _, err := s.Get(ctx, tenant, "bad", "", 0); inbox.ErrorCode(err) != inbox.CodeNotFound {
+		t.Errorf("a refused PUT was stored: %v", err)
+	}
+}
