@@ -52,10 +52,9 @@ const tickTag = "inbox_loop_tick"
 // errBudget is the cause of every render error a budget ends.
 var errBudget = errors.New("render budget exceeded")
 
-// budget is the state of one render: iterations, written bytes and the deadline.
+// budget is the state of one render of one part: loop iterations run and the deadline.
 type budget struct {
 	iterations int
-	written    int
 	deadline   time.Time
 }
 

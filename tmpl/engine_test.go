@@ -109,3 +109,27 @@ func TestEngineIterationBudget(t *testing.T) {
 		t.Fatalf("tick past MaxIterations: %v", err)
 	}
 }
+
+func TestEngineConcurrentRenders(t *testing.T) {
+	t.Parallel()
+	c, err := newEngine().parse("email.html", "{% for i in items %}<li>{{ i }}</li>{% endfor %}{% capture c %}{{ n }}{% endcapture %}{{ c }}", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 8)
+	for i := range 8 {
+		go func() {
+			out, err := c.render("email.html", map[string]any{"items": []any{"<a>", i}, "n": i})
+			if err != nil {
+				out = err.Error()
+			}
+			done <- out
+		}()
+	}
+	for range 8 {
+		out := <-done
+		if !strings.HasPrefix(out, "<li>&lt;a&gt;</li><li>") {
+			t.Errorf("render = %q", out)
+		}
+	}
+}
