@@ -13,10 +13,20 @@ import (
 )
 
 // Recorder collects the names of the operations sent ("Query", "BatchGetItem", ...), in the
-// order they were sent. It is safe for concurrent use.
+// order they were sent, and with them their inputs (Requests). It is safe for concurrent
+// use.
 type Recorder struct {
-	mu  sync.Mutex
-	ops []string
+	mu   sync.Mutex
+	ops  []string
+	reqs []Request
+}
+
+// Request is one operation sent: its name and its input (*dynamodb.QueryInput,
+// *dynamodb.TransactWriteItemsInput, ...), as the SDK had it before sending. Inputs are
+// shared with the caller: read them, never change them.
+type Request struct {
+	Op    string
+	Input any
 }
 
 // Option returns a dynamodb client option that records into r, for dynamodb.New or
@@ -27,7 +37,9 @@ func (r *Recorder) Option() func(*dynamodb.Options) {
 			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("ddbtrace",
 				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 					r.mu.Lock()
-					r.ops = append(r.ops, awsmiddleware.GetOperationName(ctx))
+					op := awsmiddleware.GetOperationName(ctx)
+					r.ops = append(r.ops, op)
+					r.reqs = append(r.reqs, Request{Op: op, Input: in.Parameters})
 					r.mu.Unlock()
 					return next.HandleInitialize(ctx, in)
 				}), middleware.After)
@@ -40,6 +52,13 @@ func (r *Recorder) Ops() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.ops...)
+}
+
+// Requests returns a copy of the requests recorded so far (see Request).
+func (r *Recorder) Requests() []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Request(nil), r.reqs...)
 }
 
 // Count returns how many times op was recorded.
@@ -59,5 +78,6 @@ func (r *Recorder) Count(op string) int {
 func (r *Recorder) Reset() {
 	r.mu.Lock()
 	r.ops = r.ops[:0]
+	r.reqs = nil
 	r.mu.Unlock()
 }
