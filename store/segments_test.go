@@ -170,8 +170,11 @@ func TestSegmentBadInput(t *testing.T) {
 		"hash in segment": func() error { _, err := f.s.UpdateSegment(ctx, f.tenant, "a#b", []string{"u"}, nil); return err },
 		"hash in member":  func() error { _, err := f.s.UpdateSegment(ctx, f.tenant, "s", []string{"u#1"}, nil); return err },
 		"none":            func() error { _, err := f.s.UpdateSegment(ctx, f.tenant, "s", nil, nil); return err },
-		"both":            func() error { _, err := f.s.UpdateSegment(ctx, f.tenant, "s", []string{"u"}, []string{"u"}); return err },
-		"cursor":          func() error { _, err := f.s.GetSegment(ctx, f.tenant, "s", 10, "!!"); return err },
+		"both": func() error {
+			_, err := f.s.UpdateSegment(ctx, f.tenant, "s", []string{"u"}, []string{"u"})
+			return err
+		},
+		"cursor": func() error { _, err := f.s.GetSegment(ctx, f.tenant, "s", 10, "!!"); return err },
 	} {
 		if err := call(); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Errorf("%s: %v, want BAD_USER_INPUT", name, err)
