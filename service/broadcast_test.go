@@ -38,6 +38,7 @@ type env struct {
 func setup(t *testing.T, opts ...store.Option) *env {
 	t.Helper()
 	rec := &ddbtrace.Recorder{}
+	rec.KeepInputs()
 	db := dynlocaltest.Client(t, rec.Option())
 	table := dynlocaltest.TableName(t)
 	st := store.New(db, table, append([]store.Option{store.WithSweepWorkers(0), store.WithSchedShards(4)}, opts...)...)

@@ -64,6 +64,7 @@ func members(prefix string, n int) []string {
 func TestSegmentWritesSpreadOverShards(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, store.WithSweepWorkers(0))
+	f.rec.KeepInputs()
 	ctx := context.Background()
 	all := members("user-", 10000)
 	for i := 0; i < len(all); i += store.MaxSegmentChange {
