@@ -222,10 +222,10 @@ func TestBroadcastToFollowers(t *testing.T) {
 // resumes; every recipient ends with exactly one notification and the counters exact.
 func TestBroadcastResumesAfterCrashes(t *testing.T) {
 	t.Parallel()
-	// 4 shards of 500: 5 pages each, runs of 3 pages and a continuation.
+	// 4 shards of about 250: 3 pages each, runs of 2 pages and a continuation.
 	e := setup(t, store.WithSegmentShards(4))
 	seg := "everyone"
-	users := e.fill(t, seg, "u-", 2000)
+	users := e.fill(t, seg, "u-", 1000)
 	// crashAfter is a Send that kills instance *in after its n-th page, once that page
 	// is written: its checkpoint never happens.
 	crashAfter := func(n int64, in **instance) service.BroadcastSendFunc {
@@ -239,7 +239,7 @@ func TestBroadcastResumesAfterCrashes(t *testing.T) {
 		}
 	}
 	var first *instance
-	first = e.start(t, "a", 3, crashAfter(5, &first))
+	first = e.start(t, "a", 2, crashAfter(3, &first))
 	id, err := first.b.Start(context.Background(), tenant, spec("crash-1", seg))
 	if err != nil {
 		t.Fatal(err)
@@ -247,20 +247,20 @@ func TestBroadcastResumesAfterCrashes(t *testing.T) {
 	<-first.done
 	bc1, _ := e.st.GetBroadcast(context.Background(), tenant, id)
 	var second *instance
-	second = e.start(t, "b", 3, crashAfter(5, &second))
+	second = e.start(t, "b", 2, crashAfter(3, &second))
 	<-second.done
 	bc2, _ := e.st.GetBroadcast(context.Background(), tenant, id)
 	if bc1.Status == store.BroadcastDone || bc2.Status == store.BroadcastDone || bc2.Written < bc1.Written {
 		t.Fatalf("both instances should have crashed mid-broadcast: after the first %+v, after the second %+v", bc1, bc2)
 	}
-	third := e.start(t, "c", 3, nil)
+	third := e.start(t, "c", 2, nil)
 	_ = third
 	bc := e.wait(t, id, 3*time.Minute, done)
-	if bc.Recipients != 2000 || bc.Written != 2000 || bc.Skipped != 0 || bc.Failed != 0 || bc.ShardsDone != bc.Shards {
+	if bc.Recipients != 1000 || bc.Written != 1000 || bc.Skipped != 0 || bc.Failed != 0 || bc.ShardsDone != bc.Shards {
 		t.Fatalf("progress after the crashes %+v (first crash at %d written, second at %d)", bc, bc1.Written, bc2.Written)
 	}
-	if h := e.notified(t, users); h[1] != 2000 {
-		t.Fatalf("notifications per user: %v, want 2000 with one", h)
+	if h := e.notified(t, users); h[1] != 1000 {
+		t.Fatalf("notifications per user: %v, want 1000 with one", h)
 	}
 }
 
@@ -268,10 +268,10 @@ func TestBroadcastResumesAfterCrashes(t *testing.T) {
 // many as the counters say, and nothing more is written.
 func TestBroadcastCancel(t *testing.T) {
 	t.Parallel()
-	// One shard: 20 pages one after the other, slow enough to cancel in the middle.
+	// One shard: 10 pages one after the other, slow enough to cancel in the middle.
 	e := setup(t, store.WithSegmentShards(1))
 	seg := "slow"
-	users := e.fill(t, seg, "s-", 2000)
+	users := e.fill(t, seg, "s-", 1000)
 	slow := func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
 		time.Sleep(300 * time.Millisecond)
 		return e.st.Send(ctx, tenantID, si)
@@ -281,7 +281,7 @@ func TestBroadcastCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.wait(t, id, time.Minute, func(bc store.Broadcast) bool { return bc.Written >= 300 })
+	e.wait(t, id, time.Minute, func(bc store.Broadcast) bool { return bc.Written >= 200 })
 	bc, err := in.b.Cancel(context.Background(), tenant, id)
 	if err != nil || bc.Status != store.BroadcastCancelled {
 		t.Fatalf("cancel: %+v, %v", bc, err)
@@ -301,11 +301,11 @@ func TestBroadcastCancel(t *testing.T) {
 		}
 		last = cur
 	}
-	if last.Status != store.BroadcastCancelled || last.Written >= 2000 || last.FinishedAt.IsZero() {
+	if last.Status != store.BroadcastCancelled || last.Written >= 1000 || last.FinishedAt.IsZero() {
 		t.Fatalf("after cancel: %+v", last)
 	}
 	h := e.notified(t, users)
-	if h[1] != last.Written || h[0] != 2000-last.Written {
+	if h[1] != last.Written || h[0] != 1000-last.Written {
 		t.Fatalf("notifications per user %v, written %d", h, last.Written)
 	}
 	// Cancelling again changes nothing.
