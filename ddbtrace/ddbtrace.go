@@ -13,10 +13,30 @@ import (
 )
 
 // Recorder collects the names of the operations sent ("Query", "BatchGetItem", ...), in the
-// order they were sent. It is safe for concurrent use.
+// order they were sent, and with them, after KeepInputs, their inputs (Requests). It is
+// safe for concurrent use.
 type Recorder struct {
-	mu  sync.Mutex
-	ops []string
+	mu     sync.Mutex
+	ops    []string
+	inputs bool
+	reqs   []Request
+}
+
+// KeepInputs has r keep, from now on, every operation's input for Requests. Tests that
+// look at keys call it; a long run such as the bench does not, so the inputs are not
+// held.
+func (r *Recorder) KeepInputs() {
+	r.mu.Lock()
+	r.inputs = true
+	r.mu.Unlock()
+}
+
+// Request is one operation sent: its name and its input (*dynamodb.QueryInput,
+// *dynamodb.TransactWriteItemsInput, ...), as the SDK had it before sending. Inputs are
+// shared with the caller: read them, never change them.
+type Request struct {
+	Op    string
+	Input any
 }
 
 // Option returns a dynamodb client option that records into r, for dynamodb.New or
@@ -27,7 +47,11 @@ func (r *Recorder) Option() func(*dynamodb.Options) {
 			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("ddbtrace",
 				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 					r.mu.Lock()
-					r.ops = append(r.ops, awsmiddleware.GetOperationName(ctx))
+					op := awsmiddleware.GetOperationName(ctx)
+					r.ops = append(r.ops, op)
+					if r.inputs {
+						r.reqs = append(r.reqs, Request{Op: op, Input: in.Parameters})
+					}
 					r.mu.Unlock()
 					return next.HandleInitialize(ctx, in)
 				}), middleware.After)
@@ -40,6 +64,14 @@ func (r *Recorder) Ops() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.ops...)
+}
+
+// Requests returns a copy of the requests recorded so far (see Request); none unless
+// KeepInputs was called.
+func (r *Recorder) Requests() []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Request(nil), r.reqs...)
 }
 
 // Count returns how many times op was recorded.
@@ -59,5 +91,6 @@ func (r *Recorder) Count(op string) int {
 func (r *Recorder) Reset() {
 	r.mu.Lock()
 	r.ops = r.ops[:0]
+	r.reqs = nil
 	r.mu.Unlock()
 }

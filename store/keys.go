@@ -198,3 +198,47 @@ func SchedLeaseKind(sk string) (shard int, member, ok bool) {
 func LeaseKey(name string) map[string]types.AttributeValue {
 	return key("LEASE#"+name, skLease)
 }
+
+// Keys of segments and broadcasts (AP18-AP21 of README.md). Segment ids and broadcast
+// ids passed inbox.CheckID (a segment id may hold ':', as in followers:{actorId}, but
+// never '#').
+const (
+	// skSegMemberPrefix + userId is a segment member's sort key, in its shard's partition.
+	skSegMemberPrefix = "M#"
+	// skSegCount is the sort key of a segment shard's member count; '~' sorts after every
+	// "M#" key, so a member Query (begins_with M#) never meets it.
+	skSegCount = "~COUNT"
+	// skBroadcast is the sort key of a broadcast's head item (status, counters, request).
+	skBroadcast = "B"
+	// skBroadcastShardPrefix + %02d shard is a broadcast shard's progress item.
+	skBroadcastShardPrefix = "SH#"
+
+	entitySegMember      = "SegmentMember"
+	entitySegCount       = "SegmentCount"
+	entityBroadcast      = "Broadcast"
+	entityBroadcastShard = "BroadcastShard"
+)
+
+// segmentPK is the partition of one write shard of segment id (AP18, AP19): members are
+// spread over the shards by SegmentShard, so no partition key is hot at any size.
+func segmentPK(tenantID, id string, shard int) string {
+	return fmt.Sprintf("T#%s#SEG#%s#S#%02d", tenantID, id, shard)
+}
+
+// segMemberSK is the sort key of member userID.
+func segMemberSK(userID string) string { return skSegMemberPrefix + userID }
+
+// SegmentShard is the write shard of userID among shards (FNV-1a of the id, modulo
+// shards): stable, so an add and a later remove of one member meet the same item.
+func SegmentShard(userID string, shards int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(userID))
+	return int(h.Sum32() % uint32(max(shards, 1)))
+}
+
+// broadcastPK is the partition of broadcast id: its head item and one item per shard
+// (AP20, AP21).
+func broadcastPK(tenantID, id string) string { return "T#" + tenantID + "#BCAST#" + id }
+
+// broadcastShardSK is the sort key of a broadcast shard's progress item.
+func broadcastShardSK(shard int) string { return fmt.Sprintf("%s%02d", skBroadcastShardPrefix, shard) }

@@ -51,6 +51,7 @@ type Store struct {
 	retry           RetryPolicy
 	retryObs        RetryObserver
 	schedShards     int
+	segShards       int
 	tenantPrefs     func(tenantID string) inbox.TenantPreferences
 	retention       time.Duration
 }
@@ -109,6 +110,7 @@ func New(db API, table string, opts ...Option) *Store {
 		cursors:         randomCursorKey(),
 		retry:           DefaultRetryPolicy,
 		schedShards:     DefaultSchedShards,
+		segShards:       DefaultSegmentShards,
 	}
 	s.sweeper = newSweeper(2)
 	for _, o := range opts {

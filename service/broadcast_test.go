@@ -1,0 +1,373 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/inboxgw/gateway/ddbtrace"
+	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/sched"
+	"github.com/inboxgw/gateway/service"
+	"github.com/inboxgw/gateway/store"
+)
+
+const tenant = "acme"
+
+type env struct {
+	db  *dynamodb.Client
+	st  *store.Store
+	rec *ddbtrace.Recorder
+	log *slog.Logger
+}
+
+// setup makes a store over a fresh table; at the end it fails on any Scan.
+func setup(t *testing.T, opts ...store.Option) *env {
+	t.Helper()
+	rec := &ddbtrace.Recorder{}
+	rec.KeepInputs()
+	db := dynlocaltest.Client(t, rec.Option())
+	table := dynlocaltest.TableName(t)
+	st := store.New(db, table, append([]store.Option{store.WithSweepWorkers(0), store.WithSchedShards(4)}, opts...)...)
+	t.Cleanup(func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	t.Cleanup(st.Close)
+	if err := st.CreateTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if slices.Contains(rec.Ops(), "Scan") {
+			t.Errorf("a Scan was sent")
+		}
+	})
+	return &env{db: db, st: st, rec: rec, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// fill adds n members named prefix00000.. to segment seg.
+func (e *env) fill(t *testing.T, seg, prefix string, n int) []string {
+	t.Helper()
+	var all []string
+	for i := range n {
+		all = append(all, fmt.Sprintf("%s%05d", prefix, i))
+	}
+	for i := 0; i < n; i += store.MaxSegmentChange {
+		if _, err := e.st.UpdateSegment(context.Background(), tenant, seg, all[i:min(n, i+store.MaxSegmentChange)], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return all
+}
+
+// instance is one gateway process's scheduler and broadcasts; kill ends it as a crash
+// would: every running handler's context ends, the scheduler stops without releasing
+// its leases.
+type instance struct {
+	b    *service.Broadcasts
+	kill context.CancelFunc
+	done chan struct{}
+}
+
+// start runs an instance; send wraps Store.Send (nil: Store.Send itself).
+func (e *env) start(t *testing.T, owner string, pagesPerRun int, send service.BroadcastSendFunc) *instance {
+	t.Helper()
+	if send == nil {
+		send = e.st.Send
+	}
+	s := sched.New(e.st, sched.Options{DB: e.db, Owner: owner, Poll: 100 * time.Millisecond, Lease: 3 * time.Second,
+		Lookback: 2 * time.Minute, Grace: time.Second, RetryBase: 50 * time.Millisecond, RetryMax: time.Second, Logger: e.log})
+	ctx, kill := context.WithCancel(context.Background())
+	in := &instance{kill: kill, done: make(chan struct{})}
+	in.b = service.NewBroadcasts(service.BroadcastOptions{Store: e.st, Send: send, PagesPerRun: pagesPerRun, Logger: e.log,
+		Register: func(kind string, h func(context.Context, inbox.Task) error) {
+			s.Register(kind, sched.HandlerFunc(func(hctx context.Context, task inbox.Task) error {
+				hctx, stop := context.WithCancel(hctx)
+				defer stop()
+				defer context.AfterFunc(ctx, stop)()
+				return h(hctx, task)
+			}))
+		}})
+	go func() {
+		defer close(in.done)
+		_ = s.Run(ctx)
+	}()
+	t.Cleanup(func() { kill(); <-in.done })
+	return in
+}
+
+// wait polls broadcast id until cond holds, failing after d.
+func (e *env) wait(t *testing.T, id string, d time.Duration, cond func(store.Broadcast) bool) store.Broadcast {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		bc, err := e.st.GetBroadcast(context.Background(), tenant, id)
+		if err == nil && cond(bc) {
+			return bc
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broadcast %s: condition not met after %v: %+v, %v", id, d, bc, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// notified returns how many notifications each user has (their inbox's first page,
+// and the badge must agree).
+func (e *env) notified(t *testing.T, users []string) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	hist := map[int]int{}
+	g := new(errgroup.Group)
+	g.SetLimit(16)
+	for _, u := range users {
+		g.Go(func() error {
+			first := 5
+			p, err := e.st.Inbox(context.Background(), inbox.Viewer{TenantID: tenant, UserID: u}, inbox.PageQuery{First: &first})
+			if err != nil {
+				return err
+			}
+			if p.HasUnreadCount && p.UnreadCount != len(p.Edges) {
+				return fmt.Errorf("user %s: badge %d, %d notifications", u, p.UnreadCount, len(p.Edges))
+			}
+			mu.Lock()
+			hist[len(p.Edges)]++
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return hist
+}
+
+func spec(key, seg string) service.BroadcastSpec {
+	return service.BroadcastSpec{IdempotencyKey: key, Segment: seg,
+		Send: inbox.SendInput{Type: "release", Category: "news", Title: "v2 is out", Body: "read all about it"}}
+}
+
+func done(bc store.Broadcast) bool { return bc.Status == store.BroadcastDone }
+
+// A broadcast to a 2,000-member followers segment reaches done with exactly one
+// notification each and exact counters; its reads spread over every segment shard.
+func TestBroadcastToFollowers(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	seg := "followers:actor-42"
+	users := e.fill(t, seg, "fan-", 2000)
+	e.rec.Reset()
+	in := e.start(t, "a", 5, nil)
+	id, err := in.b.Start(context.Background(), tenant, spec("launch-1", seg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := e.wait(t, id, 2*time.Minute, done)
+	if bc.Recipients != 2000 || bc.Written != 2000 || bc.Skipped != 0 || bc.Failed != 0 || bc.FinishedAt.IsZero() || bc.StartedAt.IsZero() {
+		t.Fatalf("progress %+v", bc)
+	}
+	// Reads: every segment shard was Queried, none more than twice the mean.
+	queries := map[string]int{}
+	for _, r := range e.rec.Requests() {
+		if q, ok := r.Input.(*dynamodb.QueryInput); ok {
+			if v, ok := q.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS); ok && strings.Contains(v.Value, "#SEG#"+seg+"#S#") {
+				queries[v.Value]++
+			}
+		}
+	}
+	if len(queries) != store.DefaultSegmentShards {
+		t.Fatalf("Queries reached %d shards, want %d", len(queries), store.DefaultSegmentShards)
+	}
+	total := 0
+	for _, n := range queries {
+		total += n
+	}
+	for pk, n := range queries {
+		if float64(n) > 2*float64(total)/float64(len(queries)) {
+			t.Errorf("shard %s was Queried %d times of %d", pk, n, total)
+		}
+	}
+	if h := e.notified(t, users); h[1] != 2000 {
+		t.Fatalf("notifications per user: %v, want 2000 with one", h)
+	}
+	// A repeated start is the same broadcast; the same key with another spec a CONFLICT.
+	again, err := in.b.Start(context.Background(), tenant, spec("launch-1", seg))
+	if err != nil || again != id {
+		t.Fatalf("replay: %q, %v; want %q", again, err, id)
+	}
+	other := spec("launch-1", seg)
+	other.Send.Title = "something else"
+	if _, err := in.b.Start(context.Background(), tenant, other); inbox.ErrorCode(err) != "CONFLICT" {
+		t.Fatalf("reused key: %v, want CONFLICT", err)
+	}
+	if slices.Contains(e.rec.Ops(), "Scan") {
+		t.Fatal("a Scan")
+	}
+}
+
+// A crash in the middle of a broadcast, twice: each instance's handlers are killed after
+// some pages (the last page written but not checkpointed), and a fresh instance
+// resumes; every recipient ends with exactly one notification and the counters exact.
+func TestBroadcastResumesAfterCrashes(t *testing.T) {
+	t.Parallel()
+	// 4 shards of about 250: 3 pages each, runs of 2 pages and a continuation.
+	e := setup(t, store.WithSegmentShards(4))
+	seg := "everyone"
+	users := e.fill(t, seg, "u-", 1000)
+	// crashAfter is a Send that kills instance *in after its n-th page, once that page
+	// is written: its checkpoint never happens.
+	crashAfter := func(n int64, in **instance) service.BroadcastSendFunc {
+		var pages atomic.Int64
+		return func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
+			res, err := e.st.Send(ctx, tenantID, si)
+			if pages.Add(1) == n {
+				(*in).kill()
+			}
+			return res, err
+		}
+	}
+	var first *instance
+	first = e.start(t, "a", 2, crashAfter(3, &first))
+	id, err := first.b.Start(context.Background(), tenant, spec("crash-1", seg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-first.done
+	bc1, _ := e.st.GetBroadcast(context.Background(), tenant, id)
+	var second *instance
+	second = e.start(t, "b", 2, crashAfter(3, &second))
+	<-second.done
+	bc2, _ := e.st.GetBroadcast(context.Background(), tenant, id)
+	if bc1.Status == store.BroadcastDone || bc2.Status == store.BroadcastDone || bc2.Written < bc1.Written {
+		t.Fatalf("both instances should have crashed mid-broadcast: after the first %+v, after the second %+v", bc1, bc2)
+	}
+	third := e.start(t, "c", 2, nil)
+	_ = third
+	bc := e.wait(t, id, 3*time.Minute, done)
+	if bc.Recipients != 1000 || bc.Written != 1000 || bc.Skipped != 0 || bc.Failed != 0 || bc.ShardsDone != bc.Shards {
+		t.Fatalf("progress after the crashes %+v (first crash at %d written, second at %d)", bc, bc1.Written, bc2.Written)
+	}
+	if h := e.notified(t, users); h[1] != 1000 {
+		t.Fatalf("notifications per user: %v, want 1000 with one", h)
+	}
+}
+
+// Cancel stops a running broadcast: the recipients written stay written, exactly as
+// many as the counters say, and nothing more is written.
+func TestBroadcastCancel(t *testing.T) {
+	t.Parallel()
+	// One shard: 10 pages one after the other, slow enough to cancel in the middle.
+	e := setup(t, store.WithSegmentShards(1))
+	seg := "slow"
+	users := e.fill(t, seg, "s-", 1000)
+	slow := func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
+		time.Sleep(300 * time.Millisecond)
+		return e.st.Send(ctx, tenantID, si)
+	}
+	in := e.start(t, "a", 2, slow)
+	id, err := in.b.Start(context.Background(), tenant, spec("cancel-1", seg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(t, id, time.Minute, func(bc store.Broadcast) bool { return bc.Written >= 200 })
+	bc, err := in.b.Cancel(context.Background(), tenant, id)
+	if err != nil || bc.Status != store.BroadcastCancelled {
+		t.Fatalf("cancel: %+v, %v", bc, err)
+	}
+	// The pages in flight finish and are counted; then nothing moves.
+	var last store.Broadcast
+	for stable := 0; stable < 3; {
+		time.Sleep(time.Second)
+		cur, err := in.b.Get(context.Background(), tenant, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.Written == last.Written {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = cur
+	}
+	if last.Status != store.BroadcastCancelled || last.Written >= 1000 || last.FinishedAt.IsZero() {
+		t.Fatalf("after cancel: %+v", last)
+	}
+	h := e.notified(t, users)
+	if h[1] != last.Written || h[0] != 1000-last.Written {
+		t.Fatalf("notifications per user %v, written %d", h, last.Written)
+	}
+	// Cancelling again changes nothing.
+	if again, err := in.b.Cancel(context.Background(), tenant, id); err != nil || again.Written != last.Written || again.Status != store.BroadcastCancelled {
+		t.Fatalf("second cancel: %+v, %v", again, err)
+	}
+}
+
+// A list broadcast writes each listed user once (repeats count once); bad specs are
+// refused before anything is written.
+func TestBroadcastListAndBadInput(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	in := e.start(t, "a", 20, nil)
+	ctx := context.Background()
+	var list []string
+	for i := range 250 {
+		list = append(list, fmt.Sprintf("l-%03d", i))
+	}
+	s := service.BroadcastSpec{IdempotencyKey: "list-1", Recipients: append(slices.Clone(list), list[:10]...),
+		Send: inbox.SendInput{Type: "digest", Title: "weekly"}}
+	id, err := in.b.Start(ctx, tenant, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := e.wait(t, id, time.Minute, done)
+	if bc.Recipients != 250 || bc.Written != 250 || bc.Shards != 3 {
+		t.Fatalf("list broadcast %+v", bc)
+	}
+	if h := e.notified(t, list); h[1] != 250 {
+		t.Fatalf("notifications per user %v", h)
+	}
+	e.rec.Reset()
+	many := make([]string, store.MaxSegmentChange+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("m%d", i)
+	}
+	for name, sp := range map[string]service.BroadcastSpec{
+		"unknown segment": spec("k1", "nobody-here"),
+		"both":            {IdempotencyKey: "k2", Segment: "s", Recipients: []string{"u"}, Send: inbox.SendInput{Type: "t"}},
+		"neither":         {IdempotencyKey: "k3", Send: inbox.SendInput{Type: "t"}},
+		"too many":        {IdempotencyKey: "k4", Recipients: many, Send: inbox.SendInput{Type: "t"}},
+		"bad recipient":   {IdempotencyKey: "k5", Recipients: []string{"a#b"}, Send: inbox.SendInput{Type: "t"}},
+		"bad segment":     spec("k6", "a#b"),
+		"no type":         {IdempotencyKey: "k7", Recipients: []string{"u"}},
+		"bad lane":        {IdempotencyKey: "k8", Recipients: []string{"u"}, Send: inbox.SendInput{Type: "t"}, Lane: "fast"},
+		"no key":          {Recipients: []string{"u"}, Send: inbox.SendInput{Type: "t"}},
+	} {
+		if _, err := in.b.Start(ctx, tenant, sp); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("%s: %v, want BAD_USER_INPUT", name, err)
+		}
+	}
+	for _, r := range e.rec.Requests() {
+		if _, ok := r.Input.(*dynamodb.TransactWriteItemsInput); ok {
+			if tx := r.Input.(*dynamodb.TransactWriteItemsInput); len(tx.TransactItems) > 0 && tx.TransactItems[0].Put != nil {
+				if v, ok := tx.TransactItems[0].Put.Item["sk"].(*types.AttributeValueMemberS); ok && v.Value == "B" {
+					t.Fatal("a refused broadcast was written")
+				}
+			}
+		}
+	}
+	if _, err := in.b.Get(ctx, tenant, service.BroadcastID("k1")); inbox.ErrorCode(err) != inbox.CodeNotFound {
+		t.Fatalf("get of an unknown broadcast: %v", err)
+	}
+}
