@@ -53,6 +53,8 @@ type Store struct {
 	schedShards     int
 	tenantPrefs     func(tenantID string) inbox.TenantPreferences
 	retention       time.Duration
+	settings        *settingsCache
+	statusTTL       time.Duration
 }
 
 // Option configures a Store.
@@ -109,6 +111,8 @@ func New(db API, table string, opts ...Option) *Store {
 		cursors:         randomCursorKey(),
 		retry:           DefaultRetryPolicy,
 		schedShards:     DefaultSchedShards,
+		settings:        newSettingsCache(DefaultSettingsCacheTTL),
+		statusTTL:       DefaultStatusTTL,
 	}
 	s.sweeper = newSweeper(2)
 	for _, o := range opts {
