@@ -321,6 +321,10 @@ type SendResult struct {
 	// again; their status records hold their decisions). In-app skips are the recipients
 	// missing from Accepted.
 	Skipped SkipCounts
+	// StatusIDs maps each recipient written (by this call or an earlier one of the key) to
+	// the id its status is read under (Store.Status): its notification's id, or for a
+	// recipient whose in-app was skipped, the id of its status records alone.
+	StatusIDs map[string]string
 }
 
 // Delivery is one recipient's notification written by a send.

@@ -341,11 +341,10 @@ func clockMinutes(s string) (int, bool) {
 	return h*60 + m, true
 }
 
-// maxRecipientActions is the most actions one recipient's send transaction holds: the
-// guard, the notification, META, the group and the expiry task, the status summary, a
-// record per channel and a delivery task per channel but in-app. TransactWriteItems takes
-// at most 100.
-const maxRecipientActions = 5 + 1 + 2*5 - 1
+// maxTxnActions is TransactWriteItems' limit of actions. One recipient's send holds at
+// most 15: the guard, the notification, META, the group, the expiry task, the status
+// summary, a record per channel (5) and a deliver task per channel but in-app (4).
+const maxTxnActions = 100
 
 // addStatus adds to t the status records of user's notification id (written at now by a
 // send that decided r) and the delivery task of every queued channel but in-app:
@@ -401,8 +400,8 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, r *route, now time.
 		}
 		t.add(s.taskAction(TaskDeliver, v, id, due, d.channel))
 	}
-	if len(t.acts) > 100 {
-		return fmt.Errorf("store: a recipient's send transaction has %d actions, over TransactWriteItems' 100", len(t.acts))
+	if len(t.acts) > maxTxnActions {
+		return fmt.Errorf("store: a recipient's send transaction has %d actions, over TransactWriteItems' %d", len(t.acts), maxTxnActions)
 	}
 	return nil
 }

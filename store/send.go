@@ -132,19 +132,26 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		}
 	}
 	skipped := inbox.SkipCounts{}
+	statusIDs := make(map[string]string, len(recipients))
+	for r, g := range guards {
+		if g.NotificationID != "" {
+			statusIDs[r] = g.NotificationID
+		} else if g.StatusID != "" {
+			statusIDs[r] = g.StatusID
+		}
+	}
 	if len(pending) > 0 {
 		routes, cfg, err := s.routeRecipients(ctx, tenantID, pending, in, groupKey(in))
 		if err != nil {
 			return inbox.SendResult{}, err
 		}
-		results := make([]inbox.Delivery, len(pending))
-		wrote := make([]bool, len(pending))
+		results := make([]sent, len(pending))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(s.sendConcurrency)
 		for i, r := range pending {
 			g.Go(func() error {
-				d, w, err := s.sendOne(gctx, tenantID, r, in, hash, routes[r], cfg)
-				results[i], wrote[i] = d, w
+				out, err := s.sendOne(gctx, tenantID, r, in, hash, routes[r], cfg)
+				results[i] = out
 				if err != nil {
 					return fmt.Errorf("send to a recipient: %w", err)
 				}
@@ -155,10 +162,13 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 			return inbox.SendResult{}, err
 		}
 		for i, r := range pending {
-			if results[i].Notification != nil {
-				deliveries[r] = results[i]
+			if results[i].d.Notification != nil {
+				deliveries[r] = results[i].d
 			}
-			if wrote[i] {
+			if results[i].statusID != "" {
+				statusIDs[r] = results[i].statusID
+			}
+			if results[i].wrote {
 				for _, d := range routes[r].decisions {
 					if d.reason != "" {
 						skipped.Add(d.channel, d.reason)
@@ -167,7 +177,7 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 			}
 		}
 	}
-	res := inbox.SendResult{Duplicate: len(pending) == 0, Skipped: skipped}
+	res := inbox.SendResult{Duplicate: len(pending) == 0, Skipped: skipped, StatusIDs: statusIDs}
 	for _, r := range recipients {
 		if d, ok := deliveries[r]; ok {
 			res.NotificationIDs = append(res.NotificationIDs, d.Notification.ID)
@@ -236,15 +246,15 @@ func (s *Store) guards(ctx context.Context, tenantID, key string) (map[string]gu
 // sendOne writes one recipient's guard, notification, counter, group and status records
 // (decided by rt) in one transaction, retrying conflicts; rt.grp is the recipient's group
 // as read (re-read after a conflict on it). When another call holds the guard already,
-// its notification is returned with New false. wrote reports whether this call's
-// transaction committed (its decisions are the stored ones).
-func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, rt *route, cfg tenantConfig) (d inbox.Delivery, wrote bool, err error) {
+// its notification is returned with New false.
+func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, rt *route, cfg tenantConfig) (sent, error) {
+	var wrote bool
 	v := inbox.Viewer{TenantID: tenantID, UserID: user}
 	muted := rt.inApp().reason != ""
 	grp := rt.grp
 	floor := ""
 	statusID := "" // the id of a recipient without a notification: its status only
-	d, err = retryConflicts(ctx, func() (inbox.Delivery, error) {
+	d, err := retryConflicts(ctx, func() (inbox.Delivery, error) {
 		wrote = false
 		if grp == nil && !muted {
 			gs, err := s.readGroups(ctx, v, []string{groupKey(in)})
@@ -305,6 +315,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 				return inbox.Delivery{}, gerr
 			}
 			if g.NotificationID == "" {
+				statusID = g.StatusID
 				return inbox.Delivery{UserID: user}, nil
 			}
 			return inbox.Delivery{UserID: user, Notification: &inbox.Notification{ID: g.NotificationID}}, nil
@@ -326,7 +337,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 	case err != nil:
 		// A transaction may have committed with its answer lost: subscribers re-read.
 		s.publish(ctx, inbox.Change{Viewer: v})
-		return inbox.Delivery{}, false, err
+		return sent{}, err
 	case d.New:
 		s.publish(ctx, inbox.Change{Viewer: v, Notification: d.Notification, Kind: inbox.EventAdded, IDs: []string{d.Notification.ID}})
 	case d.Notification != nil:
@@ -334,7 +345,20 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		// whose answer was lost (and so never published). Subscribers re-read the badge.
 		s.publish(ctx, inbox.Change{Viewer: v})
 	}
-	return d, wrote, nil
+	out := sent{d: d, wrote: wrote, statusID: statusID}
+	if d.Notification != nil {
+		out.statusID = d.Notification.ID
+	}
+	return out, nil
+}
+
+// sent is what sendOne did for one recipient: its notification (if any), whether this
+// call's transaction committed (its decisions are the stored ones), and the id its
+// status records are under.
+type sent struct {
+	d        inbox.Delivery
+	wrote    bool
+	statusID string
 }
 
 // sendTxn is one recipient's send transaction: Put the guard, Put the notification, the
