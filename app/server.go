@@ -37,6 +37,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/delivery"
 	"github.com/inboxgw/gateway/dynlocal"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
@@ -433,13 +434,16 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(
 }
 
 // newScheduler is the durable scheduler of st's tasks with the inbox's handlers
-// (sched.NewInbox: a snooze's wake-up and an expiry), configured from cfg.
+// (sched.NewInbox: a snooze's wake-up and an expiry) and the channel deliveries
+// (package delivery), configured from cfg.
 func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
 	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log}
 	if m := metrics.NewSched(reg); m != nil {
 		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
 	}
-	return sched.NewInbox(st, o)
+	s := sched.NewInbox(st, o)
+	delivery.NewHandler(st).Register(s)
+	return s
 }
 
 // runScheduler runs s until ctx ends, then hands its shards over (Release) so another

@@ -45,6 +45,12 @@ func gqlVars(query string, vars map[string]any) string {
 func TestViewerPreferencesAndUpdateRoundTrip(t *testing.T) {
 	t.Parallel()
 	g := prefsGateway(t)
+	// An instance that has not cached the tenant's settings reads them with PREFS (one
+	// BatchGetItem); then it is one GetItem.
+	ops, _ := g.ops(t, `{ viewer { preferences `+prefsSelection+` } }`, nil)
+	if !slices.Equal(ops, []string{"BatchGetItem"}) {
+		t.Errorf("viewer.preferences, settings not cached: ops %v, want one BatchGetItem", ops)
+	}
 	ops, data := g.ops(t, `{ viewer { preferences `+prefsSelection+` } }`, nil)
 	if !slices.Equal(ops, []string{"GetItem"}) {
 		t.Errorf("viewer.preferences: ops %v, want one GetItem", ops)

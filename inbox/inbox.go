@@ -288,6 +288,13 @@ type SendInput struct {
 	GroupKey string
 	// Actions are call-to-action buttons, at most MaxActions.
 	Actions []Action
+	// TemplateChannels are the channels the send's template defines (Channels values);
+	// nil means in-app only (a send without a template).
+	TemplateChannels []string
+	// Channels is the send's channels hint: nil puts no restriction; otherwise a channel
+	// left out is skipped (ReasonNotInHint). The final channels are the template's, within
+	// the hint, within each recipient's preferences and what the recipient has.
+	Channels []string
 }
 
 // MaxActions is the most actions a notification carries.
@@ -309,6 +316,15 @@ type SendResult struct {
 	Accepted int
 	// Duplicate is true when the key had already completed: nothing was written.
 	Duplicate bool
+	// Skipped counts, per channel and reason, the recipients this call wrote with that
+	// channel skipped (recipients written by an earlier call of the key are not counted
+	// again; their status records hold their decisions). In-app skips are the recipients
+	// missing from Accepted.
+	Skipped SkipCounts
+	// StatusIDs maps each recipient written (by this call or an earlier one of the key) to
+	// the id its status is read under (Store.Status): its notification's id, or for a
+	// recipient whose in-app was skipped, the id of its status records alone.
+	StatusIDs map[string]string
 }
 
 // Delivery is one recipient's notification written by a send.

@@ -1,5 +1,5 @@
 // Package store is the gateway's only view of DynamoDB: one table, its keys, items,
-// cursors and every access pattern of README.md's Key design table (AP1..AP12 in the
+// cursors and every access pattern of README.md's Key design table (AP1..AP24 in the
 // comments), through aws-sdk-go-v2. It is the only package that knows key formats (see
 // keys.go) and it never imports the GraphQL layer.
 //

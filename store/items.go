@@ -223,6 +223,9 @@ type guardItem struct {
 	UserID     string `dynamodbav:"userId"`
 	// NotificationID is the id written for the recipient, "" when they had muted the category.
 	NotificationID string `dynamodbav:"notificationId,omitempty"`
+	// StatusID is the id whose status records (AP22) hold the decisions of a recipient
+	// without a notification (in-app skipped); "" otherwise.
+	StatusID string `dynamodbav:"statusId,omitempty"`
 	// InputHash identifies the send's content: a key reused for other content is refused.
 	InputHash string `dynamodbav:"inputHash"`
 	// ExpiresAt is the TTL, in Unix seconds.

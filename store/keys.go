@@ -51,7 +51,35 @@ const (
 	entityActor        = "Actor"
 	entityTarget       = "Target"
 	entityGroup        = "NotificationGroup"
+
+	// skUserProfile is the sort key of a user's channel profile (AP24) in the user's
+	// partition; "PROFILE" sorts outside [N#, N~META].
+	skUserProfile = "PROFILE"
+	// skStatusSummary and skDeliveryPrefix + channel are the sort keys of a notification's
+	// status summary and its per-channel delivery records under notifStatusPK (AP22).
+	skStatusSummary  = "S"
+	skDeliveryPrefix = "D#"
+	// skSettings is the sort key of a tenant's settings item (AP23).
+	skSettings = "SETTINGS"
+
+	entityUserProfile    = "UserProfile"
+	entityStatusSummary  = "NotificationStatus"
+	entityDelivery       = "DeliveryRecord"
+	entityTenantSettings = "TenantSettings"
 )
+
+// notifStatusPK is the partition of one notification's status: its summary (sk "S") and
+// one delivery record per channel (sk "D#{CHANNEL}"), so ONE Query reads them all (AP22).
+// Notification ids are ULIDs (or pre-assigned ids that passed inbox.CheckID).
+func notifStatusPK(tenantID, notificationID string) string {
+	return "T#" + tenantID + "#NOTIF#" + notificationID
+}
+
+// deliverySK is the sort key of channel's delivery record (channel: an inbox.Channels value).
+func deliverySK(channel string) string { return skDeliveryPrefix + channel }
+
+// settingsPK is the partition of a tenant's settings item (AP23).
+func settingsPK(tenantID string) string { return "T#" + tenantID + "#SETTINGS" }
 
 // userPK is the partition key of a user's item collection: notifications, META, PREFS
 // (AP1-AP8, AP10). One user's inbox is one partition key, so users spread over partitions.

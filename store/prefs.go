@@ -43,47 +43,69 @@ func prefsAttrCategorySwitch(category, channel string) string {
 
 // WithTenantPreferences sets the tenants' preference defaults: what a user has until
 // they set their own, and the critical categories (default: every channel on, nothing
-// critical, inbox.DefaultTenantPreferences). f is called for every preferences read,
-// update and send, with the tenant id; it must be fast and safe for concurrent use.
+// critical, inbox.DefaultTenantPreferences) for tenants whose settings (PutTenantSettings)
+// set none. f is called for every preferences read, update and send, with the tenant
+// id; it must be fast and safe for concurrent use.
 func WithTenantPreferences(f func(tenantID string) inbox.TenantPreferences) Option {
 	return func(s *Store) { s.tenantPrefs = f }
 }
 
-// tenantDefaults returns the preference defaults of tenantID.
-func (s *Store) tenantDefaults(tenantID string) inbox.TenantPreferences {
-	if s.tenantPrefs == nil {
-		return inbox.DefaultTenantPreferences()
+// tenantDefaults returns the preference defaults of tenantID: its settings' (AP23,
+// through the cache) or the configured ones.
+func (s *Store) tenantDefaults(ctx context.Context, tenantID string) (inbox.TenantPreferences, error) {
+	set, err := s.tenantSettings(ctx, tenantID)
+	if err != nil {
+		return inbox.TenantPreferences{}, err
 	}
-	return s.tenantPrefs(tenantID)
+	return s.config(tenantID, set).prefs, nil
 }
 
 // Preferences returns v's effective preferences: the tenant's defaults overlaid by what
 // v set (see inbox.TenantPreferences.Resolve). One strongly consistent GetItem of PREFS
-// (AP13), so a read after updatePreferences sees the update.
+// (AP13), so a read after updatePreferences sees the update; when this instance has not
+// cached the tenant's settings (AP23), one BatchGetItem of PREFS and the settings instead.
 func (s *Store) Preferences(ctx context.Context, v inbox.Viewer) (inbox.Preferences, error) {
 	if err := checkViewer(v); err != nil {
 		return inbox.Preferences{}, err
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            itemKey{userPK(v), skPrefs}.av(),
-		ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return inbox.Preferences{}, fmt.Errorf("get preferences: %w", err)
+	prefsKey := itemKey{userPK(v), skPrefs}
+	set, cached := s.settings.get(v.TenantID)
+	var item map[string]types.AttributeValue
+	if cached {
+		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName:      aws.String(s.table),
+			Key:            prefsKey.av(),
+			ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return inbox.Preferences{}, fmt.Errorf("get preferences: %w", err)
+		}
+		item = out.Item
+	} else {
+		setKey := itemKey{settingsPK(v.TenantID), skSettings}
+		got, err := s.batchGet(ctx, []itemKey{prefsKey, setKey}, batchGetOptions{consistent: true})
+		if err != nil {
+			return inbox.Preferences{}, err
+		}
+		if set, err = decodeSettings(got[setKey]); err != nil {
+			return inbox.Preferences{}, err
+		}
+		s.settings.put(v.TenantID, set)
+		item = got[prefsKey]
 	}
-	own, err := decodePrefs(out.Item)
+	own, err := decodePrefs(item)
 	if err != nil {
 		return inbox.Preferences{}, err
 	}
-	return s.tenantDefaults(v.TenantID).Resolve(own), nil
+	return s.config(v.TenantID, set).prefs.Resolve(own), nil
 }
 
 // UpdatePreferences changes what v set (fields of upd left unset keep their value) and
 // returns v's effective preferences after it. Everything is checked before anything is
 // written (inbox.PreferencesUpdate.Validate and the tenant's CheckUpdate; the locale is
 // also looked up in the BCP 47 registry and stored canonical, "de-de" as "de-DE"), then
-// it is one UpdateItem of PREFS (AP14): SET switches, quiet hours, zone and locale, ADD
+// it is one UpdateItem of PREFS (AP14; preceded by a GetItem of the tenant's settings,
+// AP23, when this instance has not cached them): SET switches, quiet hours, zone and locale, ADD
 // muteTargets to the mutedTargets string set or DELETE unmuteTargets from it. An update
 // that both mutes and unmutes takes a second UpdateItem for the DELETE (one expression
 // cannot ADD to and DELETE from one attribute); the first one carries every condition,
@@ -104,7 +126,10 @@ func (s *Store) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox
 	if err := upd.Validate(); err != nil {
 		return inbox.Preferences{}, err
 	}
-	d := s.tenantDefaults(v.TenantID)
+	d, err := s.tenantDefaults(ctx, v.TenantID)
+	if err != nil {
+		return inbox.Preferences{}, err
+	}
 	if err := d.CheckUpdate(upd); err != nil {
 		return inbox.Preferences{}, err
 	}
@@ -419,56 +444,4 @@ func (b *updateBuilder) input(table string, key itemKey) (*dynamodb.UpdateItemIn
 		in.ConditionExpression = aws.String(strings.Join(b.conds, " AND "))
 	}
 	return in, nil
-}
-
-// inAppAllowed reads the preferences of users (their PREFS items, AP13) and their groups
-// gk (AP15) in ONE strongly consistent BatchGetItem (the send's transactions are
-// conditioned on the groups read), and reports, per user, whether a notification of
-// category about target (nil for none) goes to their inbox
-// (inbox.Preferences.InAppAllowed over the tenant's defaults): not when in-app is off for
-// the category (or globally, for a category without its own switch) or the target is
-// muted, unless the category is critical (then no PREFS is read). groups holds the group
-// of each allowed user (a new one, not stored, where none exists).
-func (s *Store) inAppAllowed(ctx context.Context, tenantID string, users []string, category string, target *inbox.ProfileRef, gk string) (allowed map[string]bool, groups map[string]*groupItem, err error) {
-	d := s.tenantDefaults(tenantID)
-	critical := d.IsCritical(category)
-	keys := make([]itemKey, 0, 2*len(users))
-	for _, u := range users {
-		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
-		if !critical {
-			keys = append(keys, itemKey{pk, skPrefs})
-		}
-		keys = append(keys, itemKey{pk, groupSK(gk)})
-	}
-	got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
-	if err != nil {
-		return nil, nil, err
-	}
-	allowed = make(map[string]bool, len(users))
-	groups = make(map[string]*groupItem, len(users))
-	for _, u := range users {
-		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
-		allowed[u] = true
-		if !critical {
-			own, err := decodePrefs(got[itemKey{pk, skPrefs}])
-			if err != nil {
-				return nil, nil, err
-			}
-			allowed[u] = d.Resolve(own).InAppAllowed(category, target)
-		}
-		if !allowed[u] {
-			continue
-		}
-		raw, ok := got[itemKey{pk, groupSK(gk)}]
-		if !ok {
-			groups[u] = &groupItem{UserPK: pk, GroupKey: gk, Members: map[string]string{}}
-			continue
-		}
-		g, err := decodeGroup(raw)
-		if err != nil {
-			return nil, nil, fmt.Errorf("decode group: %w", err)
-		}
-		groups[u] = g
-	}
-	return allowed, groups, nil
 }

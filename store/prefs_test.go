@@ -29,6 +29,17 @@ func tenantPrefs(string) inbox.TenantPreferences {
 	return d
 }
 
+// warmSettings reads the tenant's settings into the store's cache (as the first
+// preferences read or send of a tenant does), so that the operations recorded after it
+// are those of an instance that knows them; it resets the recorder.
+func warmSettings(t *testing.T, f *fixture) {
+	t.Helper()
+	if _, err := f.s.TenantSettings(context.Background(), f.tenant); err != nil {
+		t.Fatal(err)
+	}
+	f.rec.Reset()
+}
+
 // assertNoWrite fails when ops holds a write.
 func assertNoWrite(t *testing.T, what string, ops []string) {
 	t.Helper()
@@ -43,6 +54,7 @@ func TestPreferencesTenantDefaults(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, store.WithTenantPreferences(tenantPrefs))
 	ctx := context.Background()
+	warmSettings(t, f)
 	p, err := f.s.Preferences(ctx, f.viewer("a"))
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +88,7 @@ func TestUpdatePreferencesPartial(t *testing.T) {
 	f := newFixture(t, store.WithTenantPreferences(tenantPrefs))
 	ctx := context.Background()
 	v := f.viewer("a")
+	warmSettings(t, f)
 	steps := []inbox.PreferencesUpdate{
 		{Channels: inbox.SwitchChanges{Email: no(), SMS: yes()}},
 		{Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{InApp: no()}}, {Category: "social", Channels: inbox.SwitchChanges{Push: no()}}}},

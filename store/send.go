@@ -31,10 +31,14 @@ import (
 // (attribute_not_exists), Put the notification (attribute_not_exists), and Update its META
 // (ADD unreadCount 1, condition: the notification's id is above the markAllRead watermark;
 // when it is not, the notification is written already read and the count is left alone).
-// Recipients run concurrently, a bounded number at a time; recipients whose preferences
-// keep the notification out of their inbox (in-app off for its category, its target
-// muted; see inAppAllowed) get a guard and no notification, and are not counted in
-// Accepted.
+// Recipients run concurrently, a bounded number at a time. Each recipient's channels are
+// decided first (routeRecipients and decide in routing.go: the template's channels within
+// the hint, the preferences and what the recipient has; quiet hours defer) and every
+// decision is written in the recipient's transaction as the notification's status
+// records (AP22), with a TaskDeliver for each queued channel but in-app. Recipients whose
+// in-app is skipped (in-app off for the category, the target muted, ...) get a guard and
+// status records and no notification, and are not counted in Accepted; SendResult.Skipped
+// counts every skip.
 //
 // The guards of one key are read first (one Query): recipients that have one are not
 // written again, so a replay after a complete send writes nothing and returns the first
@@ -127,22 +131,27 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 			}
 		}
 	}
-	if len(pending) > 0 {
-		var target *inbox.ProfileRef
-		if in.Target != nil {
-			target = &inbox.ProfileRef{TargetKind: in.Target.Kind, ID: in.Target.TargetID}
+	skipped := inbox.SkipCounts{}
+	statusIDs := make(map[string]string, len(recipients))
+	for r, g := range guards {
+		if g.NotificationID != "" {
+			statusIDs[r] = g.NotificationID
+		} else if g.StatusID != "" {
+			statusIDs[r] = g.StatusID
 		}
-		allowed, groups, err := s.inAppAllowed(ctx, tenantID, pending, in.Category, target, groupKey(in))
+	}
+	if len(pending) > 0 {
+		routes, cfg, err := s.routeRecipients(ctx, tenantID, pending, in, groupKey(in))
 		if err != nil {
 			return inbox.SendResult{}, err
 		}
-		results := make([]inbox.Delivery, len(pending))
+		results := make([]sent, len(pending))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(s.sendConcurrency)
 		for i, r := range pending {
 			g.Go(func() error {
-				d, err := s.sendOne(gctx, tenantID, r, in, hash, !allowed[r], groups[r])
-				results[i] = d
+				out, err := s.sendOne(gctx, tenantID, r, in, hash, routes[r], cfg)
+				results[i] = out
 				if err != nil {
 					return fmt.Errorf("send to a recipient: %w", err)
 				}
@@ -153,12 +162,22 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 			return inbox.SendResult{}, err
 		}
 		for i, r := range pending {
-			if results[i].Notification != nil {
-				deliveries[r] = results[i]
+			if results[i].d.Notification != nil {
+				deliveries[r] = results[i].d
+			}
+			if results[i].statusID != "" {
+				statusIDs[r] = results[i].statusID
+			}
+			if results[i].wrote {
+				for _, d := range routes[r].decisions {
+					if d.reason != "" {
+						skipped.Add(d.channel, d.reason)
+					}
+				}
 			}
 		}
 	}
-	res := inbox.SendResult{Duplicate: len(pending) == 0}
+	res := inbox.SendResult{Duplicate: len(pending) == 0, Skipped: skipped, StatusIDs: statusIDs}
 	for _, r := range recipients {
 		if d, ok := deliveries[r]; ok {
 			res.NotificationIDs = append(res.NotificationIDs, d.Notification.ID)
@@ -186,7 +205,10 @@ func inputHash(in inbox.SendInput, recipients []string) string {
 		ExpiresAt                   int64          `json:",omitempty"`
 		GroupKey                    string         `json:",omitempty"`
 		Actions                     []inbox.Action `json:",omitempty"`
-	}{sorted, in.Type, in.Category, in.Title, in.Body, in.Actor, in.Target, json.RawMessage(in.Payload), exp, in.GroupKey, in.Actions})
+		TemplateChannels            []string       `json:",omitempty"`
+		Channels                    []string       `json:",omitempty"`
+	}{sorted, in.Type, in.Category, in.Title, in.Body, in.Actor, in.Target, json.RawMessage(in.Payload), exp, in.GroupKey, in.Actions,
+		in.TemplateChannels, in.Channels})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -221,14 +243,19 @@ func (s *Store) guards(ctx context.Context, tenantID, key string) (map[string]gu
 	}
 }
 
-// sendOne writes one recipient's guard, notification, counter and group in one
-// transaction, retrying conflicts; grp is the recipient's group as read (re-read after a
-// conflict on it). When another call holds the guard already, its notification is
-// returned with New false.
-func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, muted bool, grp *groupItem) (inbox.Delivery, error) {
+// sendOne writes one recipient's guard, notification, counter, group and status records
+// (decided by rt) in one transaction, retrying conflicts; rt.grp is the recipient's group
+// as read (re-read after a conflict on it). When another call holds the guard already,
+// its notification is returned with New false.
+func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, rt *route, cfg tenantConfig) (sent, error) {
+	var wrote bool
 	v := inbox.Viewer{TenantID: tenantID, UserID: user}
+	muted := rt.inApp().reason != ""
+	grp := rt.grp
 	floor := ""
+	statusID := "" // the id of a recipient without a notification: its status only
 	d, err := retryConflicts(ctx, func() (inbox.Delivery, error) {
+		wrote = false
 		if grp == nil && !muted {
 			gs, err := s.readGroups(ctx, v, []string{groupKey(in)})
 			if err != nil {
@@ -240,8 +267,15 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		guard := guardItem{PK: guardPK(tenantID, in.IdempotencyKey), SK: guardSK(user), EntityType: entityGuard,
 			UserID: user, InputHash: hash, ExpiresAt: now.Add(s.idemTTL).Unix()}
 		var it *notificationItem
-		if !muted {
-			id := s.newID(floor)
+		id := statusID
+		if muted {
+			if id == "" {
+				id = s.newID("")
+				statusID = id
+			}
+			guard.StatusID = id
+		} else {
+			id = s.newID(floor)
 			guard.NotificationID = id
 			it = &notificationItem{PK: userPK(v), SK: notifSK(id), EntityType: entityNotification, ID: id,
 				Type: in.Type, Category: in.Category, Title: in.Title, Body: in.Body, Payload: string(in.Payload),
@@ -256,7 +290,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 			for _, a := range in.Actions {
 				it.Actions = append(it.Actions, actionItem{Label: a.Label, URL: a.URL})
 			}
-			if exp := s.expiry(in, now); !exp.IsZero() {
+			if exp := expiry(in, now, cfg.retention); !exp.IsZero() {
 				it.ExpireAt = exp.UnixMilli()
 				it.TTL = exp.Add(ttlGrace).Unix()
 			}
@@ -265,7 +299,11 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		if err != nil {
 			return inbox.Delivery{}, err
 		}
+		if err := s.addStatus(t, v, id, rt, now); err != nil {
+			return inbox.Delivery{}, err
+		}
 		_, err = s.db.TransactWriteItems(ctx, t.input())
+		wrote = err == nil
 		if err != nil && grp != nil && t.conditionFailed(err, grp.key()) {
 			grp = nil // changed since it was read: read again
 		}
@@ -277,6 +315,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 				return inbox.Delivery{}, gerr
 			}
 			if g.NotificationID == "" {
+				statusID = g.StatusID
 				return inbox.Delivery{UserID: user}, nil
 			}
 			return inbox.Delivery{UserID: user, Notification: &inbox.Notification{ID: g.NotificationID}}, nil
@@ -298,7 +337,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 	case err != nil:
 		// A transaction may have committed with its answer lost: subscribers re-read.
 		s.publish(ctx, inbox.Change{Viewer: v})
-		return inbox.Delivery{}, err
+		return sent{}, err
 	case d.New:
 		s.publish(ctx, inbox.Change{Viewer: v, Notification: d.Notification, Kind: inbox.EventAdded, IDs: []string{d.Notification.ID}})
 	case d.Notification != nil:
@@ -306,7 +345,20 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		// whose answer was lost (and so never published). Subscribers re-read the badge.
 		s.publish(ctx, inbox.Change{Viewer: v})
 	}
-	return d, nil
+	out := sent{d: d, wrote: wrote, statusID: statusID}
+	if d.Notification != nil {
+		out.statusID = d.Notification.ID
+	}
+	return out, nil
+}
+
+// sent is what sendOne did for one recipient: its notification (if any), whether this
+// call's transaction committed (its decisions are the stored ones), and the id its
+// status records are under.
+type sent struct {
+	d        inbox.Delivery
+	wrote    bool
+	statusID string
 }
 
 // sendTxn is one recipient's send transaction: Put the guard, Put the notification, the
@@ -358,14 +410,14 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, 
 	return t, nil
 }
 
-// expiry is when a notification of in expires: in.ExpiresAt, else now + the default
-// retention (WithRetention), else never (zero).
-func (s *Store) expiry(in inbox.SendInput, now time.Time) time.Time {
+// expiry is when a notification of in expires: in.ExpiresAt, else now + the tenant's
+// retention (its settings' or WithRetention's), else never (zero).
+func expiry(in inbox.SendInput, now time.Time, retention time.Duration) time.Time {
 	if !in.ExpiresAt.IsZero() {
 		return in.ExpiresAt
 	}
-	if s.retention > 0 {
-		return now.Add(s.retention)
+	if retention > 0 {
+		return now.Add(retention)
 	}
 	return time.Time{}
 }
@@ -390,8 +442,12 @@ const (
 // checkSendV2 checks the fields of a send that the store adds to inbox.SendInput.Validate:
 // the category (checkCategory), groupKey (like an id), the actions (at most
 // inbox.MaxActions; label 1..100 characters; url absolute http or https, at most 2048
-// bytes) and expiresAt (in the future, at most inbox.MaxSnooze ahead).
+// bytes), expiresAt (in the future, at most inbox.MaxSnooze ahead) and the channels
+// (checkChannels).
 func (s *Store) checkSendV2(in inbox.SendInput) error {
+	if err := checkChannels(in); err != nil {
+		return err
+	}
 	if in.Category != "" {
 		if err := checkCategory(in.Category); err != nil {
 			return err

@@ -54,6 +54,8 @@ type Store struct {
 	segShards       int
 	tenantPrefs     func(tenantID string) inbox.TenantPreferences
 	retention       time.Duration
+	settings        *settingsCache
+	statusTTL       time.Duration
 }
 
 // Option configures a Store.
@@ -111,6 +113,8 @@ func New(db API, table string, opts ...Option) *Store {
 		retry:           DefaultRetryPolicy,
 		schedShards:     DefaultSchedShards,
 		segShards:       DefaultSegmentShards,
+		settings:        newSettingsCache(DefaultSettingsCacheTTL),
+		statusTTL:       DefaultStatusTTL,
 	}
 	s.sweeper = newSweeper(2)
 	for _, o := range opts {

@@ -1,0 +1,252 @@
+package inbox
+
+import (
+	"net/mail"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Channels lists every channel in the order status records and skip counts use.
+var Channels = []string{ChannelInApp, ChannelEmail, ChannelPush, ChannelSMS, ChannelWebhook}
+
+// ValidChannel reports whether c is one of Channels.
+func ValidChannel(c string) bool { return slices.Contains(Channels, c) }
+
+// Delivery statuses of one (notification, channel) record (DESIGN.md "Channels and
+// delivery"). A record that quiet hours defer stays DeliveryQueued with DeferredUntil set.
+const (
+	DeliveryQueued    = "QUEUED"
+	DeliverySent      = "SENT"
+	DeliveryDelivered = "DELIVERED"
+	DeliveryFailed    = "FAILED"
+	DeliveryOpened    = "OPENED"
+	DeliverySkipped   = "SKIPPED"
+)
+
+// Reasons a channel of a notification is skipped (ChannelStatus.Reason with
+// DeliverySkipped). Quiet hours are no skip: they defer (ChannelStatus.DeferredUntil).
+const (
+	// ReasonNotInTemplate: the template (or, without one, the send: in-app only) does not
+	// define the channel.
+	ReasonNotInTemplate = "not_in_template"
+	// ReasonNotInHint: the send's channels hint leaves the channel out.
+	ReasonNotInHint = "not_in_hint"
+	// ReasonMuted: the recipient muted the notification's target.
+	ReasonMuted = "muted"
+	// ReasonOptedOut: the recipient's global switch of the channel is off.
+	ReasonOptedOut = "opted_out"
+	// ReasonCategoryOptedOut: the channel is off for the notification's category only.
+	ReasonCategoryOptedOut = "category_opted_out"
+	// ReasonNoEmail, ReasonNoPhone, ReasonNoDevice: the recipient's profile has no email
+	// address, no phone number, no push device.
+	ReasonNoEmail  = "no_email"
+	ReasonNoPhone  = "no_phone"
+	ReasonNoDevice = "no_device"
+	// ReasonNoWebhook: the tenant's settings have no webhook URL.
+	ReasonNoWebhook = "no_webhook"
+	// ReasonNoProvider: no channel adapter delivers the channel (yet).
+	ReasonNoProvider = "no_provider"
+)
+
+// Summary statuses of a notification for one recipient (NotificationStatus.Status).
+const (
+	// NotificationWritten: the notification is in the recipient's inbox.
+	NotificationWritten = "written"
+	// NotificationSkipped: in-app was skipped (see NotificationStatus.Reason); other
+	// channels may still deliver.
+	NotificationSkipped = "skipped"
+)
+
+// ProviderInbox is the provider of in-app deliveries: the inbox itself.
+const ProviderInbox = "inbox"
+
+// NotificationStatus is what a send decided and what happened since, for one recipient's
+// notification (GET /v1/notifications/{id}/status).
+type NotificationStatus struct {
+	ID     string
+	UserID string
+	// Status is NotificationWritten or NotificationSkipped; Reason is in-app's skip reason.
+	Status    string
+	Reason    string
+	CreatedAt time.Time
+	// Channels are the channels the send considered, in Channels order.
+	Channels []ChannelStatus
+}
+
+// ChannelStatus is one channel's delivery record of a notification.
+type ChannelStatus struct {
+	Channel  string
+	Provider string
+	// Status is one of the Delivery* values.
+	Status   string
+	Attempts int
+	// SentAt and DeliveredAt are zero until then.
+	SentAt      time.Time
+	DeliveredAt time.Time
+	// DeferredUntil is when a record deferred by quiet hours is due (zero: not deferred).
+	DeferredUntil time.Time
+	Error         string
+	// Reason says why a DeliverySkipped record was skipped (a Reason* value).
+	Reason string
+}
+
+// SkipCounts count skipped recipients by channel, then by reason (Reason* values):
+// SkipCounts[ChannelEmail][ReasonNoEmail] recipients had no email address.
+type SkipCounts map[string]map[string]int
+
+// Add counts one recipient skipped on channel for reason.
+func (c SkipCounts) Add(channel, reason string) {
+	if c[channel] == nil {
+		c[channel] = map[string]int{}
+	}
+	c[channel][reason]++
+}
+
+// Channel returns how many recipients were skipped on channel, whatever the reason.
+func (c SkipCounts) Channel(channel string) int {
+	n := 0
+	for _, k := range c[channel] {
+		n += k
+	}
+	return n
+}
+
+// UserProfile is what a recipient's channels need (PUT /v1/users/{id}): every field
+// optional ("" means none).
+type UserProfile struct {
+	// Email is an address ("ada@example.com", no display name), at most 254 bytes.
+	Email string
+	// Phone is an E.164 number: "+" then 2..15 digits, the first not 0.
+	Phone string
+	// Locale is a BCP 47 tag; Timezone an IANA zone name.
+	Locale   string
+	Timezone string
+}
+
+// maxEmailBytes is the longest address SMTP carries (RFC 5321's path limit less "<>").
+const maxEmailBytes = 254
+
+// Validate checks p (BAD_USER_INPUT naming the field): Email a bare address
+// (net/mail, local@domain, no display name), Phone E.164, Locale well formed (CheckLocale),
+// Timezone an IANA name (CheckTimezone).
+func (p UserProfile) Validate() error {
+	if p.Email != "" {
+		a, err := mail.ParseAddress(p.Email)
+		if err != nil || a.Name != "" || a.Address != p.Email || len(p.Email) > maxEmailBytes || !strings.Contains(p.Email, "@") {
+			return Errorf(CodeBadUserInput, "email must be an address such as ada@example.com (at most %d bytes)", maxEmailBytes)
+		}
+	}
+	if p.Phone != "" && !validE164(p.Phone) {
+		return Errorf(CodeBadUserInput, "phone must be an E.164 number such as +4915112345678")
+	}
+	if p.Locale != "" {
+		if err := CheckLocale(p.Locale); err != nil {
+			return err
+		}
+	}
+	if p.Timezone != "" {
+		if err := CheckTimezone(p.Timezone); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validE164 reports whether s is "+" followed by 2..15 digits, the first not 0.
+func validE164(s string) bool {
+	d, ok := strings.CutPrefix(s, "+")
+	if !ok || len(d) < 2 || len(d) > 15 || d[0] == '0' {
+		return false
+	}
+	for _, r := range d {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// TenantSettings are one tenant's settings (PUT /v1/tenant/settings). A tenant without
+// stored settings has the gateway's configured defaults (INBOX_DEFAULT_PREFERENCES,
+// INBOX_CRITICAL_CATEGORIES, INBOX_RETENTION) and no webhook.
+type TenantSettings struct {
+	// Preferences are the tenant's preference defaults and critical categories; nil: the
+	// configured defaults.
+	Preferences *TenantPreferences
+	// WebhookURL receives the tenant's WEBHOOK deliveries (absolute https, or http for
+	// localhost); "" turns the channel off. WebhookSecret signs them (required with a URL).
+	WebhookURL    string
+	WebhookSecret string
+	// Retention is how long a notification sent without expiresAt stays; nil: the
+	// configured retention; 0: until deleted.
+	Retention *time.Duration
+}
+
+// Limits of tenant settings.
+const (
+	maxWebhookURLBytes    = 2048
+	maxWebhookSecretBytes = 256
+	minWebhookSecretBytes = 16
+)
+
+// Validate checks s (BAD_USER_INPUT): the preferences as ParseTenantPreferences would
+// (categories valid ids listed once, quiet hours with a timezone, critical categories
+// valid ids), the webhook URL absolute https (http only for localhost) of at most 2048
+// bytes and with a secret of 16..256 printable bytes, no secret without a URL, a retention
+// from 0 to MaxSnooze.
+func (s TenantSettings) Validate() error {
+	if p := s.Preferences; p != nil {
+		u := PreferencesUpdate{Categories: p.Categories, QuietHours: p.QuietHours}
+		if p.Timezone != "" {
+			u.Timezone = &p.Timezone
+		}
+		if p.Locale != "" {
+			u.Locale = &p.Locale
+		}
+		if err := u.Validate(); err != nil {
+			return err
+		}
+		if p.QuietHours != nil && p.Timezone == "" {
+			return Errorf(CodeBadUserInput, "quietHours need a timezone")
+		}
+		for _, c := range p.Critical {
+			if err := CheckID("critical category", c); err != nil {
+				return err
+			}
+		}
+	}
+	if s.WebhookURL != "" {
+		u, err := url.Parse(s.WebhookURL)
+		local := err == nil && (u.Hostname() == "localhost" || u.Hostname() == "127.0.0.1" || u.Hostname() == "::1")
+		if err != nil || len(s.WebhookURL) > maxWebhookURLBytes || !u.IsAbs() || u.Host == "" || u.User != nil ||
+			!(u.Scheme == "https" || u.Scheme == "http" && local) {
+			return Errorf(CodeBadUserInput, "webhookUrl must be an absolute https URL (http only for localhost) of at most %d bytes", maxWebhookURLBytes)
+		}
+		if n := len(s.WebhookSecret); n < minWebhookSecretBytes || n > maxWebhookSecretBytes || !printable(s.WebhookSecret) {
+			return Errorf(CodeBadUserInput, "webhookSecret must be %d..%d printable characters", minWebhookSecretBytes, maxWebhookSecretBytes)
+		}
+	} else if s.WebhookSecret != "" {
+		return Errorf(CodeBadUserInput, "webhookSecret needs a webhookUrl")
+	}
+	if s.Retention != nil && (*s.Retention < 0 || *s.Retention > MaxSnooze) {
+		return Errorf(CodeBadUserInput, "retention must be from 0 to %d days", int(MaxSnooze.Hours()/24))
+	}
+	return nil
+}
+
+// printable reports whether s is valid UTF-8 without control characters or spaces.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,513 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// Routing: which channels each recipient of a send gets (decide), the status records
+// that keep each decision (AP22: written in the recipient's send transaction), the
+// scheduler tasks that deliver the queued channels (TaskDeliver), and the status read.
+//
+// The final channels of a recipient are the template's channels (in-app only without a
+// template), within the send's hint, within the recipient's preferences (channel and
+// category switches over the tenant's defaults, muted targets; a critical category
+// bypasses both) and within what the recipient has (an email address for EMAIL, a phone
+// number for SMS, a device for PUSH, the tenant's webhook URL for WEBHOOK). Quiet hours
+// in the recipient's timezone defer the EMAIL, PUSH and SMS deliveries of a non-critical
+// notification to the window's end (the webhook goes to the tenant, not to the user; the
+// inbox is written at once).
+
+// TaskDeliver is the scheduler task kind of one channel delivery of a notification
+// (package delivery handles it): Viewer is the recipient, Ref the notification id,
+// Token the channel. It is due when the send commits, or at the end of the recipient's
+// quiet hours.
+const TaskDeliver = "deliver"
+
+// DefaultStatusTTL is how long a notification's status records are kept (after their
+// deferral, if any) unless WithStatusTTL says otherwise.
+const DefaultStatusTTL = 30 * 24 * time.Hour
+
+// WithStatusTTL sets how long status records stay readable (TTL attribute expiresAt;
+// default DefaultStatusTTL).
+func WithStatusTTL(d time.Duration) Option { return func(s *Store) { s.statusTTL = d } }
+
+// Attribute names of status items (statusItem) that updates name.
+const (
+	statusAttrStatus    = "status"
+	statusAttrReason    = "reason"
+	statusAttrUpdatedAt = "updatedAt"
+	statusAttrDeferred  = "deferredUntil"
+)
+
+// statusItem is a notification's status summary (sk "S": Status is written or skipped,
+// Reason in-app's skip reason) or one channel's delivery record (sk "D#{CHANNEL}").
+// Times are Unix milliseconds (0: not yet); TTL is DynamoDB's (epoch seconds).
+type statusItem struct {
+	PK            string `dynamodbav:"pk"`
+	SK            string `dynamodbav:"sk"`
+	EntityType    string `dynamodbav:"entityType"`
+	UserID        string `dynamodbav:"userId"`
+	Status        string `dynamodbav:"status"`
+	Reason        string `dynamodbav:"reason,omitempty"`
+	CreatedAt     int64  `dynamodbav:"createdAt"`
+	Channel       string `dynamodbav:"channel,omitempty"`
+	Provider      string `dynamodbav:"provider,omitempty"`
+	Attempts      int    `dynamodbav:"attempts"`
+	SentAt        int64  `dynamodbav:"sentAt,omitempty"`
+	DeliveredAt   int64  `dynamodbav:"deliveredAt,omitempty"`
+	DeferredUntil int64  `dynamodbav:"deferredUntil,omitempty"`
+	Error         string `dynamodbav:"error,omitempty"`
+	UpdatedAt     int64  `dynamodbav:"updatedAt"`
+	TTL           int64  `dynamodbav:"expiresAt"`
+}
+
+// userProfileItem is a user's channel profile (AP24).
+type userProfileItem struct {
+	PK         string `dynamodbav:"pk"`
+	SK         string `dynamodbav:"sk"`
+	EntityType string `dynamodbav:"entityType"`
+	Email      string `dynamodbav:"email,omitempty"`
+	Phone      string `dynamodbav:"phone,omitempty"`
+	Locale     string `dynamodbav:"locale,omitempty"`
+	Timezone   string `dynamodbav:"timezone,omitempty"`
+	UpdatedAt  int64  `dynamodbav:"updatedAt"`
+}
+
+// decision is one channel's outcome for one recipient: queued (deferred to a time, or
+// not) or skipped with a reason.
+type decision struct {
+	channel  string
+	reason   string // "" when queued
+	deferred time.Time
+}
+
+// route is what a send does for one recipient: the decisions of the channels it
+// considered (in inbox.Channels order; in-app always among them) and, when in-app is
+// queued, the recipient's group as read.
+type route struct {
+	decisions []decision
+	grp       *groupItem
+}
+
+// inApp returns the in-app decision of r.
+func (r *route) inApp() decision {
+	for _, d := range r.decisions {
+		if d.channel == inbox.ChannelInApp {
+			return d
+		}
+	}
+	return decision{channel: inbox.ChannelInApp, reason: inbox.ReasonNotInTemplate}
+}
+
+// checkChannels checks a send's template channels and hint: known channels only.
+func checkChannels(in inbox.SendInput) error {
+	for _, l := range []struct {
+		name string
+		cs   []string
+	}{{"templateChannels", in.TemplateChannels}, {"channels", in.Channels}} {
+		if len(l.cs) > 4*len(inbox.Channels) {
+			return inbox.Errorf(inbox.CodeBadUserInput, "%s lists too many channels", l.name)
+		}
+		for _, c := range l.cs {
+			if !inbox.ValidChannel(c) {
+				return inbox.Errorf(inbox.CodeBadUserInput, "%s: unknown channel %q (one of %s)", l.name, c, strings.Join(inbox.Channels, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+// candidates are the channels a send considers for every recipient, in inbox.Channels
+// order: in-app, the template's and the hint's.
+func candidates(in inbox.SendInput) []string {
+	var out []string
+	for _, c := range inbox.Channels {
+		if c == inbox.ChannelInApp || slices.Contains(in.TemplateChannels, c) || slices.Contains(in.Channels, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// inTemplate reports whether the send's template defines channel (nil: in-app only).
+func inTemplate(in inbox.SendInput, channel string) bool {
+	if in.TemplateChannels == nil {
+		return channel == inbox.ChannelInApp
+	}
+	return slices.Contains(in.TemplateChannels, channel)
+}
+
+// inHint reports whether the send's hint lets channel through (nil: every channel).
+func inHint(in inbox.SendInput, channel string) bool {
+	return in.Channels == nil || slices.Contains(in.Channels, channel)
+}
+
+// routeRecipients reads what the send's decisions need of users, in ONE strongly
+// consistent BatchGetItem (AP13): each user's PREFS (not for a critical category), their
+// PROFILE (AP24; only when EMAIL or SMS may be sent), their group gk (AP15; the send's
+// transactions are conditioned on it), and the tenant's settings (AP23) when this
+// instance has not cached them; then decides every user's channels (decide) at the
+// store's now. The group is that of each user whose in-app is queued (a new one, not
+// stored, where none exists). It returns the tenant's configuration too.
+func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []string, in inbox.SendInput, gk string) (map[string]*route, tenantConfig, error) {
+	set, cached := s.settings.get(tenantID)
+	cfg := s.config(tenantID, set)
+	critical := cached && cfg.prefs.IsCritical(in.Category)
+	wanted := func(c string) bool { return inTemplate(in, c) && inHint(in, c) }
+	needProfile := wanted(inbox.ChannelEmail) || wanted(inbox.ChannelSMS)
+	setKey := itemKey{settingsPK(tenantID), skSettings}
+	keys := make([]itemKey, 0, 3*len(users)+1)
+	if !cached {
+		keys = append(keys, setKey)
+	}
+	for _, u := range users {
+		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
+		if !critical {
+			keys = append(keys, itemKey{pk, skPrefs})
+		}
+		if needProfile {
+			keys = append(keys, itemKey{pk, skUserProfile})
+		}
+		keys = append(keys, itemKey{pk, groupSK(gk)})
+	}
+	got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
+	if err != nil {
+		return nil, tenantConfig{}, err
+	}
+	if !cached {
+		if set, err = decodeSettings(got[setKey]); err != nil {
+			return nil, tenantConfig{}, err
+		}
+		s.settings.put(tenantID, set)
+		cfg = s.config(tenantID, set)
+		critical = cfg.prefs.IsCritical(in.Category)
+	}
+	var target *inbox.ProfileRef
+	if in.Target != nil {
+		target = &inbox.ProfileRef{TargetKind: in.Target.Kind, ID: in.Target.TargetID}
+	}
+	now := s.now()
+	routes := make(map[string]*route, len(users))
+	for _, u := range users {
+		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
+		var own inbox.OwnPreferences
+		if !critical {
+			if own, err = decodePrefs(got[itemKey{pk, skPrefs}]); err != nil {
+				return nil, tenantConfig{}, err
+			}
+		}
+		prof, err := decodeUserProfile(got[itemKey{pk, skUserProfile}])
+		if err != nil {
+			return nil, tenantConfig{}, err
+		}
+		r := &route{decisions: decide(in, target, cfg, critical, own, prof, now)}
+		routes[u] = r
+		if r.inApp().reason != "" {
+			continue
+		}
+		raw, ok := got[itemKey{pk, groupSK(gk)}]
+		if !ok {
+			r.grp = &groupItem{UserPK: pk, GroupKey: gk, Members: map[string]string{}}
+			continue
+		}
+		if r.grp, err = decodeGroup(raw); err != nil {
+			return nil, tenantConfig{}, fmt.Errorf("decode group: %w", err)
+		}
+	}
+	return routes, cfg, nil
+}
+
+// decide returns the decisions of one recipient who set own and has profile prof, for a
+// notification of in about target (nil: none) at now, under the tenant's cfg (critical:
+// in's category is critical). Each candidate channel is checked in this order, the first
+// that applies deciding it: not in the template, not in the hint; unless critical, the
+// target muted, the channel switched off (globally: opted_out; for the category only:
+// category_opted_out; the webhook has no switch); what the recipient lacks (no email,
+// no phone, no device: push has no devices before issue 11, no webhook URL). A channel
+// that passes is queued; unless critical, an EMAIL, PUSH or SMS delivery inside the
+// recipient's quiet hours is deferred to their end.
+func decide(in inbox.SendInput, target *inbox.ProfileRef, cfg tenantConfig, critical bool, own inbox.OwnPreferences, prof inbox.UserProfile, now time.Time) []decision {
+	p := cfg.prefs.Resolve(own)
+	sw := p.ChannelsFor(in.Category)
+	var quietEnd time.Time
+	if !critical && p.QuietHours != nil {
+		zone := own.Timezone
+		if zone == "" {
+			zone = prof.Timezone
+		}
+		if zone == "" {
+			zone = cfg.prefs.Timezone
+		}
+		if loc, err := time.LoadLocation(zone); err == nil && zone != "" {
+			if end, quiet := quietWindowEnd(now, *p.QuietHours, loc); quiet {
+				quietEnd = end
+			}
+		}
+	}
+	var out []decision
+	for _, c := range candidates(in) {
+		d := decision{channel: c}
+		switch {
+		case !inTemplate(in, c):
+			d.reason = inbox.ReasonNotInTemplate
+		case !inHint(in, c):
+			d.reason = inbox.ReasonNotInHint
+		case !critical && target != nil && slices.Contains(p.MutedTargets, *target):
+			d.reason = inbox.ReasonMuted
+		case !critical && c != inbox.ChannelWebhook && !switchOn(sw, c):
+			d.reason = inbox.ReasonCategoryOptedOut
+			if !switchOn(p.Channels, c) {
+				d.reason = inbox.ReasonOptedOut
+			}
+		case c == inbox.ChannelEmail && prof.Email == "":
+			d.reason = inbox.ReasonNoEmail
+		case c == inbox.ChannelSMS && prof.Phone == "":
+			d.reason = inbox.ReasonNoPhone
+		case c == inbox.ChannelPush:
+			d.reason = inbox.ReasonNoDevice
+		case c == inbox.ChannelWebhook && cfg.webhookURL == "":
+			d.reason = inbox.ReasonNoWebhook
+		case c == inbox.ChannelEmail || c == inbox.ChannelPush || c == inbox.ChannelSMS:
+			d.deferred = quietEnd
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// switchOn returns sw's switch of channel (IN_APP, EMAIL, PUSH or SMS).
+func switchOn(sw inbox.ChannelSwitches, channel string) bool {
+	switch channel {
+	case inbox.ChannelInApp:
+		return sw.InApp
+	case inbox.ChannelEmail:
+		return sw.Email
+	case inbox.ChannelPush:
+		return sw.Push
+	case inbox.ChannelSMS:
+		return sw.SMS
+	}
+	return true
+}
+
+// quietWindowEnd reports whether now lies in the daily window q in loc, and when that
+// window ends (the first end time after now, in loc: a window past midnight ends the
+// next day when now is before midnight).
+func quietWindowEnd(now time.Time, q inbox.QuietHours, loc *time.Location) (time.Time, bool) {
+	start, okS := clockMinutes(q.Start)
+	end, okE := clockMinutes(q.End)
+	if !okS || !okE || start == end {
+		return time.Time{}, false
+	}
+	l := now.In(loc)
+	m := l.Hour()*60 + l.Minute()
+	var quiet bool
+	if start < end {
+		quiet = m >= start && m < end
+	} else {
+		quiet = m >= start || m < end
+	}
+	if !quiet {
+		return time.Time{}, false
+	}
+	day := l
+	if m >= end {
+		day = l.AddDate(0, 0, 1)
+	}
+	return time.Date(day.Year(), day.Month(), day.Day(), end/60, end%60, 0, 0, loc), true
+}
+
+// clockMinutes returns the minutes since midnight of "HH:MM".
+func clockMinutes(s string) (int, bool) {
+	if len(s) != 5 || s[2] != ':' {
+		return 0, false
+	}
+	h, m := int(s[0]-'0')*10+int(s[1]-'0'), int(s[3]-'0')*10+int(s[4]-'0')
+	if h < 0 || h > 23 || m < 0 || m > 59 {
+		return 0, false
+	}
+	return h*60 + m, true
+}
+
+// maxTxnActions is TransactWriteItems' limit of actions. One recipient's send holds at
+// most 15: the guard, the notification, META, the group, the expiry task, the status
+// summary, a record per channel (5) and a deliver task per channel but in-app (4).
+const maxTxnActions = 100
+
+// addStatus adds to t the status records of user's notification id (written at now by a
+// send that decided r) and the delivery task of every queued channel but in-app:
+// the summary (written, or skipped with in-app's reason), one record per decision
+// (in-app delivered at once by the transaction itself; a skipped channel SKIPPED with
+// its reason; any other QUEUED, with deferredUntil when deferred) and its TaskDeliver,
+// due now or at the deferral. Every item carries a TTL of the store's status TTL after
+// the latest deferral. The Puts are unconditional: the guard's condition makes the
+// transaction commit once.
+func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, r *route, now time.Time) error {
+	pk := notifStatusPK(v.TenantID, id)
+	last := now
+	for _, d := range r.decisions {
+		if d.deferred.After(last) {
+			last = d.deferred
+		}
+	}
+	ttl := last.Add(s.statusTTL).Unix()
+	ms := now.UnixMilli()
+	sum := statusItem{PK: pk, SK: skStatusSummary, EntityType: entityStatusSummary, UserID: v.UserID,
+		Status: inbox.NotificationWritten, CreatedAt: ms, UpdatedAt: ms, TTL: ttl}
+	if reason := r.inApp().reason; reason != "" {
+		sum.Status, sum.Reason = inbox.NotificationSkipped, reason
+	}
+	items := []statusItem{sum}
+	for _, d := range r.decisions {
+		it := statusItem{PK: pk, SK: deliverySK(d.channel), EntityType: entityDelivery, UserID: v.UserID,
+			Channel: d.channel, Status: inbox.DeliveryQueued, CreatedAt: ms, UpdatedAt: ms, TTL: ttl}
+		switch {
+		case d.reason != "":
+			it.Status, it.Reason = inbox.DeliverySkipped, d.reason
+		case d.channel == inbox.ChannelInApp:
+			it.Status, it.Provider, it.Attempts, it.SentAt, it.DeliveredAt = inbox.DeliveryDelivered, inbox.ProviderInbox, 1, ms, ms
+		case !d.deferred.IsZero():
+			it.DeferredUntil = d.deferred.UnixMilli()
+		}
+		items = append(items, it)
+	}
+	for _, it := range items {
+		av, err := attributevalue.MarshalMap(it)
+		if err != nil {
+			return fmt.Errorf("encode status: %w", err)
+		}
+		t.add(itemKey{it.PK, it.SK}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: av}})
+	}
+	for _, d := range r.decisions {
+		if d.reason != "" || d.channel == inbox.ChannelInApp {
+			continue
+		}
+		due := now
+		if !d.deferred.IsZero() {
+			due = d.deferred
+		}
+		t.add(s.taskAction(TaskDeliver, v, id, due, d.channel))
+	}
+	if len(t.acts) > maxTxnActions {
+		return fmt.Errorf("store: a recipient's send transaction has %d actions, over TransactWriteItems' %d", len(t.acts), maxTxnActions)
+	}
+	return nil
+}
+
+// Status returns the status of notification id of tenantID: its summary and the record
+// of every channel its send considered, in inbox.Channels order. ONE strongly consistent
+// Query of the notification's status partition (AP22). Errors: BAD_USER_INPUT for ids that
+// could break out of their key, NOT_FOUND when the notification has no status (never
+// sent, or its records expired).
+func (s *Store) Status(ctx context.Context, tenantID, notificationID string) (inbox.NotificationStatus, error) {
+	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return inbox.NotificationStatus{}, err
+	}
+	if err := inbox.CheckID("notification id", notificationID); err != nil {
+		return inbox.NotificationStatus{}, err
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: notifStatusPK(tenantID, notificationID)}},
+		ConsistentRead:            aws.Bool(true),
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return inbox.NotificationStatus{}, fmt.Errorf("query status: %w", err)
+	}
+	st := inbox.NotificationStatus{ID: notificationID}
+	found := false
+	for _, raw := range out.Items {
+		var it statusItem
+		if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+			return inbox.NotificationStatus{}, fmt.Errorf("decode status: %w", err)
+		}
+		if it.SK == skStatusSummary {
+			found = true
+			st.UserID, st.Status, st.Reason, st.CreatedAt = it.UserID, it.Status, it.Reason, msTimeUTC(it.CreatedAt)
+			continue
+		}
+		st.Channels = append(st.Channels, inbox.ChannelStatus{Channel: it.Channel, Provider: it.Provider, Status: it.Status,
+			Attempts: it.Attempts, SentAt: msTimeUTC(it.SentAt), DeliveredAt: msTimeUTC(it.DeliveredAt),
+			DeferredUntil: msTimeUTC(it.DeferredUntil), Error: it.Error, Reason: it.Reason})
+	}
+	if !found {
+		return inbox.NotificationStatus{}, inbox.Errorf(inbox.CodeNotFound, "notification %q has no status", notificationID)
+	}
+	slices.SortStableFunc(st.Channels, func(a, b inbox.ChannelStatus) int {
+		return slices.Index(inbox.Channels, a.Channel) - slices.Index(inbox.Channels, b.Channel)
+	})
+	return st, nil
+}
+
+// msTimeUTC is Unix milliseconds as a UTC time; 0 is the zero time.
+func msTimeUTC(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// SkipDelivery marks channel's delivery record of notification id of tenantID SKIPPED
+// with reason, on condition that it is still QUEUED (deferredUntil is removed). It
+// reports whether it changed the record: false, with no write, when the record is not
+// QUEUED (a second run of the same task) or does not exist. One UpdateItem (AP22).
+func (s *Store) SkipDelivery(ctx context.Context, tenantID, notificationID, channel, reason string) (bool, error) {
+	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return false, err
+	}
+	if err := inbox.CheckID("notification id", notificationID); err != nil {
+		return false, err
+	}
+	if !inbox.ValidChannel(channel) {
+		return false, inbox.Errorf(inbox.CodeBadUserInput, "unknown channel %q", channel)
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 itemKey{notifStatusPK(tenantID, notificationID), deliverySK(channel)}.av(),
+		UpdateExpression:    aws.String("SET #st = :skipped, #re = :reason, #up = :now REMOVE #de"),
+		ConditionExpression: aws.String("attribute_exists(#pk) AND #st = :queued"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#st": statusAttrStatus, "#re": statusAttrReason,
+			"#up": statusAttrUpdatedAt, "#de": statusAttrDeferred},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":skipped": &types.AttributeValueMemberS{Value: inbox.DeliverySkipped},
+			":queued":  &types.AttributeValueMemberS{Value: inbox.DeliveryQueued},
+			":reason":  &types.AttributeValueMemberS{Value: reason},
+			":now":     &types.AttributeValueMemberN{Value: fmt.Sprint(s.now().UnixMilli())},
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ccf):
+		return false, nil
+	}
+	return false, fmt.Errorf("skip delivery: %w", err)
+}
+
+// decodeUserProfile reads a PROFILE item of a user (nil: none, the zero profile).
+func decodeUserProfile(item map[string]types.AttributeValue) (inbox.UserProfile, error) {
+	if item == nil {
+		return inbox.UserProfile{}, nil
+	}
+	var it userProfileItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return inbox.UserProfile{}, fmt.Errorf("decode user profile: %w", err)
+	}
+	return inbox.UserProfile{Email: it.Email, Phone: it.Phone, Locale: it.Locale, Timezone: it.Timezone}, nil
+}

@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"golang.org/x/text/language"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// PutUserProfile replaces v's channel profile (PUT /v1/users/{id}: email, phone, locale,
+// timezone; "" leaves a field unset) and returns it as stored. It is checked first
+// (inbox.UserProfile.Validate; the locale is also looked up in the BCP 47 registry and
+// stored canonical, "de-de" as "de-DE"), then one PutItem of the user's PROFILE item
+// (AP24). Sends read it with the recipients' preferences (routeRecipients). Errors:
+// BAD_USER_INPUT for an invalid profile or viewer.
+func (s *Store) PutUserProfile(ctx context.Context, v inbox.Viewer, p inbox.UserProfile) (inbox.UserProfile, error) {
+	if err := checkViewer(v); err != nil {
+		return inbox.UserProfile{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return inbox.UserProfile{}, err
+	}
+	if p.Locale != "" {
+		tag, err := language.Parse(p.Locale)
+		if err != nil {
+			return inbox.UserProfile{}, inbox.Errorf(inbox.CodeBadUserInput, "locale %q is not a known BCP 47 language tag", p.Locale)
+		}
+		p.Locale = tag.String()
+	}
+	it := userProfileItem{PK: userPK(v), SK: skUserProfile, EntityType: entityUserProfile,
+		Email: p.Email, Phone: p.Phone, Locale: p.Locale, Timezone: p.Timezone, UpdatedAt: s.now().UnixMilli()}
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return inbox.UserProfile{}, fmt.Errorf("encode user profile: %w", err)
+	}
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av}); err != nil {
+		return inbox.UserProfile{}, fmt.Errorf("put user profile: %w", err)
+	}
+	return p, nil
+}
+
+// UserProfile returns v's channel profile (the zero profile when none is stored). One
+// strongly consistent GetItem (AP24).
+func (s *Store) UserProfile(ctx context.Context, v inbox.Viewer) (inbox.UserProfile, error) {
+	if err := checkViewer(v); err != nil {
+		return inbox.UserProfile{}, err
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            itemKey{userPK(v), skUserProfile}.av(),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return inbox.UserProfile{}, fmt.Errorf("get user profile: %w", err)
+	}
+	return decodeUserProfile(out.Item)
+}
