@@ -37,7 +37,7 @@ func tokenCommand(cfg Config, args []string, out io.Writer) error {
 	if *user == "" {
 		return fmt.Errorf("token: --user is required")
 	}
-	v, err := newVerifier(cfg)
+	v, err := newSigner(cfg)
 	if err != nil {
 		return err
 	}
