@@ -27,26 +27,32 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
+// keySet holds the test keys.
+type keySet struct {
+	RSA1, RSA2, RSASmall *rsa.PrivateKey
+	EC1, EC384           *ecdsa.PrivateKey
+}
+
 // testKeys are generated once: RSA generation is slow.
-var testKeys = sync.OnceValue(func() (k struct {
-	rsa1, rsa2, rsaSmall *rsa.PrivateKey
-	ec1, ec384           *ecdsa.PrivateKey
-}) {
-	var err error
+var testKeys = sync.OnceValue(func() keySet {
+	var (
+		k   keySet
+		err error
+	)
 	must := func(e error) {
 		if e != nil {
 			panic(e)
 		}
 	}
-	k.rsa1, err = rsa.GenerateKey(rand.Reader, 2048)
+	k.RSA1, err = rsa.GenerateKey(rand.Reader, 2048)
 	must(err)
-	k.rsa2, err = rsa.GenerateKey(rand.Reader, 2048)
+	k.RSA2, err = rsa.GenerateKey(rand.Reader, 2048)
 	must(err)
-	k.rsaSmall, err = rsa.GenerateKey(rand.Reader, 1024)
+	k.RSASmall, err = rsa.GenerateKey(rand.Reader, 1024)
 	must(err)
-	k.ec1, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	k.EC1, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	must(err)
-	k.ec384, err = ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	k.EC384, err = ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	must(err)
 	return k
 })
@@ -118,7 +124,8 @@ func newJWKSServer(t *testing.T, keys ...map[string]any) *jwksServer {
 	return s
 }
 
-func (s *jwksServer) set(keys ...map[string]any) {
+// SetKeys replaces the keys the server publishes.
+func (s *jwksServer) SetKeys(keys ...map[string]any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.keys = keys
@@ -178,10 +185,10 @@ func signKid(t testing.TB, method jwt.SigningMethod, kid string, key any, claims
 func TestJWKSVerifiesRS256AndES256(t *testing.T) {
 	t.Parallel()
 	k := testKeys()
-	srv := newJWKSServer(t, rsaJWK("rsa-1", "RS256", "sig", k.rsa1), ecJWK(t, "ec-1", "", k.ec1))
+	srv := newJWKSServer(t, rsaJWK("rsa-1", "RS256", "sig", k.RSA1), ecJWK(t, "ec-1", "", k.EC1))
 	v := newJWKSVerifier(t, srv.URL, Config{Secret: testSecret})
 
-	rs := signKid(t, jwt.SigningMethodRS256, "rsa-1", k.rsa1, claimsNow(nil))
+	rs := signKid(t, jwt.SigningMethodRS256, "rsa-1", k.RSA1, claimsNow(nil))
 	got, err := v.Verify(rs)
 	if err != nil {
 		t.Fatalf("RS256: %v", err)
@@ -189,7 +196,7 @@ func TestJWKSVerifiesRS256AndES256(t *testing.T) {
 	if got.UserID != "alice" || got.Subject != "alice" || got.TenantID != "acme" || got.IsService() {
 		t.Errorf("RS256 claims = %+v", got)
 	}
-	es := signKid(t, jwt.SigningMethodES256, "ec-1", k.ec1, claimsNow(jwt.MapClaims{"sub": "billing", "scope": ScopeSend}))
+	es := signKid(t, jwt.SigningMethodES256, "ec-1", k.EC1, claimsNow(jwt.MapClaims{"sub": "billing", "scope": ScopeSend}))
 	got, err = v.Verify(es)
 	if err != nil {
 		t.Fatalf("ES256: %v", err)
@@ -198,7 +205,7 @@ func TestJWKSVerifiesRS256AndES256(t *testing.T) {
 		t.Errorf("ES256 service claims = %+v", got)
 	}
 	// Without a kid, any key of the set that fits the algorithm.
-	if _, err := v.Verify(signKid(t, jwt.SigningMethodES256, "", k.ec1, claimsNow(nil))); err != nil {
+	if _, err := v.Verify(signKid(t, jwt.SigningMethodES256, "", k.EC1, claimsNow(nil))); err != nil {
 		t.Errorf("ES256 without kid: %v", err)
 	}
 	// HS256 beside them, with the secret.
@@ -214,12 +221,12 @@ func TestJWKSRefusesConfusionAndForeignAlgorithms(t *testing.T) {
 	t.Parallel()
 	k := testKeys()
 	srv := newJWKSServer(t,
-		rsaJWK("rsa-1", "RS256", "sig", k.rsa1),
-		rsaJWK("rsa-noalg", "", "", k.rsa2),
-		rsaJWK("rsa-enc", "", "enc", k.rsa2),
-		rsaJWK("rsa-small", "", "", k.rsaSmall),
-		ecJWK(t, "ec-1", "ES256", k.ec1),
-		ecJWK(t, "ec-384", "", k.ec384),
+		rsaJWK("rsa-1", "RS256", "sig", k.RSA1),
+		rsaJWK("rsa-noalg", "", "", k.RSA2),
+		rsaJWK("rsa-enc", "", "enc", k.RSA2),
+		rsaJWK("rsa-small", "", "", k.RSASmall),
+		ecJWK(t, "ec-1", "ES256", k.EC1),
+		ecJWK(t, "ec-384", "", k.EC384),
 		map[string]any{"kty": "oct", "kid": "oct-1", "k": b64.EncodeToString(testSecret)},
 	)
 	both := newJWKSVerifier(t, srv.URL, Config{Secret: testSecret})
@@ -230,12 +237,12 @@ func TestJWKSRefusesConfusionAndForeignAlgorithms(t *testing.T) {
 	}
 
 	// The public key in the encodings an attacker would try as an HMAC secret.
-	der, err := x509.MarshalPKIXPublicKey(&k.rsa1.PublicKey)
+	der, err := x509.MarshalPKIXPublicKey(&k.RSA1.PublicKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pemKey := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-	jwkJSON, err := json.Marshal(rsaJWK("rsa-1", "RS256", "sig", k.rsa1))
+	jwkJSON, err := json.Marshal(rsaJWK("rsa-1", "RS256", "sig", k.RSA1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +250,7 @@ func TestJWKSRefusesConfusionAndForeignAlgorithms(t *testing.T) {
 	// A kid that is not a string.
 	numKid := jwt.NewWithClaims(jwt.SigningMethodRS256, claimsNow(nil))
 	numKid.Header["kid"] = 7
-	numKidTok, err := numKid.SignedString(k.rsa1)
+	numKidTok, err := numKid.SignedString(k.RSA1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,31 +267,31 @@ func TestJWKSRefusesConfusionAndForeignAlgorithms(t *testing.T) {
 		{"HS256 signed with the PEM public key", both, signKid(t, jwt.SigningMethodHS256, "rsa-1", pemKey, claimsNow(nil)), "invalid token signature"},
 		{"HS256 signed with the DER public key", both, signKid(t, jwt.SigningMethodHS256, "rsa-1", der, claimsNow(nil)), "invalid token signature"},
 		{"HS256 signed with the JWK JSON", both, signKid(t, jwt.SigningMethodHS256, "rsa-1", jwkJSON, claimsNow(nil)), "invalid token signature"},
-		{"HS256 signed with the modulus", both, signKid(t, jwt.SigningMethodHS256, "rsa-1", k.rsa1.N.Bytes(), claimsNow(nil)), "invalid token signature"},
+		{"HS256 signed with the modulus", both, signKid(t, jwt.SigningMethodHS256, "rsa-1", k.RSA1.N.Bytes(), claimsNow(nil)), "invalid token signature"},
 		{"HS256 with a JWKS only", jwksOnly, signKid(t, jwt.SigningMethodHS256, "oct-1", testSecret, claimsNow(nil)), "unsupported token algorithm (want RS256, ES256)"},
 		{"HS256 naming an oct JWK", jwksOnly, signKid(t, jwt.SigningMethodHS256, "oct-1", testSecret, claimsNow(nil)), "unsupported token algorithm"},
-		{"RS256 with a secret only", secretOnly, signKid(t, jwt.SigningMethodRS256, "rsa-1", k.rsa1, claimsNow(nil)), "unsupported token algorithm"},
-		{"RS256 naming an EC key", both, signKid(t, jwt.SigningMethodRS256, "ec-1", k.rsa1, claimsNow(nil)), "signing key (kid) not usable"},
-		{"RS256 naming an EC key without alg", both, signKid(t, jwt.SigningMethodRS256, "ec-384", k.rsa1, claimsNow(nil)), "does not fit"},
-		{"ES256 naming an RSA key", both, signKid(t, jwt.SigningMethodES256, "rsa-noalg", k.ec1, claimsNow(nil)), "does not fit"},
-		{"ES256 naming the RS256 key", both, signKid(t, jwt.SigningMethodES256, "rsa-1", k.ec1, claimsNow(nil)), "not usable"},
-		{"RS256 naming the oct key", both, signKid(t, jwt.SigningMethodRS256, "oct-1", k.rsa1, claimsNow(nil)), "does not fit"},
-		{"RS256 naming an encryption key", both, signKid(t, jwt.SigningMethodRS256, "rsa-enc", k.rsa2, claimsNow(nil)), "not usable"},
-		{"RS256 with a 1024-bit key", both, signKid(t, jwt.SigningMethodRS256, "rsa-small", k.rsaSmall, claimsNow(nil)), "does not fit"},
+		{"RS256 with a secret only", secretOnly, signKid(t, jwt.SigningMethodRS256, "rsa-1", k.RSA1, claimsNow(nil)), "unsupported token algorithm"},
+		{"RS256 naming an EC key", both, signKid(t, jwt.SigningMethodRS256, "ec-1", k.RSA1, claimsNow(nil)), "signing key (kid) not usable"},
+		{"RS256 naming an EC key without alg", both, signKid(t, jwt.SigningMethodRS256, "ec-384", k.RSA1, claimsNow(nil)), "does not fit"},
+		{"ES256 naming an RSA key", both, signKid(t, jwt.SigningMethodES256, "rsa-noalg", k.EC1, claimsNow(nil)), "does not fit"},
+		{"ES256 naming the RS256 key", both, signKid(t, jwt.SigningMethodES256, "rsa-1", k.EC1, claimsNow(nil)), "not usable"},
+		{"RS256 naming the oct key", both, signKid(t, jwt.SigningMethodRS256, "oct-1", k.RSA1, claimsNow(nil)), "does not fit"},
+		{"RS256 naming an encryption key", both, signKid(t, jwt.SigningMethodRS256, "rsa-enc", k.RSA2, claimsNow(nil)), "not usable"},
+		{"RS256 with a 1024-bit key", both, signKid(t, jwt.SigningMethodRS256, "rsa-small", k.RSASmall, claimsNow(nil)), "does not fit"},
 		// Signed by the P-256 key: the lookup refuses the P-384 key it names before any
 		// signature is checked (the library will not sign ES256 with P-384).
-		{"ES256 naming a P-384 key", both, signKid(t, jwt.SigningMethodES256, "ec-384", k.ec1, claimsNow(nil)), "does not fit"},
-		{"ES384", both, signKid(t, jwt.SigningMethodES384, "ec-384", k.ec384, claimsNow(nil)), "unsupported token algorithm"},
-		{"RS384", both, signKid(t, jwt.SigningMethodRS384, "rsa-1", k.rsa1, claimsNow(nil)), "unsupported token algorithm"},
-		{"PS256", both, signKid(t, jwt.SigningMethodPS256, "rsa-1", k.rsa1, claimsNow(nil)), "unsupported token algorithm"},
-		{"RS256 signed by another key", both, signKid(t, jwt.SigningMethodRS256, "rsa-1", k.rsa2, claimsNow(nil)), "invalid token signature"},
-		{"RS256 expired", both, signKid(t, jwt.SigningMethodRS256, "rsa-1", k.rsa1, claimsNow(jwt.MapClaims{"exp": time.Now().Add(-time.Hour).Unix()})), "token expired"},
-		{"RS256 without exp", both, signKid(t, jwt.SigningMethodRS256, "rsa-1", k.rsa1, claimsNow(jwt.MapClaims{"exp": nil})), "no expiry"},
-		{"ES256 without sub", both, signKid(t, jwt.SigningMethodES256, "ec-1", k.ec1, claimsNow(jwt.MapClaims{"sub": nil})), "no subject"},
+		{"ES256 naming a P-384 key", both, signKid(t, jwt.SigningMethodES256, "ec-384", k.EC1, claimsNow(nil)), "does not fit"},
+		{"ES384", both, signKid(t, jwt.SigningMethodES384, "ec-384", k.EC384, claimsNow(nil)), "unsupported token algorithm"},
+		{"RS384", both, signKid(t, jwt.SigningMethodRS384, "rsa-1", k.RSA1, claimsNow(nil)), "unsupported token algorithm"},
+		{"PS256", both, signKid(t, jwt.SigningMethodPS256, "rsa-1", k.RSA1, claimsNow(nil)), "unsupported token algorithm"},
+		{"RS256 signed by another key", both, signKid(t, jwt.SigningMethodRS256, "rsa-1", k.RSA2, claimsNow(nil)), "invalid token signature"},
+		{"RS256 expired", both, signKid(t, jwt.SigningMethodRS256, "rsa-1", k.RSA1, claimsNow(jwt.MapClaims{"exp": time.Now().Add(-time.Hour).Unix()})), "token expired"},
+		{"RS256 without exp", both, signKid(t, jwt.SigningMethodRS256, "rsa-1", k.RSA1, claimsNow(jwt.MapClaims{"exp": nil})), "no expiry"},
+		{"ES256 without sub", both, signKid(t, jwt.SigningMethodES256, "ec-1", k.EC1, claimsNow(jwt.MapClaims{"sub": nil})), "no subject"},
 		{"RS256 with a numeric kid", both, numKidTok, "not found"},
 	}
 	// A token accepted by one verifier proves the refusals above are about what they name.
-	if _, err := both.Verify(signKid(t, jwt.SigningMethodRS256, "rsa-noalg", k.rsa2, claimsNow(nil))); err != nil {
+	if _, err := both.Verify(signKid(t, jwt.SigningMethodRS256, "rsa-noalg", k.RSA2, claimsNow(nil))); err != nil {
 		t.Fatalf("RS256 under a JWK without alg: %v", err)
 	}
 	for _, tt := range tests {
@@ -303,9 +310,9 @@ func TestJWKSRefusesConfusionAndForeignAlgorithms(t *testing.T) {
 func TestJWKSIssuerAndAudience(t *testing.T) {
 	t.Parallel()
 	k := testKeys()
-	srv := newJWKSServer(t, ecJWK(t, "ec-1", "ES256", k.ec1))
+	srv := newJWKSServer(t, ecJWK(t, "ec-1", "ES256", k.EC1))
 	v := newJWKSVerifier(t, srv.URL, Config{Issuer: "https://idp.example", Audience: "inbox"})
-	sign := func(c jwt.MapClaims) string { return signKid(t, jwt.SigningMethodES256, "ec-1", k.ec1, claimsNow(c)) }
+	sign := func(c jwt.MapClaims) string { return signKid(t, jwt.SigningMethodES256, "ec-1", k.EC1, claimsNow(c)) }
 	if _, err := v.Verify(sign(jwt.MapClaims{"iss": "https://idp.example", "aud": []string{"other", "inbox"}})); err != nil {
 		t.Fatalf("matching iss and aud: %v", err)
 	}
@@ -323,16 +330,16 @@ func TestJWKSIssuerAndAudience(t *testing.T) {
 func TestJWKSRotation(t *testing.T) {
 	t.Parallel()
 	k := testKeys()
-	srv := newJWKSServer(t, rsaJWK("2024", "RS256", "sig", k.rsa1))
+	srv := newJWKSServer(t, rsaJWK("2024", "RS256", "sig", k.RSA1))
 	v := newJWKSVerifier(t, srv.URL, Config{JWKSMinRefresh: 50 * time.Millisecond, JWKSRefresh: time.Hour})
-	old := signKid(t, jwt.SigningMethodRS256, "2024", k.rsa1, claimsNow(nil))
-	next := signKid(t, jwt.SigningMethodRS256, "2025", k.rsa2, claimsNow(nil))
+	old := signKid(t, jwt.SigningMethodRS256, "2024", k.RSA1, claimsNow(nil))
+	next := signKid(t, jwt.SigningMethodRS256, "2025", k.RSA2, claimsNow(nil))
 	if _, err := v.Verify(old); err != nil {
 		t.Fatalf("current key: %v", err)
 	}
 	// The issuer publishes the next key beside the old one and starts signing with it:
 	// its first token makes the gateway fetch the set again.
-	srv.set(rsaJWK("2024", "RS256", "sig", k.rsa1), rsaJWK("2025", "RS256", "sig", k.rsa2))
+	srv.SetKeys(rsaJWK("2024", "RS256", "sig", k.RSA1), rsaJWK("2025", "RS256", "sig", k.RSA2))
 	before := srv.fetches.Load()
 	if _, err := v.Verify(next); err != nil {
 		t.Fatalf("new kid after rotation: %v", err)
@@ -349,9 +356,9 @@ func TestJWKSRotation(t *testing.T) {
 
 	// The old key is withdrawn; once the set is fetched again its tokens fail. A fetch
 	// happens on the next unknown kid (after the rate limit's interval).
-	srv.set(rsaJWK("2025", "RS256", "sig", k.rsa2))
+	srv.SetKeys(rsaJWK("2025", "RS256", "sig", k.RSA2))
 	time.Sleep(60 * time.Millisecond)
-	_, err := v.Verify(signKid(t, jwt.SigningMethodRS256, "2026", k.rsa1, claimsNow(nil)))
+	_, err := v.Verify(signKid(t, jwt.SigningMethodRS256, "2026", k.RSA1, claimsNow(nil)))
 	checkUnauthenticated(t, err, "signing key (kid) not found")
 	_, err = v.Verify(old)
 	checkUnauthenticated(t, err, "signing key (kid) not found")
@@ -363,14 +370,14 @@ func TestJWKSRotation(t *testing.T) {
 func TestJWKSBackgroundRefresh(t *testing.T) {
 	t.Parallel()
 	k := testKeys()
-	srv := newJWKSServer(t, ecJWK(t, "a", "", k.ec1))
+	srv := newJWKSServer(t, ecJWK(t, "a", "", k.EC1))
 	v := newJWKSVerifier(t, srv.URL, Config{JWKSRefresh: 50 * time.Millisecond, JWKSMinRefresh: time.Hour})
-	tok := signKid(t, jwt.SigningMethodES256, "a", k.ec1, claimsNow(nil))
+	tok := signKid(t, jwt.SigningMethodES256, "a", k.EC1, claimsNow(nil))
 	if _, err := v.Verify(tok); err != nil {
 		t.Fatal(err)
 	}
 	// A withdrawn key stops verifying without any unknown kid: the periodic fetch.
-	srv.set(ecJWK(t, "b", "", k.ec1))
+	srv.SetKeys(ecJWK(t, "b", "", k.EC1))
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if _, err := v.Verify(tok); err != nil {
@@ -387,14 +394,14 @@ func TestJWKSBackgroundRefresh(t *testing.T) {
 func TestJWKSUnknownKidFloodIsBounded(t *testing.T) {
 	t.Parallel()
 	k := testKeys()
-	srv := newJWKSServer(t, rsaJWK("real", "RS256", "sig", k.rsa1))
+	srv := newJWKSServer(t, rsaJWK("real", "RS256", "sig", k.RSA1))
 	v := newJWKSVerifier(t, srv.URL, Config{JWKSMinRefresh: time.Hour, JWKSFetchTimeout: 2 * time.Second})
 	start := time.Now()
 	var wg sync.WaitGroup
 	var accepted atomic.Int64
 	for i := range 500 {
 		wg.Go(func() {
-			tok := signKid(t, jwt.SigningMethodRS256, fmt.Sprintf("forged-%d", i), k.rsa1, claimsNow(nil))
+			tok := signKid(t, jwt.SigningMethodRS256, fmt.Sprintf("forged-%d", i), k.RSA1, claimsNow(nil))
 			if _, err := v.Verify(tok); err == nil {
 				accepted.Add(1)
 			}
@@ -413,7 +420,7 @@ func TestJWKSUnknownKidFloodIsBounded(t *testing.T) {
 		t.Errorf("the flood took %v", d)
 	}
 	// The real key still verifies from the cache.
-	if _, err := v.Verify(signKid(t, jwt.SigningMethodRS256, "real", k.rsa1, claimsNow(nil))); err != nil {
+	if _, err := v.Verify(signKid(t, jwt.SigningMethodRS256, "real", k.RSA1, claimsNow(nil))); err != nil {
 		t.Errorf("the real key during the flood: %v", err)
 	}
 }
@@ -421,10 +428,10 @@ func TestJWKSUnknownKidFloodIsBounded(t *testing.T) {
 func TestJWKSDownAtStart(t *testing.T) {
 	t.Parallel()
 	k := testKeys()
-	srv := newJWKSServer(t, ecJWK(t, "ec-1", "ES256", k.ec1))
+	srv := newJWKSServer(t, ecJWK(t, "ec-1", "ES256", k.EC1))
 	srv.setDown(true)
 	v := newJWKSVerifier(t, srv.URL, Config{Secret: testSecret, JWKSMinRefresh: 100 * time.Millisecond})
-	tok := signKid(t, jwt.SigningMethodES256, "ec-1", k.ec1, claimsNow(nil))
+	tok := signKid(t, jwt.SigningMethodES256, "ec-1", k.EC1, claimsNow(nil))
 	_, err := v.Verify(tok)
 	checkUnauthenticated(t, err, "signing key (kid) not found")
 	// HS256 works meanwhile.
@@ -463,14 +470,14 @@ func TestJWKSFetchBounds(t *testing.T) {
 	t.Parallel()
 	k := testKeys()
 	// A body over the limit fails the fetch: no key from it.
-	big := newJWKSServer(t, ecJWK(t, "ec-1", "ES256", k.ec1))
+	big := newJWKSServer(t, ecJWK(t, "ec-1", "ES256", k.EC1))
 	big.pad = 64 << 10
 	v := newJWKSVerifier(t, big.URL, Config{JWKSMaxBytes: 32 << 10, JWKSMinRefresh: time.Hour})
-	_, err := v.Verify(signKid(t, jwt.SigningMethodES256, "ec-1", k.ec1, claimsNow(nil)))
+	_, err := v.Verify(signKid(t, jwt.SigningMethodES256, "ec-1", k.EC1, claimsNow(nil)))
 	checkUnauthenticated(t, err, "not found")
 	// The same set within the limit is read.
 	v = newJWKSVerifier(t, big.URL, Config{JWKSMaxBytes: 128 << 10})
-	if _, err := v.Verify(signKid(t, jwt.SigningMethodES256, "ec-1", k.ec1, claimsNow(nil))); err != nil {
+	if _, err := v.Verify(signKid(t, jwt.SigningMethodES256, "ec-1", k.EC1, claimsNow(nil))); err != nil {
 		t.Fatalf("a set within the limit: %v", err)
 	}
 
@@ -491,7 +498,7 @@ func TestJWKSFetchBounds(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	begin = time.Now()
-	_, err = slow.Verify(signKid(t, jwt.SigningMethodES256, "ec-1", k.ec1, claimsNow(nil)))
+	_, err = slow.Verify(signKid(t, jwt.SigningMethodES256, "ec-1", k.EC1, claimsNow(nil)))
 	checkUnauthenticated(t, err, "not found")
 	if d := time.Since(begin); d > 2*time.Second {
 		t.Errorf("a lookup against a hanging JWKS took %v", d)
