@@ -88,7 +88,7 @@ func TestJWKSTokensThroughTheServer(t *testing.T) {
 	}
 	pemKey := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 	for name, tok := range map[string]string{
-		"unknown kid": auth.SignKid(t, jwt.SigningMethodRS256, "rsa-2", k.RSA2, auth.ClaimsNow(jwt.MapClaims{"tenant": "t1"})),
+		"unknown kid":                     auth.SignKid(t, jwt.SigningMethodRS256, "rsa-2", k.RSA2, auth.ClaimsNow(jwt.MapClaims{"tenant": "t1"})),
 		"HS256 keyed with the public key": auth.SignKid(t, jwt.SigningMethodHS256, "rsa-1", pemKey, auth.ClaimsNow(jwt.MapClaims{"tenant": "t1"})),
 		"alg none":                        auth.SignKid(t, jwt.SigningMethodNone, "rsa-1", jwt.UnsafeAllowNoneSignatureType, auth.ClaimsNow(nil)),
 		"expired": auth.SignKid(t, jwt.SigningMethodRS256, "rsa-1", k.RSA1,
