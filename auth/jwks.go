@@ -33,6 +33,9 @@ const (
 	DefaultJWKSMaxBytes = 1 << 20
 )
 
+// maxJWKSRedirects bounds the redirects one fetch follows.
+const maxJWKSRedirects = 3
+
 // minRSABits is the shortest RSA modulus accepted for RS256 (RFC 7518 section 3.3).
 const minRSABits = 2048
 
@@ -111,6 +114,13 @@ func newJWKSKeys(o jwksOptions) (*jwksKeys, error) {
 		base = http.DefaultTransport
 	}
 	c.Transport = limitedBodyTransport{base: base, max: o.maxBytes}
+	// A redirect must meet the URL's own rule (no downgrade to plain http elsewhere).
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxJWKSRedirects {
+			return fmt.Errorf("more than %d redirects", maxJWKSRedirects)
+		}
+		return checkJWKSURL(req.URL.String())
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	logErr := func(ctx context.Context, err error) {

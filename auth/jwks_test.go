@@ -533,3 +533,29 @@ func TestNewVerifierJWKSConfig(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestJWKSRedirects(t *testing.T) {
+	t.Parallel()
+	k := testKeys()
+	srv := newJWKSServer(t, ecJWK(t, "ec-1", "ES256", k.EC1))
+	to := func(target string) *httptest.Server {
+		r := httptest.NewServer(http.RedirectHandler(target, http.StatusFound))
+		t.Cleanup(r.Close)
+		return r
+	}
+	tok := signKid(t, jwt.SigningMethodES256, "ec-1", k.EC1, claimsNow(nil))
+	// To another loopback server: followed.
+	if _, err := newJWKSVerifier(t, to(srv.URL).URL, Config{}).Verify(tok); err != nil {
+		t.Errorf("redirect to a loopback http JWKS: %v", err)
+	}
+	// To plain http elsewhere: refused, no key.
+	_, err := newJWKSVerifier(t, to("http://idp.example/jwks").URL, Config{JWKSMinRefresh: time.Hour}).Verify(tok)
+	checkUnauthenticated(t, err, "not found")
+	// Too many hops.
+	hop := srv.URL
+	for range maxJWKSRedirects + 1 {
+		hop = to(hop).URL
+	}
+	_, err = newJWKSVerifier(t, hop, Config{JWKSMinRefresh: time.Hour}).Verify(tok)
+	checkUnauthenticated(t, err, "not found")
+}
