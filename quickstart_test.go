@@ -378,8 +378,8 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 	if user != "octocat" {
 		t.Fatalf("demo user = %q; the README's examples name octocat", user)
 	}
-	// The README's shell example signs octocat's token with notifications:send.
-	token := s.Token("default", user, auth.ScopeSend)
+	// The README's shell example signs octocat's own token (no service scope).
+	token := s.Token("default", user)
 
 	// The curl example's query.
 	readme, err := os.ReadFile("README.md")
@@ -422,9 +422,13 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 				t.Fatalf("%s: the README's placeholder %s is not one this test fills in", name, p)
 			}
 			var data map[string]any
-			if strings.HasPrefix(doc, "subscription") {
+			switch {
+			case strings.HasPrefix(doc, "subscription"):
 				data = readmeSubscription(t, s, token, doc)
-			} else {
+			case strings.Contains(doc, "sendNotification"):
+				// Sending is a service's: a notifications:send token, which has no inbox.
+				s.MustData(s.ServiceToken("default", "readme"), doc, nil, &data)
+			default:
 				s.MustData(token, doc, nil, &data)
 			}
 			raw, _ := json.Marshal(data)
@@ -559,7 +563,7 @@ func readmeSubscription(t *testing.T, s *testgw.Server, token, doc string) map[s
 			return data
 		case <-tick.C:
 			if strings.Contains(doc, "notificationAdded") || strings.Contains(doc, "inboxEvents") {
-				s.Send(token, s.SendInput("for the notificationAdded example", "octocat"))
+				s.Send(s.ServiceToken("default", "readme"), s.SendInput("for the notificationAdded example", "octocat"))
 			}
 		}
 	}

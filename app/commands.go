@@ -29,7 +29,7 @@ func tokenCommand(cfg Config, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	user := fs.String("user", "", "user id (the token's sub); required")
 	tenant := fs.String("tenant", auth.DefaultTenant, "tenant id")
-	scope := fs.String("scope", "", "space-separated scopes, e.g. notifications:send")
+	scope := fs.String("scope", "", "space-separated scopes; notifications:send or notifications:admin make a service token (it sends, it has no inbox)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -37,7 +37,7 @@ func tokenCommand(cfg Config, args []string, out io.Writer) error {
 	if *user == "" {
 		return fmt.Errorf("token: --user is required")
 	}
-	v, err := newVerifier(cfg)
+	v, err := newSigner(cfg)
 	if err != nil {
 		return err
 	}

@@ -65,6 +65,13 @@ type Config struct {
 	JWTSecret   string `env:"INBOX_JWT_SECRET"`
 	JWTIssuer   string `env:"INBOX_JWT_ISSUER"`
 	JWTAudience string `env:"INBOX_JWT_AUDIENCE"`
+	// JWKSURL, when set, is the JSON Web Key Set whose keys verify RS256 and ES256 tokens
+	// (https, or http for a loopback host); with it INBOX_JWT_SECRET may be unset (then
+	// INBOX_CURSOR_SECRET is required, and only the JWKS's tokens are accepted).
+	JWKSURL string `env:"INBOX_JWKS_URL"`
+	// JWKSRefresh is how often the key set is fetched in the background (10s..24h); a
+	// token with an unknown kid fetches it sooner (at most every auth.DefaultJWKSMinRefresh).
+	JWKSRefresh time.Duration `env:"INBOX_JWKS_REFRESH" envDefault:"15m"`
 	// CursorSecret signs inbox cursors (at least 32 bytes, the same on every instance);
 	// unset, the key is derived from the JWT secret (store.DeriveCursorKey).
 	CursorSecret string `env:"INBOX_CURSOR_SECRET"`
@@ -196,6 +203,9 @@ func LoadConfig() (Config, error) {
 	if c.KeepAlive < time.Second || c.KeepAlive > 10*time.Minute {
 		return c, fmt.Errorf("configuration: INBOX_KEEPALIVE must be between 1s and 10m, not %v", c.KeepAlive)
 	}
+	if c.JWKSRefresh < 10*time.Second || c.JWKSRefresh > 24*time.Hour {
+		return c, fmt.Errorf("configuration: INBOX_JWKS_REFRESH must be between 10s and 24h, not %v", c.JWKSRefresh)
+	}
 	if c.CursorSecret != "" && len(c.CursorSecret) < 32 {
 		return c, fmt.Errorf("configuration: INBOX_CURSOR_SECRET must be at least 32 bytes, not %d", len(c.CursorSecret))
 	}
@@ -266,14 +276,18 @@ func newLogger(cfg Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, nil))
 }
 
+// errNoJWTSecret is jwtSecret's answer outside dev mode without INBOX_JWT_SECRET.
+var errNoJWTSecret = errors.New("INBOX_JWT_SECRET is required (at least 32 bytes), or INBOX_JWKS_URL; or set INBOX_DEV=1 for a development secret")
+
 // jwtSecret returns the HMAC secret: INBOX_JWT_SECRET, or in dev mode a random one kept in
 // the data directory so that tokens survive restarts (and `token` signs with the same).
+// Outside dev mode without INBOX_JWT_SECRET it fails with errNoJWTSecret.
 func jwtSecret(cfg Config) ([]byte, error) {
 	if cfg.JWTSecret != "" {
 		return []byte(cfg.JWTSecret), nil
 	}
 	if !cfg.Dev {
-		return nil, errors.New("INBOX_JWT_SECRET is required (at least 32 bytes); or set INBOX_DEV=1 for a development secret")
+		return nil, errNoJWTSecret
 	}
 	dir := cfg.DataDir
 	if dir == dynlocal.MemoryDataDir || dir == "" {
@@ -297,12 +311,29 @@ func jwtSecret(cfg Config) ([]byte, error) {
 	return secret, nil
 }
 
-func newVerifier(cfg Config) (*auth.Verifier, error) {
+// newSigner returns a Verifier over the HS256 secret alone (the token command signs with
+// it; it never fetches the JWKS).
+func newSigner(cfg Config) (*auth.Verifier, error) {
 	secret, err := jwtSecret(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return auth.NewVerifier(auth.Config{Secret: secret, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Leeway: 30 * time.Second})
+}
+
+// newVerifier returns the gateway's Verifier: HS256 with the secret (when there is one),
+// RS256 and ES256 with INBOX_JWKS_URL's keys (when set; refreshed until Close, fetch
+// failures logged to log). Without INBOX_JWT_SECRET outside dev mode, INBOX_JWKS_URL is
+// required.
+func newVerifier(cfg Config, log *slog.Logger) (*auth.Verifier, error) {
+	secret, err := jwtSecret(cfg)
+	if err != nil && (!errors.Is(err, errNoJWTSecret) || cfg.JWKSURL == "") {
+		return nil, err
+	}
+	return auth.NewVerifier(auth.Config{
+		Secret: secret, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Leeway: 30 * time.Second,
+		JWKSURL: cfg.JWKSURL, JWKSRefresh: cfg.JWKSRefresh, Log: log,
+	})
 }
 
 // engine is a connected DynamoDB client and what to close when done.
@@ -376,6 +407,9 @@ func cursorKey(cfg Config) ([]byte, error) {
 		return []byte(cfg.CursorSecret), nil
 	}
 	secret, err := jwtSecret(cfg)
+	if errors.Is(err, errNoJWTSecret) && cfg.JWKSURL != "" {
+		return nil, errors.New("INBOX_CURSOR_SECRET is required (at least 32 bytes) when INBOX_JWKS_URL replaces INBOX_JWT_SECRET")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -464,10 +498,11 @@ func runScheduler(ctx context.Context, log *slog.Logger, s *sched.Scheduler) err
 }
 
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
-	verifier, err := newVerifier(cfg)
+	verifier, err := newVerifier(cfg, log)
 	if err != nil {
 		return err
 	}
+	defer verifier.Close()
 	// One metrics registry, given to what reports to it: every DynamoDB call of the
 	// client (an SDK middleware), the broker's publish lag, the HTTP handler.
 	reg := metrics.New()
@@ -506,11 +541,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 		if user != "" {
-			// The demo token (30 days, notifications:send) is a dev-mode convenience:
+			// The demo token (30 days, the demo user's own: no service scope, which would
+			// make it a service token without an inbox) is a dev-mode convenience:
 			// GraphiQL is pre-filled with it only in dev mode, and outside it the token
 			// would be signed with the production secret and printed to the log stream.
 			if cfg.Dev {
-				demoToken, err = verifier.Sign(auth.Claims{TenantID: cfg.DemoTenant, UserID: user, Scopes: []string{auth.ScopeSend}}, 30*24*time.Hour)
+				demoToken, err = verifier.Sign(auth.Claims{TenantID: cfg.DemoTenant, UserID: user}, 30*24*time.Hour)
 				if err != nil {
 					return err
 				}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -14,8 +16,13 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-// ScopeSend is the scope a caller needs to send notifications.
+// ScopeSend is the scope a caller needs to send notifications (and, over REST, to start
+// broadcasts and read statuses). A token with it is a service token.
 const ScopeSend = "notifications:send"
+
+// ScopeAdmin is the scope of the REST administration endpoints (templates, segments,
+// users' profiles, preferences and devices). A token with it is a service token.
+const ScopeAdmin = "notifications:admin"
 
 // DefaultTenant is the tenant of a token without a tenant claim.
 const DefaultTenant = "default"
@@ -24,10 +31,32 @@ const DefaultTenant = "default"
 // the HMAC-SHA256 output, as RFC 7518 section 3.2 requires).
 const MinSecretBytes = 32
 
-// Config configures a Verifier.
+// Config configures a Verifier. At least one of Secret and JWKSURL is required.
 type Config struct {
-	// Secret is the HS256 key, at least MinSecretBytes long.
+	// Secret, when set, is the HS256 key, at least MinSecretBytes long: HS256 tokens are
+	// verified with it and with nothing else, and Sign signs with it. Unset, HS256 tokens
+	// are refused.
 	Secret []byte
+	// JWKSURL, when set, is the JSON Web Key Set whose public keys verify RS256 and ES256
+	// tokens (and nothing else): https, or http for a loopback host. Unset, RS256 and
+	// ES256 tokens are refused.
+	JWKSURL string
+	// JWKSRefresh is how often the key set is fetched in the background
+	// (DefaultJWKSRefresh when zero).
+	JWKSRefresh time.Duration
+	// JWKSMinRefresh is the shortest interval between two fetches caused by a token whose
+	// kid is not in the set (DefaultJWKSMinRefresh when zero). Such a token waits for a
+	// fetch at most JWKSFetchTimeout; within the interval it fails at once.
+	JWKSMinRefresh time.Duration
+	// JWKSFetchTimeout bounds one fetch (DefaultJWKSFetchTimeout when zero).
+	JWKSFetchTimeout time.Duration
+	// JWKSMaxBytes bounds the key set's body (DefaultJWKSMaxBytes when zero).
+	JWKSMaxBytes int64
+	// JWKSClient fetches the key set; nil means a client of its own. Its Timeout and
+	// body size are bounded by the settings above either way.
+	JWKSClient *http.Client
+	// Log receives failed key set fetches; nil means slog.Default().
+	Log *slog.Logger
 	// Issuer, when non-empty, is required as the token's iss and set by Sign.
 	Issuer string
 	// Audience, when non-empty, must be one of the token's aud values and is set by Sign.
@@ -38,11 +67,17 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Claims is what a verified token says about its caller.
+// Claims is what a verified token says about its caller: a user (a user token), or a
+// backend service (a service token: its scopes include ScopeSend or ScopeAdmin) that has
+// no user and acts for its tenant.
 type Claims struct {
 	// TenantID is the tenant claim, DefaultTenant when the token has none.
 	TenantID string
-	// UserID is the sub claim.
+	// Subject is the sub claim: the user of a user token, the service of a service token.
+	// Sign uses UserID when it is empty.
+	Subject string
+	// UserID is the viewer's user: the sub claim of a user token, empty for a service
+	// token.
 	UserID string
 	// Scopes are the space-separated values of the scope claim, in token order.
 	Scopes []string
@@ -54,7 +89,8 @@ type Claims struct {
 	ValidUntil time.Time
 }
 
-// Viewer returns the caller as the domain's Viewer.
+// Viewer returns the caller as the domain's Viewer; its UserID is empty for a service
+// token. Code that acts for a user calls User instead.
 func (c Claims) Viewer() inbox.Viewer {
 	return inbox.Viewer{TenantID: c.TenantID, UserID: c.UserID}
 }
@@ -64,31 +100,78 @@ func (c Claims) HasScope(s string) bool {
 	return slices.Contains(c.Scopes, s)
 }
 
-// Verifier verifies and signs the gateway's HS256 tokens. It is safe for concurrent use.
+// IsService reports whether the token is a service token: its scopes include ScopeSend or
+// ScopeAdmin. A service token has no user (UserID is empty).
+func (c Claims) IsService() bool {
+	return isService(c.Scopes)
+}
+
+// isService reports whether scopes make a service token.
+func isService(scopes []string) bool {
+	return slices.Contains(scopes, ScopeSend) || slices.Contains(scopes, ScopeAdmin)
+}
+
+// User returns the user the token names as the domain's Viewer, or an *inbox.Error with
+// code FORBIDDEN for a service token (it has no user: a viewer's inbox, preferences and
+// subscriptions are a user's own) and UNAUTHENTICATED for claims without a user.
+func (c Claims) User() (inbox.Viewer, error) {
+	if c.IsService() {
+		return inbox.Viewer{}, inbox.Errorf(inbox.CodeForbidden, "a service token (scope %s or %s) has no user", ScopeSend, ScopeAdmin)
+	}
+	if c.UserID == "" {
+		return inbox.Viewer{}, unauthenticated("token names no user")
+	}
+	return inbox.Viewer{TenantID: c.TenantID, UserID: c.UserID}, nil
+}
+
+// Verifier verifies the gateway's tokens (HS256 with the configured secret, RS256 and
+// ES256 with the keys of the configured JWKS) and signs HS256 ones. It is safe for
+// concurrent use; Close stops its background key set refresh.
 type Verifier struct {
 	secret   []byte
+	jwks     *jwksKeys
 	issuer   string
 	audience string
 	now      func() time.Time
 	leeway   time.Duration
 	parser   *jwt.Parser
+	algs     string // the accepted algorithms, for error messages
 }
 
-// NewVerifier returns a Verifier for cfg. It fails when the secret is shorter than
-// MinSecretBytes or the leeway is negative.
+// NewVerifier returns a Verifier for cfg. It fails when neither a secret nor a JWKS URL is
+// given, the secret is shorter than MinSecretBytes, the JWKS URL is not https (or http
+// for a loopback host), or a duration or size is negative. With a JWKS URL it fetches the
+// key set once before returning (at most JWKSFetchTimeout) and refreshes it until Close;
+// a fetch that fails is logged, not returned: RS256 and ES256 tokens fail
+// UNAUTHENTICATED until the endpoint answers.
 func NewVerifier(cfg Config) (*Verifier, error) {
-	if len(cfg.Secret) < MinSecretBytes {
+	if len(cfg.Secret) == 0 && cfg.JWKSURL == "" {
+		return nil, errors.New("auth: a JWT secret or a JWKS URL is required")
+	}
+	if len(cfg.Secret) > 0 && len(cfg.Secret) < MinSecretBytes {
 		return nil, fmt.Errorf("auth: JWT secret must be at least %d bytes, got %d", MinSecretBytes, len(cfg.Secret))
 	}
 	if cfg.Leeway < 0 {
 		return nil, errors.New("auth: JWT leeway must not be negative")
 	}
+	if cfg.JWKSRefresh < 0 || cfg.JWKSMinRefresh < 0 || cfg.JWKSFetchTimeout < 0 || cfg.JWKSMaxBytes < 0 {
+		return nil, errors.New("auth: JWKS durations and size must not be negative")
+	}
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
+	var algs []string
+	if len(cfg.Secret) > 0 {
+		algs = append(algs, jwt.SigningMethodHS256.Alg())
+	}
+	if cfg.JWKSURL != "" {
+		algs = append(algs, jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg())
+	}
 	opts := []jwt.ParserOption{
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		// Only what is configured: "none" and every other algorithm are refused before
+		// any key is looked up.
+		jwt.WithValidMethods(algs),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(cfg.Leeway),
@@ -102,14 +185,81 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	if cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
-	return &Verifier{
+	v := &Verifier{
 		leeway:   cfg.Leeway,
 		secret:   bytes.Clone(cfg.Secret),
 		issuer:   cfg.Issuer,
 		audience: cfg.Audience,
 		now:      now,
 		parser:   jwt.NewParser(opts...),
-	}, nil
+		algs:     strings.Join(algs, ", "),
+	}
+	if cfg.JWKSURL != "" {
+		log := cfg.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		keys, err := newJWKSKeys(jwksOptions{
+			url:          cfg.JWKSURL,
+			refresh:      cmpOr(cfg.JWKSRefresh, DefaultJWKSRefresh),
+			minRefresh:   cmpOr(cfg.JWKSMinRefresh, DefaultJWKSMinRefresh),
+			fetchTimeout: cmpOr(cfg.JWKSFetchTimeout, DefaultJWKSFetchTimeout),
+			maxBytes:     cmpOr(cfg.JWKSMaxBytes, DefaultJWKSMaxBytes),
+			client:       cfg.JWKSClient,
+			log:          log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		v.jwks = keys
+	}
+	return v, nil
+}
+
+// cmpOr returns v, or def when v is zero.
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Close stops the background refresh of the key set (nothing without a JWKS URL). A
+// closed Verifier still verifies with the keys it holds.
+func (v *Verifier) Close() {
+	if v.jwks != nil {
+		v.jwks.close()
+	}
+}
+
+// CanSign reports whether Sign works: it needs the HS256 secret.
+func (v *Verifier) CanSign() bool { return len(v.secret) > 0 }
+
+// errAlgorithm refuses a token whose alg is none of the configured ones (the parser
+// refuses it first; this guards the key lookup on its own).
+var errAlgorithm = errors.New("algorithm not accepted")
+
+// key returns the key that verifies t: the secret for HS256, a JWKS public key for RS256
+// and ES256, never one for the other family (no algorithm confusion: an HS256 token
+// signed with a public key's bytes is checked against the secret only).
+func (v *Verifier) key(t *jwt.Token) (any, error) {
+	if _, ok := t.Header["crit"]; ok {
+		return nil, errCriticalHeader
+	}
+	switch t.Method.Alg() {
+	case jwt.SigningMethodHS256.Alg():
+		if len(v.secret) == 0 {
+			return nil, errAlgorithm
+		}
+		return v.secret, nil
+	case jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg():
+		if v.jwks == nil {
+			return nil, errAlgorithm
+		}
+		return v.jwks.key(t)
+	}
+	return nil, errAlgorithm
 }
 
 // tokenClaims is the JSON shape of the token's payload.
@@ -225,12 +375,7 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 		return Claims{}, unauthenticated("missing bearer token")
 	}
 	var tc tokenClaims
-	parsed, err := v.parser.ParseWithClaims(token, &tc, func(t *jwt.Token) (any, error) {
-		if _, ok := t.Header["crit"]; ok {
-			return nil, errCriticalHeader
-		}
-		return v.secret, nil
-	})
+	parsed, err := v.parser.ParseWithClaims(token, &tc, v.key)
 	if err != nil {
 		return Claims{}, v.mapError(parsed, &tc, err)
 	}
@@ -247,13 +392,17 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 			return Claims{}, unauthenticated("token tenant is not a valid tenant id")
 		}
 	}
-	return Claims{
+	c := Claims{
 		TenantID:   tenant,
-		UserID:     tc.Subject,
+		Subject:    tc.Subject,
 		Scopes:     []string(tc.Scope),
 		ExpiresAt:  tc.ExpiresAt.Time,
 		ValidUntil: tc.ExpiresAt.Time.Add(v.leeway),
-	}, nil
+	}
+	if !c.IsService() {
+		c.UserID = tc.Subject
+	}
+	return c, nil
 }
 
 // mapError turns a jwt error into a client-safe UNAUTHENTICATED error. The library's own
@@ -265,11 +414,19 @@ func (v *Verifier) mapError(parsed *jwt.Token, tc *tokenClaims, err error) error
 		return unauthenticated(typeErr.msg)
 	case errors.Is(err, errCriticalHeader):
 		return unauthenticated("token has critical header parameters (crit) the gateway does not support")
+	case errors.Is(err, errAlgorithm):
+		return unauthenticated("unsupported token algorithm (want " + v.algs + ")")
+	case errors.Is(err, errUnknownKey):
+		return unauthenticated("token signing key (kid) not found")
+	case errors.Is(err, errKeyUnusable):
+		return unauthenticated("token signing key (kid) not usable for its algorithm")
+	case errors.Is(err, errKeyType):
+		return unauthenticated("token signing key (kid) does not fit its algorithm")
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return unauthenticated("malformed token")
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		if parsed != nil && parsed.Method != nil && parsed.Method.Alg() != jwt.SigningMethodHS256.Alg() {
-			return unauthenticated("unsupported token algorithm (want HS256)")
+		if parsed != nil && parsed.Method != nil && !strings.Contains(", "+v.algs+", ", ", "+parsed.Method.Alg()+", ") {
+			return unauthenticated("unsupported token algorithm (want " + v.algs + ")")
 		}
 		return unauthenticated("invalid token signature")
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
@@ -298,13 +455,19 @@ func (v *Verifier) mapError(parsed *jwt.Token, tc *tokenClaims, err error) error
 	return unauthenticated("invalid token")
 }
 
-// Sign returns an HS256 token for c that Verify accepts: sub is c.UserID, tenant is
+// Sign returns an HS256 token for c that Verify accepts: sub is c.Subject, or c.UserID
+// when Subject is empty (with ScopeSend or ScopeAdmin in c.Scopes the token is a service
+// token and sub names the service), tenant is
 // c.TenantID (omitted when empty, which Verify reads as DefaultTenant), scope is c.Scopes
 // joined by spaces, iat is now, and exp is now+ttl, or c.ExpiresAt when ttl is zero; iss
-// and aud are set when configured. It fails when the ids would not pass Verify or neither
-// ttl nor c.ExpiresAt is given.
+// and aud are set when configured. It fails when the Verifier has no secret, the ids
+// would not pass Verify, or neither ttl nor c.ExpiresAt is given.
 func (v *Verifier) Sign(c Claims, ttl time.Duration) (string, error) {
-	if err := inbox.CheckID("user", c.UserID); err != nil {
+	if len(v.secret) == 0 {
+		return "", errors.New("auth: sign: no HS256 secret configured")
+	}
+	sub := cmpOr(c.Subject, c.UserID)
+	if err := inbox.CheckID("user", sub); err != nil {
 		return "", fmt.Errorf("auth: sign: %w", err)
 	}
 	if c.TenantID != "" {
@@ -327,7 +490,7 @@ func (v *Verifier) Sign(c Claims, ttl time.Duration) (string, error) {
 	}
 	tc := tokenClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
-			Subject:   c.UserID,
+			Subject:   sub,
 			Issuer:    v.issuer,
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(exp),

@@ -49,7 +49,7 @@ func base(overrides jwt.MapClaims) jwt.MapClaims {
 	c := jwt.MapClaims{
 		"sub":    "u1",
 		"tenant": "acme",
-		"scope":  "notifications:send inbox:read",
+		"scope":  "inbox:write inbox:read",
 		"iat":    testNow.Add(-time.Minute).Unix(),
 		"exp":    testNow.Add(time.Hour).Unix(),
 	}
@@ -93,13 +93,13 @@ func TestVerify(t *testing.T) {
 		{
 			name:  "valid",
 			token: func(t *testing.T) string { return signRaw(t, hs, testSecret, base(nil)) },
-			want: Claims{TenantID: "acme", UserID: "u1", Scopes: []string{"notifications:send", "inbox:read"},
+			want: Claims{TenantID: "acme", UserID: "u1", Scopes: []string{"inbox:write", "inbox:read"},
 				ExpiresAt: testNow.Add(time.Hour)},
 		},
 		{
 			name:  "tenant defaults",
 			token: func(t *testing.T) string { return signRaw(t, hs, testSecret, base(jwt.MapClaims{"tenant": nil})) },
-			want: Claims{TenantID: DefaultTenant, UserID: "u1", Scopes: []string{"notifications:send", "inbox:read"},
+			want: Claims{TenantID: DefaultTenant, UserID: "u1", Scopes: []string{"inbox:write", "inbox:read"},
 				ExpiresAt: testNow.Add(time.Hour)},
 		},
 		{
@@ -141,7 +141,7 @@ func TestVerify(t *testing.T) {
 			token: func(t *testing.T) string {
 				return signRaw(t, hs, testSecret, base(jwt.MapClaims{"exp": testNow.Add(-30 * time.Second).Unix()}))
 			},
-			want: Claims{TenantID: "acme", UserID: "u1", Scopes: []string{"notifications:send", "inbox:read"},
+			want: Claims{TenantID: "acme", UserID: "u1", Scopes: []string{"inbox:write", "inbox:read"},
 				ExpiresAt: testNow.Add(-30 * time.Second)},
 		},
 		{
@@ -239,7 +239,7 @@ func TestVerify(t *testing.T) {
 			token: func(t *testing.T) string {
 				return signRaw(t, hs, testSecret, base(jwt.MapClaims{"iss": "https://issuer.example", "aud": []string{"other", "inbox-gateway"}}))
 			},
-			want: Claims{TenantID: "acme", UserID: "u1", Scopes: []string{"notifications:send", "inbox:read"},
+			want: Claims{TenantID: "acme", UserID: "u1", Scopes: []string{"inbox:write", "inbox:read"},
 				ExpiresAt: testNow.Add(time.Hour)},
 		},
 		{
@@ -279,7 +279,7 @@ func TestVerify(t *testing.T) {
 			token: func(t *testing.T) string {
 				return signRaw(t, hs, testSecret, base(jwt.MapClaims{"iss": "anyone", "aud": "anything"}))
 			},
-			want: Claims{TenantID: "acme", UserID: "u1", Scopes: []string{"notifications:send", "inbox:read"},
+			want: Claims{TenantID: "acme", UserID: "u1", Scopes: []string{"inbox:write", "inbox:read"},
 				ExpiresAt: testNow.Add(time.Hour)},
 		},
 		{name: "empty", token: func(*testing.T) string { return "" }, wantErr: "missing bearer token"},
@@ -308,10 +308,11 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// claimsEqual compares claims, treating nil and empty scopes alike.
-func claimsEqual(a, b Claims) bool {
-	return a.TenantID == b.TenantID && a.UserID == b.UserID && a.ExpiresAt.Equal(b.ExpiresAt) &&
-		slices.Equal(a.Scopes, b.Scopes)
+// claimsEqual compares claims, treating nil and empty scopes alike; a want without a
+// Subject expects the UserID as the subject.
+func claimsEqual(got, want Claims) bool {
+	return got.TenantID == want.TenantID && got.UserID == want.UserID && got.Subject == cmpOr(want.Subject, want.UserID) &&
+		got.ExpiresAt.Equal(want.ExpiresAt) && slices.Equal(got.Scopes, want.Scopes)
 }
 
 // checkUnauthenticated fails unless err is an UNAUTHENTICATED *inbox.Error whose message
@@ -339,8 +340,8 @@ func checkUnauthenticated(t *testing.T, err error, want string) {
 func TestSignRoundTrip(t *testing.T) {
 	for _, cfg := range []Config{{}, {Issuer: "iss", Audience: "aud"}} {
 		v := newTestVerifier(t, cfg)
-		in := Claims{TenantID: "acme", UserID: "u-1", Scopes: []string{ScopeSend, "other"}}
-		tok, err := v.Sign(in, time.Hour)
+		user := Claims{TenantID: "acme", UserID: "u-1", Scopes: []string{"inbox:read", "other"}}
+		tok, err := v.Sign(user, time.Hour)
 		if err != nil {
 			t.Fatalf("Sign: %v", err)
 		}
@@ -348,15 +349,33 @@ func TestSignRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Verify(Sign()): %v", err)
 		}
-		in.ExpiresAt = testNow.Add(time.Hour)
-		if !claimsEqual(got, in) {
-			t.Fatalf("round trip = %+v, want %+v", got, in)
+		user.ExpiresAt = testNow.Add(time.Hour)
+		if !claimsEqual(got, user) {
+			t.Fatalf("round trip = %+v, want %+v", got, user)
 		}
-		if !got.HasScope(ScopeSend) || got.HasScope("notifications") {
-			t.Errorf("HasScope wrong for %v", got.Scopes)
+		if !got.HasScope("other") || got.HasScope("inbox") || got.IsService() {
+			t.Errorf("HasScope/IsService wrong for %v", got.Scopes)
 		}
-		if got.Viewer() != (inbox.Viewer{TenantID: "acme", UserID: "u-1"}) {
-			t.Errorf("Viewer = %+v", got.Viewer())
+		if vw, err := got.User(); err != nil || vw != (inbox.Viewer{TenantID: "acme", UserID: "u-1"}) || got.Viewer() != vw {
+			t.Errorf("User = %+v, %v; Viewer = %+v", vw, err, got.Viewer())
+		}
+
+		// A service token: sub names the service, there is no user.
+		svc := Claims{TenantID: "acme", Subject: "billing", Scopes: []string{ScopeSend, "other"}}
+		tok, err = v.Sign(svc, time.Hour)
+		if err != nil {
+			t.Fatalf("Sign: %v", err)
+		}
+		gotSvc, err := v.Verify(tok)
+		if err != nil {
+			t.Fatalf("Verify(Sign(service)): %v", err)
+		}
+		svc.ExpiresAt = testNow.Add(time.Hour)
+		if !claimsEqual(gotSvc, svc) || !gotSvc.IsService() || !gotSvc.HasScope(ScopeSend) {
+			t.Fatalf("service round trip = %+v, want %+v", gotSvc, svc)
+		}
+		if _, err := gotSvc.User(); inbox.ErrorCode(err) != inbox.CodeForbidden {
+			t.Errorf("User() of a service token: %v, want FORBIDDEN", err)
 		}
 
 		// The claims on the wire: iat, exp, and iss/aud when configured.
@@ -364,7 +383,7 @@ func TestSignRoundTrip(t *testing.T) {
 		if _, _, err := jwt.NewParser().ParseUnverified(tok, &raw); err != nil {
 			t.Fatal(err)
 		}
-		if raw["iat"] != float64(testNow.Unix()) || raw["scope"] != ScopeSend+" other" {
+		if raw["iat"] != float64(testNow.Unix()) || raw["scope"] != ScopeSend+" other" || raw["sub"] != "billing" {
 			t.Errorf("wire claims = %v", raw)
 		}
 		if cfg.Issuer != "" && (raw["iss"] != cfg.Issuer || raw["aud"] == nil) {
@@ -444,7 +463,7 @@ func TestContext(t *testing.T) {
 	if _, ok := FromContext(ctx); ok {
 		t.Fatal("FromContext on a bare context: ok = true")
 	}
-	want := Claims{TenantID: "t", UserID: "u", Scopes: []string{ScopeSend}}
+	want := Claims{TenantID: "t", Subject: "u", UserID: "u", Scopes: []string{"inbox:read"}}
 	got, ok := FromContext(WithClaims(ctx, want))
 	if !ok || !claimsEqual(got, want) {
 		t.Fatalf("FromContext = %+v, %v", got, ok)

@@ -62,7 +62,7 @@ func TestMiddlewareGoodToken(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.TenantID != "acme" || got.UserID != "alice" || !got.HasScope(ScopeSend) ||
+	if got.TenantID != "acme" || got.Subject != "alice" || got.UserID != "" || !got.HasScope(ScopeSend) ||
 		!got.ExpiresAt.Equal(testNow.Add(time.Hour)) {
 		t.Fatalf("claims in context = %+v", got)
 	}

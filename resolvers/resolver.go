@@ -65,13 +65,15 @@ func claims(ctx context.Context) (auth.Claims, error) {
 	return c, nil
 }
 
-// viewer returns the caller named by ctx's verified token, or UNAUTHENTICATED.
+// viewer returns the user named by ctx's verified token: UNAUTHENTICATED without one,
+// FORBIDDEN for a service token (it has no user, so no inbox, preferences or live
+// streams of its own).
 func viewer(ctx context.Context) (inbox.Viewer, error) {
 	c, err := claims(ctx)
 	if err != nil {
 		return inbox.Viewer{}, err
 	}
-	return c.Viewer(), nil
+	return c.User()
 }
 
 // Root returns r as a graph.ResolverRoot whose object resolvers are built once: the

@@ -209,12 +209,26 @@ func (s *Server) WithT(t *testing.T) *Server {
 	return &c
 }
 
-// Token signs a real token for user of tenant with scopes, valid for an hour.
+// Token signs a real token for user of tenant with scopes, valid for an hour. With
+// notifications:send or notifications:admin among scopes it is a service token (sub names
+// the service; no user): ServiceToken says so at the call.
 func (s *Server) Token(tenant, user string, scopes ...string) string {
 	s.T.Helper()
 	tok, err := s.Verifier.Sign(auth.Claims{TenantID: tenant, UserID: user, Scopes: scopes}, time.Hour)
 	if err != nil {
 		s.T.Fatalf("sign token: %v", err)
+	}
+	return tok
+}
+
+// ServiceToken signs a real service token for service of tenant (scope
+// notifications:send, then scopes), valid for an hour: it sends, and it has no user, so
+// viewer fields and subscriptions answer it FORBIDDEN.
+func (s *Server) ServiceToken(tenant, service string, scopes ...string) string {
+	s.T.Helper()
+	tok, err := s.Verifier.Sign(auth.Claims{TenantID: tenant, Subject: service, Scopes: append([]string{auth.ScopeSend}, scopes...)}, time.Hour)
+	if err != nil {
+		s.T.Fatalf("sign service token: %v", err)
 	}
 	return tok
 }
