@@ -14,8 +14,6 @@ import (
 	"net/http"
 	"time"
 
-	"encoding/json"
-
 	"github.com/oapi-codegen/nullable"
 	"github.com/oapi-codegen/runtime"
 )
