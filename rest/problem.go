@@ -88,3 +88,6 @@ func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 	}
 	writeProblem(w, http.StatusInternalServerError, inbox.CodeInternal, "internal server error")
 }
+
+// Problem is an RFC 9457 problem details document as the API answers it.
+type Problem = gen.Problem
