@@ -168,3 +168,33 @@ func expectProblem(t *testing.T, a answer, status int, code string) rest.Problem
 	}
 	return p
 }
+
+// TestValidatorCatchesAnAnswerOffTheDocument keeps the suite's validation honest: an
+// answer that breaks the document (a 202 without requestId, a problem without code) is
+// reported.
+func TestValidatorCatchesAnAnswerOffTheDocument(t *testing.T) {
+	v, err := docValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		status int
+		ct     string
+		body   string
+	}{
+		{202, "application/json", `{"notificationIds": []}`},
+		{400, "application/problem+json", `{"type": "about:blank", "title": "Bad Request", "status": 400}`},
+		{200, "application/json", `{"items": [{"id": 1}]}`},
+	} {
+		method, path := http.MethodPost, "/v1/notifications"
+		if c.status == 200 {
+			method, path = http.MethodGet, "/v1/notifications?userId=a"
+		}
+		req, _ := http.NewRequest(method, "http://gw"+path, nil)
+		resp := &http.Response{StatusCode: c.status, Header: http.Header{"Content-Type": {c.ct}},
+			Body: io.NopCloser(strings.NewReader(c.body)), Request: req}
+		if ok, _ := v.ValidateHttpResponse(req, resp); ok {
+			t.Errorf("%d %s passed validation", c.status, c.body)
+		}
+	}
+}

@@ -199,6 +199,7 @@ func TestPreferencesByAdminAndByTheUserItself(t *testing.T) {
 	// The user's own token reads the same, and null clears quiet hours.
 	own := s.Token(tenant, "alice")
 	a = call(t, s, http.MethodPut, path, own, nil, `{"quietHours": null}`)
+	p = gen.Preferences{}
 	if err := json.Unmarshal(a.Body, &p); err != nil || a.Status != 200 || p.QuietHours != nil || p.Timezone == nil {
 		t.Fatalf("clear: %d %s %v", a.Status, a.Body, err)
 	}
