@@ -43,6 +43,7 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
+	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 )
@@ -675,7 +676,18 @@ func HandlerOptions(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *s
 	if cfg.Dev && demoToken != "" {
 		headers = `{"Authorization": "Bearer ` + demoToken + `"}`
 	}
+	// The service API over what the store has (feeds, preferences); the composition of
+	// the send pipeline replaces rest.StoreBackend with a Backend that has the rest.
+	restHandler, err := rest.NewHandler(rest.Options{Backend: rest.StoreBackend{Store: st}, Auth: verifier, Log: log})
+	if err != nil { // only a document that does not match the generated code, which rest's tests catch
+		log.Error("the service API /v1 is off", "err", err)
+	}
+	var restAPI http.Handler
+	if restHandler != nil {
+		restAPI = restHandler
+	}
 	return httpapi.Options{
+		REST:                 restAPI,
 		Log:                  log,
 		Verifier:             verifier,
 		Store:                st,

@@ -19,13 +19,29 @@ import (
 // browser refuses the answer. Credentials (cookies) are not allowed: tokens travel in the
 // Authorization header. With an empty list, no CORS headers are sent (same origin only).
 func withCORS(patterns []string, next http.Handler) http.Handler {
+	return corsFor(patterns, []string{http.MethodGet, http.MethodPost}, []string{"Authorization", "Content-Type", "Accept"}, nil, next)
+}
+
+// withRESTCORS is withCORS for the service API under /v1: its methods (GET, POST, PUT,
+// DELETE), the Idempotency-Key request header, and the Idempotent-Replayed response
+// header exposed to scripts.
+func withRESTCORS(patterns []string, next http.Handler) http.Handler {
+	return corsFor(patterns,
+		[]string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete},
+		[]string{"Authorization", "Content-Type", "Accept", "Idempotency-Key"},
+		[]string{"Idempotent-Replayed"}, next)
+}
+
+// corsFor answers CORS for patterns with the given methods and headers (see withCORS).
+func corsFor(patterns, methods, headers, exposed []string, next http.Handler) http.Handler {
 	if len(patterns) == 0 {
 		return next
 	}
 	return cors.New(cors.Options{
 		AllowOriginFunc: func(origin string) bool { return originAllowed(origin, patterns) },
-		AllowedMethods:  []string{http.MethodGet, http.MethodPost},
-		AllowedHeaders:  []string{"Authorization", "Content-Type", "Accept"},
+		AllowedMethods:  methods,
+		AllowedHeaders:  headers,
+		ExposedHeaders:  exposed,
 		MaxAge:          600,
 	}).Handler(next)
 }

@@ -80,6 +80,9 @@ type Options struct {
 	MaxResponseBytes int
 	// Metrics, when set, counts operations, connections and subscriptions (nil: none).
 	Metrics *metrics.Registry
+	// REST, when set, serves the service API under /v1/ (package rest's Handler; CORS as
+	// for /graphql, with the API's methods and headers). Nil: /v1/ is not served.
+	REST http.Handler
 }
 
 // Handler is the HTTP surface. Shutdown ends its long-lived streams.
@@ -125,8 +128,8 @@ func (h *Handler) streamsMiddleware(next http.Handler) http.Handler {
 	})
 }
 
-// NewHandler returns the HTTP surface: /graphql (every transport), GraphiQL at /,
-// /healthz and /readyz.
+// NewHandler returns the HTTP surface: /graphql (every transport), the service API under
+// /v1/ (Options.REST), GraphiQL at /, /healthz and /readyz.
 func NewHandler(o Options) *Handler {
 	log, verifier, st := o.Log, o.Verifier, o.Store
 	if log == nil {
@@ -238,6 +241,9 @@ func NewHandler(o Options) *Handler {
 	mux := http.NewServeMux()
 	anonymous := newAnonymousGate(cmp.Or(o.AnonymousConcurrency, DefaultAnonymousConcurrency))
 	mux.Handle("/graphql", withCORS(o.AllowedOrigins, limitBody(h.streamsMiddleware(verifier.Middleware(anonymous.wrap(gql))))))
+	if o.REST != nil {
+		mux.Handle("/v1/", withRESTCORS(o.AllowedOrigins, o.REST))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

@@ -1,0 +1,149 @@
+package rest
+
+import (
+	"encoding/json"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/rest/gen"
+)
+
+// deref returns *p, or the zero value for nil.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
+
+// ptr returns &v, or nil for the zero value (a member the answer leaves out).
+func ptr[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
+// feed converts a page of an inbox: nextCursor is set when there is a next page.
+func feed(p *inbox.Page) gen.Feed {
+	f := gen.Feed{Items: make([]gen.Notification, 0, len(p.Edges))}
+	for _, e := range p.Edges {
+		f.Items = append(f.Items, notification(e.Node))
+	}
+	if p.PageInfo.HasNextPage && p.PageInfo.EndCursor != nil {
+		f.NextCursor = p.PageInfo.EndCursor
+	}
+	return f
+}
+
+// notification converts one notification of a feed.
+func notification(n *inbox.Notification) gen.Notification {
+	out := gen.Notification{
+		Id: n.ID, Type: n.Type, Category: ptr(n.Category), Title: ptr(n.Title), Body: ptr(n.Body),
+		Read: n.Read, ReadAt: n.ReadAt, Seen: n.Seen, SeenAt: n.SeenAt,
+		Archived: n.Archived, ArchivedAt: n.ArchivedAt, SnoozedUntil: n.SnoozedUntil,
+		CreatedAt: n.CreatedAt, ExpiresAt: n.ExpiresAt, GroupKey: ptr(n.GroupKey),
+		Actions: make([]gen.Action, 0, len(n.Actions)),
+	}
+	if n.ActorID != "" {
+		out.Actor = &gen.FeedActor{Id: n.ActorID}
+	}
+	if n.TargetID != "" {
+		out.Target = &gen.FeedTarget{Id: n.TargetID, Kind: n.TargetKind}
+	}
+	if len(n.Payload) > 0 {
+		data := json.RawMessage(n.Payload)
+		out.Data = &data
+	}
+	for _, a := range n.Actions {
+		out.Actions = append(out.Actions, gen.Action{Label: a.Label, Url: a.URL})
+	}
+	return out
+}
+
+// switches converts channel switches.
+func switches(s inbox.ChannelSwitches) gen.ChannelSwitches {
+	return gen.ChannelSwitches{InApp: s.InApp, Email: s.Email, Push: s.Push, Sms: s.SMS}
+}
+
+// preferences converts effective preferences (the GraphQL Preferences shape; muted
+// targets by kind and targetId).
+func preferences(p inbox.Preferences) gen.Preferences {
+	out := gen.Preferences{
+		Channels:     switches(p.Channels),
+		Categories:   make([]gen.CategoryPreference, 0, len(p.Categories)),
+		MutedTargets: make([]gen.TargetRef, 0, len(p.MutedTargets)),
+		Timezone:     ptr(p.Timezone),
+		Locale:       ptr(p.Locale),
+	}
+	for _, c := range p.Categories {
+		out.Categories = append(out.Categories, gen.CategoryPreference{Category: c.Category, Critical: c.Critical, Channels: switches(c.Channels)})
+	}
+	for _, t := range p.MutedTargets {
+		out.MutedTargets = append(out.MutedTargets, gen.TargetRef{Kind: t.TargetKind, TargetId: t.ID})
+	}
+	if p.QuietHours != nil {
+		out.QuietHours = &gen.QuietHours{Start: p.QuietHours.Start, End: p.QuietHours.End}
+	}
+	return out
+}
+
+// switchChanges converts partial channel switches.
+func switchChanges(in *gen.ChannelSwitchesInput) inbox.SwitchChanges {
+	if in == nil {
+		return inbox.SwitchChanges{}
+	}
+	return inbox.SwitchChanges{InApp: in.InApp, Email: in.Email, Push: in.Push, SMS: in.Sms}
+}
+
+// targetRefs converts targets.
+func targetRefs(in *[]gen.TargetRef) []inbox.ProfileRef {
+	var out []inbox.ProfileRef
+	for _, t := range deref(in) {
+		out = append(out, inbox.ProfileRef{TargetKind: t.Kind, ID: t.TargetId})
+	}
+	return out
+}
+
+// preferencesUpdate converts a change of preferences: a member left out keeps its value,
+// quietHours, timezone and locale given as null clear theirs ("" is refused: null clears).
+func preferencesUpdate(in gen.PreferencesInput) (inbox.PreferencesUpdate, error) {
+	u := inbox.PreferencesUpdate{
+		Channels:      switchChanges(in.Channels),
+		MuteTargets:   targetRefs(in.MuteTargets),
+		UnmuteTargets: targetRefs(in.UnmuteTargets),
+	}
+	for _, c := range deref(in.Categories) {
+		u.Categories = append(u.Categories, inbox.CategorySwitches{Category: c.Category, Channels: switchChanges(&c.Channels)})
+	}
+	switch {
+	case in.QuietHours.IsNull():
+		u.ClearQuietHours = true
+	case in.QuietHours.IsSpecified():
+		q := in.QuietHours.MustGet()
+		u.QuietHours = &inbox.QuietHours{Start: q.Start, End: q.End}
+	}
+	for _, f := range []struct {
+		name string
+		in   interface {
+			IsNull() bool
+			IsSpecified() bool
+			GetOrEmpty() string
+		}
+		dst **string
+	}{{"timezone", in.Timezone, &u.Timezone}, {"locale", in.Locale, &u.Locale}} {
+		switch {
+		case f.in.IsNull():
+			empty := ""
+			*f.dst = &empty
+		case f.in.IsSpecified():
+			v := f.in.GetOrEmpty()
+			if v == "" {
+				return u, inbox.Errorf(inbox.CodeBadUserInput, "%s must not be empty (null clears it)", f.name)
+			}
+			*f.dst = &v
+		}
+	}
+	return u, nil
+}
