@@ -51,6 +51,10 @@ const (
 	entityActor        = "Actor"
 	entityTarget       = "Target"
 	entityGroup        = "NotificationGroup"
+	entityRequest      = "SendRequest"
+
+	// skRequest is the sort key of a send request (AP16).
+	skRequest = "REQ"
 )
 
 // userPK is the partition key of a user's item collection: notifications, META, PREFS
@@ -85,6 +89,12 @@ func idFromNotifSK(sk string) (string, bool) {
 // (AP8), so a fan-out's guards form one small item collection per key.
 func guardPK(tenantID, key string) string {
 	return "T#" + tenantID + "#IDEM#" + key
+}
+
+// requestPK is the partition key of a send request accepted under an idempotency key
+// (AP16: the send service's accept, replay and recovery read it with one GetItem).
+func requestPK(tenantID, key string) string {
+	return "T#" + tenantID + "#REQ#" + key
 }
 
 // guardSK is the sort key of one recipient's guard under guardPK.
