@@ -170,7 +170,7 @@ func (s *Service) start(ctx context.Context, tenant, key string, doc *document, 
 		}
 		finish(res, err)
 	}
-	if !s.lanes[doc.Request.Priority].submit(ctx, job, wait) {
+	if !s.lanes[doc.Request.Priority].submit(ctx, job, wait, func() { finish(Result{}, errNotQueued) }) {
 		finish(Result{}, errNotQueued)
 	}
 	return ru
