@@ -257,4 +257,3 @@ func (s *Service) Input(tenant string, r SendRequest, version int) inbox.SendInp
 	}
 	return in
 }
-
