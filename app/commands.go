@@ -152,7 +152,9 @@ func workerCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer closeStore()
-	return runScheduler(ctx, log, newScheduler(cfg, log, st, db, nil))
+	svc := newService(cfg, log, st)
+	defer svc.Close()
+	return runScheduler(ctx, log, newScheduler(cfg, log, st, db, nil, svc))
 }
 
 // relayCommand runs the DynamoDB Streams relay (package relay) until ctx ends, then

@@ -43,6 +43,7 @@ import (
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/sched"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -108,6 +109,12 @@ type Config struct {
 	// Retention, when > 0, is how long a notification sent without expiresAt stays in the
 	// inbox (its expiry is then scheduled at send); 0 keeps notifications until deleted.
 	Retention time.Duration `env:"INBOX_RETENTION" envDefault:"0s"`
+	// IdempotencyTTL is how long a send request's idempotency key is remembered: a
+	// replay within it answers the first answer, another body under it is CONFLICT.
+	IdempotencyTTL time.Duration `env:"INBOX_IDEMPOTENCY_TTL" envDefault:"24h"`
+	// LaneTransactional and LaneBulk are the send lanes' worker counts (service.Options).
+	LaneTransactional int `env:"INBOX_LANE_TRANSACTIONAL" envDefault:"16"`
+	LaneBulk          int `env:"INBOX_LANE_BULK" envDefault:"4"`
 	// RelayLease is how long the stream relay's lease lasts without renewal: a crashed
 	// relay's successor takes over within it.
 	RelayLease time.Duration `env:"INBOX_RELAY_LEASE" envDefault:"10s"`
@@ -434,12 +441,23 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(
 
 // newScheduler is the durable scheduler of st's tasks with the inbox's handlers
 // (sched.NewInbox: a snooze's wake-up and an expiry), configured from cfg.
-func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
+//
+// svc's requests (service.TaskSend: recovery after a crash, scheduled sends) run on it too.
+func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry, svc *service.Service) *sched.Scheduler {
 	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log}
 	if m := metrics.NewSched(reg); m != nil {
 		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
 	}
-	return sched.NewInbox(st, o)
+	s := sched.NewInbox(st, o)
+	s.Register(service.TaskSend, sched.HandlerFunc(svc.Handler()))
+	return s
+}
+
+// newService is the send service over st, configured from cfg; Close it after the
+// transports and the scheduler stopped.
+func newService(cfg Config, log *slog.Logger, st *store.Store) *service.Service {
+	return service.New(st, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
+		IdempotencyTTL: cfg.IdempotencyTTL, Logger: log})
 }
 
 // runScheduler runs s until ctx ends, then hands its shards over (Release) so another
@@ -482,12 +500,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer closeStore()
+	svc := newService(cfg, log, st)
+	defer svc.Close()
 	if cfg.Scheduler {
 		schedCtx, stopSched := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := runScheduler(schedCtx, log, newScheduler(cfg, log, st, db, reg)); err != nil {
+			if err := runScheduler(schedCtx, log, newScheduler(cfg, log, st, db, reg, svc)); err != nil {
 				log.Error("scheduler stopped", "err", err)
 			}
 		}()
@@ -519,7 +539,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	h := NewHandler(cfg, log, verifier, st, broker, demoToken, reg)
+	hopts := HandlerOptions(cfg, log, verifier, st, broker, demoToken, reg)
+	hopts.Sender = svc
+	h := httpapi.NewHandler(hopts)
 	srv := httpapi.NewServer(WithMetricsRoute(cfg, h, reg), httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
 	_, stopMetrics, err := ServeMetrics(cfg, log, reg)
 	if err != nil {
