@@ -217,12 +217,19 @@ func taskID(tenant, key string) string {
 // answer with Replayed set. Errors: BAD_USER_INPUT for anything invalid (nothing is
 // written), CONFLICT when the key was accepted with another body, else the store's.
 func (s *Service) Accept(ctx context.Context, tenant string, r SendRequest) (Accepted, error) {
-	a, _, err := s.accept(ctx, tenant, r)
+	a, _, err := s.accept(ctx, tenant, r, false)
 	return a, err
 }
 
-// accept is Accept, also returning the stored request (with its state) and its document.
-func (s *Service) accept(ctx context.Context, tenant string, r SendRequest) (Accepted, store.Request, error) {
+// waits reports whether Send waits for the processing of a (normalized) request: a
+// transactional send to recipients without sendAt, on a service that processes.
+func (s *Service) waits(r SendRequest) bool {
+	return !s.o.AcceptOnly && r.Priority == Transactional && r.SendAt.IsZero() && r.Segment == ""
+}
+
+// accept is Accept, also returning the stored request (with its state). When wait is
+// true and Send waits for r (waits), the caller starts its processing.
+func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait bool) (Accepted, store.Request, error) {
 	now := s.o.Now()
 	r, err := s.normalize(tenant, r, now)
 	if err != nil {
@@ -279,7 +286,7 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest) (Acc
 		first.Replayed = true
 		return first, stored, nil
 	}
-	if r.SendAt.IsZero() && !s.o.AcceptOnly {
+	if r.SendAt.IsZero() && !s.o.AcceptOnly && !(wait && s.waits(r)) {
 		// Not queued (the lane's queue is full): the recovery task runs it.
 		s.start(context.Background(), tenant, r.IdempotencyKey, &doc, false)
 	}

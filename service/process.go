@@ -50,18 +50,18 @@ type run struct {
 // errNotQueued is a run that found no room in its lane (its recovery task runs it).
 var errNotQueued = inbox.Errorf(inbox.CodeThrottled, "the send lane is full; the request is accepted and runs shortly")
 
-// Send accepts r (Accept) and, for a transactional send to recipients without sendAt,
-// waits for its processing and returns its outcome (as GraphQL's sendNotification
-// answers). A replay of a request already processed answers its stored outcome with
+// Send accepts r (Accept) and, for a transactional send to recipients without sendAt
+// (on a service that is not AcceptOnly), processes it in its lane, waits, and returns
+// the outcome (as GraphQL's sendNotification answers). A replay of a request already processed answers its stored outcome with
 // Duplicate set. When processing fails the request stays accepted (its recovery task
 // runs it again) and the error is returned.
 func (s *Service) Send(ctx context.Context, tenant string, r SendRequest) (Sent, error) {
-	a, stored, err := s.accept(ctx, tenant, r)
+	a, stored, err := s.accept(ctx, tenant, r, true)
 	if err != nil {
 		return Sent{}, err
 	}
 	out := Sent{Accepted: a}
-	if a.Priority != Transactional || !a.SendAt.IsZero() || a.BroadcastID != "" {
+	if s.o.AcceptOnly || a.Priority != Transactional || !a.SendAt.IsZero() || a.BroadcastID != "" {
 		return out, nil
 	}
 	if stored.State == store.RequestDone {
