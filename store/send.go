@@ -385,6 +385,8 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, 
 	t.add(itemKey{userPK(v), skMeta}, b.action(s.table))
 	if grp != nil && inGroup(it) && len(grp.Members) < inbox.MaxGroupMembers && below == nil {
 		t.add(grp.key(), grp.sendUpdate(s.table, v, it))
+	} else if grp != nil && inGroup(it) && len(grp.Members) < inbox.MaxGroupMembers {
+		t.add(grp.key(), belowGroupUpdate(s.table, v, grp, it))
 	} else if grp != nil && inGroup(it) {
 		// Full: the oldest member leaves, which needs the members as read.
 		ng := grp.clone()
@@ -466,6 +468,26 @@ func compactPayload(p inbox.JSON) inbox.JSON {
 // source: above every id this store handed out before), for callers that pre-assign ids
 // (inbox.SendInput.NotificationIDs).
 func (s *Store) NewID() string { return s.newID("") }
+
+// belowGroupUpdate is sendUpdate for a notification below META's clock (a pre-assigned
+// id, see sendTxn), so that concurrent sends into one group still commute: when the
+// group as read has a newer member, only the member is added (the group keeps its
+// position, type, target and category: its newest member's); else the group moves to
+// the notification (sendUpdate), on condition that no newer member committed since
+// (its GSI1 position is still below the notification's).
+func belowGroupUpdate(table string, v inbox.Viewer, grp *groupItem, it *notificationItem) types.TransactWriteItem {
+	a := grp.sendUpdate(table, v, it)
+	u := a.Update
+	if grp.newest() > it.ID {
+		u.UpdateExpression = aws.String("SET #m = :m ADD #n :one, #rev :one")
+		u.ExpressionAttributeNames = map[string]string{"#m": u.ExpressionAttributeNames["#m"], "#n": attrMemberCount, "#rev": attrRev}
+		u.ExpressionAttributeValues = map[string]types.AttributeValue{":m": u.ExpressionAttributeValues[":m"],
+			":one": u.ExpressionAttributeValues[":one"], ":max": u.ExpressionAttributeValues[":max"]}
+		return a
+	}
+	u.ConditionExpression = aws.String("(" + aws.ToString(u.ConditionExpression) + ") AND (attribute_not_exists(#gsk) OR #gsk < :gsk)")
+	return a
+}
 
 // metaImage decodes the META item a cancelled transaction reports
 // (ReturnValuesOnConditionCheckFailure); false when it reports none.
