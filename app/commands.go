@@ -152,7 +152,9 @@ func workerCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer closeStore()
-	return runScheduler(ctx, log, newScheduler(cfg, log, st, db, nil))
+	pipe := newPipeline(cfg, log, st)
+	defer pipe.Close()
+	return runScheduler(ctx, log, newScheduler(cfg, log, st, db, nil, pipe))
 }
 
 // relayCommand runs the DynamoDB Streams relay (package relay) until ctx ends, then

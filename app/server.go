@@ -45,7 +45,9 @@ import (
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/sched"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
+	"github.com/inboxgw/gateway/tmpl"
 )
 
 // Config is the gateway's configuration, read from the environment (see README.md).
@@ -117,6 +119,12 @@ type Config struct {
 	// Retention, when > 0, is how long a notification sent without expiresAt stays in the
 	// inbox (its expiry is then scheduled at send); 0 keeps notifications until deleted.
 	Retention time.Duration `env:"INBOX_RETENTION" envDefault:"0s"`
+	// IdempotencyTTL is how long a send request's idempotency key is remembered: a
+	// replay within it answers the first answer, another body under it is CONFLICT.
+	IdempotencyTTL time.Duration `env:"INBOX_IDEMPOTENCY_TTL" envDefault:"24h"`
+	// LaneTransactional and LaneBulk are the send lanes' worker counts (service.Options).
+	LaneTransactional int `env:"INBOX_LANE_TRANSACTIONAL" envDefault:"16"`
+	LaneBulk          int `env:"INBOX_LANE_BULK" envDefault:"4"`
 	// RelayLease is how long the stream relay's lease lasts without renewal: a crashed
 	// relay's successor takes over within it.
 	RelayLease time.Duration `env:"INBOX_RELAY_LEASE" envDefault:"10s"`
@@ -469,17 +477,59 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(
 }
 
 // newScheduler is the durable scheduler of st's tasks with the inbox's handlers
-// (sched.NewInbox: a snooze's wake-up and an expiry) and the channel deliveries
-// (package delivery), configured from cfg.
-func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
+// (sched.NewInbox: a snooze's wake-up and an expiry), the channel deliveries (package
+// delivery), the send pipeline's requests (service.TaskSend: recovery after a crash,
+// scheduled sends) and its broadcasts' shards (store.TaskBroadcast), configured from cfg.
+func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry, p *pipeline) *sched.Scheduler {
 	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log}
 	if m := metrics.NewSched(reg); m != nil {
 		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
 	}
 	s := sched.NewInbox(st, o)
 	delivery.NewHandler(st).Register(s)
+	s.Register(service.TaskSend, sched.HandlerFunc(p.svc.Handler()))
+	s.Register(store.TaskBroadcast, sched.HandlerFunc(p.broadcasts.Handle))
 	return s
 }
+
+// pipeline is the send pipeline over one store: templates, broadcasts and the send
+// service that uses both (GraphQL sendNotification and REST share it).
+type pipeline struct {
+	svc        *service.Service
+	templates  *tmpl.Service
+	broadcasts *service.Broadcasts
+}
+
+// newPipeline builds the send pipeline over st, configured from cfg. Broadcasts write
+// their pages in the service's lanes; their tasks and the service's run on the
+// scheduler (newScheduler registers them). Close it after the transports and the
+// scheduler stopped.
+func newPipeline(cfg Config, log *slog.Logger, st *store.Store) *pipeline {
+	p := &pipeline{templates: tmpl.New(st)}
+	p.broadcasts = service.NewBroadcasts(service.BroadcastOptions{Store: st, Send: st.Send, Templates: inboxTemplates{p.templates},
+		Lane: func(ctx context.Context, lane string, work func(context.Context) error) error {
+			return p.svc.RunInLane(ctx, lane, work)
+		}, Logger: log})
+	p.svc = service.New(st, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
+		IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Templates: inboxTemplates{p.templates}, Broadcaster: p.broadcasts})
+	return p
+}
+
+// inboxTemplates gives the send service the in-app part of a template (title, body and
+// the template's channels); the channel parts are rendered when a channel delivers.
+type inboxTemplates struct{ *tmpl.Service }
+
+// Render renders the pinned version of template id for locale (tmpl.Service.Render).
+func (t inboxTemplates) Render(ctx context.Context, tenant, id string, version int, locale string, data inbox.JSON) (inbox.Rendered, error) {
+	r, err := t.Service.Render(ctx, tenant, id, version, locale, data)
+	if err != nil {
+		return inbox.Rendered{}, err
+	}
+	return inbox.Rendered{Title: r.Title, Body: r.Body, Channels: r.Channels}, nil
+}
+
+// Close stops the service's lanes.
+func (p *pipeline) Close() { p.svc.Close() }
 
 // runScheduler runs s until ctx ends, then hands its shards over (Release) so another
 // instance takes them at once rather than after the leases expire. It returns when s has
@@ -522,12 +572,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer closeStore()
+	pipe := newPipeline(cfg, log, st)
+	defer pipe.Close()
 	if cfg.Scheduler {
 		schedCtx, stopSched := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := runScheduler(schedCtx, log, newScheduler(cfg, log, st, db, reg)); err != nil {
+			if err := runScheduler(schedCtx, log, newScheduler(cfg, log, st, db, reg, pipe)); err != nil {
 				log.Error("scheduler stopped", "err", err)
 			}
 		}()
@@ -560,7 +612,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	h := NewHandler(cfg, log, verifier, st, broker, demoToken, reg)
+	hopts := HandlerOptions(cfg, log, verifier, st, broker, demoToken, reg)
+	hopts.Sender = pipe.svc
+	h := httpapi.NewHandler(hopts)
 	srv := httpapi.NewServer(WithMetricsRoute(cfg, h, reg), httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
 	_, stopMetrics, err := ServeMetrics(cfg, log, reg)
 	if err != nil {

@@ -1612,7 +1612,7 @@ input QuietHoursInput {
 input SendNotificationInput {
   "Unique per logical event; a replay with the same key notifies nobody twice."
   idempotencyKey: String!
-  "User ids of the caller's tenant, 1..100."
+  "User ids of the caller's tenant, 1..1000."
   recipients: [String!]!
   type: String!
   category: String
@@ -1628,6 +1628,33 @@ input SendNotificationInput {
   groupKey: String
   "Call-to-action buttons (at most 5)."
   actions: [NotificationActionInput!]
+  "A template id: its title and body, rendered with data in each recipient's locale, replace title and body."
+  template: String
+  "The template's variables (a JSON object)."
+  data: JSON
+  "The locale of recipients without one of their own (BCP 47)."
+  locale: String
+  "The lane: TRANSACTIONAL (default) is written before the answer; BULK is accepted and written after."
+  priority: Priority
+  "When to send (in the future, at most a year ahead): the send is accepted and scheduled."
+  sendAt: Time
+  "A channel hint; the final channels come from each recipient's preferences."
+  channels: [Channel!]
+}
+
+"A send's lane."
+enum Priority {
+  TRANSACTIONAL
+  BULK
+}
+
+"A delivery channel."
+enum Channel {
+  IN_APP
+  EMAIL
+  PUSH
+  SMS
+  WEBHOOK
 }
 
 input NotificationActionInput {
@@ -7661,7 +7688,7 @@ func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Cont
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"idempotencyKey", "recipients", "type", "category", "actor", "target", "title", "body", "payload", "expiresAt", "groupKey", "actions"}
+	fieldsInOrder := [...]string{"idempotencyKey", "recipients", "type", "category", "actor", "target", "title", "body", "payload", "expiresAt", "groupKey", "actions", "template", "data", "locale", "priority", "sendAt", "channels"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -7752,6 +7779,48 @@ func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Cont
 				return it, err
 			}
 			it.Actions = data
+		case "template":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("template"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Template = data
+		case "data":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("data"))
+			data, err := ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Data = data
+		case "locale":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("locale"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Locale = data
+		case "priority":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("priority"))
+			data, err := ec.unmarshalOPriority2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐPriority(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Priority = data
+		case "sendAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sendAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SendAt = data
+		case "channels":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("channels"))
+			data, err := ec.unmarshalOChannel2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Channels = data
 		}
 	}
 	return it, nil
@@ -9712,6 +9781,16 @@ func (ec *executionContext) unmarshalNCategoryPreferenceInput2ᚖgithubᚗcomᚋ
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNChannel2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannel(ctx context.Context, v any) (model.Channel, error) {
+	var res model.Channel
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNChannel2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannel(ctx context.Context, sel ast.SelectionSet, v model.Channel) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNChannelSwitches2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐChannelSwitches(ctx context.Context, sel ast.SelectionSet, v inbox.ChannelSwitches) graphql.Marshaler {
 	return ec._ChannelSwitches(ctx, sel, &v)
 }
@@ -10298,6 +10377,42 @@ func (ec *executionContext) unmarshalOCategoryPreferenceInput2ᚕᚖgithubᚗcom
 	return res, nil
 }
 
+func (ec *executionContext) unmarshalOChannel2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelᚄ(ctx context.Context, v any) ([]model.Channel, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.Channel, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNChannel2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannel(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOChannel2ᚕgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Channel) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNChannel2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannel(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalOChannelSwitchesInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitchesInput(ctx context.Context, v any) (*model.ChannelSwitchesInput, error) {
 	if v == nil {
 		return nil, nil
@@ -10422,6 +10537,22 @@ func (ec *executionContext) unmarshalONotificationActionInput2ᚕᚖgithubᚗcom
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) unmarshalOPriority2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐPriority(ctx context.Context, v any) (*model.Priority, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.Priority)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOPriority2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐPriority(ctx context.Context, sel ast.SelectionSet, v *model.Priority) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalOQuietHours2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐQuietHours(ctx context.Context, sel ast.SelectionSet, v *inbox.QuietHours) graphql.Marshaler {

@@ -99,7 +99,10 @@ func Complexity() graph.ComplexityRoot {
 	c.Mutation.MarkAllSeen = func(childComplexity int) int { return CostWrite + childComplexity }
 	c.Mutation.UpdatePreferences = func(childComplexity int, _ model.PreferencesInput) int { return CostWrite + childComplexity }
 	c.Mutation.SendNotification = func(childComplexity int, in model.SendNotificationInput) int {
-		return CostWrite + min(len(in.Recipients), 1000)*CostPerID + childComplexity
+		// Recipients beyond a store chunk (inbox.MaxRecipients) are written by the send
+		// service's bounded lanes, not by this request: a 1,000-recipient send fits the
+		// default limit.
+		return CostWrite + min(len(in.Recipients), inbox.MaxRecipients)*CostPerID + childComplexity
 	}
 	return c
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/inboxgw/gateway/loader"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/resolvers"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/web"
 )
 
@@ -42,6 +43,10 @@ type Options struct {
 	// *store.Store; server.go, the composition root, passes it).
 	Store  resolvers.Store
 	Broker resolvers.Broker
+	// Sender is the send service sendNotification calls (server.go passes the one it
+	// built, with its scheduler); nil: a service.New over Store with default options
+	// (processing in this process; recovery tasks left to whichever scheduler runs).
+	Sender resolvers.Sender
 	// AllowedOrigins are the host patterns WebSocket upgrades and CORS (withCORS) accept
 	// besides same origin.
 	AllowedOrigins []string
@@ -139,7 +144,13 @@ func NewHandler(o Options) *Handler {
 	if newLoaders == nil {
 		newLoaders = func(tenantID string) *loader.Loaders { return loader.New(st, tenantID) }
 	}
-	res := &resolvers.Resolver{Store: st, Broker: o.Broker, Log: log}
+	sender := o.Sender
+	if sender == nil {
+		if ss, ok := st.(service.Store); ok {
+			sender = service.New(ss, service.Options{Logger: log})
+		}
+	}
+	res := &resolvers.Resolver{Store: st, Sender: sender, Broker: o.Broker, Log: log}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: res.Root(), Complexity: Complexity()}))
 	initTimeout, keepAlive := o.InitTimeout, o.KeepAlive
 	if initTimeout <= 0 {

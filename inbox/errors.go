@@ -14,6 +14,9 @@ const (
 	// a content type, a mutation sent with GET).
 	CodeBadRequest = "BAD_REQUEST"
 	CodeNotFound   = "NOT_FOUND"
+	// CodeConflict refuses a request that contradicts one already made: an idempotency key
+	// used again with another body (REST 409).
+	CodeConflict = "CONFLICT"
 	// CodeThrottled is a retryable refusal: DynamoDB throttled the request (or an inbox
 	// stayed contended) for the whole retry budget. Nothing was half written.
 	CodeThrottled = "THROTTLED"

@@ -295,6 +295,29 @@ type SendInput struct {
 	// left out is skipped (ReasonNotInHint). The final channels are the template's, within
 	// the hint, within each recipient's preferences and what the recipient has.
 	Channels []string
+	// NotificationIDs, when set, pre-assigns recipients' notification ids (ULIDs, by
+	// recipient): the store writes a recipient's notification under its id unless the
+	// recipient's inbox read it away in between (a watermark of markAllRead or markAllSeen
+	// at or above it), when it takes a fresh one. Recipients without one get a fresh id.
+	NotificationIDs map[string]string
+	// Locale is the send's locale (BCP 47): a recipient without a locale of their own
+	// gets the content rendered for it.
+	Locale string
+	// Render, when set, renders the title and body for one locale: the store calls it
+	// once per distinct locale of the recipients (their preferences' locale, else
+	// Locale) and uses its Title and Body instead of the fields above. RenderKey
+	// identifies what Render renders (template, version, data), for the idempotency
+	// check.
+	Render    func(ctx context.Context, locale string) (Rendered, error) `json:"-"`
+	RenderKey string
+}
+
+// Rendered is a template rendered for one locale: what a notification shows, and the
+// channels the template defines (Channel* constants).
+type Rendered struct {
+	Title    string
+	Body     string
+	Channels []string
 }
 
 // MaxActions is the most actions a notification carries.

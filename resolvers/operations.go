@@ -15,6 +15,7 @@ import (
 	"github.com/inboxgw/gateway/graph/model"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/loader"
+	"github.com/inboxgw/gateway/service"
 )
 
 // maxNodes bounds nodes(ids).
@@ -530,15 +531,15 @@ func anchoredTarget(t *inbox.Target, n *inbox.Notification) *inbox.Target {
 	return &c
 }
 
-// sendInput converts the GraphQL input to the domain's.
-func sendInput(in model.SendNotificationInput) inbox.SendInput {
+// sendRequest maps the GraphQL input to the send service's request.
+func sendRequest(in model.SendNotificationInput) service.SendRequest {
 	s := func(p *string) string {
 		if p == nil {
 			return ""
 		}
 		return *p
 	}
-	out := inbox.SendInput{
+	out := service.SendRequest{
 		IdempotencyKey: in.IdempotencyKey,
 		Recipients:     in.Recipients,
 		Type:           in.Type,
@@ -546,11 +547,23 @@ func sendInput(in model.SendNotificationInput) inbox.SendInput {
 		Title:          s(in.Title),
 		Body:           s(in.Body),
 		Payload:        inbox.JSON(in.Payload),
+		GroupKey:       s(in.GroupKey),
+		Template:       s(in.Template),
+		Data:           inbox.JSON(in.Data),
+		Locale:         s(in.Locale),
 	}
 	if in.ExpiresAt != nil {
 		out.ExpiresAt = *in.ExpiresAt
 	}
-	out.GroupKey = s(in.GroupKey)
+	if in.SendAt != nil {
+		out.SendAt = *in.SendAt
+	}
+	if in.Priority != nil {
+		out.Priority = service.Priority(strings.ToLower(string(*in.Priority)))
+	}
+	for _, c := range in.Channels {
+		out.Channels = append(out.Channels, string(c))
+	}
 	for _, a := range in.Actions {
 		if a != nil {
 			out.Actions = append(out.Actions, inbox.Action{Label: a.Label, URL: a.URL})
@@ -561,6 +574,21 @@ func sendInput(in model.SendNotificationInput) inbox.SendInput {
 	}
 	if in.Target != nil {
 		out.Target = &inbox.Target{TargetID: in.Target.ID, Kind: in.Target.Kind, Title: s(in.Target.Title), URL: s(in.Target.URL)}
+	}
+	return out
+}
+
+// sendPayload is sendNotification's answer: the processing's outcome when the service
+// waited for it (a transactional send), else the accepted ids (a bulk or scheduled send,
+// duplicate when it was a replay).
+func sendPayload(sent service.Sent) *model.SendNotificationPayload {
+	ids, accepted, dup := sent.Result.NotificationIDs, sent.Result.Accepted, sent.Result.Duplicate
+	if !sent.Processed {
+		ids, accepted, dup = sent.NotificationIDs, len(sent.NotificationIDs), sent.Replayed
+	}
+	out := &model.SendNotificationPayload{NotificationIds: make([]string, len(ids)), Accepted: accepted, Duplicate: dup}
+	for i, id := range ids {
+		out.NotificationIds[i] = globalID(typeNotification, id)
 	}
 	return out
 }

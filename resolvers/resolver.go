@@ -11,6 +11,7 @@ import (
 	"github.com/inboxgw/gateway/graph"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/service"
 )
 
 // Store is what the resolvers need of the storage layer (implemented by *store.Store).
@@ -44,6 +45,12 @@ type Store interface {
 	UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox.PreferencesUpdate) (inbox.Preferences, error)
 }
 
+// Sender is the send service (implemented by *service.Service): sendNotification calls
+// it, as REST's POST /v1/notifications does.
+type Sender interface {
+	Send(ctx context.Context, tenant string, r service.SendRequest) (service.Sent, error)
+}
+
 // Broker hands out subscriptions to inbox changes (implemented by *live.Local).
 type Broker interface {
 	Subscribe(v inbox.Viewer, opts ...live.SubscribeOption) *live.Subscription
@@ -52,6 +59,7 @@ type Broker interface {
 // Resolver is the root resolver: the dependency container of every resolver.
 type Resolver struct {
 	Store  Store
+	Sender Sender
 	Broker Broker
 	Log    *slog.Logger
 }

@@ -96,15 +96,14 @@ func (r *mutationResolver) SendNotification(ctx context.Context, input model.Sen
 		return nil, err
 	}
 	defer cancel()
-	res, err := r.Store.Send(wctx, c.TenantID, sendInput(input))
+	if r.Sender == nil {
+		return nil, errors.New("resolvers: no send service configured")
+	}
+	sent, err := r.Sender.Send(wctx, c.TenantID, sendRequest(input))
 	if err != nil {
 		return nil, err
 	}
-	out := &model.SendNotificationPayload{NotificationIds: make([]string, len(res.NotificationIDs)), Accepted: res.Accepted, Duplicate: res.Duplicate}
-	for i, id := range res.NotificationIDs {
-		out.NotificationIds[i] = globalID(typeNotification, id)
-	}
-	return out, nil
+	return sendPayload(sent), nil
 }
 
 func (r *notificationResolver) Actor(ctx context.Context, obj *inbox.Notification) (*inbox.Actor, error) {

@@ -394,10 +394,11 @@ func TestSendNotificationReplayIsDuplicate(t *testing.T) {
 		t.Fatalf("alice's notification = %s, want %s", got[0], first.NotificationIds[0])
 	}
 
-	// The same key for different content is refused, and writes nothing.
+	// The same key for different content is refused (CONFLICT, REST's 409), and writes
+	// nothing.
 	changed := s.SendInput("other", "alice", "bob")
 	changed["idempotencyKey"] = in["idempotencyKey"]
-	s.ExpectError(sender, testgw.SendMutation, map[string]any{"in": changed}, "BAD_USER_INPUT")
+	s.ExpectError(sender, testgw.SendMutation, map[string]any{"in": changed}, "CONFLICT")
 	s.ExpectUnread(alice, 1, "alice after a reused key")
 	s.ExpectInboxLen(bob, 1, "bob after a reused key")
 }
@@ -763,7 +764,7 @@ func TestBadIDs(t *testing.T) {
 	}
 	s.ExpectError(alice, `mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }`, map[string]any{"ids": many}, "BAD_USER_INPUT")
 	// More than 100 ids in nodes.
-	hundredOne := make([]string, 101)
+	hundredOne := make([]string, 1001) // one over the send service's 1,000
 	for i := range hundredOne {
 		hundredOne[i] = ids[1]
 	}
@@ -788,7 +789,7 @@ func TestBadSendInput(t *testing.T) {
 
 	long := strings.Repeat("x", 257)
 	badIDs := map[string]string{"hash": "a#b", "control": "a\x01b", "newline": "a\nb", "257 bytes": long, "empty": ""}
-	hundredOne := make([]string, 101)
+	hundredOne := make([]string, 1001) // one over the send service's 1,000
 	for i := range hundredOne {
 		hundredOne[i] = fmt.Sprintf("user%d", i)
 	}
@@ -796,7 +797,7 @@ func TestBadSendInput(t *testing.T) {
 
 	cases := map[string]func(in map[string]any){
 		"empty recipients":       func(in map[string]any) { in["recipients"] = []string{} },
-		"101 recipients":         func(in map[string]any) { in["recipients"] = hundredOne },
+		"1001 recipients":        func(in map[string]any) { in["recipients"] = hundredOne },
 		"empty idempotencyKey":   func(in map[string]any) { in["idempotencyKey"] = "" },
 		"idempotencyKey with #":  func(in map[string]any) { in["idempotencyKey"] = "k#1" },
 		"payload over 16 KiB":    func(in map[string]any) { in["payload"] = map[string]any{"blob": strings.Repeat("p", 16<<10)} },
@@ -820,7 +821,7 @@ func TestBadSendInput(t *testing.T) {
 	}
 	s.ExpectUnread(carol, 0, "carol after bad sends")
 	s.ExpectInboxLen(carol, 0, "carol after bad sends")
-	s.ExpectUnread(s.Token("t1", "user1"), 0, "user1 after 101 recipients")
+	s.ExpectUnread(s.Token("t1", "user1"), 0, "user1 after 1001 recipients")
 
 	// The key was not consumed: a valid send with it goes through, once.
 	in := s.SendInput("good", "carol")

@@ -56,6 +56,20 @@ type BroadcastSpec struct {
 	Send inbox.SendInput
 	// Lane is "bulk" (the default) or "transactional".
 	Lane string
+	// Template, TemplateVersion and Data, when Template is set, render each recipient's
+	// title and body (in their locale) through BroadcastOptions.Templates; they are kept
+	// with the broadcast, so a run after a restart renders the same pinned version.
+	Template        string
+	TemplateVersion int
+	Data            inbox.JSON
+}
+
+// broadcastRequest is what a broadcast keeps of its spec to write its pages.
+type broadcastRequest struct {
+	Send            inbox.SendInput
+	Template        string     `json:",omitempty"`
+	TemplateVersion int        `json:",omitempty"`
+	Data            inbox.JSON `json:",omitempty"`
 }
 
 // BroadcastStore is what broadcasts need of the store (*store.Store has it).
@@ -97,6 +111,8 @@ type BroadcastOptions struct {
 	// schedules its continuation and ends.
 	PagesPerRun int
 	RunFor      time.Duration
+	// Templates renders templated broadcasts (required for a spec with a Template).
+	Templates Templates
 	// Now is the clock (default time.Now); Logger gets warnings (default slog.Default()).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -187,7 +203,10 @@ func (b *Broadcasts) Start(ctx context.Context, tenant string, spec BroadcastSpe
 	if err := probe.Validate(); err != nil {
 		return "", err
 	}
-	req, err := json.Marshal(send)
+	if spec.Template != "" && b.o.Templates == nil {
+		return "", inbox.Errorf(inbox.CodeBadUserInput, "templates are not available")
+	}
+	req, err := json.Marshal(broadcastRequest{Send: send, Template: spec.Template, TemplateVersion: spec.TemplateVersion, Data: spec.Data})
 	if err != nil {
 		return "", inbox.Errorf(inbox.CodeBadUserInput, "the notification cannot be encoded: %v", err)
 	}
@@ -264,8 +283,19 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 			return nil // done, failed or cancelled: nothing more to write
 		}
 		if pages == 0 {
-			if err := json.Unmarshal(bc.Request, &in); err != nil {
+			var br broadcastRequest
+			if err := json.Unmarshal(bc.Request, &br); err != nil {
 				return fmt.Errorf("broadcast %s: decode its request: %w", id, err)
+			}
+			in = br.Send
+			if br.Template != "" {
+				if b.o.Templates == nil {
+					return fmt.Errorf("broadcast %s: templated, and no Templates configured", id)
+				}
+				tpl, ver, data := br.Template, br.TemplateVersion, br.Data
+				in.Render = func(ctx context.Context, locale string) (inbox.Rendered, error) {
+					return b.o.Templates.Render(ctx, tenant, tpl, ver, locale, data)
+				}
 			}
 			if bc.Status == store.BroadcastQueued {
 				if _, err := b.o.Store.MarkBroadcastRunning(ctx, tenant, id); err != nil {

@@ -25,9 +25,8 @@ import (
 	"github.com/inboxgw/gateway/store"
 )
 
-const tenant = "acme"
 
-type env struct {
+type bcEnv struct {
 	db  *dynamodb.Client
 	st  *store.Store
 	rec *ddbtrace.Recorder
@@ -35,7 +34,7 @@ type env struct {
 }
 
 // setup makes a store over a fresh table; at the end it fails on any Scan.
-func setup(t *testing.T, opts ...store.Option) *env {
+func bcSetup(t *testing.T, opts ...store.Option) *bcEnv {
 	t.Helper()
 	rec := &ddbtrace.Recorder{}
 	rec.KeepInputs()
@@ -54,11 +53,11 @@ func setup(t *testing.T, opts ...store.Option) *env {
 			t.Errorf("a Scan was sent")
 		}
 	})
-	return &env{db: db, st: st, rec: rec, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return &bcEnv{db: db, st: st, rec: rec, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 // fill adds n members named prefix00000.. to segment seg.
-func (e *env) fill(t *testing.T, seg, prefix string, n int) []string {
+func (e *bcEnv) fill(t *testing.T, seg, prefix string, n int) []string {
 	t.Helper()
 	var all []string
 	for i := range n {
@@ -82,7 +81,7 @@ type instance struct {
 }
 
 // start runs an instance; send wraps Store.Send (nil: Store.Send itself).
-func (e *env) start(t *testing.T, owner string, pagesPerRun int, send service.BroadcastSendFunc) *instance {
+func (e *bcEnv) start(t *testing.T, owner string, pagesPerRun int, send service.BroadcastSendFunc) *instance {
 	t.Helper()
 	if send == nil {
 		send = e.st.Send
@@ -109,7 +108,7 @@ func (e *env) start(t *testing.T, owner string, pagesPerRun int, send service.Br
 }
 
 // wait polls broadcast id until cond holds, failing after d.
-func (e *env) wait(t *testing.T, id string, d time.Duration, cond func(store.Broadcast) bool) store.Broadcast {
+func (e *bcEnv) wait(t *testing.T, id string, d time.Duration, cond func(store.Broadcast) bool) store.Broadcast {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -126,7 +125,7 @@ func (e *env) wait(t *testing.T, id string, d time.Duration, cond func(store.Bro
 
 // notified returns how many notifications each user has (their inbox's first page,
 // and the badge must agree).
-func (e *env) notified(t *testing.T, users []string) map[int]int {
+func (e *bcEnv) notified(t *testing.T, users []string) map[int]int {
 	t.Helper()
 	var mu sync.Mutex
 	hist := map[int]int{}
@@ -165,7 +164,7 @@ func done(bc store.Broadcast) bool { return bc.Status == store.BroadcastDone }
 // notification each and exact counters; its reads spread over every segment shard.
 func TestBroadcastToFollowers(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := bcSetup(t)
 	seg := "followers:actor-42"
 	users := e.fill(t, seg, "fan-", 2000)
 	e.rec.Reset()
@@ -223,7 +222,7 @@ func TestBroadcastToFollowers(t *testing.T) {
 func TestBroadcastResumesAfterCrashes(t *testing.T) {
 	t.Parallel()
 	// 4 shards of about 250: 3 pages each, runs of 2 pages and a continuation.
-	e := setup(t, store.WithSegmentShards(4))
+	e := bcSetup(t, store.WithSegmentShards(4))
 	seg := "everyone"
 	users := e.fill(t, seg, "u-", 1000)
 	// crashAfter is a Send that kills instance *in after its n-th page, once that page
@@ -269,7 +268,7 @@ func TestBroadcastResumesAfterCrashes(t *testing.T) {
 func TestBroadcastCancel(t *testing.T) {
 	t.Parallel()
 	// One shard: 10 pages one after the other, slow enough to cancel in the middle.
-	e := setup(t, store.WithSegmentShards(1))
+	e := bcSetup(t, store.WithSegmentShards(1))
 	seg := "slow"
 	users := e.fill(t, seg, "s-", 1000)
 	slow := func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
@@ -318,7 +317,7 @@ func TestBroadcastCancel(t *testing.T) {
 // refused before anything is written.
 func TestBroadcastListAndBadInput(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := bcSetup(t)
 	in := e.start(t, "a", 20, nil)
 	ctx := context.Background()
 	var list []string

@@ -66,6 +66,10 @@ const (
 	entityStatusSummary  = "NotificationStatus"
 	entityDelivery       = "DeliveryRecord"
 	entityTenantSettings = "TenantSettings"
+	entityRequest        = "SendRequest"
+
+	// skRequest is the sort key of a send request (AP25).
+	skRequest = "REQ"
 )
 
 // notifStatusPK is the partition of one notification's status: its summary (sk "S") and
@@ -113,6 +117,12 @@ func idFromNotifSK(sk string) (string, bool) {
 // (AP8), so a fan-out's guards form one small item collection per key.
 func guardPK(tenantID, key string) string {
 	return "T#" + tenantID + "#IDEM#" + key
+}
+
+// requestPK is the partition key of a send request accepted under an idempotency key
+// (AP25: the send service's accept, replay and recovery read it with one GetItem).
+func requestPK(tenantID, key string) string {
+	return "T#" + tenantID + "#REQ#" + key
 }
 
 // guardSK is the sort key of one recipient's guard under guardPK.

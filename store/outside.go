@@ -52,7 +52,7 @@ func OutsideSendInput(table string, v inbox.Viewer, n inbox.Notification) (*dyna
 		return nil, err
 	}
 	it := outsideItem(v, n)
-	t, err := (&Store{table: table}).sendTxn(v, &guardItem{}, &it, nil)
+	t, err := (&Store{table: table}).sendTxn(v, &guardItem{}, &it, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/oklog/ulid/v2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxgw/gateway/inbox"
@@ -51,30 +53,28 @@ import (
 // notification, one found already written (a replay) as a re-read hint, since the call
 // that wrote it may have lost its answer before publishing.
 //
-// Errors: BAD_USER_INPUT for invalid input (see inbox.SendInput.Validate), a payload that is
-// not JSON, or a reused key; the first write error of a recipient otherwise (recipients
-// written before it stay written, and a replay completes the rest).
+// Pre-assigned ids (in.NotificationIDs, the send service's): a recipient's notification
+// is written under its id. When the inbox's clock has passed the id since it was chosen
+// (a later notification or mark), the notification is still written under it as long as
+// every read and seen watermark it falls under is below it (it is then unread and unseen,
+// counted as such, and its group keeps its newest member first); when a watermark passed
+// it, it gets a fresh id above the clock, as without one.
+//
+// Templates (in.Render): the recipients' locales (their preferences' locale, else
+// in.Locale) are read in one BatchGetItem, Render runs once per distinct locale, and each
+// recipient's notification carries its locale's title and body.
+//
+// Errors: BAD_USER_INPUT for invalid input (see CheckSend) or a reused key; Render's error;
+// the first write error of a recipient otherwise (recipients written before it stay
+// written, and a replay completes the rest).
 func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error) {
 	if err := inbox.CheckID("tenant", tenantID); err != nil {
 		return inbox.SendResult{}, err
 	}
-	if err := in.Validate(); err != nil {
+	if err := s.CheckSend(in); err != nil {
 		return inbox.SendResult{}, err
 	}
-	if err := s.checkSendV2(in); err != nil {
-		return inbox.SendResult{}, err
-	}
-	if len(in.Payload) > 0 {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, in.Payload); err != nil {
-			return inbox.SendResult{}, inbox.Errorf(inbox.CodeBadUserInput, "payload must be valid JSON")
-		}
-		if buf.String() == "null" {
-			in.Payload = nil
-		} else {
-			in.Payload = buf.Bytes()
-		}
-	}
+	in.Payload = compactPayload(in.Payload)
 	recipients := make([]string, 0, len(in.Recipients))
 	for _, r := range in.Recipients {
 		if !slices.Contains(recipients, r) {
@@ -131,6 +131,24 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 			}
 		}
 	}
+	var content map[string]inbox.Rendered
+	if len(pending) > 0 && in.Render != nil {
+		if content, err = s.renderByLocale(ctx, tenantID, pending, in); err != nil {
+			return inbox.SendResult{}, err
+		}
+	}
+	if in.Render != nil && in.TemplateChannels == nil {
+		// The template's channels: those of any locale rendered (a part given in one
+		// locale is a channel of the template).
+		in.TemplateChannels = []string{}
+		for _, c := range content {
+			for _, ch := range c.Channels {
+				if !slices.Contains(in.TemplateChannels, ch) {
+					in.TemplateChannels = append(in.TemplateChannels, ch)
+				}
+			}
+		}
+	}
 	skipped := inbox.SkipCounts{}
 	statusIDs := make(map[string]string, len(recipients))
 	for r, g := range guards {
@@ -150,6 +168,10 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		g.SetLimit(s.sendConcurrency)
 		for i, r := range pending {
 			g.Go(func() error {
+				in := in
+				if c, ok := content[r]; ok {
+					in.Title, in.Body = c.Title, c.Body
+				}
 				out, err := s.sendOne(gctx, tenantID, r, in, hash, routes[r], cfg)
 				results[i] = out
 				if err != nil {
@@ -207,8 +229,10 @@ func inputHash(in inbox.SendInput, recipients []string) string {
 		Actions                     []inbox.Action `json:",omitempty"`
 		TemplateChannels            []string       `json:",omitempty"`
 		Channels                    []string       `json:",omitempty"`
+		Locale                      string         `json:",omitempty"`
+		RenderKey                   string         `json:",omitempty"`
 	}{sorted, in.Type, in.Category, in.Title, in.Body, in.Actor, in.Target, json.RawMessage(in.Payload), exp, in.GroupKey, in.Actions,
-		in.TemplateChannels, in.Channels})
+		in.TemplateChannels, in.Channels, in.Locale, in.RenderKey})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -253,7 +277,9 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 	muted := rt.inApp().reason != ""
 	grp := rt.grp
 	floor := ""
-	statusID := "" // the id of a recipient without a notification: its status only
+	statusID := ""                  // the id of a recipient without a notification: its status only
+	pre := in.NotificationIDs[user] // "" once it cannot be used
+	var below *metaItem             // META as read when pre is below its clock
 	d, err := retryConflicts(ctx, func() (inbox.Delivery, error) {
 		wrote = false
 		if grp == nil && !muted {
@@ -270,12 +296,19 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		id := statusID
 		if muted {
 			if id == "" {
-				id = s.newID("")
+				// The id the accept answered for this recipient names its status.
+				id = pre
+				if id == "" {
+					id = s.newID("")
+				}
 				statusID = id
 			}
 			guard.StatusID = id
 		} else {
-			id = s.newID(floor)
+			id = pre
+			if id == "" {
+				id = s.newID(floor)
+			}
 			guard.NotificationID = id
 			it = &notificationItem{PK: userPK(v), SK: notifSK(id), EntityType: entityNotification, ID: id,
 				Type: in.Type, Category: in.Category, Title: in.Title, Body: in.Body, Payload: string(in.Payload),
@@ -295,7 +328,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 				it.TTL = exp.Add(ttlGrace).Unix()
 			}
 		}
-		t, err := s.sendTxn(v, &guard, it, grp)
+		t, err := s.sendTxn(v, &guard, it, grp, below)
 		if err != nil {
 			return inbox.Delivery{}, err
 		}
@@ -322,8 +355,21 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		case t.conditionFailed(err, itemKey{userPK(v), skMeta}):
 			// The inbox's clock passed this id between generating it and committing: take
 			// a new id above it. The notification commits after that markAllRead, so its
-			// user has not seen it: it stays unread.
+			// user has not seen it: it stays unread. A pre-assigned id is kept while no
+			// watermark reaches it (written below the clock, see sendTxn).
 			floor = max(floor, metaFloor(err))
+			if pre != "" && it != nil {
+				m, ok := metaImage(err)
+				switch {
+				case ok && belowWatermarks(m, it.countedCategory(), pre) && m.Clock >= pre:
+					below = m
+				case ok && belowWatermarks(m, it.countedCategory(), pre):
+					below = nil // the clock is below it: the plain send
+				default:
+					pre, below = "", nil
+				}
+				grp = nil // read again: the retry may Put it
+			}
 		}
 		if err != nil {
 			return inbox.Delivery{}, err
@@ -371,7 +417,13 @@ type sent struct {
 // room, with an Update on condition that it still has (groupItem.sendUpdate); a full
 // group is Put with its oldest member replaced (groupItem.apply), on condition that its
 // rev is the one read; its type, target and category become the notification's.
-func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, grp *groupItem) (*txn, error) {
+//
+// below, when set, is META as read when the notification's (pre-assigned) id is below
+// META's clock but above every watermark it falls under: META is updated without moving
+// the clock, on condition that those watermarks are still the ones read (so no mark-all
+// can have covered the id in between), and the group is Put (on its rev) so that its
+// index position stays its newest member.
+func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, grp *groupItem, below *metaItem) (*txn, error) {
 	notExists := aws.String("attribute_not_exists(#pk)")
 	pkName := map[string]string{"#pk": attrPK}
 	g, err := attributevalue.MarshalMap(guard)
@@ -391,10 +443,16 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, 
 	t.add(itemKey{it.PK, it.SK}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: n,
 		ConditionExpression: notExists, ExpressionAttributeNames: pkName}})
 	b := newMetaUpdate(v).addState(it.countedCategory(), state{}, state{active: true})
-	b.clock = it.ID
+	if below != nil {
+		b.usesWatermarks(below, it.countedCategory())
+	} else {
+		b.clock = it.ID
+	}
 	t.add(itemKey{userPK(v), skMeta}, b.action(s.table))
-	if grp != nil && inGroup(it) && len(grp.Members) < inbox.MaxGroupMembers {
+	if grp != nil && inGroup(it) && len(grp.Members) < inbox.MaxGroupMembers && below == nil {
 		t.add(grp.key(), grp.sendUpdate(s.table, v, it))
+	} else if grp != nil && inGroup(it) && len(grp.Members) < inbox.MaxGroupMembers {
+		t.add(grp.key(), belowGroupUpdate(s.table, v, grp, it))
 	} else if grp != nil && inGroup(it) {
 		// Full: the oldest member leaves, which needs the members as read.
 		ng := grp.clone()
@@ -438,6 +496,120 @@ const (
 	maxActionLabel = 100
 	maxActionURL   = 2048
 )
+
+// CheckSend checks in as Send would before writing anything: inbox.SendInput.Validate,
+// the store's own rules (checkSendV2), a payload that is JSON, and pre-assigned ids that
+// are ULIDs. Errors: BAD_USER_INPUT.
+func (s *Store) CheckSend(in inbox.SendInput) error {
+	if err := in.Validate(); err != nil {
+		return err
+	}
+	if err := s.checkSendV2(in); err != nil {
+		return err
+	}
+	if len(in.Payload) > 0 && !json.Valid(in.Payload) {
+		return inbox.Errorf(inbox.CodeBadUserInput, "payload must be valid JSON")
+	}
+	for _, id := range in.NotificationIDs {
+		if _, err := ulid.ParseStrict(id); err != nil {
+			return inbox.Errorf(inbox.CodeBadUserInput, "a pre-assigned notification id must be a ULID")
+		}
+	}
+	return nil
+}
+
+// compactPayload returns p compacted (nil for JSON null); p is valid JSON (CheckSend).
+func compactPayload(p inbox.JSON) inbox.JSON {
+	if len(p) == 0 {
+		return p
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, p); err != nil || buf.String() == "null" {
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// NewID returns a fresh notification id (a ULID of now from the store's monotonic
+// source: above every id this store handed out before), for callers that pre-assign ids
+// (inbox.SendInput.NotificationIDs).
+func (s *Store) NewID() string { return s.newID("") }
+
+// belowGroupUpdate is sendUpdate for a notification below META's clock (a pre-assigned
+// id, see sendTxn), so that concurrent sends into one group still commute: when the
+// group as read has a newer member, only the member is added (the group keeps its
+// position, type, target and category: its newest member's); else the group moves to
+// the notification (sendUpdate), on condition that no newer member committed since
+// (its GSI1 position is still below the notification's).
+func belowGroupUpdate(table string, v inbox.Viewer, grp *groupItem, it *notificationItem) types.TransactWriteItem {
+	a := grp.sendUpdate(table, v, it)
+	u := a.Update
+	if grp.newest() > it.ID {
+		u.UpdateExpression = aws.String("SET #m = :m ADD #n :one, #rev :one")
+		u.ExpressionAttributeNames = map[string]string{"#m": u.ExpressionAttributeNames["#m"], "#n": attrMemberCount, "#rev": attrRev}
+		u.ExpressionAttributeValues = map[string]types.AttributeValue{":m": u.ExpressionAttributeValues[":m"],
+			":one": u.ExpressionAttributeValues[":one"], ":max": u.ExpressionAttributeValues[":max"]}
+		return a
+	}
+	u.ConditionExpression = aws.String("(" + aws.ToString(u.ConditionExpression) + ") AND (attribute_not_exists(#gsk) OR #gsk < :gsk)")
+	return a
+}
+
+// metaImage decodes the META item a cancelled transaction reports
+// (ReturnValuesOnConditionCheckFailure); false when it reports none.
+func metaImage(err error) (*metaItem, bool) {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil, false
+	}
+	for _, r := range tce.CancellationReasons {
+		var m metaItem
+		if r.Item == nil || decodeMeta(r.Item, &m) != nil || m.EntityType != entityMeta {
+			continue
+		}
+		return &m, true
+	}
+	return nil, false
+}
+
+// belowWatermarks reports whether every read and seen watermark that a notification of
+// category cat falls under is below id (it would be unread and unseen).
+func belowWatermarks(m *metaItem, cat, id string) bool {
+	c := m.cat(cat)
+	return m.ReadAllBefore < id && m.SeenAllBefore < id && c.ReadWM < id && c.SeenWM < id
+}
+
+// renderByLocale renders in for each of users (Render once per distinct locale: the
+// user's preferences' locale, else in.Locale), read in one eventually consistent
+// BatchGetItem of their preferences items.
+func (s *Store) renderByLocale(ctx context.Context, tenantID string, users []string, in inbox.SendInput) (map[string]inbox.Rendered, error) {
+	keys := make([]itemKey, len(users))
+	for i, u := range users {
+		keys[i] = itemKey{userPK(inbox.Viewer{TenantID: tenantID, UserID: u}), skPrefs}
+	}
+	got, err := s.batchGet(ctx, keys, batchGetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	byLocale := map[string]inbox.Rendered{}
+	out := make(map[string]inbox.Rendered, len(users))
+	for i, u := range users {
+		own, err := decodePrefs(got[keys[i]])
+		if err != nil {
+			return nil, err
+		}
+		loc := cmp.Or(own.Locale, in.Locale)
+		r, ok := byLocale[loc]
+		if !ok {
+			if r, err = in.Render(ctx, loc); err != nil {
+				return nil, err
+			}
+			byLocale[loc] = r
+		}
+		out[u] = r
+	}
+	return out, nil
+}
 
 // checkSendV2 checks the fields of a send that the store adds to inbox.SendInput.Validate:
 // the category (checkCategory), groupKey (like an id), the actions (at most

@@ -98,7 +98,7 @@ type QuietHoursInput struct {
 type SendNotificationInput struct {
 	// Unique per logical event; a replay with the same key notifies nobody twice.
 	IdempotencyKey string `json:"idempotencyKey"`
-	// User ids of the caller's tenant, 1..100.
+	// User ids of the caller's tenant, 1..1000.
 	Recipients []string     `json:"recipients"`
 	Type       string       `json:"type"`
 	Category   *string      `json:"category,omitempty"`
@@ -114,6 +114,18 @@ type SendNotificationInput struct {
 	GroupKey *string `json:"groupKey,omitempty"`
 	// Call-to-action buttons (at most 5).
 	Actions []*NotificationActionInput `json:"actions,omitempty"`
+	// A template id: its title and body, rendered with data in each recipient's locale, replace title and body.
+	Template *string `json:"template,omitempty"`
+	// The template's variables (a JSON object).
+	Data json.RawMessage `json:"data,omitempty"`
+	// The locale of recipients without one of their own (BCP 47).
+	Locale *string `json:"locale,omitempty"`
+	// The lane: TRANSACTIONAL (default) is written before the answer; BULK is accepted and written after.
+	Priority *Priority `json:"priority,omitempty"`
+	// When to send (in the future, at most a year ahead): the send is accepted and scheduled.
+	SendAt *time.Time `json:"sendAt,omitempty"`
+	// A channel hint; the final channels come from each recipient's preferences.
+	Channels []Channel `json:"channels,omitempty"`
 }
 
 type SendNotificationPayload struct {
@@ -193,6 +205,68 @@ func (e ArchivedFilter) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// A delivery channel.
+type Channel string
+
+const (
+	ChannelInApp   Channel = "IN_APP"
+	ChannelEmail   Channel = "EMAIL"
+	ChannelPush    Channel = "PUSH"
+	ChannelSms     Channel = "SMS"
+	ChannelWebhook Channel = "WEBHOOK"
+)
+
+var AllChannel = []Channel{
+	ChannelInApp,
+	ChannelEmail,
+	ChannelPush,
+	ChannelSms,
+	ChannelWebhook,
+}
+
+func (e Channel) IsValid() bool {
+	switch e {
+	case ChannelInApp, ChannelEmail, ChannelPush, ChannelSms, ChannelWebhook:
+		return true
+	}
+	return false
+}
+
+func (e Channel) String() string {
+	return string(e)
+}
+
+func (e *Channel) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = Channel(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid Channel", str)
+	}
+	return nil
+}
+
+func (e Channel) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *Channel) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e Channel) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type InboxEventKind string
 
 const (
@@ -263,6 +337,62 @@ func (e *InboxEventKind) UnmarshalJSON(b []byte) error {
 }
 
 func (e InboxEventKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// A send's lane.
+type Priority string
+
+const (
+	PriorityTransactional Priority = "TRANSACTIONAL"
+	PriorityBulk          Priority = "BULK"
+)
+
+var AllPriority = []Priority{
+	PriorityTransactional,
+	PriorityBulk,
+}
+
+func (e Priority) IsValid() bool {
+	switch e {
+	case PriorityTransactional, PriorityBulk:
+		return true
+	}
+	return false
+}
+
+func (e Priority) String() string {
+	return string(e)
+}
+
+func (e *Priority) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = Priority(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid Priority", str)
+	}
+	return nil
+}
+
+func (e Priority) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *Priority) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e Priority) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -1,0 +1,294 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
+)
+
+// SendRequest is one send as a transport received it. Exactly one of Recipients and
+// Segment is set.
+type SendRequest struct {
+	// IdempotencyKey is unique per logical send within the tenant (inbox.CheckID rules).
+	IdempotencyKey string `json:"-"`
+	// Recipients are 1..MaxRecipients user ids (repeats count once).
+	Recipients []string `json:"recipients,omitempty"`
+	// Segment is a segment id: the send becomes a broadcast to its members.
+	Segment  string        `json:"segment,omitempty"`
+	Type     string        `json:"type"`
+	Category string        `json:"category,omitempty"`
+	Title    string        `json:"title,omitempty"`
+	Body     string        `json:"body,omitempty"`
+	Actor    *inbox.Actor  `json:"actor,omitempty"`
+	Target   *inbox.Target `json:"target,omitempty"`
+	Payload  inbox.JSON    `json:"payload,omitempty"`
+	// ExpiresAt, GroupKey and Actions are as in inbox.SendInput.
+	ExpiresAt time.Time      `json:"expiresAt,omitzero"`
+	GroupKey  string         `json:"groupKey,omitempty"`
+	Actions   []inbox.Action `json:"actions,omitempty"`
+	// Template names a template (its title and body replace Title and Body), rendered
+	// with Data for each recipient's locale (else Locale).
+	Template string     `json:"template,omitempty"`
+	Data     inbox.JSON `json:"data,omitempty"`
+	Locale   string     `json:"locale,omitempty"`
+	// Priority is the lane (default Transactional for a list, Bulk for a segment).
+	Priority Priority `json:"priority,omitempty"`
+	// SendAt, when set, schedules the send (in the future, at most MaxSchedule ahead).
+	SendAt time.Time `json:"sendAt,omitzero"`
+	// Channels is the channel hint (inbox.Channel* constants).
+	Channels []string `json:"channels,omitempty"`
+}
+
+// Accepted is the answer to an accepted send (REST's 202 body).
+type Accepted struct {
+	// RequestID identifies the accepted request.
+	RequestID string `json:"requestId"`
+	// Recipients are the distinct recipients in order, NotificationIDs their
+	// notifications' ids (aligned; empty for a segment send).
+	Recipients      []string `json:"recipients,omitempty"`
+	NotificationIDs []string `json:"notificationIds"`
+	// BroadcastID is the broadcast of a segment send.
+	BroadcastID string    `json:"broadcastId,omitempty"`
+	Priority    Priority  `json:"priority"`
+	SendAt      time.Time `json:"sendAt,omitzero"`
+	// Replayed is true when the key had been accepted before: this is the first answer.
+	Replayed bool `json:"-"`
+}
+
+// document is a request as stored: the normalized request, what accept decided, and
+// the task that recovers it.
+type document struct {
+	Request         SendRequest `json:"request"`
+	Answer          Accepted    `json:"answer"`
+	TemplateVersion int         `json:"templateVersion,omitempty"`
+	TaskDue         time.Time   `json:"taskDue"`
+}
+
+var knownChannels = []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelWebhook}
+
+// normalize checks r completely (nothing is written for a refused request) and returns
+// it normalized: recipients and channels without repeats, the priority set, JSON
+// compacted. Errors: BAD_USER_INPUT.
+func (s *Service) normalize(tenant string, r SendRequest, now time.Time) (SendRequest, error) {
+	if err := inbox.CheckID("tenant", tenant); err != nil {
+		return r, err
+	}
+	if err := inbox.CheckID("idempotencyKey", r.IdempotencyKey); err != nil {
+		return r, err
+	}
+	switch {
+	case r.Segment != "" && len(r.Recipients) > 0:
+		return r, inbox.Errorf(inbox.CodeBadUserInput, "give recipients or a segment, not both")
+	case r.Segment == "" && len(r.Recipients) == 0:
+		return r, inbox.Errorf(inbox.CodeBadUserInput, "recipients must not be empty")
+	case len(r.Recipients) > MaxRecipients:
+		return r, inbox.Errorf(inbox.CodeBadUserInput, "at most %d recipients per send", MaxRecipients)
+	}
+	var distinct []string
+	for _, u := range r.Recipients {
+		if err := inbox.CheckID("recipient", u); err != nil {
+			return r, err
+		}
+		if !slices.Contains(distinct, u) {
+			distinct = append(distinct, u)
+		}
+	}
+	r.Recipients = distinct
+	if r.Segment != "" {
+		if err := inbox.CheckID("segment", r.Segment); err != nil {
+			return r, err
+		}
+		if s.o.Broadcaster == nil {
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "segment sends are not available on this server")
+		}
+	}
+	switch r.Priority {
+	case "":
+		r.Priority = Transactional
+		if r.Segment != "" {
+			r.Priority = Bulk
+		}
+	case Transactional, Bulk:
+	default:
+		return r, inbox.Errorf(inbox.CodeBadUserInput, "priority must be transactional or bulk")
+	}
+	if !r.SendAt.IsZero() {
+		if !r.SendAt.After(now) {
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "sendAt must be in the future")
+		}
+		if r.SendAt.After(now.Add(MaxSchedule)) {
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "sendAt must be at most %d days ahead", int(MaxSchedule.Hours()/24))
+		}
+		if !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(r.SendAt) {
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "expiresAt must be after sendAt")
+		}
+		r.SendAt = r.SendAt.Truncate(time.Millisecond)
+	}
+	var chans []string
+	for _, c := range r.Channels {
+		if !slices.Contains(knownChannels, c) {
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "unknown channel %q", c)
+		}
+		if !slices.Contains(chans, c) {
+			chans = append(chans, c)
+		}
+	}
+	r.Channels = chans
+	if r.Locale != "" {
+		if err := inbox.CheckID("locale", r.Locale); err != nil {
+			return r, err
+		}
+		if len(r.Locale) > 64 {
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "locale must be at most 64 bytes")
+		}
+	}
+	var err error
+	if r.Data, err = compact("data", r.Data); err != nil {
+		return r, err
+	}
+	if r.Payload, err = compact("payload", r.Payload); err != nil {
+		return r, err
+	}
+	if r.Template != "" {
+		if err := inbox.CheckID("template", r.Template); err != nil {
+			return r, err
+		}
+		if s.o.Templates == nil {
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "templates are not available on this server")
+		}
+	}
+	// The store's rules on the content, checked on the first chunk's recipients.
+	probe := s.Input(tenant, r, 0)
+	probe.Recipients = r.Recipients[:min(len(r.Recipients), inbox.MaxRecipients)]
+	if len(probe.Recipients) == 0 {
+		probe.Recipients = []string{r.Segment}
+	}
+	if err := s.st.CheckSend(probe); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// compact returns j compacted (nil for JSON null); BAD_USER_INPUT when it is not JSON or
+// is over inbox.MaxPayloadBytes.
+func compact(field string, j inbox.JSON) (inbox.JSON, error) {
+	if len(j) == 0 {
+		return nil, nil
+	}
+	if len(j) > inbox.MaxPayloadBytes {
+		return nil, inbox.Errorf(inbox.CodeBadUserInput, "%s must be at most %d bytes of JSON", field, inbox.MaxPayloadBytes)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, j); err != nil {
+		return nil, inbox.Errorf(inbox.CodeBadUserInput, "%s must be valid JSON", field)
+	}
+	if buf.String() == "null" {
+		return nil, nil
+	}
+	return buf.Bytes(), nil
+}
+
+// hash identifies a normalized request's content (the key aside).
+func hash(r SendRequest) string {
+	b, _ := json.Marshal(r)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// taskID is the recovery task's id of key in tenant.
+func taskID(tenant, key string) string {
+	sum := sha256.Sum256([]byte(tenant + "\x00" + key))
+	return TaskSend + ":" + hex.EncodeToString(sum[:16])
+}
+
+// Accept validates r, writes it durably with its recovery task, and hands it to its lane
+// (a send with sendAt only waits for its task). The answer carries the notification ids
+// chosen for the recipients. A replay of the key with the same body answers the first
+// answer with Replayed set. Errors: BAD_USER_INPUT for anything invalid (nothing is
+// written), CONFLICT when the key was accepted with another body, else the store's.
+func (s *Service) Accept(ctx context.Context, tenant string, r SendRequest) (Accepted, error) {
+	a, _, err := s.accept(ctx, tenant, r, false)
+	return a, err
+}
+
+// waits reports whether Send waits for the processing of a (normalized) request: a
+// transactional send to recipients without sendAt, on a service that processes.
+func (s *Service) waits(r SendRequest) bool {
+	return !s.o.AcceptOnly && r.Priority == Transactional && r.SendAt.IsZero() && r.Segment == ""
+}
+
+// accept is Accept, also returning the stored request (with its state). When wait is
+// true and Send waits for r (waits), the caller starts its processing.
+func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait bool) (Accepted, store.Request, error) {
+	now := s.o.Now()
+	r, err := s.normalize(tenant, r, now)
+	if err != nil {
+		return Accepted{}, store.Request{}, err
+	}
+	h := hash(r)
+	doc := document{Request: r, Answer: Accepted{RequestID: ulid.Make().String(), Priority: r.Priority, SendAt: r.SendAt}}
+	if r.Template != "" {
+		if doc.TemplateVersion, err = s.o.Templates.Pin(ctx, tenant, r.Template, r.Locale, r.Data); err != nil {
+			return Accepted{}, store.Request{}, err
+		}
+	}
+	if r.Segment != "" {
+		doc.Answer.BroadcastID = BroadcastID(r.IdempotencyKey)
+	}
+	doc.Answer.Recipients = r.Recipients
+	doc.Answer.NotificationIDs = make([]string, len(r.Recipients))
+	for i := range r.Recipients {
+		if r.SendAt.IsZero() {
+			doc.Answer.NotificationIDs[i] = s.st.NewID()
+		} else {
+			// Sorted where the notification will be: at sendAt.
+			doc.Answer.NotificationIDs[i] = ulid.MustNew(ulid.Timestamp(r.SendAt), rand.Reader).String()
+		}
+	}
+	doc.TaskDue = r.SendAt
+	if doc.TaskDue.IsZero() {
+		doc.TaskDue = now.Add(s.o.RecoveryDelay).Truncate(time.Millisecond)
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return Accepted{}, store.Request{}, err
+	}
+	answer, err := json.Marshal(doc.Answer)
+	if err != nil {
+		return Accepted{}, store.Request{}, err
+	}
+	task := inbox.Task{ID: taskID(tenant, r.IdempotencyKey), Kind: TaskSend, Due: doc.TaskDue,
+		Viewer: inbox.Viewer{TenantID: tenant}, Ref: r.IdempotencyKey, Token: h}
+	stored, created, err := s.st.AcceptRequest(ctx, store.Request{TenantID: tenant, Key: r.IdempotencyKey, Hash: h,
+		Body: body, Answer: answer}, s.o.IdempotencyTTL, task)
+	if err != nil {
+		return Accepted{}, store.Request{}, err
+	}
+	if !created {
+		if stored.Hash != h {
+			return Accepted{}, store.Request{}, inbox.Errorf(inbox.CodeConflict,
+				"idempotencyKey was already used for a different request")
+		}
+		var first Accepted
+		if err := json.Unmarshal(stored.Answer, &first); err != nil {
+			return Accepted{}, store.Request{}, err
+		}
+		first.Replayed = true
+		return first, stored, nil
+	}
+	if r.SendAt.IsZero() && !s.o.AcceptOnly && !(wait && s.waits(r)) {
+		// Not queued (the lane's queue is full): the recovery task runs it.
+		s.start(context.Background(), tenant, r.IdempotencyKey, &doc, false)
+	}
+	return doc.Answer, stored, nil
+}

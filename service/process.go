@@ -1,0 +1,285 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
+)
+
+// Result is what processing a request wrote.
+type Result struct {
+	// NotificationIDs are the notifications written or found written, one per recipient
+	// whose preferences let it into their inbox, in recipient order.
+	NotificationIDs []string `json:"notificationIds"`
+	// Accepted is len(NotificationIDs).
+	Accepted int `json:"accepted"`
+	// Duplicate is true when every recipient had been written before (a replay).
+	Duplicate bool `json:"duplicate"`
+	// BroadcastID is the broadcast a segment send started.
+	BroadcastID string `json:"broadcastId,omitempty"`
+	// Error is why a request was given up (its content became invalid before it ran,
+	// e.g. an expiresAt passed while it waited for sendAt).
+	Error string `json:"error,omitempty"`
+}
+
+// Sent is the answer of Send: the accept's, and the processing's when Send waited.
+type Sent struct {
+	Accepted
+	// Processed is true when Result is the processing's outcome.
+	Processed bool
+	Result    Result
+}
+
+// processTimeout bounds one processing run of a request.
+const processTimeout = 5 * time.Minute
+
+// run is one processing of a request in this process.
+type run struct {
+	done chan struct{}
+	res  Result
+	err  error
+}
+
+// errNotQueued is a run that found no room in its lane (its recovery task runs it).
+var errNotQueued = inbox.Errorf(inbox.CodeThrottled, "the send lane is full; the request is accepted and runs shortly")
+
+// Send accepts r (Accept) and, for a transactional send to recipients without sendAt
+// (on a service that is not AcceptOnly), processes it in its lane, waits, and returns
+// the outcome (as GraphQL's sendNotification answers). A replay of a request already processed answers its stored outcome with
+// Duplicate set. When processing fails the request stays accepted (its recovery task
+// runs it again) and the error is returned.
+func (s *Service) Send(ctx context.Context, tenant string, r SendRequest) (Sent, error) {
+	a, stored, err := s.accept(ctx, tenant, r, true)
+	if err != nil {
+		return Sent{}, err
+	}
+	out := Sent{Accepted: a}
+	if s.o.AcceptOnly || a.Priority != Transactional || !a.SendAt.IsZero() || a.BroadcastID != "" {
+		return out, nil
+	}
+	if stored.State == store.RequestDone {
+		var res Result
+		if err := json.Unmarshal(stored.Result, &res); err != nil {
+			return Sent{}, fmt.Errorf("decode send result: %w", err)
+		}
+		if res.Error != "" {
+			return Sent{}, inbox.Errorf(inbox.CodeBadUserInput, "%s", res.Error)
+		}
+		res.Duplicate = true
+		out.Processed, out.Result = true, res
+		return out, nil
+	}
+	var doc document
+	if err := json.Unmarshal(stored.Body, &doc); err != nil {
+		return Sent{}, fmt.Errorf("decode send request: %w", err)
+	}
+	doc.Request.IdempotencyKey = stored.Key
+	ru := s.start(ctx, tenant, stored.Key, &doc, true)
+	select {
+	case <-ru.done:
+	case <-ctx.Done():
+		return Sent{}, ctx.Err()
+	}
+	if ru.err != nil {
+		return Sent{}, ru.err
+	}
+	out.Processed, out.Result = true, ru.res
+	return out, nil
+}
+
+// Handler runs TaskSend tasks: a request not done yet is processed (in its lane), one
+// done, expired or superseded (another body under the key since) is left alone. A
+// request already running in this process is checked again later.
+func (s *Service) Handler() func(ctx context.Context, t inbox.Task) error {
+	return func(ctx context.Context, t inbox.Task) error {
+		tenant, key := t.Viewer.TenantID, t.Ref
+		req, ok, err := s.st.GetRequest(ctx, tenant, key)
+		if err != nil {
+			return err
+		}
+		if !ok || req.State == store.RequestDone || req.Hash != t.Token {
+			return nil
+		}
+		var doc document
+		if err := json.Unmarshal(req.Body, &doc); err != nil {
+			return fmt.Errorf("decode send request: %w", err)
+		}
+		doc.Request.IdempotencyKey = key
+		s.mu.Lock()
+		_, busy := s.inflight[tenant+"\x00"+key]
+		s.mu.Unlock()
+		if busy {
+			// Running here: look again later, in case this process dies.
+			nt := t
+			nt.Due, nt.Attempts = s.o.Now().Add(s.o.RecoveryDelay).Truncate(time.Millisecond), 0
+			return s.st.Schedule(ctx, nt)
+		}
+		ru := s.start(ctx, tenant, key, &doc, true)
+		select {
+		case <-ru.done:
+			return ru.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// start processes doc in its lane unless it is running in this process already, and
+// returns the run to wait for. wait says whether to wait for room in the lane (until
+// ctx ends).
+func (s *Service) start(ctx context.Context, tenant, key string, doc *document, wait bool) *run {
+	id := tenant + "\x00" + key
+	s.mu.Lock()
+	if ru, ok := s.inflight[id]; ok {
+		s.mu.Unlock()
+		return ru
+	}
+	ru := &run{done: make(chan struct{})}
+	select {
+	case <-s.closed:
+		s.mu.Unlock()
+		ru.err = errNotQueued
+		close(ru.done)
+		return ru
+	default:
+	}
+	s.inflight[id] = ru
+	s.wg.Add(1)
+	s.mu.Unlock()
+	finish := func(res Result, err error) {
+		s.mu.Lock()
+		delete(s.inflight, id)
+		s.mu.Unlock()
+		ru.res, ru.err = res, err
+		close(ru.done)
+		s.wg.Done()
+	}
+	job := func() {
+		pctx, cancel := context.WithTimeout(context.Background(), processTimeout)
+		defer cancel()
+		res, err := s.process(pctx, tenant, doc)
+		if err != nil {
+			s.o.Logger.Warn("send: processing failed; its recovery task retries", "tenant", tenant, "key", key, "err", err)
+		}
+		finish(res, err)
+	}
+	if !s.lanes[doc.Request.Priority].submit(ctx, job, wait, func() { finish(Result{}, errNotQueued) }) {
+		finish(Result{}, errNotQueued)
+	}
+	return ru
+}
+
+// process writes doc's notifications (chunks of inbox.MaxRecipients through the store,
+// with the pre-assigned ids) or starts its broadcast, then marks the request done and
+// drops its recovery task.
+func (s *Service) process(ctx context.Context, tenant string, doc *document) (Result, error) {
+	r := doc.Request
+	task := inbox.Task{ID: taskID(tenant, r.IdempotencyKey), Due: doc.TaskDue}
+	var res Result
+	if r.Segment != "" {
+		in := s.Input(tenant, r, doc.TemplateVersion)
+		in.Render = nil // the broadcast renders through its own Templates, after a restart too
+		id, err := s.o.Broadcaster.Start(ctx, tenant, BroadcastSpec{Segment: r.Segment, IdempotencyKey: r.IdempotencyKey,
+			Send: in, Lane: string(r.Priority), Template: r.Template, TemplateVersion: doc.TemplateVersion, Data: r.Data})
+		if err != nil {
+			return Result{}, err
+		}
+		res.BroadcastID = id
+	} else {
+		res.Duplicate = true
+		chunks := (len(r.Recipients) + inbox.MaxRecipients - 1) / inbox.MaxRecipients
+		for c := range chunks {
+			lo, hi := c*inbox.MaxRecipients, min((c+1)*inbox.MaxRecipients, len(r.Recipients))
+			in := s.Input(tenant, r, doc.TemplateVersion)
+			in.IdempotencyKey = chunkKey(r.IdempotencyKey, c, chunks)
+			in.Recipients = r.Recipients[lo:hi]
+			in.NotificationIDs = make(map[string]string, hi-lo)
+			for i := lo; i < hi; i++ {
+				in.NotificationIDs[r.Recipients[i]] = doc.Answer.NotificationIDs[i]
+			}
+			out, err := s.st.Send(ctx, tenant, in)
+			if inbox.ErrorCode(err) == inbox.CodeBadUserInput {
+				// It will never pass: give the request up, with the reason.
+				res = Result{Error: inbox.ErrorMessage(err)}
+				break
+			}
+			if err != nil {
+				return Result{}, err
+			}
+			res.NotificationIDs = append(res.NotificationIDs, out.NotificationIDs...)
+			res.Duplicate = res.Duplicate && out.Duplicate
+		}
+		res.Accepted = len(res.NotificationIDs)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := s.st.CompleteRequest(ctx, tenant, r.IdempotencyKey, b, task); err != nil {
+		return Result{}, err
+	}
+	if res.Error != "" {
+		return res, inbox.Errorf(inbox.CodeBadUserInput, "%s", res.Error)
+	}
+	return res, nil
+}
+
+// chunkKey is the store's idempotency key of chunk c of n of a request under key: the
+// key itself for a single chunk (as a send before the service wrote it), else one
+// derived per chunk, so each chunk's guards hold its own content hash.
+func chunkKey(key string, c, n int) string {
+	if n == 1 {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "chunk~" + hex.EncodeToString(sum[:16]) + "~" + strconv.Itoa(c)
+}
+
+// Input returns the store's input for r's content (no recipients; the key is r's), with
+// the render hook of its template at version when it names one. The broadcasts piece
+// writes its pages with it.
+func (s *Service) Input(tenant string, r SendRequest, version int) inbox.SendInput {
+	in := inbox.SendInput{IdempotencyKey: r.IdempotencyKey, Type: r.Type, Category: r.Category, Title: r.Title,
+		Body: r.Body, Actor: r.Actor, Target: r.Target, Payload: r.Payload, ExpiresAt: r.ExpiresAt,
+		GroupKey: r.GroupKey, Actions: r.Actions, Channels: r.Channels, Locale: r.Locale}
+	if r.Template != "" && s.o.Templates != nil {
+		tpl, data := r.Template, r.Data
+		in.Render = func(ctx context.Context, locale string) (inbox.Rendered, error) {
+			return s.o.Templates.Render(ctx, tenant, tpl, version, locale, data)
+		}
+		sum := sha256.Sum256(data)
+		in.RenderKey = tpl + "@" + strconv.Itoa(version) + "@" + hex.EncodeToString(sum[:8])
+	}
+	return in
+}
+
+// RunInLane runs work in lane's bounded pool ("transactional" or "bulk"; anything else
+// is bulk), waiting for room in its queue while ctx lasts, and returns work's error.
+// Broadcasts write their pages through it, so a campaign only ever takes bulk workers.
+// Errors: THROTTLED when the lane is stopping, ctx's error when it ended first.
+func (s *Service) RunInLane(ctx context.Context, lane string, work func(context.Context) error) error {
+	l := s.lanes[Priority(lane)]
+	if l == nil {
+		l = s.lanes[Bulk]
+	}
+	done := make(chan error, 1)
+	if !l.submit(ctx, func() { done <- work(ctx) }, true, func() { done <- errNotQueued }) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errNotQueued
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

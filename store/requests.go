@@ -1,0 +1,185 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// Send requests (AP25): the send service's durable accept. A request accepted under an
+// idempotency key is one item, T#{t}#REQ#{key} / REQ, written in the same
+// TransactWriteItems as its recovery task, so that an accepted request is always either
+// done or due to be run again by the scheduler. The item holds the request's content hash
+// (a replay with another body is refused by the service), the request document and the
+// answer given (both opaque to the store), its state, and a TTL: the idempotency window.
+
+// Request states.
+const (
+	// RequestAccepted is a request written and not yet processed to the end.
+	RequestAccepted = "accepted"
+	// RequestDone is a request whose processing finished.
+	RequestDone = "done"
+)
+
+// Request is one send request as stored.
+type Request struct {
+	TenantID string
+	// Key is the idempotency key (checked with inbox.CheckID).
+	Key string
+	// Hash identifies the request's content (the service's canonical hash).
+	Hash string
+	// Body is the request document to process, Answer the accept's answer, Result the
+	// outcome once done: opaque to the store (the service's JSON).
+	Body   []byte
+	Answer []byte
+	Result []byte
+	// State is RequestAccepted or RequestDone.
+	State string
+	// CreatedAt is when it was accepted; ExpiresAt when the key may be used afresh.
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// requestItem is a Request as stored.
+type requestItem struct {
+	PK         string `dynamodbav:"pk"`
+	SK         string `dynamodbav:"sk"`
+	EntityType string `dynamodbav:"entityType"`
+	Hash       string `dynamodbav:"hash"`
+	Body       []byte `dynamodbav:"body"`
+	Answer     []byte `dynamodbav:"answer,omitempty"`
+	Result     []byte `dynamodbav:"result,omitempty"`
+	State      string `dynamodbav:"state"`
+	CreatedAt  int64  `dynamodbav:"createdAt"` // Unix ms
+	// ExpiresAt is the TTL, in Unix seconds.
+	ExpiresAt int64 `dynamodbav:"expiresAt"`
+}
+
+func (it requestItem) request(tenantID, key string) Request {
+	return Request{TenantID: tenantID, Key: key, Hash: it.Hash, Body: it.Body, Answer: it.Answer, Result: it.Result,
+		State: it.State, CreatedAt: time.UnixMilli(it.CreatedAt), ExpiresAt: time.Unix(it.ExpiresAt, 0)}
+}
+
+// AcceptRequest writes r (state RequestAccepted, expiring ttl from now) and its recovery
+// task in one TransactWriteItems, on condition that no live request holds r.Key (none,
+// or one past its expiry that DynamoDB's TTL has not removed yet). When one does, nothing
+// is written and it is returned with created false (a replay: the caller compares
+// hashes). Errors: BAD_USER_INPUT for an invalid tenant or key, else the DynamoDB
+// failure.
+func (s *Store) AcceptRequest(ctx context.Context, r Request, ttl time.Duration, task inbox.Task) (stored Request, created bool, err error) {
+	if err := inbox.CheckID("tenant", r.TenantID); err != nil {
+		return Request{}, false, err
+	}
+	if err := inbox.CheckID("idempotencyKey", r.Key); err != nil {
+		return Request{}, false, err
+	}
+	if task.ID == "" || task.Kind == "" {
+		return Request{}, false, inbox.Errorf(inbox.CodeBadUserInput, "a task needs an id and a kind")
+	}
+	now := s.now()
+	it := requestItem{PK: requestPK(r.TenantID, r.Key), SK: skRequest, EntityType: entityRequest, Hash: r.Hash,
+		Body: r.Body, Answer: r.Answer, State: RequestAccepted, CreatedAt: now.UnixMilli(), ExpiresAt: now.Add(ttl).Unix()}
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return Request{}, false, fmt.Errorf("encode request: %w", err)
+	}
+	t := &txn{}
+	k := itemKey{it.PK, it.SK}
+	t.add(k, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: av,
+		ConditionExpression:                 aws.String("attribute_not_exists(#pk) OR #exp < :now"),
+		ExpressionAttributeNames:            map[string]string{"#pk": attrPK, "#exp": attrTTL},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: fmt.Sprint(now.Unix())}},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}})
+	tk, ta := s.taskPlacement(task)
+	t.add(itemKey{tk, ta}, s.ScheduleAction(task))
+	_, err = s.db.TransactWriteItems(ctx, t.input())
+	if err == nil {
+		return it.request(r.TenantID, r.Key), true, nil
+	}
+	if !t.conditionFailed(err, k) {
+		return Request{}, false, fmt.Errorf("store: accept request: %w", err)
+	}
+	var old requestItem
+	if raw := t.reasons(err)[k].Item; raw != nil {
+		if err := attributevalue.UnmarshalMap(raw, &old); err != nil {
+			return Request{}, false, fmt.Errorf("decode request: %w", err)
+		}
+		return old.request(r.TenantID, r.Key), false, nil
+	}
+	// No old image reported: read it.
+	got, ok, err := s.GetRequest(ctx, r.TenantID, r.Key)
+	if err != nil {
+		return Request{}, false, err
+	}
+	if !ok {
+		return Request{}, false, errors.New("store: accept request: the request holding the key vanished")
+	}
+	return got, false, nil
+}
+
+// GetRequest reads the request accepted under key (strongly consistent GetItem); false
+// when there is none or it expired.
+func (s *Store) GetRequest(ctx context.Context, tenantID, key string) (Request, bool, error) {
+	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return Request{}, false, err
+	}
+	if err := inbox.CheckID("idempotencyKey", key); err != nil {
+		return Request{}, false, err
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
+		Key: itemKey{requestPK(tenantID, key), skRequest}.av(), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return Request{}, false, fmt.Errorf("store: get request: %w", err)
+	}
+	if out.Item == nil {
+		return Request{}, false, nil
+	}
+	var it requestItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return Request{}, false, fmt.Errorf("decode request: %w", err)
+	}
+	if it.ExpiresAt < s.now().Unix() {
+		return Request{}, false, nil
+	}
+	return it.request(tenantID, key), true, nil
+}
+
+// CompleteRequest marks the request under key done with result and deletes its recovery
+// task (the id and due it was scheduled with; gone already is fine), in one
+// TransactWriteItems, on condition that the request exists. Completing it twice writes
+// the later result. Errors: NOT_FOUND when there is no such request.
+func (s *Store) CompleteRequest(ctx context.Context, tenantID, key string, result []byte, task inbox.Task) error {
+	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return err
+	}
+	if err := inbox.CheckID("idempotencyKey", key); err != nil {
+		return err
+	}
+	t := &txn{}
+	k := itemKey{requestPK(tenantID, key), skRequest}
+	t.add(k, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: k.av(),
+		UpdateExpression:         aws.String("SET #st = :done, #res = :res"),
+		ConditionExpression:      aws.String("attribute_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#st": "state", "#res": "result", "#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":done": &types.AttributeValueMemberS{Value: RequestDone},
+			":res": &types.AttributeValueMemberB{Value: result}}}})
+	if task.ID != "" {
+		t.add(itemKey{}, s.CancelAction(task.ID, task.Due))
+	}
+	_, err := s.db.TransactWriteItems(ctx, t.input())
+	switch {
+	case t.conditionFailed(err, k):
+		return inbox.Errorf(inbox.CodeNotFound, "no send request under this idempotency key")
+	case err != nil:
+		return fmt.Errorf("store: complete request: %w", err)
+	}
+	return nil
+}
