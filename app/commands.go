@@ -21,6 +21,7 @@ import (
 	ghimport "github.com/inboxgw/gateway/importer/github"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/relay"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -64,7 +65,11 @@ func importCommand(ctx context.Context, cfg Config, log *slog.Logger, args []str
 		return err
 	}
 	defer closeStore()
-	res, stats, err := importFile(ctx, st, *tenant, fs.Arg(0))
+	// Through the send service, as every send: durable accept, then the transactional
+	// lane (a recovery task finishes what an interrupted import accepted).
+	pipe := newPipeline(cfg, log, st)
+	defer pipe.Close()
+	res, stats, err := importFile(ctx, service.Sender{S: pipe.svc}, *tenant, fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -125,8 +130,8 @@ func topRecipients(stats ghimport.Stats, n int) []string {
 
 // ImportDemo imports the demo file (idempotent: a second start adds nothing) and returns
 // the user with the most notifications.
-func ImportDemo(ctx context.Context, cfg Config, log *slog.Logger, st *store.Store) (string, error) {
-	res, stats, err := importFile(ctx, st, cfg.DemoTenant, cfg.DemoImport)
+func ImportDemo(ctx context.Context, cfg Config, log *slog.Logger, s inbox.Sender) (string, error) {
+	res, stats, err := importFile(ctx, s, cfg.DemoTenant, cfg.DemoImport)
 	if err != nil {
 		return "", err
 	}

@@ -589,7 +589,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	var demoToken string
 	if cfg.DemoImport != "" {
-		user, err := ImportDemo(ctx, cfg, log, st)
+		user, err := ImportDemo(ctx, cfg, log, service.Sender{S: pipe.svc})
 		if err != nil {
 			return err
 		}

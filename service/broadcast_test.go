@@ -25,7 +25,6 @@ import (
 	"github.com/inboxgw/gateway/store"
 )
 
-
 type bcEnv struct {
 	db  *dynamodb.Client
 	st  *store.Store

@@ -283,3 +283,29 @@ func (s *Service) RunInLane(ctx context.Context, lane string, work func(context.
 		return ctx.Err()
 	}
 }
+
+// Sender is the service as an inbox.Sender, for importers and tools that build
+// inbox.SendInput values: each Send is accepted durably and processed in the
+// transactional lane like any list send, and answers once processed.
+type Sender struct{ S *Service }
+
+// Send accepts in (at most MaxRecipients recipients; content rules as for SendRequest)
+// and waits for its processing. The result's Duplicate is true when the key had been
+// sent before. Errors: as Service.Send; a request accepted but not processed in time
+// is left to its recovery task and answers the processing's error.
+func (a Sender) Send(ctx context.Context, tenant string, in inbox.SendInput) (inbox.SendResult, error) {
+	r := SendRequest{IdempotencyKey: in.IdempotencyKey, Recipients: in.Recipients, Type: in.Type, Category: in.Category,
+		Title: in.Title, Body: in.Body, Actor: in.Actor, Target: in.Target, Payload: in.Payload, ExpiresAt: in.ExpiresAt,
+		GroupKey: in.GroupKey, Actions: in.Actions, Channels: in.Channels, Locale: in.Locale, Priority: Transactional}
+	sent, err := a.S.Send(ctx, tenant, r)
+	if err != nil {
+		return inbox.SendResult{}, err
+	}
+	if !sent.Processed {
+		// Accepted, and left to its recovery task: the ids the accept assigned.
+		return inbox.SendResult{NotificationIDs: sent.NotificationIDs, Accepted: len(sent.NotificationIDs),
+			Duplicate: sent.Replayed}, nil
+	}
+	return inbox.SendResult{NotificationIDs: sent.Result.NotificationIDs, Accepted: sent.Result.Accepted,
+		Duplicate: sent.Replayed || sent.Result.Duplicate}, nil
+}

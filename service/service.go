@@ -63,7 +63,6 @@ type Broadcaster interface {
 	Start(ctx context.Context, tenant string, spec BroadcastSpec) (broadcastID string, err error)
 }
 
-
 // Store is what the service needs of the store (*store.Store).
 type Store interface {
 	Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error)
