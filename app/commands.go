@@ -128,8 +128,8 @@ func topRecipients(stats ghimport.Stats, n int) []string {
 	return users[:min(n, len(users))]
 }
 
-// ImportDemo imports the demo file (idempotent: a second start adds nothing) and returns
-// the user with the most notifications.
+// ImportDemo imports the demo file through s (the send service in serve; idempotent: a
+// second start adds nothing) and returns the user with the most notifications.
 func ImportDemo(ctx context.Context, cfg Config, log *slog.Logger, s inbox.Sender) (string, error) {
 	res, stats, err := importFile(ctx, s, cfg.DemoTenant, cfg.DemoImport)
 	if err != nil {
