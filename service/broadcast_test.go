@@ -159,13 +159,13 @@ func spec(key, seg string) service.BroadcastSpec {
 
 func done(bc store.Broadcast) bool { return bc.Status == store.BroadcastDone }
 
-// A broadcast to a 2,000-member followers segment reaches done with exactly one
+// A broadcast to an 800-member followers segment reaches done with exactly one
 // notification each and exact counters; its reads spread over every segment shard.
 func TestBroadcastToFollowers(t *testing.T) {
 	t.Parallel()
 	e := bcSetup(t)
 	seg := "followers:actor-42"
-	users := e.fill(t, seg, "fan-", 2000)
+	users := e.fill(t, seg, "fan-", 800)
 	e.rec.Reset()
 	in := e.start(t, "a", 5, nil)
 	id, err := in.b.Start(context.Background(), tenant, spec("launch-1", seg))
@@ -173,7 +173,7 @@ func TestBroadcastToFollowers(t *testing.T) {
 		t.Fatal(err)
 	}
 	bc := e.wait(t, id, 2*time.Minute, done)
-	if bc.Recipients != 2000 || bc.Written != 2000 || bc.Skipped != 0 || bc.Failed != 0 || bc.FinishedAt.IsZero() || bc.StartedAt.IsZero() {
+	if bc.Recipients != 800 || bc.Written != 800 || bc.Skipped != 0 || bc.Failed != 0 || bc.FinishedAt.IsZero() || bc.StartedAt.IsZero() {
 		t.Fatalf("progress %+v", bc)
 	}
 	// Reads: every segment shard was Queried, none more than twice the mean.
@@ -197,8 +197,8 @@ func TestBroadcastToFollowers(t *testing.T) {
 			t.Errorf("shard %s was Queried %d times of %d", pk, n, total)
 		}
 	}
-	if h := e.notified(t, users); h[1] != 2000 {
-		t.Fatalf("notifications per user: %v, want 2000 with one", h)
+	if h := e.notified(t, users); h[1] != 800 {
+		t.Fatalf("notifications per user: %v, want 800 with one", h)
 	}
 	// A repeated start is the same broadcast; the same key with another spec a CONFLICT.
 	again, err := in.b.Start(context.Background(), tenant, spec("launch-1", seg))
@@ -269,7 +269,7 @@ func TestBroadcastCancel(t *testing.T) {
 	// One shard: 10 pages one after the other, slow enough to cancel in the middle.
 	e := bcSetup(t, store.WithSegmentShards(1))
 	seg := "slow"
-	users := e.fill(t, seg, "s-", 1000)
+	users := e.fill(t, seg, "s-", 600)
 	slow := func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
 		time.Sleep(300 * time.Millisecond)
 		return e.st.Send(ctx, tenantID, si)
@@ -299,11 +299,11 @@ func TestBroadcastCancel(t *testing.T) {
 		}
 		last = cur
 	}
-	if last.Status != store.BroadcastCancelled || last.Written >= 1000 || last.FinishedAt.IsZero() {
+	if last.Status != store.BroadcastCancelled || last.Written >= 600 || last.FinishedAt.IsZero() {
 		t.Fatalf("after cancel: %+v", last)
 	}
 	h := e.notified(t, users)
-	if h[1] != last.Written || h[0] != 1000-last.Written {
+	if h[1] != last.Written || h[0] != 600-last.Written {
 		t.Fatalf("notifications per user %v, written %d", h, last.Written)
 	}
 	// Cancelling again changes nothing.

@@ -211,7 +211,7 @@ func TestCrashAfterAccept(t *testing.T) {
 	}
 	dead.Close()
 	e.newService(t, service.Options{RecoveryDelay: 500 * time.Millisecond}, true)
-	waitDone(t, e, "crash", 30*time.Second)
+	waitDone(t, e, "crash", 90*time.Second) // 250 recipients on a loaded shared engine
 	for i, u := range rs {
 		ids, unread := e.inboxOf(t, u)
 		if !slices.Equal(ids, []string{acc.NotificationIDs[i]}) || unread != 1 {
