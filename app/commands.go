@@ -152,7 +152,7 @@ func workerCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer closeStore()
-	return runScheduler(ctx, log, newScheduler(cfg, log, st, db, nil))
+	return runScheduler(ctx, log, NewScheduler(cfg, log, st, db, nil))
 }
 
 // relayCommand runs the DynamoDB Streams relay (package relay) until ctx ends, then

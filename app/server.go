@@ -45,6 +45,7 @@ import (
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/sched"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -468,16 +469,20 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(
 	return st, eng.db, func() { st.Close(); eng.close() }, nil
 }
 
-// newScheduler is the durable scheduler of st's tasks with the inbox's handlers
-// (sched.NewInbox: a snooze's wake-up and an expiry) and the channel deliveries
-// (package delivery), configured from cfg.
-func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
+// NewScheduler is the durable scheduler of st's tasks with the inbox's handlers
+// (sched.NewInbox: a snooze's wake-up and an expiry), the channel deliveries (package
+// delivery) and the broadcasts' shard runs (service.Broadcasts.Handle), configured from
+// cfg; reg may be nil (no metrics). Broadcasts started anywhere (REST, another
+// instance) run wherever a scheduler runs.
+func NewScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
 	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log}
 	if m := metrics.NewSched(reg); m != nil {
 		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
 	}
 	s := sched.NewInbox(st, o)
 	delivery.NewHandler(st).Register(s)
+	service.NewBroadcasts(service.BroadcastOptions{Store: st, Send: st.Send, Logger: log,
+		Register: func(kind string, h func(context.Context, inbox.Task) error) { s.Register(kind, sched.HandlerFunc(h)) }})
 	return s
 }
 
@@ -527,7 +532,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := runScheduler(schedCtx, log, newScheduler(cfg, log, st, db, reg)); err != nil {
+			if err := runScheduler(schedCtx, log, NewScheduler(cfg, log, st, db, reg)); err != nil {
 				log.Error("scheduler stopped", "err", err)
 			}
 		}()
@@ -676,9 +681,11 @@ func HandlerOptions(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *s
 	if cfg.Dev && demoToken != "" {
 		headers = `{"Authorization": "Bearer ` + demoToken + `"}`
 	}
-	// The service API over what the store has (feeds, preferences); the composition of
-	// the send pipeline replaces rest.StoreBackend with a Backend that has the rest.
-	restHandler, err := rest.NewHandler(rest.Options{Backend: rest.StoreBackend{Store: st}, Auth: verifier, Log: log})
+	// The service API over the store, templates and broadcasts (their shard runs are the
+	// scheduler's: NewScheduler); sends answer 503 until the send service is set as
+	// backend.Sends.
+	backend := NewRESTBackend(st)
+	restHandler, err := rest.NewHandler(rest.Options{Backend: backend, Auth: verifier, Log: log})
 	if err != nil { // only a document that does not match the generated code, which rest's tests catch
 		log.Error("the service API /v1 is off", "err", err)
 	}
