@@ -79,7 +79,7 @@ func TestTemplatesVersionsLocalesAndParseErrors(t *testing.T) {
 		t.Fatalf("default: %+v", def)
 	}
 	// A part that does not parse is refused, and nothing is written.
-	p := expectProblem(t, put(map[string]any{"locale": "en", "title": "Hi {{ name "}), 400, "BAD_USER_INPUT")
+	p := expectProblem(t, put(map[string]any{"locale": "en", "title": "Hi {{ name | }}"}), 400, "BAD_USER_INPUT")
 	if p.Detail == nil || !strings.Contains(*p.Detail, "title") {
 		t.Fatalf("parse error detail: %v", p.Detail)
 	}
