@@ -103,7 +103,8 @@ func (b *RESTBackend) Status(ctx context.Context, tenant, id string) (gen.Notifi
 
 // StartBroadcast maps the request onto a service.BroadcastSpec and starts it (see
 // broadcastSpec). A replay of the key with the same body answers the broadcast's id
-// without rendering again; with another body it is CONFLICT.
+// without rendering again (even after its sendAt has passed); with another body it is
+// CONFLICT. A new request with a sendAt in the past is BAD_USER_INPUT.
 func (b *RESTBackend) StartBroadcast(ctx context.Context, tenant, key string, req gen.BroadcastRequest) (gen.BroadcastAccepted, bool, error) {
 	hash, err := requestHash(req)
 	if err != nil {
@@ -119,6 +120,9 @@ func (b *RESTBackend) StartBroadcast(ctx context.Context, tenant, key string, re
 		return gen.BroadcastAccepted{}, false, inbox.Errorf(rest.CodeConflict, "Idempotency-Key %q was used for another broadcast", key)
 	case inbox.ErrorCode(err) != inbox.CodeNotFound:
 		return gen.BroadcastAccepted{}, false, err
+	}
+	if req.SendAt != nil && !req.SendAt.After(time.Now()) {
+		return gen.BroadcastAccepted{}, false, inbox.Errorf(inbox.CodeBadUserInput, "sendAt is in the past")
 	}
 	spec, err := b.broadcastSpec(ctx, tenant, key, req)
 	if err != nil {

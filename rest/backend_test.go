@@ -44,7 +44,9 @@ func TestTemplatesVersionsLocalesAndParseErrors(t *testing.T) {
 	t.Parallel()
 	s := testgw.New(t)
 	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
-	put := func(body map[string]any) answer { return call(t, s, http.MethodPut, "/v1/templates/welcome", admin, nil, body) }
+	put := func(body map[string]any) answer {
+		return call(t, s, http.MethodPut, "/v1/templates/welcome", admin, nil, body)
+	}
 	get := func(query string) gen.Template {
 		t.Helper()
 		return decode[gen.Template](t, call(t, s, http.MethodGet, "/v1/templates/welcome"+query, admin, nil, nil), 200)
@@ -266,6 +268,14 @@ func TestBroadcastWithTemplateSendAtAndCancel(t *testing.T) {
 		t.Fatalf("replay after a new template version: %d %s", a.Status, a.Body)
 	}
 	bc := pollBroadcast(t, s, svc, acc.BroadcastId, "done", 60*time.Second)
+	// Its sendAt has passed: a replay still answers the first 202, a new request with
+	// that sendAt is refused.
+	if a := start("scheduled", body); a.Status != 202 || a.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay after sendAt: %d %s", a.Status, a.Body)
+	}
+	if p := expectProblem(t, start("scheduled-late", body), 400, "BAD_USER_INPUT"); !strings.Contains(deref(p.Detail), "past") {
+		t.Fatalf("past sendAt: %v", deref(p.Detail))
+	}
 	if bc.Written != 3 || bc.Recipients != 3 || bc.StartedAt == nil || bc.StartedAt.Before(sendAt.Add(-time.Second)) {
 		t.Fatalf("after sendAt (%v): %+v", sendAt, bc)
 	}

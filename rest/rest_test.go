@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
+	"github.com/inboxgw/gateway/store"
 )
 
 const tenant = "acme"
@@ -25,9 +27,9 @@ const tenant = "acme"
 // sendBackend is the in-test Backend of the operations whose parts are not on main yet
 // (sends: the service piece owns idempotency): it keeps accepted requests in memory by
 // key and body hash, so that the handlers' replay and conflict answers are exercised
-// through the generated interface. Feeds and preferences are the real StoreBackend.
+// through the generated interface. Everything else is the gateway's real backend.
 type sendBackend struct {
-	rest.StoreBackend
+	*app.RESTBackend
 	mu       sync.Mutex
 	accepted map[string]acceptedReq // by tenant + key
 	calls    atomic.Int64
@@ -70,7 +72,7 @@ func newServer(t *testing.T, withSends bool) (*testgw.Server, *sendBackend) {
 		if !withSends {
 			return
 		}
-		sb = &sendBackend{StoreBackend: rest.StoreBackend{Store: o.Store}, accepted: map[string]acceptedReq{}}
+		sb = &sendBackend{RESTBackend: app.NewRESTBackend(o.Store.(*store.Store)), accepted: map[string]acceptedReq{}}
 		h, err := rest.NewHandler(rest.Options{Backend: sb, Auth: o.Verifier, Log: o.Log})
 		if err != nil {
 			t.Fatal(err)
