@@ -476,10 +476,17 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(
 	return st, eng.db, func() { st.Close(); eng.close() }, nil
 }
 
-// newScheduler is the durable scheduler of st's tasks with the inbox's handlers
+// NewScheduler is the durable scheduler of st's tasks with the inbox's handlers
 // (sched.NewInbox: a snooze's wake-up and an expiry), the channel deliveries (package
-// delivery), the send pipeline's requests (service.TaskSend: recovery after a crash,
-// scheduled sends) and its broadcasts' shards (store.TaskBroadcast), configured from cfg.
+// delivery), and a send pipeline's requests (service.TaskSend: recovery after a crash,
+// scheduled sends) and broadcasts' shard runs (store.TaskBroadcast), configured from
+// cfg; reg may be nil (no metrics). Broadcasts and sends accepted anywhere (REST,
+// GraphQL, another instance) run wherever a scheduler runs.
+func NewScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
+	return newScheduler(cfg, log, st, db, reg, newPipeline(cfg, log, st))
+}
+
+// newScheduler is NewScheduler with the pipeline p whose requests and broadcasts it runs.
 func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry, p *pipeline) *sched.Scheduler {
 	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log}
 	if m := metrics.NewSched(reg); m != nil {
@@ -612,8 +619,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	hopts := HandlerOptions(cfg, log, verifier, st, broker, demoToken, reg)
-	hopts.Sender = pipe.svc
+	hopts := handlerOptions(cfg, log, verifier, st, broker, demoToken, reg, pipe)
 	h := httpapi.NewHandler(hopts)
 	srv := httpapi.NewServer(WithMetricsRoute(cfg, h, reg), httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
 	_, stopMetrics, err := ServeMetrics(cfg, log, reg)
@@ -726,13 +732,20 @@ func NewHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store
 // HandlerOptions are the handler's options for cfg and the built dependencies: reg may be
 // nil (no metrics), demoToken "" (GraphiQL without a pre-filled token).
 func HandlerOptions(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string, reg *metrics.Registry) httpapi.Options {
+	return handlerOptions(cfg, log, verifier, st, broker, demoToken, reg, newPipeline(cfg, log, st))
+}
+
+// handlerOptions is HandlerOptions over the send pipeline p: GraphQL sendNotification and
+// the service API share p's service, templates and broadcasts.
+func handlerOptions(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string, reg *metrics.Registry, p *pipeline) httpapi.Options {
 	headers := ""
 	if cfg.Dev && demoToken != "" {
 		headers = `{"Authorization": "Bearer ` + demoToken + `"}`
 	}
-	// The service API over what the store has (feeds, preferences); the composition of
-	// the send pipeline replaces rest.StoreBackend with a Backend that has the rest.
-	restHandler, err := rest.NewHandler(rest.Options{Backend: rest.StoreBackend{Store: st}, Auth: verifier, Log: log})
+	// The service API over the store and the send pipeline (its requests' recovery and
+	// broadcasts' shard runs are the scheduler's: NewScheduler).
+	backend := newRESTBackend(st, p)
+	restHandler, err := rest.NewHandler(rest.Options{Backend: backend, Auth: verifier, Log: log})
 	if err != nil { // only a document that does not match the generated code, which rest's tests catch
 		log.Error("the service API /v1 is off", "err", err)
 	}
@@ -742,6 +755,7 @@ func HandlerOptions(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *s
 	}
 	return httpapi.Options{
 		REST:                 restAPI,
+		Sender:               p.svc,
 		Log:                  log,
 		Verifier:             verifier,
 		Store:                st,

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
+	"github.com/inboxgw/gateway/store"
 )
 
 const tenant = "acme"
@@ -25,9 +27,9 @@ const tenant = "acme"
 // sendBackend is the in-test Backend of the operations whose parts are not on main yet
 // (sends: the service piece owns idempotency): it keeps accepted requests in memory by
 // key and body hash, so that the handlers' replay and conflict answers are exercised
-// through the generated interface. Feeds and preferences are the real StoreBackend.
+// through the generated interface. Everything else is the gateway's real backend.
 type sendBackend struct {
-	rest.StoreBackend
+	*app.RESTBackend
 	mu       sync.Mutex
 	accepted map[string]acceptedReq // by tenant + key
 	calls    atomic.Int64
@@ -70,7 +72,7 @@ func newServer(t *testing.T, withSends bool) (*testgw.Server, *sendBackend) {
 		if !withSends {
 			return
 		}
-		sb = &sendBackend{StoreBackend: rest.StoreBackend{Store: o.Store}, accepted: map[string]acceptedReq{}}
+		sb = &sendBackend{RESTBackend: app.NewRESTBackend(o.Store.(*store.Store)), accepted: map[string]acceptedReq{}}
 		h, err := rest.NewHandler(rest.Options{Backend: sb, Auth: o.Verifier, Log: o.Log})
 		if err != nil {
 			t.Fatal(err)
@@ -382,18 +384,33 @@ func TestRoutesMethodsTokensAndScopes(t *testing.T) {
 	expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications?userId=alice", s.Token(tenant, "alice"), nil, nil), 403, "FORBIDDEN")
 	expectProblem(t, call(t, s, http.MethodPut, "/v1/tenant/settings", svc, nil, `{}`), 403, "FORBIDDEN")
 	expectProblem(t, call(t, s, http.MethodPut, "/v1/users/alice", s.Token(tenant, "alice"), nil, `{}`), 403, "FORBIDDEN")
-	// Not on this gateway yet (StoreBackend): a coded problem, after every check passed.
+	// The gateway's backend (app.RESTBackend): every operation answers for real, but
+	// sends, which wait for the send service (503 until the composition sets it).
 	expectProblem(t, call(t, s, http.MethodPost, "/v1/notifications", svc, key, sendBody()), 503, "UNAVAILABLE")
-	expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications/01ARZ3NDEKTSV4RRFFQ69G5FAV/status", svc, nil, nil), 503, "UNAVAILABLE")
-	expectProblem(t, call(t, s, http.MethodPost, "/v1/broadcasts", svc, key, map[string]any{"segment": "vip", "type": "promo"}), 503, "UNAVAILABLE")
-	expectProblem(t, call(t, s, http.MethodGet, "/v1/broadcasts/b1", svc, nil, nil), 503, "UNAVAILABLE")
-	expectProblem(t, call(t, s, http.MethodDelete, "/v1/broadcasts/b1", svc, nil, nil), 503, "UNAVAILABLE")
-	expectProblem(t, call(t, s, http.MethodPut, "/v1/segments/vip/members", admin, nil, map[string]any{"add": []string{"alice"}}), 503, "UNAVAILABLE")
-	expectProblem(t, call(t, s, http.MethodGet, "/v1/segments/vip", admin, nil, nil), 503, "UNAVAILABLE")
-	expectProblem(t, call(t, s, http.MethodPut, "/v1/templates/welcome", admin, nil, map[string]any{"locale": "en", "title": "Hi {{ name }}"}), 503, "UNAVAILABLE")
-	expectProblem(t, call(t, s, http.MethodGet, "/v1/templates/welcome?locale=en&version=1", admin, nil, nil), 503, "UNAVAILABLE")
-	expectProblem(t, call(t, s, http.MethodPut, "/v1/users/alice", admin, nil, map[string]any{"email": "a@example.com", "timezone": "Europe/Berlin"}), 503, "UNAVAILABLE")
-	expectProblem(t, call(t, s, http.MethodPut, "/v1/tenant/settings", admin, nil, map[string]any{"criticalCategories": []string{"security"}}), 503, "UNAVAILABLE")
+	expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications/01ARZ3NDEKTSV4RRFFQ69G5FAV/status", svc, nil, nil), 404, "NOT_FOUND")
+	expectProblem(t, call(t, s, http.MethodPost, "/v1/broadcasts", svc, key, map[string]any{"segment": "vip", "type": "promo"}), 400, "BAD_USER_INPUT")
+	expectProblem(t, call(t, s, http.MethodGet, "/v1/broadcasts/b1", svc, nil, nil), 404, "NOT_FOUND")
+	expectProblem(t, call(t, s, http.MethodDelete, "/v1/broadcasts/b1", svc, nil, nil), 404, "NOT_FOUND")
+	expectProblem(t, call(t, s, http.MethodGet, "/v1/segments/vip", admin, nil, nil), 404, "NOT_FOUND")
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{http.MethodPut, "/v1/segments/vip/members", map[string]any{"add": []string{"alice"}}},
+		{http.MethodGet, "/v1/segments/vip", nil},
+		{http.MethodPut, "/v1/templates/welcome", map[string]any{"locale": "en", "title": "Hi {{ name }}"}},
+		{http.MethodGet, "/v1/templates/welcome?locale=en&version=1", nil},
+		{http.MethodPut, "/v1/users/alice", map[string]any{"email": "a@example.com", "timezone": "Europe/Berlin"}},
+		{http.MethodPut, "/v1/tenant/settings", map[string]any{"criticalCategories": []string{"security"}}},
+	} {
+		if a := call(t, s, c.method, c.path, admin, nil, c.body); a.Status != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, a.Status, a.Body)
+		}
+	}
+	a = call(t, s, http.MethodPost, "/v1/broadcasts", svc, key, map[string]any{"segment": "vip", "type": "promo"})
+	if a.Status != http.StatusAccepted {
+		t.Fatalf("broadcast to vip: %d %s", a.Status, a.Body)
+	}
 	// Bad input on the admin operations is answered before the backend.
 	tooMany := make([]string, rest.MaxSegmentChange+1)
 	for i := range tooMany {

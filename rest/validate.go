@@ -198,7 +198,13 @@ func checkBroadcast(r gen.BroadcastRequest, now time.Time) error {
 			return err
 		}
 	}
-	return checkSendAt(r.SendAt, now)
+	// A sendAt in the past is the Backend's to refuse, after it looked for a replay: the
+	// replay of a scheduled broadcast may come after its sendAt and must answer the first
+	// 202 (Backend.StartBroadcast).
+	if r.SendAt != nil && r.SendAt.After(now) {
+		return checkSendAt(r.SendAt, now)
+	}
+	return nil
 }
 
 // checkSegmentChange checks a segment change: at most MaxSegmentChange ids together,

@@ -62,6 +62,15 @@ type BroadcastSpec struct {
 	Template        string
 	TemplateVersion int
 	Data            inbox.JSON
+	// SendAt, when set and in the future (at most MaxSendAhead), is when the broadcast
+	// starts: it is written at once (queued, so Get and Cancel see it) and its shard
+	// tasks are due then. A time not ahead of now starts it at once.
+	SendAt time.Time
+	// Hash, when set, identifies the request instead of the hash of the spec itself: a
+	// caller that derives Send from something that may change (a template rendered at
+	// its latest version) gives the hash of what it was asked, so that a replay after a
+	// new template version is still the same request, not a CONFLICT.
+	Hash string
 }
 
 // broadcastRequest is what a broadcast keeps of its spec to write its pages.
@@ -71,6 +80,9 @@ type broadcastRequest struct {
 	TemplateVersion int        `json:",omitempty"`
 	Data            inbox.JSON `json:",omitempty"`
 }
+
+// MaxSendAhead is how far ahead SendAt may be (a year).
+const MaxSendAhead = 366 * 24 * time.Hour
 
 // BroadcastStore is what broadcasts need of the store (*store.Store has it).
 type BroadcastStore interface {
@@ -154,34 +166,45 @@ func BroadcastID(idempotencyKey string) string {
 
 // Start validates spec and writes the broadcast durably (the head, a progress item and
 // a scheduler task per shard, in one transaction) before it returns its id; the shards
-// run on the scheduler. A repeat with the same spec returns the same id.
+// run on the scheduler (at spec.SendAt when set). A repeat with the same spec returns
+// the same id.
 //
 // Errors: BAD_USER_INPUT for invalid ids, both or neither of segment and recipients,
 // more than 1,000 recipients, a segment without members ("unknown segment"), an
-// invalid Send (inbox.SendInput.Validate) or lane; CONFLICT for a key already used
-// with another spec; else the store's failure.
+// invalid Send (inbox.SendInput.Validate) or lane, a SendAt more than MaxSendAhead
+// ahead; CONFLICT for a key already used with another spec; else the store's failure.
 func (b *Broadcasts) Start(ctx context.Context, tenant string, spec BroadcastSpec) (string, error) {
+	id, _, err := b.Begin(ctx, tenant, spec)
+	return id, err
+}
+
+// Begin is Start that also reports whether this call created the broadcast (false for
+// a replay of the same spec): what an API answers as a replay.
+func (b *Broadcasts) Begin(ctx context.Context, tenant string, spec BroadcastSpec) (id string, created bool, err error) {
 	if err := inbox.CheckID("tenant", tenant); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := inbox.CheckID("idempotencyKey", spec.IdempotencyKey); err != nil {
-		return "", err
+		return "", false, err
+	}
+	if !spec.SendAt.IsZero() && spec.SendAt.Sub(b.o.Now()) > MaxSendAhead {
+		return "", false, inbox.Errorf(inbox.CodeBadUserInput, "sendAt is more than a year ahead")
 	}
 	var list []string
 	switch {
 	case spec.Segment != "" && len(spec.Recipients) > 0, spec.Segment == "" && len(spec.Recipients) == 0:
-		return "", inbox.Errorf(inbox.CodeBadUserInput, "a broadcast goes to a segment or to recipients, exactly one")
+		return "", false, inbox.Errorf(inbox.CodeBadUserInput, "a broadcast goes to a segment or to recipients, exactly one")
 	case spec.Segment != "":
 		if err := inbox.CheckID("segment", spec.Segment); err != nil {
-			return "", err
+			return "", false, err
 		}
 	default:
 		if len(spec.Recipients) > store.MaxSegmentChange {
-			return "", inbox.Errorf(inbox.CodeBadUserInput, "at most %d recipients per call", store.MaxSegmentChange)
+			return "", false, inbox.Errorf(inbox.CodeBadUserInput, "at most %d recipients per call", store.MaxSegmentChange)
 		}
 		for _, r := range spec.Recipients {
 			if err := inbox.CheckID("recipient", r); err != nil {
-				return "", err
+				return "", false, err
 			}
 			if !slices.Contains(list, r) {
 				list = append(list, r)
@@ -194,53 +217,65 @@ func (b *Broadcasts) Start(ctx context.Context, tenant string, spec BroadcastSpe
 		lane = broadcastLaneBulk
 	case broadcastLaneBulk, broadcastLaneTransactional:
 	default:
-		return "", inbox.Errorf(inbox.CodeBadUserInput, "lane must be %s or %s", broadcastLaneBulk, broadcastLaneTransactional)
+		return "", false, inbox.Errorf(inbox.CodeBadUserInput, "lane must be %s or %s", broadcastLaneBulk, broadcastLaneTransactional)
 	}
 	send := spec.Send
 	send.IdempotencyKey, send.Recipients = "", nil
 	probe := send
 	probe.IdempotencyKey, probe.Recipients = spec.IdempotencyKey, []string{"recipient"}
 	if err := probe.Validate(); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if spec.Template != "" && b.o.Templates == nil {
-		return "", inbox.Errorf(inbox.CodeBadUserInput, "templates are not available")
+		return "", false, inbox.Errorf(inbox.CodeBadUserInput, "templates are not available")
 	}
 	req, err := json.Marshal(broadcastRequest{Send: send, Template: spec.Template, TemplateVersion: spec.TemplateVersion, Data: spec.Data})
 	if err != nil {
-		return "", inbox.Errorf(inbox.CodeBadUserInput, "the notification cannot be encoded: %v", err)
+		return "", false, inbox.Errorf(inbox.CodeBadUserInput, "the notification cannot be encoded: %v", err)
 	}
-	id := BroadcastID(spec.IdempotencyKey)
-	hashed, _ := json.Marshal(struct {
-		Segment    string
-		Recipients []string
-		Lane       string
-		Send       json.RawMessage
-	}{spec.Segment, slices.Sorted(slices.Values(list)), lane, req})
-	sum := sha256.Sum256(hashed)
+	id = BroadcastID(spec.IdempotencyKey)
+	hash := spec.Hash
+	if hash == "" {
+		// SendAt is hashed only when set, so broadcasts started before it existed keep
+		// their hashes.
+		var sendAt string
+		if !spec.SendAt.IsZero() {
+			sendAt = spec.SendAt.UTC().Format(time.RFC3339Nano)
+		}
+		hashed, _ := json.Marshal(struct {
+			Segment    string
+			Recipients []string
+			Lane       string
+			Send       json.RawMessage
+			SendAt     string `json:",omitempty"`
+		}{spec.Segment, slices.Sorted(slices.Values(list)), lane, req, sendAt})
+		sum := sha256.Sum256(hashed)
+		hash = hex.EncodeToString(sum[:16])
+	}
 	nb := store.NewBroadcast{ID: id, Segment: spec.Segment, List: list, Recipients: len(list), Lane: lane,
-		Hash: hex.EncodeToString(sum[:16]), Request: req}
+		Hash: hash, Request: req, Due: spec.SendAt}
 	if spec.Segment != "" {
 		n, err := b.o.Store.SegmentCount(ctx, tenant, spec.Segment)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		if n == 0 {
 			// A replay of a broadcast whose segment has emptied since still finds it.
 			if bc, err := b.o.Store.GetBroadcast(ctx, tenant, id); err == nil {
 				if bc.Hash != nb.Hash {
-					return "", inbox.Errorf(broadcastConflict, "idempotencyKey was already used for a different broadcast")
+					return "", false, inbox.Errorf(broadcastConflict, "idempotencyKey was already used for a different broadcast")
 				}
-				return id, nil
+				return id, false, nil
 			}
-			return "", inbox.Errorf(inbox.CodeBadUserInput, "unknown segment %q (it has no members)", spec.Segment)
+			return "", false, inbox.Errorf(inbox.CodeBadUserInput, "unknown segment %q (it has no members)", spec.Segment)
 		}
 		nb.Recipients = n
 	}
-	if _, _, err := b.o.Store.CreateBroadcast(ctx, tenant, nb); err != nil {
-		return "", err
+	_, created, err = b.o.Store.CreateBroadcast(ctx, tenant, nb)
+	if err != nil {
+		return "", false, err
 	}
-	return id, nil
+	return id, created, nil
 }
 
 // Get returns broadcast id's progress: one GetItem. Errors: NOT_FOUND.

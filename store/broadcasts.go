@@ -161,6 +161,9 @@ type NewBroadcast struct {
 	Lane       string
 	Hash       string
 	Request    []byte
+	// Due is when the shards' first tasks are due (a scheduled broadcast); zero or a
+	// time not after now: at once. The broadcast stays queued until then.
+	Due time.Time
 }
 
 // BroadcastCounts are the outcomes of one page, added to the head at its checkpoint.
@@ -211,6 +214,10 @@ func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb NewBroa
 		}
 	}
 	now := s.now()
+	due := now
+	if nb.Due.After(now) {
+		due = nb.Due
+	}
 	pk := broadcastPK(tenantID, nb.ID)
 	head := broadcastItem{PK: pk, SK: skBroadcast, EntityType: entityBroadcast, ID: nb.ID, Status: BroadcastQueued,
 		Segment: nb.Segment, Lane: nb.Lane, Hash: nb.Hash, Request: nb.Request, Shards: len(lists),
@@ -229,7 +236,7 @@ func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb NewBroa
 			return Broadcast{}, false, fmt.Errorf("store: encode broadcast shard: %w", err)
 		}
 		t.add(itemKey{pk, broadcastShardSK(n)}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: sh}})
-		task := BroadcastTask(tenantID, nb.ID, n, 0, now)
+		task := BroadcastTask(tenantID, nb.ID, n, 0, due)
 		tpk, tsk := s.taskPlacement(task)
 		t.add(itemKey{tpk, tsk}, s.ScheduleAction(task))
 	}

@@ -57,6 +57,13 @@ type tenantConfig struct {
 	retention  time.Duration
 }
 
+// ConfiguredPreferences returns the preference defaults this store is configured with
+// for tenantID (WithTenantPreferences; inbox.DefaultTenantPreferences without it): what a
+// tenant without stored settings has, and what a settings PUT leaves out falls back to.
+func (s *Store) ConfiguredPreferences(tenantID string) inbox.TenantPreferences {
+	return s.config(tenantID, nil).prefs
+}
+
 // config returns the effective configuration of tenantID whose stored settings are set
 // (nil: none stored).
 func (s *Store) config(tenantID string, set *inbox.TenantSettings) tenantConfig {

@@ -76,6 +76,9 @@ type Options struct {
 	// Verifier, when set, verifies the gateway's tokens (and Token signs with it) instead
 	// of one with Secret and the gateway's 30 s leeway.
 	Verifier *auth.Verifier
+	// Scheduler runs the gateway's scheduler (app.NewScheduler: wake-ups, expiries,
+	// deliveries, broadcasts) over the store until the test ends, polling every 50 ms.
+	Scheduler bool
 }
 
 // logWriter forwards the server's log lines to t.Log until the test ends (a late line
@@ -163,6 +166,20 @@ func NewWith(t *testing.T, o Options) *Server {
 	var reg *metrics.Registry
 	if o.Metrics != nil {
 		reg = o.Metrics
+	}
+	if o.Scheduler {
+		scfg := cfg
+		scfg.SchedPoll, scfg.SchedLease = 50*time.Millisecond, 3*time.Second
+		sch := app.NewScheduler(scfg, log, st, db, nil)
+		sctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = sch.Run(sctx)
+		}()
+		// Registered after the store's cleanup, so it runs first: the scheduler stops
+		// (its running handlers finish) before the store closes and the table goes.
+		t.Cleanup(func() { stop(); <-done })
 	}
 	opts := app.HandlerOptions(cfg, log, v, st, broker, "", reg)
 	if o.Handler != nil {
