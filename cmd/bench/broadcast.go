@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
@@ -106,9 +107,15 @@ type BroadcastSide struct {
 // BroadcastOnPaper is 1,000,000 recipients on DynamoDB from the measured units and
 // DynamoDB's documented limits: a computation, not a measurement.
 type BroadcastOnPaper struct {
-	Recipients int     `json:"recipients"`
-	WCU        float64 `json:"wcu_per_recipient"`
-	TotalWCU   float64 `json:"total_wcu"`
+	Recipients int `json:"recipients"`
+	// WCU is what one recipient costs on DynamoDB: the broadcast side's measured units
+	// with its recipient transaction counted by DynamoDB's documented rule (RecipientTxnWCUDoc)
+	// instead of as DynamoDB Local counts it (RecipientTxnWCULocal, the raw side's).
+	WCU                  float64 `json:"wcu_per_recipient"`
+	MeasuredWCU          float64 `json:"measured_wcu_per_recipient_dynamodb_local"`
+	RecipientTxnWCULocal float64 `json:"recipient_transaction_wcu_dynamodb_local"`
+	RecipientTxnWCUDoc   float64 `json:"recipient_transaction_wcu_documented_rule"`
+	TotalWCU             float64 `json:"total_wcu"`
 	// Bounds on recipients/s, each from one limit.
 	AtTableLimit float64 `json:"recipients_per_sec_at_table_limit"`
 	// BroadcastPartitionWCU is the WCU per recipient spent on the broadcast's own
@@ -125,6 +132,16 @@ type BroadcastOnPaper struct {
 	Seconds           float64  `json:"seconds"`
 	NewTableSeconds   float64  `json:"seconds_on_a_new_table"`
 	Sources           []string `json:"sources"`
+	// ItemSizes are the recipient transaction's items' sizes in bytes.
+	ItemSizes []int `json:"recipient_item_sizes_bytes"`
+}
+
+func (p BroadcastOnPaper) sizes() string {
+	parts := make([]string, len(p.ItemSizes))
+	for i, n := range p.ItemSizes {
+		parts[i] = fmt.Sprint(n)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // broadcastRig is a broadcast pipeline in this process: a store on a metered client, a
@@ -338,22 +355,24 @@ func (b *bench) broadcastScenario(ctx context.Context) (*BroadcastResult, error)
 	res.Raw = rs
 	res.Ratio = ratio(bs.PerSec, rs.PerSec)
 	res.GoalMet = bs.Errors == 0 && bc.Written == n && res.Ratio >= res.GoalRatio
-	res.OnPaper = onPaper(bs, bby, tpl.guardWCU(), shards)
+	res.OnPaper = onPaper(bs, rs, tpl, shards)
 	progress("broadcast: raw %.0f/s (halves %.0f, %.0f); ratio %.2f", rs.PerSec, rs.Halves[0], rs.Halves[1], res.Ratio)
 	return res, nil
 }
 
 // onPaper computes 1,000,000 recipients on DynamoDB from the broadcast side's measured
 // units (see BroadcastOnPaper).
-func onPaper(bs BroadcastSide, by map[string]Capacity, guardWCU float64, shards int) BroadcastOnPaper {
-	p := BroadcastOnPaper{Recipients: onPaperRecipients, WCU: bs.WCU, TotalWCU: bs.WCU * onPaperRecipients, GuardWCU: guardWCU,
+func onPaper(bs, rs BroadcastSide, tpl *recipientTxn, shards int) BroadcastOnPaper {
+	w := bs.WCU - rs.WCU + tpl.docWCU
+	p := BroadcastOnPaper{Recipients: onPaperRecipients, WCU: w, MeasuredWCU: bs.WCU, RecipientTxnWCULocal: rs.WCU,
+		RecipientTxnWCUDoc: tpl.docWCU, TotalWCU: w * onPaperRecipients, GuardWCU: tpl.guardWCU(), ItemSizes: tpl.sizes,
 		Sources: []string{
 			"https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html (on-demand: 40,000 write request units per table by default)",
 			"https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html and https://repost.aws/knowledge-center/on-demand-table-throttling-dynamodb (a partition serves up to 1,000 write units/s; a new on-demand table up to 4,000 write request units/s at once, then double its previous peak within 30 minutes)",
 			"https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html (a transactional write costs two write units per KB of each item)",
 		}}
 	var bcast float64
-	for k, c := range by {
+	for k, c := range bs.ByCall {
 		if strings.HasSuffix(k, " BCAST") {
 			bcast += c.WCU
 		}
@@ -380,6 +399,13 @@ func onPaper(bs BroadcastSide, by map[string]Capacity, guardWCU float64, shards 
 type recipientTxn struct {
 	in            *dynamodb.TransactWriteItemsInput
 	user, id, key string
+	// docWCU is the transaction's write units by DynamoDB's documented rule, from the
+	// sizes of its items as stored after the probe: 2 per KB (rounded up) of each item,
+	// plus 1 per KB of each item in GSI1 (projection ALL; an index write is a standard
+	// write). DynamoDB Local charges a transaction less (it rounds the transaction's
+	// total size, not each item's).
+	docWCU float64
+	sizes  []int // the items' sizes in bytes, in the transaction's order
 }
 
 // recordRecipientTxn sends in to one probe user through a store whose client keeps its
@@ -411,6 +437,30 @@ func (b *bench) recordRecipientTxn(ctx context.Context, in inbox.SendInput) (*re
 	}
 	if t.in == nil {
 		return nil, errors.New("the probe send made no TransactWriteItems")
+	}
+	for _, a := range t.in.TransactItems {
+		var key map[string]types.AttributeValue
+		switch {
+		case a.Put != nil:
+			key = map[string]types.AttributeValue{"pk": a.Put.Item["pk"], "sk": a.Put.Item["sk"]}
+		case a.Update != nil:
+			key = a.Update.Key
+		case a.Delete != nil:
+			key = a.Delete.Key
+		case a.ConditionCheck != nil:
+			key = a.ConditionCheck.Key
+		}
+		out, err := b.eng.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &b.c.table, Key: key, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return nil, err
+		}
+		size := itemSize(out.Item)
+		t.sizes = append(t.sizes, size)
+		kb := float64((size + 1023) / 1024)
+		t.docWCU += 2 * kb
+		if _, ok := out.Item["gsi1pk"]; ok {
+			t.docWCU += kb
+		}
 	}
 	return t, nil
 }
@@ -459,14 +509,20 @@ func (t *recipientTxn) guardWCU() float64 {
 			continue
 		}
 		if pk, ok := a.Put.Item["pk"].(*types.AttributeValueMemberS); ok && partitionKind(pk.Value) == "IDEM" {
-			size := 0
-			for k, v := range a.Put.Item {
-				size += len(k) + avSize(v)
-			}
-			return 2 * float64((size+1023)/1024)
+			return 2 * float64((itemSize(a.Put.Item)+1023)/1024)
 		}
 	}
 	return 0
+}
+
+// itemSize approximates an item's size as DynamoDB counts it: its attribute names and
+// values.
+func itemSize(item map[string]types.AttributeValue) int {
+	size := 0
+	for k, v := range item {
+		size += len(k) + avSize(v)
+	}
+	return size
 }
 
 // avSize approximates an attribute value's stored size in bytes.
@@ -702,8 +758,11 @@ func (x *BroadcastResult) Table() string {
 		fmt.Fprintf(&b, "| %s | %.4f | %.4f | %.4f |\n", k, ratio(float64(c.Calls), rn), ratio(c.WCU, rn), ratio(c.RCU, rn))
 	}
 	p := x.OnPaper
-	fmt.Fprintf(&b, "\n**On paper** (computed, not measured): %d recipients on DynamoDB at the measured %.2f WCU each = %.0f WCU. Bounds on recipients/s: "+
-		"the on-demand table's default quota of %d write request units/s gives %.0f/s; the broadcast's own partition (head and shard items, %.4f WCU a recipient) at %d WCU/s per partition gives %.0f/s; "+
+	fmt.Fprintf(&b, "\n**On paper** (computed, not measured): one recipient's transaction writes items of %v bytes; by DynamoDB's documented rule (2 WCU per KB of each item in a transaction, "+
+		"plus 1 per KB of each item written to GSI1) it costs %.0f WCU, where DynamoDB Local reported %.2f. So a recipient costs %.2f WCU on DynamoDB (the broadcast side's measured %.2f with that difference). ",
+		p.sizes(), p.RecipientTxnWCUDoc, p.RecipientTxnWCULocal, p.WCU, p.MeasuredWCU)
+	fmt.Fprintf(&b, "%d recipients at %.2f WCU = %.0f WCU. Bounds on recipients/s: "+
+		"the on-demand table's default quota of %d write request units/s gives %.0f/s; the broadcast's own partition (head and shard items, %.4f WCU a recipient as DynamoDB Local counts them) at %d WCU/s per partition gives %.0f/s; "+
 		"the pages' guard partitions (%.0f WCU a guard, one page at a time per shard, %d shards) give %.0f/s. Binding: %s, so about **%.0f recipients/s, %.0f s (%.1f min)** for a million, "+
 		"once the table has scaled to its quota; a new on-demand table serves %d write request units/s at once (%.0f recipients/s: %.0f s, %.1f min) and doubles its previous peak within 30 minutes. "+
 		"The recipients' own items (their inbox partition, their notification's status partition) are written once each and spread over a million partitions: none is hot. "+
