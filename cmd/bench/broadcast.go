@@ -189,15 +189,29 @@ func (b *bench) startBroadcastRig(ctx context.Context, o broadcastRigOptions) (*
 		_ = r.s.Release(rctx)
 		r.st.Close()
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(r.s.Held()) < store.DefaultSchedShards {
-		if time.Now().After(deadline) {
-			r.stop()
-			return nil, fmt.Errorf("broadcast: the scheduler holds %d of %d shards after 30s", len(r.s.Held()), store.DefaultSchedShards)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := r.waitHeld(ctx); err != nil {
+		r.stop()
+		return nil, err
 	}
 	return r, nil
+}
+
+// waitHeld waits until the rig's scheduler holds every shard: at its start, and again
+// after a load that kept the engine so busy that lease renewals timed out (the raw
+// loop's), so that a broadcast starts on a whole scheduler.
+func (r *broadcastRig) waitHeld(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for len(r.s.Held()) < store.DefaultSchedShards {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("broadcast: the scheduler holds %d of %d shards after 1m", len(r.s.Held()), store.DefaultSchedShards)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // fillSegment adds users to segment seg through Store.UpdateSegment, MaxSegmentChange a
@@ -234,6 +248,9 @@ func (r *broadcastRig) fillSegment(ctx context.Context, seg string, users []stri
 // returns the broadcast as it ended and the time from just before Start to its
 // finishedAt.
 func (r *broadcastRig) run(ctx context.Context, spec service.BroadcastSpec, timeout time.Duration) (store.Broadcast, time.Duration, error) {
+	if err := r.waitHeld(ctx); err != nil {
+		return store.Broadcast{}, 0, err
+	}
 	t0 := time.Now()
 	id, err := r.b.Start(ctx, tenant, spec)
 	if err != nil {
