@@ -65,6 +65,7 @@ type config struct {
 	abusegen     bool
 	sched        schedConfig
 	snooze       snoozeConfig
+	broadcast    broadcastConfig
 }
 
 func main() {
@@ -85,7 +86,7 @@ func main() {
 	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
-	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,groups,send,live,relay,abuse,sched,snooze")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,groups,send,live,relay,abuse,sched,snooze,broadcast")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 (its first half) to this file")
@@ -123,6 +124,8 @@ func main() {
 	flag.IntVar(&c.snooze.notifications, "snooze-notifications", 10000, "snooze scenario: notifications snoozed until the same minute in each run")
 	flag.IntVar(&c.snooze.users, "snooze-users", 1000, "snooze scenario: users sharing them equally (one ApplyState snooze each; at most 100 notifications a user)")
 	flag.StringVar(&c.snooze.spreads, "snooze-spread", "1m,0s", "snooze scenario: comma-separated spreads, one run each: the users' due times spread evenly over this much of one minute (0s: all at its first instant)")
+	flag.IntVar(&c.broadcast.members, "broadcast-members", 20000, "broadcast scenario: members of the segment broadcast to (and fresh users of the raw loop; the recorded run used 100000)")
+	flag.DurationVar(&c.broadcast.timeout, "broadcast-timeout", 30*time.Minute, "broadcast scenario: how long the broadcast may take before the scenario gives up")
 	flag.BoolVar(&c.abusegen, "abusegen", false, "internal: run as the abuse scenario's attacker (spec on stdin)")
 	flag.Parse()
 
@@ -381,6 +384,14 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("snooze: %w", err)
 		}
 		res.Snooze = r
+	}
+	// The broadcast scenario: a broadcast to a segment against raw transactions.
+	if !b.skip("broadcast") {
+		r, err := b.broadcastScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("broadcast: %w", err)
+		}
+		res.Broadcast = r
 	}
 	// The abuse scenario: the attacks of issue 8 against the gateway binary.
 	if !b.skip("abuse") {

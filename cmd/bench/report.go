@@ -13,25 +13,26 @@ import (
 
 // Results is one run of the bench, as written to bench/results/*.json.
 type Results struct {
-	Engine    string         `json:"engine"`
-	Command   string         `json:"command"`
-	StartedAt time.Time      `json:"started_at"`
-	Elapsed   string         `json:"elapsed"`
-	Host      Host           `json:"host"`
-	Settings  Settings       `json:"settings"`
-	Seed      SeedStats      `json:"seed"`
-	Inbox     *InboxResult   `json:"gateway_vs_raw,omitempty"`
-	Naive     *NaiveResult   `json:"batched_vs_naive,omitempty"`
-	Cache     *CacheResult   `json:"profile_cache,omitempty"`
-	MarkAll   *MarkAllResult `json:"mark_all_read,omitempty"`
-	Send      *SendResult    `json:"send_throughput,omitempty"`
-	Memory    Memory         `json:"memory"`
-	Live      *LiveResult    `json:"live,omitempty"`
-	Relay     *RelayResult   `json:"relay,omitempty"`
-	Abuse     *AbuseResult   `json:"abuse,omitempty"`
-	Sched     *SchedResult   `json:"sched,omitempty"`
-	Groups    *GroupsResult  `json:"groups_vs_inbox,omitempty"`
-	Snooze    *SnoozeResult  `json:"snooze,omitempty"`
+	Engine    string           `json:"engine"`
+	Command   string           `json:"command"`
+	StartedAt time.Time        `json:"started_at"`
+	Elapsed   string           `json:"elapsed"`
+	Host      Host             `json:"host"`
+	Settings  Settings         `json:"settings"`
+	Seed      SeedStats        `json:"seed"`
+	Inbox     *InboxResult     `json:"gateway_vs_raw,omitempty"`
+	Naive     *NaiveResult     `json:"batched_vs_naive,omitempty"`
+	Cache     *CacheResult     `json:"profile_cache,omitempty"`
+	MarkAll   *MarkAllResult   `json:"mark_all_read,omitempty"`
+	Send      *SendResult      `json:"send_throughput,omitempty"`
+	Memory    Memory           `json:"memory"`
+	Live      *LiveResult      `json:"live,omitempty"`
+	Relay     *RelayResult     `json:"relay,omitempty"`
+	Abuse     *AbuseResult     `json:"abuse,omitempty"`
+	Sched     *SchedResult     `json:"sched,omitempty"`
+	Groups    *GroupsResult    `json:"groups_vs_inbox,omitempty"`
+	Snooze    *SnoozeResult    `json:"snooze,omitempty"`
+	Broadcast *BroadcastResult `json:"broadcast,omitempty"`
 }
 
 // Host describes the machine.
@@ -375,6 +376,9 @@ func (r *Results) Table() string {
 		b.WriteString(x.Table())
 	}
 	if x := r.Snooze; x != nil {
+		b.WriteString(x.Table())
+	}
+	if x := r.Broadcast; x != nil {
 		b.WriteString(x.Table())
 	}
 	return b.String()
