@@ -314,9 +314,6 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 		if err != nil {
 			return err
 		}
-		if bc.Status != store.BroadcastQueued && bc.Status != store.BroadcastRunning {
-			return nil // done, failed or cancelled: nothing more to write
-		}
 		if pages == 0 {
 			var br broadcastRequest
 			if err := json.Unmarshal(bc.Request, &br); err != nil {
@@ -332,10 +329,19 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 					return b.o.Templates.Render(ctx, tenant, tpl, ver, locale, data)
 				}
 			}
-			if bc.Status == store.BroadcastQueued {
-				if _, err := b.o.Store.MarkBroadcastRunning(ctx, tenant, id); err != nil {
-					return err
-				}
+		}
+		if bc.Status == store.BroadcastCancelled {
+			// A page fixed before the cancel may be partly written (a run that died in
+			// it): it is completed and counted, so written stays the number of
+			// recipients notified. Nothing after it is written.
+			return b.settlePending(ctx, tenant, bc, shard, in)
+		}
+		if bc.Status != store.BroadcastQueued && bc.Status != store.BroadcastRunning {
+			return nil // done or failed: nothing more to write
+		}
+		if pages == 0 && bc.Status == store.BroadcastQueued {
+			if _, err := b.o.Store.MarkBroadcastRunning(ctx, tenant, id); err != nil {
+				return err
 			}
 		}
 		sh, err := b.o.Store.BroadcastShardState(ctx, tenant, id, shard)
@@ -372,6 +378,23 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 			return b.finish(ctx, tenant, id)
 		}
 	}
+}
+
+// settlePending completes and checkpoints shard's pending page of cancelled broadcast
+// bc, if it has one (writing it again is idempotent: its recipients' guards).
+func (b *Broadcasts) settlePending(ctx context.Context, tenant string, bc store.Broadcast, shard int, in inbox.SendInput) error {
+	sh, err := b.o.Store.BroadcastShardState(ctx, tenant, bc.ID, shard)
+	if err != nil || sh.Done || sh.Pending == nil {
+		return err
+	}
+	var c store.BroadcastCounts
+	if len(sh.Pending) > 0 {
+		if c, err = b.writePage(ctx, tenant, bc, shard, sh, in); err != nil {
+			return err
+		}
+	}
+	_, err = b.o.Store.CheckpointBroadcast(ctx, tenant, bc.ID, shard, sh.Page, sh.PendingEnd, sh.PendingLast, c)
+	return err
 }
 
 // fixPage reads shard's next page (its list, or one Query of the segment's shard from

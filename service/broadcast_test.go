@@ -284,7 +284,23 @@ func TestBroadcastCancel(t *testing.T) {
 	if err != nil || bc.Status != store.BroadcastCancelled {
 		t.Fatalf("cancel: %+v, %v", bc, err)
 	}
-	// The pages in flight finish and are counted; then nothing moves.
+	// The page in flight finishes and is counted (the shard has no pending page left:
+	// a page takes 300 ms per send, longer than any fixed quiet window on a loaded
+	// machine); then nothing moves.
+	settled := time.Now().Add(time.Minute)
+	for {
+		sh, err := e.st.BroadcastShardState(context.Background(), tenant, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sh.Pending == nil || sh.Done {
+			break
+		}
+		if time.Now().After(settled) {
+			t.Fatalf("a page still pending a minute after the cancel: %+v", sh)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	var last store.Broadcast
 	for stable := 0; stable < 3; {
 		time.Sleep(time.Second)
