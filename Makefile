@@ -30,7 +30,7 @@ node_modules/.package-lock.json: package-lock.json
 generate:
 	$(GO) generate ./...
 
-## check-generate: fail if go generate changes graph/ relative to the commit.
+## check-generate: fail if go generate changes graph/ or rest/gen/ relative to the commit.
 check-generate:
 	scripts/check-generate.sh
 
