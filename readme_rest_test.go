@@ -370,7 +370,7 @@ func TestREADMEConfigurationListsEveryVariable(t *testing.T) {
 	}
 	section := readmeSection(t, "## Configuration")
 	var got []string
-	for _, row := range regexp.MustCompile("(?m)^\\| ([^|]+) \\|").FindAllStringSubmatch(section, -1) {
+	for _, row := range regexp.MustCompile(`(?m)^\| ([^|]+) \|`).FindAllStringSubmatch(section, -1) {
 		for _, m := range regexp.MustCompile("`(INBOX_\\w+)`").FindAllStringSubmatch(row[1], -1) {
 			got = append(got, m[1])
 		}
