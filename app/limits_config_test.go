@@ -83,3 +83,37 @@ func TestTransportConfigBounds(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 }
+
+// The send pipeline's settings (issue 10) default to a 24 h idempotency window and 16 and 4
+// lane workers, and refuse at start what the service would silently replace by its default
+// (0 or negative) or what cannot be meant (a window under a minute, beyond MaxIdempotencyTTL).
+func TestSendPipelineConfigDefaultsAndBounds(t *testing.T) {
+	cfg, err := LoadConfig()
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if cfg.IdempotencyTTL != 24*time.Hour || cfg.LaneTransactional != 16 || cfg.LaneBulk != 4 {
+		t.Errorf("defaults: INBOX_IDEMPOTENCY_TTL %v, INBOX_LANE_TRANSACTIONAL %d, INBOX_LANE_BULK %d, want 24h, 16, 4",
+			cfg.IdempotencyTTL, cfg.LaneTransactional, cfg.LaneBulk)
+	}
+	for _, tc := range []struct{ name, value string }{
+		{"INBOX_IDEMPOTENCY_TTL", "0s"},
+		{"INBOX_IDEMPOTENCY_TTL", "30s"},
+		{"INBOX_IDEMPOTENCY_TTL", "8785h"},
+		{"INBOX_LANE_TRANSACTIONAL", "0"},
+		{"INBOX_LANE_TRANSACTIONAL", "1025"},
+		{"INBOX_LANE_BULK", "-1"},
+		{"INBOX_LANE_BULK", "1025"},
+	} {
+		t.Setenv(tc.name, tc.value)
+		if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s=%s: %v, want an error naming it", tc.name, tc.value, err)
+		}
+		t.Setenv(tc.name, "")
+	}
+	t.Setenv("INBOX_IDEMPOTENCY_TTL", "720h")
+	t.Setenv("INBOX_LANE_BULK", "1")
+	if cfg, err := LoadConfig(); err != nil || cfg.IdempotencyTTL != 720*time.Hour || cfg.LaneBulk != 1 {
+		t.Errorf("INBOX_IDEMPOTENCY_TTL=720h, INBOX_LANE_BULK=1: %v, %v, %v", cfg.IdempotencyTTL, cfg.LaneBulk, err)
+	}
+}

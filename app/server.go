@@ -156,6 +156,15 @@ type Config struct {
 	TenantPreferences inbox.TenantPreferences `env:"-"`
 }
 
+// Bounds of the send pipeline's settings.
+const (
+	// MaxIdempotencyTTL bounds INBOX_IDEMPOTENCY_TTL: 366 days (a request item is kept, body
+	// included, for the whole window).
+	MaxIdempotencyTTL = 366 * 24 * time.Hour
+	// MaxLaneWorkers bounds INBOX_LANE_TRANSACTIONAL and INBOX_LANE_BULK.
+	MaxLaneWorkers = 1024
+)
+
 // checkLimits bounds the limit settings.
 func (c Config) checkLimits() error {
 	if c.Introspection != "" && c.Introspection != "on" && c.Introspection != "off" {
@@ -214,6 +223,17 @@ func LoadConfig() (Config, error) {
 	}
 	if c.JWKSRefresh < 10*time.Second || c.JWKSRefresh > 24*time.Hour {
 		return c, fmt.Errorf("configuration: INBOX_JWKS_REFRESH must be between 10s and 24h, not %v", c.JWKSRefresh)
+	}
+	// The send pipeline: 0 or a negative count would silently fall back to the service's
+	// default, and a zero window would forget keys at once; refuse them at start instead.
+	if c.IdempotencyTTL < time.Minute || c.IdempotencyTTL > MaxIdempotencyTTL {
+		return c, fmt.Errorf("configuration: INBOX_IDEMPOTENCY_TTL must be between 1m and %v, not %v", MaxIdempotencyTTL, c.IdempotencyTTL)
+	}
+	if c.LaneTransactional < 1 || c.LaneTransactional > MaxLaneWorkers {
+		return c, fmt.Errorf("configuration: INBOX_LANE_TRANSACTIONAL must be between 1 and %d, not %d", MaxLaneWorkers, c.LaneTransactional)
+	}
+	if c.LaneBulk < 1 || c.LaneBulk > MaxLaneWorkers {
+		return c, fmt.Errorf("configuration: INBOX_LANE_BULK must be between 1 and %d, not %d", MaxLaneWorkers, c.LaneBulk)
 	}
 	if c.CursorSecret != "" && len(c.CursorSecret) < 32 {
 		return c, fmt.Errorf("configuration: INBOX_CURSOR_SECRET must be at least 32 bytes, not %d", len(c.CursorSecret))

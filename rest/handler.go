@@ -220,7 +220,11 @@ func (m *routeMux) guard(rt route, next http.Handler) http.Handler {
 		if rt.scope != "" {
 			c, err := m.authenticate(r)
 			if err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+				// RFC 6750 section 3.1: a request without a token gets no error code
+				// (writeProblem answers plain "Bearer"); a bad one gets invalid_token.
+				if !errors.Is(err, errNoToken) {
+					w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+				}
 				writeProblem(w, http.StatusUnauthorized, inbox.CodeUnauthenticated, inbox.ErrorMessage(err))
 				return
 			}
