@@ -199,11 +199,10 @@ func requestHash(req gen.BroadcastRequest) (string, error) {
 // as the notifications' payload, priority as the lane (default bulk), sendAt. With a
 // template (then title and body must be left out), the template's latest version is
 // pinned and checked to render every locale with data (tmpl.Service.Pin: BAD_USER_INPUT
-// for an unknown template or an undefined variable, before anything is written), then
-// rendered once for the template's default locale: the in-app title and body, and the
-// channels the template defines. store.SendInput carries one content for a whole page
-// of recipients, so a broadcast renders one locale for all of them (the send service's
-// per-recipient rendering does not reach broadcasts yet).
+// for an unknown template or an undefined variable, before anything is written), and the
+// broadcast keeps the template, its pinned version and data: each page renders it in each
+// recipient's locale (their preferences' locale, else the template's default), after a
+// restart too.
 func (b *RESTBackend) broadcastSpec(ctx context.Context, tenant, key string, req gen.BroadcastRequest) (service.BroadcastSpec, error) {
 	spec := service.BroadcastSpec{IdempotencyKey: key, Segment: deref(req.Segment), Recipients: deref(req.Recipients),
 		Lane: string(deref(req.Priority)), SendAt: deref(req.SendAt)}
