@@ -19,7 +19,13 @@ package main
 //
 // For context, the transactional (waiting) send through the same handler: GraphQL
 // sendNotification, which answers once the notification is stored (service.Send), at
-// the same concurrency for -duration/2.
+// the same concurrency for -duration/2. At that concurrency the two cores are saturated
+// (DynamoDB Local's JVM, the gateway, the callers), so latency there is mostly queueing
+// for the engine and follows the engine work a request causes: every call of the client
+// asks for its consumed capacity (capacity.go), and the calls and units per request are
+// reported, a POST's including the bulk lane's processing of it. Then both sides again
+// one request at a time (-duration/2 each, halves gateway, raw, raw, gateway): the
+// latency a POST adds to the engine's time without the queueing.
 
 import (
 	"bytes"
@@ -29,6 +35,7 @@ import (
 	"io"
 	"math/rand"
 	"net/http"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -54,14 +61,23 @@ type AcceptResult struct {
 	Concurrency int    `json:"concurrency"`
 	Duration    string `json:"duration"`
 	// RequestBytes is the POST body's size; ItemBytes the raw item's (names and values).
-	RequestBytes int     `json:"request_bytes"`
-	ItemBytes    int     `json:"raw_item_bytes"`
-	Gateway      Side    `json:"post_v1_notifications"`
-	Raw          Side    `json:"raw_putitem"`
-	Waiting      Side    `json:"graphql_send_notification_waiting"`
-	P50Ratio     float64 `json:"p50_post_over_raw"`
-	P99Ratio     float64 `json:"p99_post_over_raw"`
-	WaitingRatio float64 `json:"p50_waiting_send_over_raw"`
+	RequestBytes int  `json:"request_bytes"`
+	ItemBytes    int  `json:"raw_item_bytes"`
+	Gateway      Side `json:"post_v1_notifications"`
+	Raw          Side `json:"raw_putitem"`
+	Waiting      Side `json:"graphql_send_notification_waiting"`
+	// Serial are both sides one request at a time.
+	GatewaySerial Latency `json:"post_serial_latency"`
+	RawSerial     Latency `json:"raw_serial_latency"`
+	SerialRatio   float64 `json:"p50_post_over_raw_serial"`
+	// Capacity per request: a POST's calls and units include its processing in the
+	// bulk lane (one recipient's notification); by operation and partition kinds.
+	GatewayCapacity Capacity            `json:"post_capacity_per_request"`
+	RawCapacity     Capacity            `json:"raw_capacity_per_request"`
+	GatewayByCall   map[string]Capacity `json:"post_capacity_by_operation_per_request"`
+	P50Ratio        float64             `json:"p50_post_over_raw"`
+	P99Ratio        float64             `json:"p99_post_over_raw"`
+	WaitingRatio    float64             `json:"p50_waiting_send_over_raw"`
 	// DrainSeconds is how long the bulk lane took to process what the gateway halves
 	// accepted, after them.
 	DrainSeconds []float64 `json:"bulk_drain_seconds"`
@@ -79,10 +95,11 @@ func acceptBody(user string) []byte {
 
 func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 	c := b.c
-	// One client: the gateway's store and the raw PutItem both call through it; the
-	// counter tells when the bulk lane's background processing has finished.
-	counter := &callTimer{}
-	db := dynamodb.New(b.eng.db.Options(), counter.option())
+	// One client: the gateway's store and the raw PutItem both call through it; its
+	// meter counts the calls and units, and tells when the bulk lane's background
+	// processing has finished.
+	meter := &capacityMeter{}
+	db := dynamodb.New(b.eng.db.Options(), meter.option())
 	broker := live.NewLocal()
 	st := store.New(db, c.table, store.WithLogger(b.log), store.WithPublisher(broker))
 	defer st.Close()
@@ -160,8 +177,8 @@ func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 	// processed what the gateway accepted (or left it to its recovery task).
 	drain := func() error {
 		t0 := time.Now()
-		counter.take()
 		quiet := time.Now()
+		calls := -1
 		for time.Since(quiet) < time.Second {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -170,8 +187,11 @@ func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 				return fmt.Errorf("the bulk lane was still busy after 5m")
 			}
 			time.Sleep(100 * time.Millisecond)
-			if len(counter.take()) > 0 {
-				quiet = time.Now()
+			meter.mu.Lock()
+			n := meter.total.Calls
+			meter.mu.Unlock()
+			if n != calls {
+				calls, quiet = n, time.Now()
 			}
 		}
 		res.DrainSeconds = append(res.DrainSeconds, time.Since(t0).Seconds()-1)
@@ -192,22 +212,73 @@ func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 	}
 	res.DrainSeconds = nil
 	half := c.duration / 2
+	var gcap, rcap Capacity
+	gby := map[string]Capacity{}
+	addCap := func(to *Capacity, by map[string]Capacity) {
+		t, b := meter.take()
+		to.WCU, to.RCU, to.Calls = to.WCU+t.WCU, to.RCU+t.RCU, to.Calls+t.Calls
+		if by != nil {
+			for k, v := range b {
+				e := by[k]
+				e.WCU, e.RCU, e.Calls = e.WCU+v.WCU, e.RCU+v.RCU, e.Calls+v.Calls
+				by[k] = e
+			}
+		}
+	}
+	gatewayHalf := func(conc int, d time.Duration) (window, error) {
+		meter.take()
+		w := b.rawWindow(ctx, conc, d, post)
+		err := drain()
+		if conc == c.concurrency {
+			addCap(&gcap, gby)
+		}
+		return w, err
+	}
+	rawHalf := func(conc int, d time.Duration) window {
+		meter.take()
+		w := b.rawWindow(ctx, conc, d, raw)
+		if conc == c.concurrency {
+			addCap(&rcap, nil)
+		}
+		return w
+	}
 	progress("accept: POST /v1/notifications and raw PutItem, %s each at concurrency %d, in halves: gateway, raw, raw, gateway", c.duration, c.concurrency)
-	g1 := b.rawWindow(ctx, c.concurrency, half, post)
-	if err := drain(); err != nil {
+	g1, err := gatewayHalf(c.concurrency, half)
+	if err != nil {
 		return nil, err
 	}
-	r1 := b.rawWindow(ctx, c.concurrency, half, raw)
-	r2 := b.rawWindow(ctx, c.concurrency, half, raw)
-	g2 := b.rawWindow(ctx, c.concurrency, half, post)
-	if err := drain(); err != nil {
+	r1 := rawHalf(c.concurrency, half)
+	r2 := rawHalf(c.concurrency, half)
+	g2, err := gatewayHalf(c.concurrency, half)
+	if err != nil {
 		return nil, err
 	}
 	progress("accept: GraphQL sendNotification (waits for the write), %s at concurrency %d", half, c.concurrency)
 	w1 := b.rawWindow(ctx, c.concurrency, half, waiting)
+	d1 := max(half/2, time.Second)
+	progress("accept: one request at a time, %s each, in halves: gateway, raw, raw, gateway", 2*d1)
+	s1, err := gatewayHalf(1, d1)
+	if err != nil {
+		return nil, err
+	}
+	t1, t2 := rawHalf(1, d1), rawHalf(1, d1)
+	s2, err := gatewayHalf(1, d1)
+	if err != nil {
+		return nil, err
+	}
 	res.Gateway = sideOf("POST /v1/notifications (HTTP, service token, priority bulk: answers at accept)", g1, g2)
 	res.Raw = sideOf("raw PutItem of the request's body", r1, r2)
 	res.Waiting = sideOf("GraphQL sendNotification (transactional: answers once stored)", w1)
+	res.GatewaySerial, res.RawSerial = sideOf("", s1, s2).Latency, sideOf("", t1, t2).Latency
+	res.SerialRatio = ratio(res.GatewaySerial.P50, res.RawSerial.P50)
+	per := func(x Capacity, n int) Capacity {
+		return Capacity{WCU: ratio(x.WCU, float64(n)), RCU: ratio(x.RCU, float64(n)), Calls: x.Calls}
+	}
+	res.GatewayCapacity, res.RawCapacity = per(gcap, res.Gateway.Requests), per(rcap, res.Raw.Requests)
+	res.GatewayByCall = map[string]Capacity{}
+	for k, v := range gby {
+		res.GatewayByCall[k] = per(v, res.Gateway.Requests)
+	}
 	res.P50Ratio = ratio(res.Gateway.Latency.P50, res.Raw.Latency.P50)
 	res.P99Ratio = ratio(res.Gateway.Latency.P99, res.Raw.Latency.P99)
 	res.WaitingRatio = ratio(res.Waiting.Latency.P50, res.Raw.Latency.P50)
@@ -233,12 +304,30 @@ func (x *AcceptResult) Table() string {
 	}
 	fmt.Fprintf(&b, "\nRatio POST / raw PutItem: p50 **%.2f** (goal ≤ %.1f: %s), p99 %.2f. The waiting transactional send (context, not a goal): p50 %.2f× raw.",
 		x.P50Ratio, x.GoalRatio, yes(x.GoalMet), x.P99Ratio, x.WaitingRatio)
+	fmt.Fprintf(&b, " One request at a time: POST p50 %.2f ms (p99 %.2f), raw p50 %.2f ms (p99 %.2f): %.2f×.",
+		x.GatewaySerial.P50, x.GatewaySerial.P99, x.RawSerial.P50, x.RawSerial.P99, x.SerialRatio)
+	fmt.Fprintf(&b, " Engine work per request at concurrency %d (ReturnConsumedCapacity; a POST's includes its processing in the bulk lane): POST %.2f calls, %.2f WCU, %.2f RCU; raw %.2f calls, %.2f WCU.",
+		x.Concurrency, ratio(float64(x.GatewayCapacity.Calls), float64(x.Gateway.Requests)), x.GatewayCapacity.WCU, x.GatewayCapacity.RCU,
+		ratio(float64(x.RawCapacity.Calls), float64(x.Raw.Requests)), x.RawCapacity.WCU)
 	for _, s := range []Side{x.Gateway, x.Raw, x.Waiting} {
 		if s.FirstError != "" {
 			fmt.Fprintf(&b, " %s: first error %q.", s.Name, s.FirstError)
 		}
 	}
 	fmt.Fprintln(&b)
+	keys := make([]string, 0, len(x.GatewayByCall))
+	for k := range x.GatewayByCall {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintln(&b, "\nA POST's calls (accept and processing) by operation and partition kinds, per request:")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "| operation partitions | calls/request | WCU/request | RCU/request |")
+	fmt.Fprintln(&b, "| --- | ---: | ---: | ---: |")
+	for _, k := range keys {
+		v := x.GatewayByCall[k]
+		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.3f |\n", k, ratio(float64(v.Calls), float64(x.Gateway.Requests)), v.WCU, v.RCU)
+	}
 	return b.String()
 }
 

@@ -101,6 +101,9 @@ type LanesPhase struct {
 	DynamoCallP50 float64 `json:"dynamodb_call_p50_ms"`
 	DynamoCallP99 float64 `json:"dynamodb_call_p99_ms"`
 	OwnMs         float64 `json:"own_ms_per_send"`
+	// MaxInFlight is the most sends in flight at once (the transactional lane has
+	// TransactionalWorkers workers; sends beyond them wait for one).
+	MaxInFlight int `json:"max_sends_in_flight"`
 	// EngineCPU and OwnCPU are cores busy on average: the DynamoDB Local JVM's and this
 	// process's.
 	EngineCPU float64 `json:"engine_cpu_cores"`
@@ -336,6 +339,7 @@ type lanesWindow struct {
 	firstErr       string
 	seconds        float64
 	cpu, engineCPU time.Duration
+	maxInFlight    int
 }
 
 // lanesWindow sends at rate for d (open loop), waits for the sends, and checks each.
@@ -347,6 +351,7 @@ func (b *bench) lanesWindow(ctx context.Context, svc *service.Service, st *store
 		w  lanesWindow
 		wg sync.WaitGroup
 	)
+	var inFlight, maxInFlight atomic.Int64
 	interval := time.Duration(float64(time.Second) / rate)
 	t0 := time.Now()
 	for n := 0; ctx.Err() == nil; n++ {
@@ -364,9 +369,13 @@ func (b *bench) lanesWindow(ctx context.Context, svc *service.Service, st *store
 				Priority: service.Transactional, Type: "comment", Category: "social", Title: "Grace Hopper replied to your comment",
 				Body:  "Have you tried the compiler? It saves a great deal of work.",
 				Actor: &inbox.Actor{ActorID: "grace", Name: "Grace Hopper"}}
+			n := inFlight.Add(1)
+			for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
+			}
 			s0 := time.Now()
 			sent, err := svc.Send(ctx, tenant, r)
 			el := time.Since(s0)
+			inFlight.Add(-1)
 			missing := false
 			if err == nil {
 				if len(sent.Result.NotificationIDs) != 1 {
@@ -399,6 +408,7 @@ func (b *bench) lanesWindow(ctx context.Context, svc *service.Service, st *store
 	w.seconds = time.Since(t0).Seconds()
 	w.cpu, w.engineCPU = cpuNow()-cpu0, procCPU(b.eng.pid)-eng0
 	w.calls = timer.take()
+	w.maxInFlight = int(maxInFlight.Load())
 	return w
 }
 
@@ -415,6 +425,7 @@ func lanesPhaseOf(ws ...lanesWindow) LanesPhase {
 		p.Seconds += w.seconds
 		cpu += w.cpu
 		eng += w.engineCPU
+		p.MaxInFlight = max(p.MaxInFlight, w.maxInFlight)
 		if p.FirstError == "" {
 			p.FirstError = w.firstErr
 		}
@@ -445,15 +456,15 @@ func (x *LanesResult) Table() string {
 		"then checked once with Store.Notifications. Idle: before the broadcast and after it was cancelled (halves); busy: while the broadcast ran "+
 		"(segment of %d members filled in %.1fs; it wrote %d recipients during the busy phase, %.0f/s, and was %s at its end, then cancelled).\n\n",
 		x.Engine, x.TransactionalWorkers, x.BulkWorkers, x.Rate, x.Members, x.FillSeconds, x.BroadcastWritten, x.BroadcastPerSec, x.BroadcastStatus)
-	fmt.Fprintln(&b, "| phase | sends (errors, not readable) | p50 ms | p90 ms | p99 ms | mean ms | DynamoDB calls/send | DynamoDB ms/send | DynamoDB call p50 / p99 ms | own ms/send | engine CPU cores | this process CPU cores |")
-	fmt.Fprintln(&b, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(&b, "| phase | sends (errors, not readable) | p50 ms | p90 ms | p99 ms | mean ms | DynamoDB calls/send | DynamoDB ms/send | DynamoDB call p50 / p99 ms | own ms/send | most sends in flight | engine CPU cores | this process CPU cores |")
+	fmt.Fprintln(&b, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range []struct {
 		name string
 		p    LanesPhase
 	}{{"idle", x.Idle}, {"busy (broadcast in the bulk lane)", x.Busy}} {
 		p := r.p
-		fmt.Fprintf(&b, "| %s | %d (%d, %d) | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f / %.1f | %.1f | %.2f | %.2f |\n", r.name, p.Sends, p.Errors, p.Missing,
-			p.Latency.P50, p.Latency.P90, p.Latency.P99, p.Latency.Mean, p.DynamoCalls, p.DynamoMs, p.DynamoCallP50, p.DynamoCallP99, p.OwnMs, p.EngineCPU, p.OwnCPU)
+		fmt.Fprintf(&b, "| %s | %d (%d, %d) | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f / %.1f | %.1f | %d | %.2f | %.2f |\n", r.name, p.Sends, p.Errors, p.Missing,
+			p.Latency.P50, p.Latency.P90, p.Latency.P99, p.Latency.Mean, p.DynamoCalls, p.DynamoMs, p.DynamoCallP50, p.DynamoCallP99, p.OwnMs, p.MaxInFlight, p.EngineCPU, p.OwnCPU)
 	}
 	fmt.Fprintf(&b, "\nRatio busy / idle: p99 **%.2f** (goal ≤ %.0f: %s), p50 %.2f; DynamoDB time per send %.2f, own time per send %.2f.",
 		x.P99Ratio, x.GoalRatio, yes(x.GoalMet), x.P50Ratio, x.DynamoRatio, x.OwnRatio)
@@ -461,6 +472,6 @@ func (x *LanesResult) Table() string {
 		fmt.Fprintf(&b, " Errors: idle %q, busy %q.", x.Idle.FirstError, x.Busy.FirstError)
 	}
 	fmt.Fprintln(&b, " DynamoDB ms/send is the time of the sends' own DynamoDB calls at the client (SDK retries included); own ms/send is the mean latency less it: "+
-		"the lanes' handoff and this process's work and waits for a core.")
+		"the lanes' handoff (waiting for one of the transactional lane's workers once more sends than workers are in flight) and this process's work and waits for a core.")
 	return b.String()
 }
