@@ -254,13 +254,19 @@ func (b *bench) lanesScenario(ctx context.Context) (*LanesResult, error) {
 	}
 	res.FillSeconds = time.Since(t0).Seconds()
 	progress("lanes: segment filled in %.1fs", res.FillSeconds)
+	// The fill keeps the engine so busy that lease renewals time out: the idle phase
+	// starts on a whole scheduler and an engine that has worked off the fill.
+	if err := rig.waitHeld(ctx); err != nil {
+		return nil, err
+	}
+	time.Sleep(5 * time.Second)
 
 	var seq atomic.Int64
 	phase := func(d time.Duration) lanesWindow {
 		return b.lanesWindow(ctx, svc, rig.st, timer, &seq, c.rate, d)
 	}
-	progress("lanes: warming up (%.0f transactional sends/s for %s)", c.rate, b.warmup())
-	phase(b.warmup())
+	progress("lanes: warming up (%.0f transactional sends/s for %s)", c.rate, 2*b.warmup())
+	phase(2 * b.warmup())
 	half := b.c.duration / 2
 	progress("lanes: idle, first half (%s)", half)
 	i1 := phase(half)
