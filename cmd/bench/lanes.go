@@ -71,6 +71,8 @@ type LanesResult struct {
 	BulkWorkers          int        `json:"bulk_workers"`
 	FillSeconds          float64    `json:"segment_fill_seconds"`
 	Idle                 LanesPhase `json:"idle"`
+	// IdleHalves are the idle halves' p50 and p99 (before the broadcast, after it).
+	IdleHalves []Latency `json:"idle_halves"`
 	Busy                 LanesPhase `json:"busy"`
 	// Broadcast is what the broadcast did during the busy phase.
 	BroadcastWritten int     `json:"broadcast_written_during_busy"`
@@ -310,9 +312,10 @@ func (b *bench) lanesScenario(ctx context.Context) (*LanesResult, error) {
 	if _, err := rig.b.Cancel(ctx, tenant, id); err != nil {
 		return nil, fmt.Errorf("cancel the broadcast: %w", err)
 	}
-	// Its pages in flight finish: wait until nothing more is written for a second.
+	// Its pages already in the bulk lane (up to one a shard) still run: wait until
+	// nothing more is written for 5 s (a page of 100 takes about a second a worker).
 	last, still := -1, time.Now()
-	for time.Since(still) < time.Second {
+	for time.Since(still) < 5*time.Second {
 		if bc, err = rig.b.Get(ctx, tenant, id); err != nil {
 			return nil, err
 		}
@@ -325,6 +328,7 @@ func (b *bench) lanesScenario(ctx context.Context) (*LanesResult, error) {
 	i2 := phase(half)
 
 	res.Idle = lanesPhaseOf(i1, i2)
+	res.IdleHalves = []Latency{lanesPhaseOf(i1).Latency, lanesPhaseOf(i2).Latency}
 	res.Busy = lanesPhaseOf(busy)
 	res.P99Ratio = ratio(res.Busy.Latency.P99, res.Idle.Latency.P99)
 	res.P50Ratio = ratio(res.Busy.Latency.P50, res.Idle.Latency.P50)
@@ -471,6 +475,10 @@ func (x *LanesResult) Table() string {
 		p := r.p
 		fmt.Fprintf(&b, "| %s | %d (%d, %d) | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f / %.1f | %.1f | %d | %.2f | %.2f |\n", r.name, p.Sends, p.Errors, p.Missing,
 			p.Latency.P50, p.Latency.P90, p.Latency.P99, p.Latency.Mean, p.DynamoCalls, p.DynamoMs, p.DynamoCallP50, p.DynamoCallP99, p.OwnMs, p.MaxInFlight, p.EngineCPU, p.OwnCPU)
+	}
+	if len(x.IdleHalves) == 2 {
+		fmt.Fprintf(&b, "\nIdle halves, before the broadcast / after it: p50 %.1f / %.1f ms, p99 %.1f / %.1f ms.\n",
+			x.IdleHalves[0].P50, x.IdleHalves[1].P50, x.IdleHalves[0].P99, x.IdleHalves[1].P99)
 	}
 	fmt.Fprintf(&b, "\nRatio busy / idle: p99 **%.2f** (goal ≤ %.0f: %s), p50 %.2f; DynamoDB time per send %.2f, own time per send %.2f.",
 		x.P99Ratio, x.GoalRatio, yes(x.GoalMet), x.P50Ratio, x.DynamoRatio, x.OwnRatio)
