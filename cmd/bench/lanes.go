@@ -72,8 +72,8 @@ type LanesResult struct {
 	FillSeconds          float64    `json:"segment_fill_seconds"`
 	Idle                 LanesPhase `json:"idle"`
 	// IdleHalves are the idle halves' p50 and p99 (before the broadcast, after it).
-	IdleHalves []Latency `json:"idle_halves"`
-	Busy                 LanesPhase `json:"busy"`
+	IdleHalves []Latency  `json:"idle_halves"`
+	Busy       LanesPhase `json:"busy"`
 	// Broadcast is what the broadcast did during the busy phase.
 	BroadcastWritten int     `json:"broadcast_written_during_busy"`
 	BroadcastPerSec  float64 `json:"broadcast_recipients_per_sec_during_busy"`
