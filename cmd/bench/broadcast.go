@@ -156,17 +156,21 @@ type broadcastRig struct {
 }
 
 // broadcastRigOptions shape a rig: Lane runs the pages (nil: in the scheduler's
-// goroutines); Send writes them (nil: the rig store's Send).
+// goroutines); Send writes them (nil: the rig store's Send); clientOptions are more
+// options of the rig's client; setup runs once the rig is built, before its scheduler
+// starts (to register more task kinds).
 type broadcastRigOptions struct {
-	owner string
-	lane  service.LaneFunc
-	send  service.BroadcastSendFunc
+	owner         string
+	lane          service.LaneFunc
+	send          service.BroadcastSendFunc
+	clientOptions []func(*dynamodb.Options)
+	setup         func(*broadcastRig)
 }
 
 // startBroadcastRig starts a rig and waits until its scheduler holds every shard.
 func (b *bench) startBroadcastRig(ctx context.Context, o broadcastRigOptions) (*broadcastRig, error) {
 	r := &broadcastRig{meter: &capacityMeter{}}
-	r.db = dynamodb.New(b.eng.db.Options(), r.meter.option())
+	r.db = dynamodb.New(b.eng.db.Options(), append([]func(*dynamodb.Options){r.meter.option()}, o.clientOptions...)...)
 	r.st = store.New(r.db, b.c.table, store.WithLogger(b.log), store.WithSweepWorkers(0))
 	r.s = sched.New(r.st, sched.Options{DB: r.db, Owner: o.owner, Logger: b.log})
 	send := o.send
@@ -175,6 +179,9 @@ func (b *bench) startBroadcastRig(ctx context.Context, o broadcastRigOptions) (*
 	}
 	r.b = service.NewBroadcasts(service.BroadcastOptions{Store: r.st, Send: send, Lane: o.lane, Logger: b.log,
 		Register: func(kind string, h func(context.Context, inbox.Task) error) { r.s.Register(kind, sched.HandlerFunc(h)) }})
+	if o.setup != nil {
+		o.setup(r)
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -87,6 +87,27 @@
 //     capacity: WCU and RCU per recipient by operation and partition kind, and 1,000,000
 //     recipients on DynamoDB on paper from them and DynamoDB's documented limits.
 //     -skip broadcast leaves it out; see broadcast.go (its rig is reusable).
+//  14. lanes: issue 10's lane isolation (goal: a transactional send's p99 while a broadcast
+//     runs ≤ 2× its p99 idle). One send pipeline as app builds it (service.Service with
+//     the default lanes, service.Broadcasts writing its pages through RunInLane, one
+//     scheduler for the broadcast's shards and the service's recovery tasks); -lanes-rate
+//     (20/s) transactional service.Send calls with one recipient, open loop, timed from the
+//     call to the return (the notification stored; each checked once with
+//     Store.Notifications): idle (-duration/2 before the broadcast and after it), busy
+//     (-duration while a broadcast to a -lanes-members (20,000) segment runs in the bulk
+//     lane; cancelled after). It also reports the sends' own DynamoDB time (their calls
+//     timed at the client), the rest of their time, the most in flight and the engine's
+//     CPU per phase, to tell the lanes from the shared engine. -skip lanes leaves it out;
+//     see lanes.go.
+//  15. accept: issue 10's accept latency (goal: p50 ≤ 1.5× raw). POST /v1/notifications
+//     through the handler app builds (service token, a fresh Idempotency-Key, one
+//     recipient, priority bulk: 202 at accept) against one PutItem of an item holding the
+//     request body, same DynamoDB client, -concurrency callers in this process, halves
+//     gateway, raw, raw, gateway (the bulk lane's processing of what a gateway half
+//     accepted is left to finish before the next half); also one request at a time, the
+//     calls and units per request (a POST's processing included), and GraphQL
+//     sendNotification (waits for the write) for context. -skip accept leaves it out; see
+//     accept.go.
 //
 // It prints a table and writes bench/results/latest.{json,md} plus a dated copy.
 //

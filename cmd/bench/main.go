@@ -66,6 +66,7 @@ type config struct {
 	sched        schedConfig
 	snooze       snoozeConfig
 	broadcast    broadcastConfig
+	lanes        lanesConfig
 }
 
 func main() {
@@ -86,7 +87,7 @@ func main() {
 	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
-	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,groups,send,live,relay,abuse,sched,snooze,broadcast")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,groups,send,live,relay,abuse,sched,snooze,broadcast,lanes,accept")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 (its first half) to this file")
@@ -126,6 +127,8 @@ func main() {
 	flag.StringVar(&c.snooze.spreads, "snooze-spread", "1m,0s", "snooze scenario: comma-separated spreads, one run each: the users' due times spread evenly over this much of one minute (0s: all at its first instant)")
 	flag.IntVar(&c.broadcast.members, "broadcast-members", 20000, "broadcast scenario: members of the segment broadcast to (and fresh users of the raw loop; the recorded run used 100000)")
 	flag.DurationVar(&c.broadcast.timeout, "broadcast-timeout", 30*time.Minute, "broadcast scenario: how long the broadcast may take before the scenario gives up")
+	flag.IntVar(&c.lanes.members, "lanes-members", 20000, "lanes scenario: members of the segment broadcast to during the busy phase (enough for the broadcast to outlast it; cancelled after it)")
+	flag.Float64Var(&c.lanes.rate, "lanes-rate", 20, "lanes scenario: transactional sends per second in each phase")
 	flag.BoolVar(&c.abusegen, "abusegen", false, "internal: run as the abuse scenario's attacker (spec on stdin)")
 	flag.Parse()
 
@@ -392,6 +395,22 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("broadcast: %w", err)
 		}
 		res.Broadcast = r
+	}
+	// The lanes scenario: a transactional send while a broadcast runs in the bulk lane.
+	if !b.skip("lanes") {
+		r, err := b.lanesScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("lanes: %w", err)
+		}
+		res.Lanes = r
+	}
+	// The accept scenario: POST /v1/notifications against one raw PutItem.
+	if !b.skip("accept") {
+		r, err := b.acceptScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("accept: %w", err)
+		}
+		res.Accept = r
 	}
 	// The abuse scenario: the attacks of issue 8 against the gateway binary.
 	if !b.skip("abuse") {

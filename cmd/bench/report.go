@@ -33,6 +33,8 @@ type Results struct {
 	Groups    *GroupsResult    `json:"groups_vs_inbox,omitempty"`
 	Snooze    *SnoozeResult    `json:"snooze,omitempty"`
 	Broadcast *BroadcastResult `json:"broadcast,omitempty"`
+	Lanes     *LanesResult     `json:"lanes,omitempty"`
+	Accept    *AcceptResult    `json:"accept,omitempty"`
 }
 
 // Host describes the machine.
@@ -379,6 +381,12 @@ func (r *Results) Table() string {
 		b.WriteString(x.Table())
 	}
 	if x := r.Broadcast; x != nil {
+		b.WriteString(x.Table())
+	}
+	if x := r.Lanes; x != nil {
+		b.WriteString(x.Table())
+	}
+	if x := r.Accept; x != nil {
 		b.WriteString(x.Table())
 	}
 	return b.String()
