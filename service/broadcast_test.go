@@ -85,7 +85,7 @@ func (e *bcEnv) start(t *testing.T, owner string, pagesPerRun int, send service.
 	if send == nil {
 		send = e.st.Send
 	}
-	s := sched.New(e.st, sched.Options{DB: e.db, Owner: owner, Poll: 100 * time.Millisecond, Lease: 3 * time.Second,
+	s := sched.New(e.st, sched.Options{DB: e.db, Owner: owner, Poll: 200 * time.Millisecond, Lease: 6 * time.Second,
 		Lookback: 2 * time.Minute, Grace: time.Second, RetryBase: 50 * time.Millisecond, RetryMax: time.Second, Logger: e.log})
 	ctx, kill := context.WithCancel(context.Background())
 	in := &instance{kill: kill, done: make(chan struct{})}

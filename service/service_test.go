@@ -47,7 +47,7 @@ func (e *env) newService(t *testing.T, o service.Options, sch bool) *service.Ser
 	svc := service.New(e.st, o)
 	t.Cleanup(svc.Close)
 	if sch {
-		s := sched.New(e.st, sched.Options{DB: e.db, Poll: 50 * time.Millisecond, Lease: 6 * time.Second,
+		s := sched.New(e.st, sched.Options{DB: e.db, Poll: 200 * time.Millisecond, Lease: 6 * time.Second,
 			Lookback: 2 * time.Minute, Logger: o.Logger})
 		s.Register(service.TaskSend, sched.HandlerFunc(svc.Handler()))
 		ctx, cancel := context.WithCancel(context.Background())

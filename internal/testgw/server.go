@@ -141,7 +141,7 @@ func NewWith(t *testing.T, o Options) *Server {
 		broker = live.NewLocal()
 	}
 	table := dynlocaltest.TableName(t)
-	st := store.New(db, table, append([]store.Option{store.WithPublisher(broker), store.WithLogger(log)}, o.Store...)...)
+	st := store.New(db, table, append([]store.Option{store.WithPublisher(broker), store.WithLogger(log), store.WithSchedShards(4)}, o.Store...)...)
 	t.Cleanup(func() {
 		st.Close()
 		lw.mu.Lock()
@@ -169,7 +169,11 @@ func NewWith(t *testing.T, o Options) *Server {
 	}
 	if o.Scheduler {
 		scfg := cfg
-		scfg.SchedPoll, scfg.SchedLease = 50*time.Millisecond, 3*time.Second
+		// Every shard is Queried once a poll: 16 shards at 50 ms were 320 Queries a second
+		// per test gateway on the one DynamoDB Local the suite shares, which then answered
+		// lease renewals too late (3 s leases were lost, broadcasts stalled). 4 shards
+		// (store.WithSchedShards in Options.Store changes it) at 200 ms: 20 a second.
+		scfg.SchedPoll, scfg.SchedLease = 200*time.Millisecond, 6*time.Second
 		sch := app.NewScheduler(scfg, log, st, db, nil)
 		sctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
