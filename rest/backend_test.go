@@ -464,3 +464,52 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestTemplateLocaleOfEachRecipient: a template renders in each recipient's locale, taken
+// from their preferences, else their channel profile (PUT /v1/users/{id}), else the
+// send's locale, else the tenant's default preferences.
+func TestTemplateLocaleOfEachRecipient(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
+	svc := s.Token(tenant, "svc", rest.ScopeSend)
+	for _, body := range []map[string]any{
+		{"locale": "en", "title": "Hi {{ name }}"},
+		{"locale": "de", "title": "Hallo {{ name }}"},
+		{"locale": "fr", "title": "Salut {{ name }}"},
+	} {
+		decode[gen.TemplateVersion](t, call(t, s, http.MethodPut, "/v1/templates/greet", admin, nil, body), 200)
+	}
+	// ann: a profile locale only; bob: a profile locale and a preferences locale, which wins.
+	decode[gen.UserProfile](t, call(t, s, http.MethodPut, "/v1/users/ann", admin, nil, map[string]any{"locale": "de-AT"}), 200)
+	decode[gen.UserProfile](t, call(t, s, http.MethodPut, "/v1/users/bob", admin, nil, map[string]any{"locale": "de-AT"}), 200)
+	decode[gen.Preferences](t, call(t, s, http.MethodPut, "/v1/users/bob/preferences", admin, nil, map[string]any{"locale": "fr"}), 200)
+	decode[gen.TenantSettings](t, call(t, s, http.MethodPut, "/v1/tenant/settings", admin, nil,
+		map[string]any{"defaultPreferences": map[string]any{"locale": "de"}}), 200)
+	send := func(key string, extra map[string]any) {
+		t.Helper()
+		body := map[string]any{"recipients": []string{"ann", "bob", "cy"}, "type": "greet", "template": "greet", "data": map[string]any{"name": key}}
+		for k, v := range extra {
+			body[k] = v
+		}
+		decode[gen.Accepted](t, call(t, s, http.MethodPost, "/v1/notifications", svc, map[string]string{"Idempotency-Key": key}, body), 202)
+	}
+	want := map[string][]string{"ann": {"Hallo k1"}, "bob": {"Salut k1"}, "cy": {"Hallo k1"}}
+	send("k1", nil) // cy has no locale of their own: the tenant's default
+	for user, titles := range want {
+		testgw.WaitFor(t, 30*time.Second, user+"'s notification", func() bool { return len(feedTitles(t, s, svc, user)) == len(titles) })
+		if got := feedTitles(t, s, svc, user); !slices.Equal(got, titles) {
+			t.Fatalf("%s's feed: %v, want %v", user, got, titles)
+		}
+	}
+	// The send's locale is for recipients without one of their own: it beats the tenant's
+	// default (cy), not the recipients' own (ann, bob).
+	send("k2", map[string]any{"locale": "fr"})
+	want = map[string][]string{"ann": {"Hallo k2", "Hallo k1"}, "bob": {"Salut k2", "Salut k1"}, "cy": {"Salut k2", "Hallo k1"}}
+	for user, titles := range want {
+		testgw.WaitFor(t, 30*time.Second, user+"'s second notification", func() bool { return len(feedTitles(t, s, svc, user)) == len(titles) })
+		if got := feedTitles(t, s, svc, user); !slices.Equal(got, titles) {
+			t.Fatalf("%s's feed: %v, want %v", user, got, titles)
+		}
+	}
+}
