@@ -356,7 +356,13 @@ func TestStatusOfAGraphQLSend(t *testing.T) {
 		deref(st.Channels[0].Provider) != "inbox" || st.Channels[0].Attempts != 1 || st.Channels[0].DeliveredAt == nil {
 		t.Fatalf("channels: %s", mustJSON(t, st.Channels))
 	}
-	expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications/01ARZ3NDEKTSV4RRFFQ69G5FAV/status", svc, nil, nil), 404, "NOT_FOUND")
+	// The global id that sendNotification answered names the same status.
+	if byGID := decode[gen.NotificationStatus](t, call(t, s, http.MethodGet, "/v1/notifications/"+res.NotificationIds[0]+"/status", svc, nil, nil), 200); byGID.Id != id || byGID.UserId != "alice" {
+		t.Fatalf("status by global id: %+v", byGID)
+	}
+	if p := expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications/01ARZ3NDEKTSV4RRFFQ69G5FAV/status", svc, nil, nil), 404, "NOT_FOUND"); !strings.Contains(deref(p.Detail), "not written yet") {
+		t.Fatalf("404 detail: %q", deref(p.Detail))
+	}
 	expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications/"+id+"/status", s.Token("globex", "svc", rest.ScopeSend), nil, nil), 404, "NOT_FOUND")
 	expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications/"+id+"/status", admin, nil, nil), 403, "FORBIDDEN")
 }
