@@ -407,6 +407,24 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 		t.Fatalf("curl example: %+v, want the demo user's badge and notifications", c.Viewer)
 	}
 
+	// The templated GraphQL send names the template that the README's REST section
+	// creates: the same PUT, here.
+	put, err := http.NewRequest(http.MethodPut, s.HTTP.URL+"/v1/templates/invoice-paid", strings.NewReader(
+		`{"locale": "en", "title": "Invoice {{ invoice.number }} paid", "body": "We received {{ invoice.amount }}. Thank you!"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put.Header.Set("Authorization", "Bearer "+s.ServiceToken("default", "readme", auth.ScopeAdmin))
+	put.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT /v1/templates/invoice-paid: %s", resp.Status)
+	}
+
 	// The placeholders the README asks readers to replace: a notification id from the
 	// Inbox example, a target id and the viewer id from the first answers that have them,
 	// and a time a minute ahead.

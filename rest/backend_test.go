@@ -356,7 +356,13 @@ func TestStatusOfAGraphQLSend(t *testing.T) {
 		deref(st.Channels[0].Provider) != "inbox" || st.Channels[0].Attempts != 1 || st.Channels[0].DeliveredAt == nil {
 		t.Fatalf("channels: %s", mustJSON(t, st.Channels))
 	}
-	expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications/01ARZ3NDEKTSV4RRFFQ69G5FAV/status", svc, nil, nil), 404, "NOT_FOUND")
+	// The global id that sendNotification answered names the same status.
+	if byGID := decode[gen.NotificationStatus](t, call(t, s, http.MethodGet, "/v1/notifications/"+res.NotificationIds[0]+"/status", svc, nil, nil), 200); byGID.Id != id || byGID.UserId != "alice" {
+		t.Fatalf("status by global id: %+v", byGID)
+	}
+	if p := expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications/01ARZ3NDEKTSV4RRFFQ69G5FAV/status", svc, nil, nil), 404, "NOT_FOUND"); !strings.Contains(deref(p.Detail), "not written yet") {
+		t.Fatalf("404 detail: %q", deref(p.Detail))
+	}
 	expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications/"+id+"/status", s.Token("globex", "svc", rest.ScopeSend), nil, nil), 404, "NOT_FOUND")
 	expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications/"+id+"/status", admin, nil, nil), 403, "FORBIDDEN")
 }
@@ -463,4 +469,53 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestTemplateLocaleOfEachRecipient: a template renders in each recipient's locale, taken
+// from their preferences, else their channel profile (PUT /v1/users/{id}), else the
+// send's locale, else the tenant's default preferences.
+func TestTemplateLocaleOfEachRecipient(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
+	svc := s.Token(tenant, "svc", rest.ScopeSend)
+	for _, body := range []map[string]any{
+		{"locale": "en", "title": "Hi {{ name }}"},
+		{"locale": "de", "title": "Hallo {{ name }}"},
+		{"locale": "fr", "title": "Salut {{ name }}"},
+	} {
+		decode[gen.TemplateVersion](t, call(t, s, http.MethodPut, "/v1/templates/greet", admin, nil, body), 200)
+	}
+	// ann: a profile locale only; bob: a profile locale and a preferences locale, which wins.
+	decode[gen.UserProfile](t, call(t, s, http.MethodPut, "/v1/users/ann", admin, nil, map[string]any{"locale": "de-AT"}), 200)
+	decode[gen.UserProfile](t, call(t, s, http.MethodPut, "/v1/users/bob", admin, nil, map[string]any{"locale": "de-AT"}), 200)
+	decode[gen.Preferences](t, call(t, s, http.MethodPut, "/v1/users/bob/preferences", admin, nil, map[string]any{"locale": "fr"}), 200)
+	decode[gen.TenantSettings](t, call(t, s, http.MethodPut, "/v1/tenant/settings", admin, nil,
+		map[string]any{"defaultPreferences": map[string]any{"locale": "de"}}), 200)
+	send := func(key string, extra map[string]any) {
+		t.Helper()
+		body := map[string]any{"recipients": []string{"ann", "bob", "cy"}, "type": "greet", "template": "greet", "data": map[string]any{"name": key}}
+		for k, v := range extra {
+			body[k] = v
+		}
+		decode[gen.Accepted](t, call(t, s, http.MethodPost, "/v1/notifications", svc, map[string]string{"Idempotency-Key": key}, body), 202)
+	}
+	want := map[string][]string{"ann": {"Hallo k1"}, "bob": {"Salut k1"}, "cy": {"Hallo k1"}}
+	send("k1", nil) // cy has no locale of their own: the tenant's default
+	for user, titles := range want {
+		testgw.WaitFor(t, 30*time.Second, user+"'s notification", func() bool { return len(feedTitles(t, s, svc, user)) == len(titles) })
+		if got := feedTitles(t, s, svc, user); !slices.Equal(got, titles) {
+			t.Fatalf("%s's feed: %v, want %v", user, got, titles)
+		}
+	}
+	// The send's locale is for recipients without one of their own: it beats the tenant's
+	// default (cy), not the recipients' own (ann, bob).
+	send("k2", map[string]any{"locale": "fr"})
+	want = map[string][]string{"ann": {"Hallo k2", "Hallo k1"}, "bob": {"Salut k2", "Salut k1"}, "cy": {"Salut k2", "Hallo k1"}}
+	for user, titles := range want {
+		testgw.WaitFor(t, 30*time.Second, user+"'s second notification", func() bool { return len(feedTitles(t, s, svc, user)) == len(titles) })
+		if got := feedTitles(t, s, svc, user); !slices.Equal(got, titles) {
+			t.Fatalf("%s's feed: %v, want %v", user, got, titles)
+		}
+	}
 }

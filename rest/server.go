@@ -2,6 +2,8 @@ package rest
 
 import (
 	"context"
+	"encoding/base64"
+	"strings"
 	"time"
 
 	"github.com/inboxgw/gateway/auth"
@@ -100,15 +102,30 @@ func (s *server) ListNotifications(ctx context.Context, req gen.ListNotification
 	return gen.ListNotifications200JSONResponse(feed(page)), nil
 }
 
+// notificationKey returns the notification id that id names: id itself, or the key of a
+// GraphQL Notification global id (what sendNotification answers), so a GraphQL sender
+// can read the status of what it sent without decoding its ids.
+func notificationKey(id string) string {
+	b, err := base64.RawURLEncoding.DecodeString(id)
+	if err != nil {
+		return id
+	}
+	if key, ok := strings.CutPrefix(string(b), inbox.TypeNotification+":"); ok && key != "" && !strings.ContainsRune(key, 0) {
+		return key
+	}
+	return id
+}
+
 func (s *server) GetNotificationStatus(ctx context.Context, req gen.GetNotificationStatusRequestObject) (gen.GetNotificationStatusResponseObject, error) {
 	t, err := tenant(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := inbox.CheckID("id", req.Id); err != nil {
+	id := notificationKey(req.Id)
+	if err := inbox.CheckID("id", id); err != nil {
 		return nil, err
 	}
-	st, err := s.b.Status(ctx, t, req.Id)
+	st, err := s.b.Status(ctx, t, id)
 	if err != nil {
 		return nil, err
 	}

@@ -277,7 +277,7 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 	if !created {
 		if stored.Hash != h {
 			return Accepted{}, store.Request{}, inbox.Errorf(inbox.CodeConflict,
-				"idempotencyKey was already used for a different request")
+				"this idempotency key was already used for a different request (a retry must repeat the same body; new content needs a new key)")
 		}
 		var first Accepted
 		if err := json.Unmarshal(stored.Answer, &first); err != nil {

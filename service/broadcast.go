@@ -263,7 +263,7 @@ func (b *Broadcasts) Begin(ctx context.Context, tenant string, spec BroadcastSpe
 			// A replay of a broadcast whose segment has emptied since still finds it.
 			if bc, err := b.o.Store.GetBroadcast(ctx, tenant, id); err == nil {
 				if bc.Hash != nb.Hash {
-					return "", false, inbox.Errorf(broadcastConflict, "idempotencyKey was already used for a different broadcast")
+					return "", false, inbox.Errorf(broadcastConflict, "this idempotency key was already used for a different broadcast (a retry must repeat the same body; new content needs a new key)")
 				}
 				return id, false, nil
 			}

@@ -250,7 +250,7 @@ func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb NewBroa
 			return Broadcast{}, false, gerr
 		}
 		if b.Hash != nb.Hash {
-			return Broadcast{}, false, inbox.Errorf(codeConflict, "idempotencyKey was already used for a different broadcast")
+			return Broadcast{}, false, inbox.Errorf(codeConflict, "this idempotency key was already used for a different broadcast (a retry must repeat the same body; new content needs a new key)")
 		}
 		return b, false, nil
 	}

@@ -446,7 +446,8 @@ func (s *Store) Status(ctx context.Context, tenantID, notificationID string) (in
 			DeferredUntil: msTimeUTC(it.DeferredUntil), Error: it.Error, Reason: it.Reason})
 	}
 	if !found {
-		return inbox.NotificationStatus{}, inbox.Errorf(inbox.CodeNotFound, "notification %q has no status", notificationID)
+		return inbox.NotificationStatus{}, inbox.Errorf(inbox.CodeNotFound,
+			"notification %q has no status: unknown id, or not written yet (a send still in its lane or scheduled for a later sendAt has none until it is written)", notificationID)
 	}
 	slices.SortStableFunc(st.Channels, func(a, b inbox.ChannelStatus) int {
 		return slices.Index(inbox.Channels, a.Channel) - slices.Index(inbox.Channels, b.Channel)

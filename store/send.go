@@ -60,9 +60,10 @@ import (
 // counted as such, and its group keeps its newest member first); when a watermark passed
 // it, it gets a fresh id above the clock, as without one.
 //
-// Templates (in.Render): the recipients' locales (their preferences' locale, else
-// in.Locale) are read in one BatchGetItem, Render runs once per distinct locale, and each
-// recipient's notification carries its locale's title and body.
+// Templates (in.Render): the recipients' locales (their preferences' locale, else their
+// channel profile's, else in.Locale, else the tenant's default; see renderByLocale) are
+// read in one BatchGetItem, Render runs once per distinct locale, and each recipient's
+// notification carries its locale's title and body.
 //
 // Errors: BAD_USER_INPUT for invalid input (see CheckSend) or a reused key; Render's error;
 // the first write error of a recipient otherwise (recipients written before it stay
@@ -579,26 +580,47 @@ func belowWatermarks(m *metaItem, cat, id string) bool {
 	return m.ReadAllBefore < id && m.SeenAllBefore < id && c.ReadWM < id && c.SeenWM < id
 }
 
-// renderByLocale renders in for each of users (Render once per distinct locale: the
-// user's preferences' locale, else in.Locale), read in one eventually consistent
-// BatchGetItem of their preferences items.
+// renderByLocale renders in for each of users (Render once per distinct locale). A
+// user's locale is their preferences' locale, else their channel profile's (PUT
+// /v1/users/{id}), else in.Locale, else the tenant's default preferences' locale; ""
+// leaves the choice to the template (its default locale). The preferences and profile
+// items (and the tenant's settings when this instance has not cached them) are read in
+// one eventually consistent BatchGetItem.
 func (s *Store) renderByLocale(ctx context.Context, tenantID string, users []string, in inbox.SendInput) (map[string]inbox.Rendered, error) {
-	keys := make([]itemKey, len(users))
-	for i, u := range users {
-		keys[i] = itemKey{userPK(inbox.Viewer{TenantID: tenantID, UserID: u}), skPrefs}
+	set, cached := s.settings.get(tenantID)
+	setKey := itemKey{settingsPK(tenantID), skSettings}
+	keys := make([]itemKey, 0, 2*len(users)+1)
+	if !cached {
+		keys = append(keys, setKey)
+	}
+	for _, u := range users {
+		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
+		keys = append(keys, itemKey{pk, skPrefs}, itemKey{pk, skUserProfile})
 	}
 	got, err := s.batchGet(ctx, keys, batchGetOptions{})
 	if err != nil {
 		return nil, err
 	}
+	if !cached {
+		if set, err = decodeSettings(got[setKey]); err != nil {
+			return nil, err
+		}
+		s.settings.put(tenantID, set)
+	}
+	tenantLocale := s.config(tenantID, set).prefs.Locale
 	byLocale := map[string]inbox.Rendered{}
 	out := make(map[string]inbox.Rendered, len(users))
-	for i, u := range users {
-		own, err := decodePrefs(got[keys[i]])
+	for _, u := range users {
+		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
+		own, err := decodePrefs(got[itemKey{pk, skPrefs}])
 		if err != nil {
 			return nil, err
 		}
-		loc := cmp.Or(own.Locale, in.Locale)
+		prof, err := decodeUserProfile(got[itemKey{pk, skUserProfile}])
+		if err != nil {
+			return nil, err
+		}
+		loc := cmp.Or(own.Locale, prof.Locale, in.Locale, tenantLocale)
 		r, ok := byLocale[loc]
 		if !ok {
 			if r, err = in.Render(ctx, loc); err != nil {
