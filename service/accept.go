@@ -198,6 +198,21 @@ func compact(field string, j inbox.JSON) (inbox.JSON, error) {
 	return buf.Bytes(), nil
 }
 
+// checkSegment refuses a segment send to a segment without members (BAD_USER_INPUT
+// "unknown segment", as a broadcast refuses it) before anything is written, unless the
+// key was accepted already: a replay answers the first answer even after the segment
+// emptied.
+func (s *Service) checkSegment(ctx context.Context, tenant string, r SendRequest) error {
+	n, err := s.st.SegmentCount(ctx, tenant, r.Segment)
+	if err != nil || n > 0 {
+		return err
+	}
+	if _, ok, err := s.st.GetRequest(ctx, tenant, r.IdempotencyKey); err != nil || ok {
+		return err
+	}
+	return inbox.Errorf(inbox.CodeBadUserInput, "unknown segment %q (it has no members)", r.Segment)
+}
+
 // hash identifies a normalized request's content (the key aside).
 func hash(r SendRequest) string {
 	b, _ := json.Marshal(r)
@@ -235,6 +250,11 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 	if err != nil {
 		return Accepted{}, store.Request{}, err
 	}
+	if r.Segment != "" {
+		if err := s.checkSegment(ctx, tenant, r); err != nil {
+			return Accepted{}, store.Request{}, err
+		}
+	}
 	h := hash(r)
 	doc := document{Request: r, Answer: Accepted{RequestID: ulid.Make().String(), Priority: r.Priority, SendAt: r.SendAt}}
 	if r.Template != "" {
@@ -243,7 +263,7 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 		}
 	}
 	if r.Segment != "" {
-		doc.Answer.BroadcastID = BroadcastID(r.IdempotencyKey)
+		doc.Answer.BroadcastID = SendBroadcastID(r.IdempotencyKey)
 	}
 	doc.Answer.Recipients = r.Recipients
 	doc.Answer.NotificationIDs = make([]string, len(r.Recipients))
