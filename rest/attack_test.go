@@ -11,6 +11,7 @@ import (
 	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
+	"github.com/inboxgw/gateway/service"
 )
 
 // Attacks on the service API through the real server (see the report of helper "attack").
@@ -132,4 +133,59 @@ func TestAttackSendToUnknownSegment(t *testing.T) {
 	a := call(t, s, http.MethodPost, "/v1/notifications", svc, map[string]string{"Idempotency-Key": "ghost-seg"},
 		map[string]any{"segment": "nobody-here", "type": "news", "title": "x"})
 	expectProblem(t, a, 400, "BAD_USER_INPUT")
+}
+
+// TestAttackClientKeyCollidesWithBroadcastPageKey: the store's guards of a broadcast's
+// page are keyed "{broadcastId}:{shard}:{page}", a string a client may send as its own
+// Idempotency-Key (CheckID allows ':'): a send under that key beforehand makes the page
+// meet a key reused with another body: the broadcast ended failed and "b" got nothing.
+// Such keys are refused now.
+func TestAttackClientKeyCollidesWithBroadcastPageKey(t *testing.T) {
+	t.Parallel()
+	s := newWired(t)
+	svc := s.ServiceToken(tenant, "svc")
+	pageKey := service.BroadcastID("launch") + ":00:0"
+	expectProblem(t, call(t, s, http.MethodPost, "/v1/notifications", svc, map[string]string{"Idempotency-Key": pageKey},
+		map[string]any{"recipients": []string{"a"}, "type": "t", "title": "earlier"}), 400, "BAD_USER_INPUT")
+	expectProblem(t, call(t, s, http.MethodPost, "/v1/notifications", svc, map[string]string{"Idempotency-Key": "chunk~0~1"},
+		map[string]any{"recipients": []string{"a"}, "type": "t", "title": "earlier"}), 400, "BAD_USER_INPUT")
+	acc := decode[gen.BroadcastAccepted](t, call(t, s, http.MethodPost, "/v1/broadcasts", svc, map[string]string{"Idempotency-Key": "launch"},
+		map[string]any{"recipients": []string{"a", "b"}, "type": "t", "title": "launch"}), 202)
+	bc := pollBroadcast(t, s, svc, acc.BroadcastId, "done", 30*time.Second)
+	if bc.Written != 2 || bc.Failed != 0 {
+		t.Fatalf("the broadcast met the client's key: %+v", bc)
+	}
+}
+
+// TestAttackHostileBodies: wrong content types, duplicate members, deep nesting, a body
+// over the limit: each a problem, never a 500.
+func TestAttackHostileBodies(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	svc := s.ServiceToken(tenant, "svc")
+	deep := strings.Repeat(`{"a":`, 20000) + "1" + strings.Repeat("}", 20000)
+	for i, c := range []struct {
+		ct, body string
+		status   int
+	}{
+		{"text/plain", `{"recipientUserId":"u","type":"t","title":"x"}`, 400},
+		{"application/json", `{"recipientUserId":"u","recipientUserId":"v","type":"t","title":"x"}`, 202},
+		{"application/json", `{"recipientUserId":"u","type":"t","title":"x","data":` + deep + `}`, 400},
+		{"application/json", `{"recipientUserId":"u","type":"t","title":"x","data":{"s":"` + strings.Repeat("x", 600<<10) + `"}}`, 413},
+		{"application/json", `{"recipientUserId":"u","type":"t","title":"x"} {}`, 400},
+		{"application/json", `[]`, 400},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, s.HTTP.URL+"/v1/notifications", strings.NewReader(c.body))
+		req.Header.Set("Content-Type", c.ct)
+		req.Header.Set("Authorization", "Bearer "+svc)
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("hostile-%d", i))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("case %d: %d, want %d", i, resp.StatusCode, c.status)
+		}
+	}
 }

@@ -7,7 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -85,6 +87,9 @@ func (s *Service) normalize(tenant string, r SendRequest, now time.Time) (SendRe
 	}
 	if err := inbox.CheckID("idempotencyKey", r.IdempotencyKey); err != nil {
 		return r, err
+	}
+	if reservedKey(r.IdempotencyKey) {
+		return r, inbox.Errorf(inbox.CodeBadUserInput, "idempotencyKey %q has the form of a key the gateway derives (\"chunk~...\", \"bc{32 hex}:{shard}:{page}\"); choose another", r.IdempotencyKey)
 	}
 	switch {
 	case r.Segment != "" && len(r.Recipients) > 0:
@@ -177,6 +182,17 @@ func (s *Service) normalize(tenant string, r SendRequest, now time.Time) (SendRe
 		return r, err
 	}
 	return r, nil
+}
+
+// derivedKeyRE matches the store idempotency keys the gateway derives for a broadcast's
+// pages (pageKey).
+var derivedKeyRE = regexp.MustCompile(`^bc[0-9a-f]{32}:[0-9]{2,}:[0-9]+$`)
+
+// reservedKey reports whether a client's key has the form of a key the gateway derives
+// for its own store sends (chunkKey, pageKey): a send under it would take the guards of
+// a chunk or a broadcast page, which would then meet a key reused with another body.
+func reservedKey(k string) bool {
+	return strings.HasPrefix(k, "chunk~") || derivedKeyRE.MatchString(k)
 }
 
 // compact returns j compacted (nil for JSON null); BAD_USER_INPUT when it is not JSON or
