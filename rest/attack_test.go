@@ -120,7 +120,6 @@ func TestAttackIDsInPaths(t *testing.T) {
 		resp.Body.Close()
 		t.Logf("key %q: %d", k[:min(len(k), 10)], resp.StatusCode)
 	}
-	_ = fmt.Sprint
 }
 
 // TestAttackSendToUnknownSegment: a segment send to a segment without members is
