@@ -7,7 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -85,6 +87,9 @@ func (s *Service) normalize(tenant string, r SendRequest, now time.Time) (SendRe
 	}
 	if err := inbox.CheckID("idempotencyKey", r.IdempotencyKey); err != nil {
 		return r, err
+	}
+	if reservedKey(r.IdempotencyKey) {
+		return r, inbox.Errorf(inbox.CodeBadUserInput, "idempotencyKey %q has the form of a key the gateway derives (\"chunk~...\", \"bc{32 hex}:{shard}:{page}\"); choose another", r.IdempotencyKey)
 	}
 	switch {
 	case r.Segment != "" && len(r.Recipients) > 0:
@@ -179,6 +184,17 @@ func (s *Service) normalize(tenant string, r SendRequest, now time.Time) (SendRe
 	return r, nil
 }
 
+// derivedKeyRE matches the store idempotency keys the gateway derives for a broadcast's
+// pages (pageKey).
+var derivedKeyRE = regexp.MustCompile(`^bc[0-9a-f]{32}:[0-9]{2,}:[0-9]+$`)
+
+// reservedKey reports whether a client's key has the form of a key the gateway derives
+// for its own store sends (chunkKey, pageKey): a send under it would take the guards of
+// a chunk or a broadcast page, which would then meet a key reused with another body.
+func reservedKey(k string) bool {
+	return strings.HasPrefix(k, "chunk~") || derivedKeyRE.MatchString(k)
+}
+
 // compact returns j compacted (nil for JSON null); BAD_USER_INPUT when it is not JSON or
 // is over inbox.MaxPayloadBytes.
 func compact(field string, j inbox.JSON) (inbox.JSON, error) {
@@ -196,6 +212,21 @@ func compact(field string, j inbox.JSON) (inbox.JSON, error) {
 		return nil, nil
 	}
 	return buf.Bytes(), nil
+}
+
+// checkSegment refuses a segment send to a segment without members (BAD_USER_INPUT
+// "unknown segment", as a broadcast refuses it) before anything is written, unless the
+// key was accepted already: a replay answers the first answer even after the segment
+// emptied.
+func (s *Service) checkSegment(ctx context.Context, tenant string, r SendRequest) error {
+	n, err := s.st.SegmentCount(ctx, tenant, r.Segment)
+	if err != nil || n > 0 {
+		return err
+	}
+	if _, ok, err := s.st.GetRequest(ctx, tenant, r.IdempotencyKey); err != nil || ok {
+		return err
+	}
+	return inbox.Errorf(inbox.CodeBadUserInput, "unknown segment %q (it has no members)", r.Segment)
 }
 
 // hash identifies a normalized request's content (the key aside).
@@ -235,6 +266,11 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 	if err != nil {
 		return Accepted{}, store.Request{}, err
 	}
+	if r.Segment != "" {
+		if err := s.checkSegment(ctx, tenant, r); err != nil {
+			return Accepted{}, store.Request{}, err
+		}
+	}
 	h := hash(r)
 	doc := document{Request: r, Answer: Accepted{RequestID: ulid.Make().String(), Priority: r.Priority, SendAt: r.SendAt}}
 	if r.Template != "" {
@@ -243,7 +279,7 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 		}
 	}
 	if r.Segment != "" {
-		doc.Answer.BroadcastID = BroadcastID(r.IdempotencyKey)
+		doc.Answer.BroadcastID = SendBroadcastID(r.IdempotencyKey)
 	}
 	doc.Answer.Recipients = r.Recipients
 	doc.Answer.NotificationIDs = make([]string, len(r.Recipients))

@@ -48,6 +48,10 @@ type BroadcastSpec struct {
 	// IdempotencyKey identifies the broadcast (inbox.CheckID rules): starting it again
 	// with the same spec returns the same broadcast id; with another spec, CONFLICT.
 	IdempotencyKey string
+	// ID, when set, is the broadcast's id instead of BroadcastID(IdempotencyKey): the send
+	// service's segment sends take SendBroadcastID, so that a key used by POST
+	// /v1/notifications and by POST /v1/broadcasts names two broadcasts, not one.
+	ID string
 	// Segment is a segment id (e.g. "followers:{actorId}"); it must have members.
 	Segment    string
 	Recipients []string
@@ -164,6 +168,16 @@ func BroadcastID(idempotencyKey string) string {
 	return "bc" + hex.EncodeToString(sum[:16])
 }
 
+// SendBroadcastID is the id of the broadcast of the segment send accepted with
+// idempotencyKey: "bc" and 32 hex digits of a SHA-256 whose input no key given to
+// BroadcastID can produce (keys have no control characters), so a segment send and
+// POST /v1/broadcasts under one key never share a broadcast: each key space is its
+// endpoint's.
+func SendBroadcastID(idempotencyKey string) string {
+	sum := sha256.Sum256([]byte("send\x00" + idempotencyKey))
+	return "bc" + hex.EncodeToString(sum[:16])
+}
+
 // Start validates spec and writes the broadcast durably (the head, a progress item and
 // a scheduler task per shard, in one transaction) before it returns its id; the shards
 // run on the scheduler (at spec.SendAt when set). A repeat with the same spec returns
@@ -234,6 +248,12 @@ func (b *Broadcasts) Begin(ctx context.Context, tenant string, spec BroadcastSpe
 		return "", false, inbox.Errorf(inbox.CodeBadUserInput, "the notification cannot be encoded: %v", err)
 	}
 	id = BroadcastID(spec.IdempotencyKey)
+	if spec.ID != "" {
+		if err := inbox.CheckID("broadcast id", spec.ID); err != nil {
+			return "", false, err
+		}
+		id = spec.ID
+	}
 	hash := spec.Hash
 	if hash == "" {
 		// SendAt is hashed only when set, so broadcasts started before it existed keep

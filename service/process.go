@@ -187,11 +187,19 @@ func (s *Service) process(ctx context.Context, tenant string, doc *document) (Re
 		in := s.Input(tenant, r, doc.TemplateVersion)
 		in.Render = nil // the broadcast renders through its own Templates, after a restart too
 		id, err := s.o.Broadcaster.Start(ctx, tenant, BroadcastSpec{Segment: r.Segment, IdempotencyKey: r.IdempotencyKey,
-			Send: in, Lane: string(r.Priority), Template: r.Template, TemplateVersion: doc.TemplateVersion, Data: r.Data})
-		if err != nil {
+			ID: SendBroadcastID(r.IdempotencyKey), Send: in, Lane: string(r.Priority), Template: r.Template,
+			TemplateVersion: doc.TemplateVersion, Data: r.Data})
+		switch code := inbox.ErrorCode(err); {
+		case code == inbox.CodeBadUserInput || code == inbox.CodeConflict:
+			// It will never pass (e.g. the key's broadcast was started with another body
+			// by a request whose key has expired since): give the request up, with the
+			// reason, rather than retry it until the scheduler drops it.
+			res = Result{Error: inbox.ErrorMessage(err)}
+		case err != nil:
 			return Result{}, err
+		default:
+			res.BroadcastID = id
 		}
-		res.BroadcastID = id
 	} else {
 		res.Duplicate = true
 		chunks := (len(r.Recipients) + inbox.MaxRecipients - 1) / inbox.MaxRecipients

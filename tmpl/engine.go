@@ -32,9 +32,14 @@ const (
 	// MaxIterations is the most loop iterations ({% for %}, {% tablerow %}) one render of
 	// one part may run, nested loops counted by their innermost iterations.
 	MaxIterations = 100_000
-	// RenderTimeout bounds one render of one part. It is checked at every loop iteration and
-	// every write, so one single expression (bounded by MaxValueBytes) is never cut short.
+	// RenderTimeout bounds one render of a template: all of its parts, which share the
+	// budget (MaxIterations too). It is checked at every loop iteration and every write, so
+	// one single expression (bounded by MaxValueBytes) is never cut short.
 	RenderTimeout = 500 * time.Millisecond
+	// PinTimeout bounds Pin's check of a template: the renders of all of its locales
+	// together (each within RenderTimeout too), so an accept costs at most this much
+	// rendering however many locales the template has.
+	PinTimeout = 2 * time.Second
 )
 
 // budgetKey is the binding that carries a render's budget to the engine's own tags. It is
@@ -415,7 +420,12 @@ func firstNode[T render.Node](n render.Node) T {
 // An undefined variable, a budget exceeded, a filter's failure: BAD_USER_INPUT naming the
 // part and line (and the variable's output expression).
 func (c *compiled) render(part string, vars map[string]any) (out string, err error) {
-	b := &budget{deadline: time.Now().Add(RenderTimeout)}
+	return c.renderWithin(part, vars, &budget{deadline: time.Now().Add(RenderTimeout)})
+}
+
+// renderWithin is render charging b, which the caller may share between the parts of one
+// template, so that the whole template's render is bounded, not each part's.
+func (c *compiled) renderWithin(part string, vars map[string]any, b *budget) (out string, err error) {
 	bindings := make(liquid.Bindings, len(vars)+1)
 	for k, v := range vars {
 		bindings[k] = v

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -89,12 +90,17 @@ func (s *Service) Pin(ctx context.Context, tenantID, id, locale string, data inb
 	if err != nil {
 		return 0, unknownAsBadInput(err, id)
 	}
+	pinDeadline := time.Now().Add(PinTimeout)
 	for _, l := range head.Locales {
 		p, err := s.load(ctx, tenantID, id, l, head.Version)
 		if err != nil {
 			return 0, unknownAsBadInput(err, id)
 		}
-		if _, err := p.render(vars); err != nil {
+		deadline := time.Now().Add(RenderTimeout)
+		if deadline.After(pinDeadline) {
+			deadline = pinDeadline
+		}
+		if _, err := p.render(vars, deadline); err != nil {
 			return 0, inbox.Errorf(inbox.CodeBadUserInput, "template %q locale %s: %s", id, p.locale, inbox.ErrorMessage(err))
 		}
 	}
@@ -153,7 +159,7 @@ func (s *Service) Render(ctx context.Context, tenantID, id string, version int, 
 	if err != nil {
 		return Rendered{}, err
 	}
-	r, err := p.render(vars)
+	r, err := p.render(vars, time.Now().Add(RenderTimeout))
 	if err != nil {
 		return Rendered{}, inbox.Errorf(inbox.CodeBadUserInput, "template %q locale %s: %s", id, p.locale, inbox.ErrorMessage(err))
 	}
@@ -225,15 +231,17 @@ func (s *Service) parse(in store.TemplateInput) (*parsed, error) {
 	return p, nil
 }
 
-// render renders every part of p with vars.
-func (p *parsed) render(vars map[string]any) (Rendered, error) {
+// render renders every part of p with vars, all of them within one budget that ends at
+// deadline (RenderTimeout from now for one render; Pin's budget may end sooner).
+func (p *parsed) render(vars map[string]any, deadline time.Time) (Rendered, error) {
 	var err error
+	b := &budget{deadline: deadline}
 	one := func(c *compiled, part string) string {
 		if err != nil {
 			return ""
 		}
 		var out string
-		out, err = c.render(part, vars)
+		out, err = c.renderWithin(part, vars, b)
 		return out
 	}
 	r := Rendered{Title: one(p.title, "title"), Body: one(p.body, "body"), Channels: []string{inbox.ChannelInApp}}
