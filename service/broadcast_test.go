@@ -162,7 +162,9 @@ func done(bc store.Broadcast) bool { return bc.Status == store.BroadcastDone }
 // A broadcast to an 800-member followers segment reaches done with exactly one
 // notification each and exact counters; its reads spread over every segment shard.
 func TestBroadcastToFollowers(t *testing.T) {
-	t.Parallel()
+	// Not parallel: a broadcast writes hundreds of recipients' transactions, and
+	// beside the package's other broadcasts it saturated the shared DynamoDB Local
+	// (leases lost, every broadcast past its wait in a full run).
 	e := bcSetup(t)
 	seg := "followers:actor-42"
 	users := e.fill(t, seg, "fan-", 800)
@@ -219,7 +221,9 @@ func TestBroadcastToFollowers(t *testing.T) {
 // some pages (the last page written but not checkpointed), and a fresh instance
 // resumes; every recipient ends with exactly one notification and the counters exact.
 func TestBroadcastResumesAfterCrashes(t *testing.T) {
-	t.Parallel()
+	// Not parallel: a broadcast writes hundreds of recipients' transactions, and
+	// beside the package's other broadcasts it saturated the shared DynamoDB Local
+	// (leases lost, every broadcast past its wait in a full run).
 	// 4 shards of about 250: 3 pages each, runs of 2 pages and a continuation.
 	e := bcSetup(t, store.WithSegmentShards(4))
 	seg := "everyone"
@@ -265,7 +269,9 @@ func TestBroadcastResumesAfterCrashes(t *testing.T) {
 // Cancel stops a running broadcast: the recipients written stay written, exactly as
 // many as the counters say, and nothing more is written.
 func TestBroadcastCancel(t *testing.T) {
-	t.Parallel()
+	// Not parallel: a broadcast writes hundreds of recipients' transactions, and
+	// beside the package's other broadcasts it saturated the shared DynamoDB Local
+	// (leases lost, every broadcast past its wait in a full run).
 	// One shard: 10 pages one after the other, slow enough to cancel in the middle.
 	e := bcSetup(t, store.WithSegmentShards(1))
 	seg := "slow"
@@ -331,7 +337,9 @@ func TestBroadcastCancel(t *testing.T) {
 // A list broadcast writes each listed user once (repeats count once); bad specs are
 // refused before anything is written.
 func TestBroadcastListAndBadInput(t *testing.T) {
-	t.Parallel()
+	// Not parallel: a broadcast writes hundreds of recipients' transactions, and
+	// beside the package's other broadcasts it saturated the shared DynamoDB Local
+	// (leases lost, every broadcast past its wait in a full run).
 	e := bcSetup(t)
 	in := e.start(t, "a", 20, nil)
 	ctx := context.Background()
