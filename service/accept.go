@@ -211,6 +211,20 @@ func taskID(tenant, key string) string {
 	return TaskSend + ":" + hex.EncodeToString(sum[:16])
 }
 
+// checkSegment refuses a send to a segment without members (BAD_USER_INPUT: an unknown
+// segment), unless a request is stored under its key already: a replay answers the
+// first answer even after the segment emptied.
+func (s *Service) checkSegment(ctx context.Context, tenant string, r SendRequest) error {
+	n, err := s.st.SegmentCount(ctx, tenant, r.Segment)
+	if err != nil || n > 0 {
+		return err
+	}
+	if _, ok, err := s.st.GetRequest(ctx, tenant, r.IdempotencyKey); err != nil || ok {
+		return err
+	}
+	return inbox.Errorf(inbox.CodeBadUserInput, "unknown segment %q (it has no members)", r.Segment)
+}
+
 // Accept validates r, writes it durably with its recovery task, and hands it to its lane
 // (a send with sendAt only waits for its task). The answer carries the notification ids
 // chosen for the recipients. A replay of the key with the same body answers the first
@@ -234,6 +248,11 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 	r, err := s.normalize(tenant, r, now)
 	if err != nil {
 		return Accepted{}, store.Request{}, err
+	}
+	if r.Segment != "" {
+		if err := s.checkSegment(ctx, tenant, r); err != nil {
+			return Accepted{}, store.Request{}, err
+		}
 	}
 	h := hash(r)
 	doc := document{Request: r, Answer: Accepted{RequestID: ulid.Make().String(), Priority: r.Priority, SendAt: r.SendAt}}
@@ -285,6 +304,16 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 		}
 		first.Replayed = true
 		return first, stored, nil
+	}
+	if r.Segment != "" && !s.o.AcceptOnly {
+		// A segment send's processing only starts its durable broadcast (queued until
+		// sendAt, if any): done before the answer, so that the broadcast the answer
+		// names is there to read at once. Should it fail, the recovery task starts it.
+		if _, err := s.process(ctx, tenant, &doc); err != nil {
+			s.o.Logger.Warn("send: starting the broadcast failed; its recovery task retries", "tenant", tenant,
+				"key", r.IdempotencyKey, "err", err)
+		}
+		return doc.Answer, stored, nil
 	}
 	if r.SendAt.IsZero() && !s.o.AcceptOnly && !(wait && s.waits(r)) {
 		// Not queued (the lane's queue is full): the recovery task runs it.

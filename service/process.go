@@ -187,7 +187,8 @@ func (s *Service) process(ctx context.Context, tenant string, doc *document) (Re
 		in := s.Input(tenant, r, doc.TemplateVersion)
 		in.Render = nil // the broadcast renders through its own Templates, after a restart too
 		id, err := s.o.Broadcaster.Start(ctx, tenant, BroadcastSpec{Segment: r.Segment, IdempotencyKey: r.IdempotencyKey,
-			Send: in, Lane: string(r.Priority), Template: r.Template, TemplateVersion: doc.TemplateVersion, Data: r.Data})
+			Send: in, Lane: string(r.Priority), Template: r.Template, TemplateVersion: doc.TemplateVersion, Data: r.Data,
+			SendAt: r.SendAt})
 		if err != nil {
 			return Result{}, err
 		}

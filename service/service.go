@@ -72,6 +72,8 @@ type Store interface {
 	GetRequest(ctx context.Context, tenantID, key string) (store.Request, bool, error)
 	CompleteRequest(ctx context.Context, tenantID, key string, result []byte, task inbox.Task) error
 	Schedule(ctx context.Context, t inbox.Task) error
+	// SegmentCount is the number of a segment's members (0: no such segment).
+	SegmentCount(ctx context.Context, tenantID, id string) (int, error)
 }
 
 // Options configures a Service; zero values take the defaults.
