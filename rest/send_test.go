@@ -112,8 +112,8 @@ func TestSendToUsersIsAcceptedWrittenAndHasStatus(t *testing.T) {
 	// The bad input the service itself refuses (the handler's checks passed): nothing
 	// is written under the key.
 	for key, b := range map[string]map[string]any{
-		"bad-title":  {"recipientUserId": "alice", "type": "otp", "title": strings.Repeat("x", 10000)},
-		"bad-expiry": {"recipientUserId": "alice", "type": "otp", "title": "x", "expiresAt": time.Now().Add(-time.Hour).Format(time.RFC3339)},
+		"bad-content": {"recipientUserId": "alice", "type": "otp", "title": strings.Repeat("x", 9000), "body": strings.Repeat("y", 9000)},
+		"bad-expiry":  {"recipientUserId": "alice", "type": "otp", "title": "x", "expiresAt": time.Now().Add(-time.Hour).Format(time.RFC3339)},
 	} {
 		expectProblem(t, send(t, s, svc, key, b), 400, "BAD_USER_INPUT")
 		if requestWritten(t, s, tenant, key) {
