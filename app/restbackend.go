@@ -72,7 +72,9 @@ func serviceAccept(svc *service.Service) AcceptFunc {
 			r.Recipients = *req.Recipients
 		}
 		if req.Data != nil {
+			// The document: data is the template's variables and the notification's payload.
 			r.Data = inbox.JSON(*req.Data)
+			r.Payload = r.Data
 		}
 		if req.Actor != nil {
 			r.Actor = &inbox.Actor{ActorID: req.Actor.Id, Name: deref(req.Actor.Name), AvatarURL: deref(req.Actor.AvatarUrl), URL: deref(req.Actor.Url)}

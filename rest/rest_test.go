@@ -1,90 +1,33 @@
 package rest_test
 
 import (
-	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
-	"github.com/inboxgw/gateway/store"
 )
 
 const tenant = "acme"
 
-// sendBackend is the in-test Backend of the operations whose parts are not on main yet
-// (sends: the service piece owns idempotency): it keeps accepted requests in memory by
-// key and body hash, so that the handlers' replay and conflict answers are exercised
-// through the generated interface. Everything else is the gateway's real backend.
-type sendBackend struct {
-	*app.RESTBackend
-	mu       sync.Mutex
-	accepted map[string]acceptedReq // by tenant + key
-	calls    atomic.Int64
-}
-
-type acceptedReq struct {
-	hash [32]byte
-	res  gen.Accepted
-}
-
-func (b *sendBackend) Accept(_ context.Context, t, key string, req gen.SendRequest) (gen.Accepted, bool, error) {
-	b.calls.Add(1)
-	js, err := json.Marshal(req)
-	if err != nil {
-		return gen.Accepted{}, false, err
-	}
-	h := sha256.Sum256(js)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if prev, ok := b.accepted[t+"\x00"+key]; ok {
-		if prev.hash != h {
-			return gen.Accepted{}, false, inbox.Errorf(rest.CodeConflict, "Idempotency-Key %q was used with another body", key)
-		}
-		return prev.res, true, nil
-	}
-	res := gen.Accepted{RequestId: fmt.Sprintf("req-%d", len(b.accepted)+1), NotificationIds: []string{}}
-	if req.RecipientUserId != nil {
-		id := fmt.Sprintf("N%d", len(b.accepted)+1)
-		res.NotificationIds, res.NotificationId = []string{id}, &id
-	}
-	b.accepted[t+"\x00"+key] = acceptedReq{hash: h, res: res}
-	return res, false, nil
-}
-
-// newServer starts the gateway; with the in-test send backend when withSends.
-func newServer(t *testing.T, withSends bool) (*testgw.Server, *sendBackend) {
+// newServer starts the gateway as served: its REST backend is the composition's
+// (app.HandlerOptions), so sends go through the send service's real Accept.
+func newServer(t *testing.T) *testgw.Server {
 	t.Helper()
-	var sb *sendBackend
-	s := testgw.NewWith(t, testgw.Options{Handler: func(o *httpapi.Options) {
-		if !withSends {
-			return
-		}
-		sb = &sendBackend{RESTBackend: app.NewRESTBackend(o.Store.(*store.Store)), accepted: map[string]acceptedReq{}}
-		h, err := rest.NewHandler(rest.Options{Backend: sb, Auth: o.Verifier, Log: o.Log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.REST = h
-	}})
-	return s, sb
+	return testgw.New(t)
 }
 
 func TestOpenAPIDocumentIsServedAndCoversEveryRoute(t *testing.T) {
 	t.Parallel()
-	s, _ := newServer(t, false)
+	s := newServer(t)
 	a := call(t, s, http.MethodGet, "/v1/openapi.json", "", nil, nil)
 	if a.Status != http.StatusOK {
 		t.Fatalf("status %d: %s", a.Status, a.Body)
@@ -127,7 +70,7 @@ func TestOpenAPIDocumentIsServedAndCoversEveryRoute(t *testing.T) {
 
 func TestFeedPagesAUsersInbox(t *testing.T) {
 	t.Parallel()
-	s, _ := newServer(t, false)
+	s := newServer(t)
 	ids := s.Seed(s.Token(tenant, "svc", auth.ScopeSend), "alice", 3)
 	svc := s.Token(tenant, "svc", rest.ScopeSend)
 	a := call(t, s, http.MethodGet, "/v1/notifications?userId=alice&limit=2", svc, nil, nil)
@@ -173,7 +116,7 @@ func TestFeedPagesAUsersInbox(t *testing.T) {
 
 func TestPreferencesByAdminAndByTheUserItself(t *testing.T) {
 	t.Parallel()
-	s, _ := newServer(t, false)
+	s := newServer(t)
 	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
 	path := "/v1/users/alice/preferences"
 	a := call(t, s, http.MethodGet, path, admin, nil, nil)
@@ -227,7 +170,7 @@ func sendBody() map[string]any {
 
 func TestSendAcceptReplayAndConflict(t *testing.T) {
 	t.Parallel()
-	s, b := newServer(t, true)
+	s := newServer(t)
 	svc := s.Token(tenant, "svc", rest.ScopeSend)
 	key := map[string]string{"Idempotency-Key": "order-1"}
 	a := call(t, s, http.MethodPost, "/v1/notifications", svc, key, sendBody())
@@ -254,14 +197,18 @@ func TestSendAcceptReplayAndConflict(t *testing.T) {
 		a.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("other tenant: %d %s", a.Status, a.Body)
 	}
-	if n := b.calls.Load(); n != 4 {
-		t.Fatalf("backend called %d times, want 4", n)
+	// acme's alice has the first send only (the conflict wrote nothing), globex's the other.
+	if items := waitFeed(t, s, svc, "alice", 1); items[0].Id != *first.NotificationId || deref(items[0].Body) != "123456" {
+		t.Fatalf("acme's alice: %s", mustJSON(t, items))
+	}
+	if items := waitFeed(t, s, s.Token("globex", "svc", rest.ScopeSend), "alice", 1); deref(items[0].Body) != "654321" {
+		t.Fatalf("globex's alice: %s", mustJSON(t, items))
 	}
 }
 
-func TestSendBadInputIsRejectedBeforeTheBackend(t *testing.T) {
+func TestSendBadInputIsRejectedAndNothingIsWritten(t *testing.T) {
 	t.Parallel()
-	s, b := newServer(t, true)
+	s := newServer(t)
 	svc := s.Token(tenant, "svc", rest.ScopeSend)
 	key := map[string]string{"Idempotency-Key": "k1"}
 	with := func(k string, v any) map[string]any {
@@ -332,8 +279,12 @@ func TestSendBadInputIsRejectedBeforeTheBackend(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("chunked: %d", resp.StatusCode)
 	}
-	if n := b.calls.Load(); n != 0 {
-		t.Fatalf("the backend was called %d times for rejected requests", n)
+	// Nothing was written for the rejected requests.
+	if requestWritten(t, s, tenant, "k1") || requestWritten(t, s, tenant, "k2") {
+		t.Fatal("a rejected send was written")
+	}
+	if items := feed(t, s, svc, "alice"); len(items) != 0 {
+		t.Fatalf("alice's feed after rejected sends: %s", mustJSON(t, items))
 	}
 }
 
@@ -353,7 +304,7 @@ func (e *endless) Read(p []byte) (int, error) {
 
 func TestRoutesMethodsTokensAndScopes(t *testing.T) {
 	t.Parallel()
-	s, _ := newServer(t, false)
+	s := newServer(t)
 	svc := s.Token(tenant, "svc", rest.ScopeSend)
 	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
 	key := map[string]string{"Idempotency-Key": "k"}

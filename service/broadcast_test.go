@@ -393,3 +393,41 @@ func TestBroadcastListAndBadInput(t *testing.T) {
 		t.Fatalf("get of an unknown broadcast: %v", err)
 	}
 }
+
+// A run that wrote its page and died before its checkpoint, while the broadcast was
+// cancelled: the page's recipients stay written, and the task's next run counts them
+// (it finishes the fixed page, reads no further one), so written matches the inboxes.
+func TestBroadcastCancelledMidPageCountsItsPage(t *testing.T) {
+	t.Parallel()
+	e := bcSetup(t, store.WithSegmentShards(1))
+	users := e.fill(t, "mid", "p-", 150)
+	var (
+		first atomic.Bool
+		in    *instance
+		id    = service.BroadcastID("cancel-mid")
+	)
+	crashOnce := func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
+		if first.CompareAndSwap(false, true) {
+			if _, err := in.b.Cancel(ctx, tenantID, id); err != nil {
+				return inbox.SendResult{}, err
+			}
+			if _, err := e.st.Send(ctx, tenantID, si); err != nil {
+				return inbox.SendResult{}, err
+			}
+			return inbox.SendResult{}, fmt.Errorf("the run dies after its page's write, before its checkpoint")
+		}
+		return e.st.Send(ctx, tenantID, si)
+	}
+	in = e.start(t, "a", 5, crashOnce)
+	if got, err := in.b.Start(context.Background(), tenant, spec("cancel-mid", "mid")); err != nil || got != id {
+		t.Fatalf("start: %s %v", got, err)
+	}
+	bc := e.wait(t, id, time.Minute, func(bc store.Broadcast) bool { return bc.Written > 0 })
+	time.Sleep(time.Second) // nothing more moves
+	if bc, _ = in.b.Get(context.Background(), tenant, id); bc.Status != store.BroadcastCancelled || bc.Written != 100 {
+		t.Fatalf("after the cancel: %+v", bc)
+	}
+	if h := e.notified(t, users); h[1] != 100 || h[0] != 50 {
+		t.Fatalf("notifications per user %v, written %d", h, bc.Written)
+	}
+}

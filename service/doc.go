@@ -15,5 +15,7 @@
 // It writes the recipients in chunks of inbox.MaxRecipients through store.Send with the
 // pre-assigned ids (idempotent per recipient), then marks the request done and deletes
 // its task in one transaction. A send with sendAt is only scheduled: its task runs it.
-// A segment send starts a broadcast (Broadcaster).
+// A segment send must name a segment with members; its processing, which starts the
+// durable broadcast (Broadcaster; queued until sendAt, if any), is done before Accept
+// answers, so that the broadcast id answered is readable at once.
 package service

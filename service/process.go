@@ -188,7 +188,7 @@ func (s *Service) process(ctx context.Context, tenant string, doc *document) (Re
 		in.Render = nil // the broadcast renders through its own Templates, after a restart too
 		id, err := s.o.Broadcaster.Start(ctx, tenant, BroadcastSpec{Segment: r.Segment, IdempotencyKey: r.IdempotencyKey,
 			ID: SendBroadcastID(r.IdempotencyKey), Send: in, Lane: string(r.Priority), Template: r.Template,
-			TemplateVersion: doc.TemplateVersion, Data: r.Data})
+			TemplateVersion: doc.TemplateVersion, Data: r.Data, SendAt: r.SendAt})
 		switch code := inbox.ErrorCode(err); {
 		case code == inbox.CodeBadUserInput || code == inbox.CodeConflict:
 			// It will never pass (e.g. the key's broadcast was started with another body
