@@ -222,7 +222,7 @@ func TestSendToASegmentStartsABroadcastThatReachesDone(t *testing.T) {
 	body := map[string]any{"segment": "beta", "type": "launch", "title": "We launched", "data": map[string]any{"v": 2}}
 	a := send(t, s, svc, "launch", body)
 	acc := decode[gen.Accepted](t, a, 202)
-	if acc.BroadcastId == nil || *acc.BroadcastId != service.BroadcastID("launch") || len(acc.NotificationIds) != 0 || acc.NotificationId != nil {
+	if acc.BroadcastId == nil || *acc.BroadcastId != service.SendBroadcastID("launch") || len(acc.NotificationIds) != 0 || acc.NotificationId != nil {
 		t.Fatalf("segment accept: %s", a.Body)
 	}
 	if a := send(t, s, svc, "launch", body); a.Header.Get("Idempotent-Replayed") != "true" || decode[gen.Accepted](t, a, 202).RequestId != acc.RequestId {

@@ -35,11 +35,11 @@ const (
 	// RenderTimeout bounds one render of a template: all of its parts, which share the
 	// budget (MaxIterations too). It is checked at every loop iteration and every write, so
 	// one single expression (bounded by MaxValueBytes) is never cut short.
-	RenderTimeout = 500 * time.Millisecond
+	RenderTimeout = time.Second
 	// PinTimeout bounds Pin's check of a template: the renders of all of its locales
 	// together (each within RenderTimeout too), so an accept costs at most this much
 	// rendering however many locales the template has.
-	PinTimeout = 2 * time.Second
+	PinTimeout = 3 * time.Second
 )
 
 // budgetKey is the binding that carries a render's budget to the engine's own tags. It is
