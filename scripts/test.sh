@@ -5,10 +5,19 @@
 #   GOTESTFLAGS extra flags for go test (default empty; a -p there overrides ours)
 #   TEST_P      test binaries run at once (default: the number of CPUs)
 #   TEST_PARALLEL  t.Parallel tests run at once in one binary (default 4)
+#   TEST_ENGINES   DynamoDB Local engines (default 2 for the whole suite, else 1)
 #   INBOX_TEST_DYNAMODB_ENDPOINT  if already set, that engine is used and none is started
 #
-# The engine is started by cmd/dynlocal with its stdin on a pipe this script
+# Each engine is started by cmd/dynlocal with its stdin on a pipe this script
 # holds, so it stops when the script exits for any reason, even SIGKILL.
+#
+# Why two engines: DynamoDB Local serves requests on about one core (the JVM sat at
+# 97% CPU with the machine's load average at 1), so once the send pipeline's tests
+# (broadcasts, bulk sends: hundreds of recipients' transactions each) shared one engine
+# with the rest, every package waited on it: lease renewals and request deadlines ran
+# out, and a full run failed where each package alone passed. With two engines the
+# heaviest writers (HEAVY below) get one and every other package the other, each half
+# running TEST_P/2 test binaries at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,33 +32,44 @@ TEST_P=${TEST_P:-$(nproc)}
 # The parallel tests of one binary: 4 at once (httpapi's took 29 s, 41 s with 2).
 TEST_PARALLEL=${TEST_PARALLEL:-4}
 
+# The packages whose tests write the most: they get the second engine.
+HEAVY=${HEAVY:-"./rest/ ./service/ ./sched/ ./delivery/ ./tmpl/"}
+
+# run_tests P PKGS...: go test with P binaries at once.
 run_tests() {
-	# shellcheck disable=SC2086 # PKGS and GOTESTFLAGS are word lists
-	go test -count=1 -race -timeout 20m -p "$TEST_P" -parallel "$TEST_PARALLEL" $GOTESTFLAGS $PKGS
+	local p=$1
+	shift
+	# shellcheck disable=SC2086 # GOTESTFLAGS is a word list
+	go test -count=1 -race -timeout 20m -p "$p" -parallel "$TEST_PARALLEL" $GOTESTFLAGS "$@"
 }
 
 if [[ -n ${INBOX_TEST_DYNAMODB_ENDPOINT:-} ]]; then
 	echo "test.sh: using DynamoDB at $INBOX_TEST_DYNAMODB_ENDPOINT" >&2
-	run_tests
+	# shellcheck disable=SC2086 # PKGS is a word list
+	run_tests "$TEST_P" $PKGS
 	exit
 fi
 
 tmp=$(mktemp -d)
-dyn_pid=""
-dyn_in=""
+pids=()
+ins=()
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
-	if [[ -n $dyn_in ]]; then
-		exec {dyn_in}>&- || true # stdin EOF: dynlocal stops the engine
-	fi
-	if [[ -n $dyn_pid ]]; then
-		kill -TERM "$dyn_pid" 2>/dev/null || true
-		wait "$dyn_pid" 2>/dev/null || true
-	fi
-	if ((rc != 0)) && [[ -s $tmp/dynlocal.log ]]; then
-		echo "test.sh: DynamoDB Local log:" >&2
-		tail -n 40 "$tmp/dynlocal.log" >&2
+	local fd pid
+	for fd in "${ins[@]}"; do
+		exec {fd}>&- || true # stdin EOF: dynlocal stops the engine
+	done
+	for pid in "${pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	if ((rc != 0)); then
+		for log in "$tmp"/dynlocal*.log; do
+			[[ -s $log ]] || continue
+			echo "test.sh: DynamoDB Local log ($log):" >&2
+			tail -n 40 "$log" >&2
+		done
 	fi
 	rm -rf "$tmp"
 	exit "$rc"
@@ -60,18 +80,65 @@ trap 'exit 143' TERM
 
 go build -o "$tmp/dynlocal" ./cmd/dynlocal
 
-mkfifo "$tmp/in" "$tmp/out"
-"$tmp/dynlocal" -timeout 3m <"$tmp/in" >"$tmp/out" 2>"$tmp/dynlocal.log" &
-dyn_pid=$!
-exec {dyn_in}>"$tmp/in"  # hold the write end of its stdin
-exec {dyn_out}<"$tmp/out"
-if ! read -r -t 200 endpoint <&"$dyn_out" || [[ -z ${endpoint:-} ]]; then
-	echo "test.sh: DynamoDB Local did not start" >&2
-	exit 1
-fi
-exec {dyn_out}<&-
-echo "test.sh: DynamoDB Local at $endpoint (pid $dyn_pid)" >&2
+# start_engine N: starts engine N and sets endpoint to its URL and engine_in to the
+# descriptor of its stdin pipe.
+start_engine() {
+	local n=$1 fd_in fd_out
+	mkfifo "$tmp/in$n" "$tmp/out$n"
+	"$tmp/dynlocal" -timeout 3m <"$tmp/in$n" >"$tmp/out$n" 2>"$tmp/dynlocal$n.log" &
+	pids+=("$!")
+	exec {fd_in}>"$tmp/in$n" # hold the write end of its stdin
+	ins+=("$fd_in")
+	engine_in=$fd_in
+	exec {fd_out}<"$tmp/out$n"
+	endpoint=""
+	if ! read -r -t 200 endpoint <&"$fd_out" || [[ -z $endpoint ]]; then
+		echo "test.sh: DynamoDB Local $n did not start" >&2
+		exit 1
+	fi
+	exec {fd_out}<&-
+	echo "test.sh: DynamoDB Local $n at $endpoint (pid ${pids[-1]})" >&2
+}
 
-export INBOX_TEST_DYNAMODB_ENDPOINT=$endpoint
-# The tests must not inherit the pipe, or the engine would outlive a killed script.
-run_tests {dyn_in}>&-
+# The tests must not inherit an engine's stdin pipe, or the engine would outlive a
+# killed script: every run closes them ({in1}>&- {in2}>&-).
+engines=${TEST_ENGINES:-}
+if [[ -z $engines ]]; then
+	engines=1
+	[[ $PKGS == "./..." ]] && engines=2
+fi
+
+start_engine 1
+first=$endpoint
+in1=$engine_in
+if ((engines < 2)); then
+	# shellcheck disable=SC2086 # PKGS is a word list
+	INBOX_TEST_DYNAMODB_ENDPOINT=$first run_tests "$TEST_P" $PKGS {in1}>&-
+	exit
+fi
+start_engine 2
+second=$endpoint
+in2=$engine_in
+
+# The packages of PKGS, split into the heavy ones and the rest.
+# shellcheck disable=SC2086 # PKGS is a word list
+mapfile -t all < <(go list -f '{{.Dir}}' $PKGS)
+root=$(pwd)
+heavy=()
+light=()
+for dir in "${all[@]}"; do
+	rel=./${dir#"$root"/}/
+	[[ $dir == "$root" ]] && rel=.
+	if [[ " $HEAVY " == *" $rel "* ]]; then
+		heavy+=("$rel")
+	else
+		light+=("$rel")
+	fi
+done
+half=$(((TEST_P + 1) / 2))
+status=0
+(INBOX_TEST_DYNAMODB_ENDPOINT=$second run_tests "$half" "${heavy[@]}") {in1}>&- {in2}>&- &
+heavy_pid=$!
+INBOX_TEST_DYNAMODB_ENDPOINT=$first run_tests "$half" "${light[@]}" {in1}>&- {in2}>&- || status=$?
+wait "$heavy_pid" || status=$?
+exit "$status"
