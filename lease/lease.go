@@ -357,9 +357,11 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error), fn func(ctx context
 			}
 			for {
 				left := time.Duration(l.until.Load()-l.o.Now().UnixMilli())*time.Millisecond - margin
-				if left <= 0 {
-					cancel(errors.New("lease not renewed in time"))
-					return
+				final := left <= 0
+				if final {
+					// Past our own margin: one last try, which also tells a lease
+					// another owner took (ErrLost) from one that merely ran out.
+					left = margin
 				}
 				rctx, rcancel := context.WithTimeout(ctx, left)
 				err := l.Renew(rctx)
@@ -377,7 +379,7 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error), fn func(ctx context
 				if onErr != nil {
 					onErr(err)
 				}
-				if l.o.Now().Add(margin).UnixMilli() >= l.until.Load() {
+				if final || l.o.Now().Add(margin).UnixMilli() >= l.until.Load() {
 					cancel(fmt.Errorf("lease not renewed in time: %w", err))
 					return
 				}
