@@ -5,19 +5,20 @@
 #   GOTESTFLAGS extra flags for go test (default empty; a -p there overrides ours)
 #   TEST_P      test binaries run at once (default: the number of CPUs)
 #   TEST_PARALLEL  t.Parallel tests run at once in one binary (default 4)
-#   TEST_ENGINES   DynamoDB Local engines (default 2 for the whole suite, else 1)
+#   TEST_ENGINES   2 (default for the whole suite): light packages, then HEAVY on a second engine; 1: all at once
 #   INBOX_TEST_DYNAMODB_ENDPOINT  if already set, that engine is used and none is started
 #
 # Each engine is started by cmd/dynlocal with its stdin on a pipe this script
 # holds, so it stops when the script exits for any reason, even SIGKILL.
 #
-# Why two engines: DynamoDB Local serves requests on about one core (the JVM sat at
-# 97% CPU with the machine's load average at 1), so once the send pipeline's tests
-# (broadcasts, bulk sends: hundreds of recipients' transactions each) shared one engine
+# Why two phases: DynamoDB Local serves requests on about one core (the JVM sat at 97%
+# CPU with the machine's load average at 1), so once the send pipeline's tests
+# (broadcasts, bulk sends: hundreds of recipients' transactions each) shared the engine
 # with the rest, every package waited on it: lease renewals and request deadlines ran
-# out, and a full run failed where each package alone passed. With two engines the
-# heaviest writers (HEAVY below) get one and every other package the other, each half
-# running TEST_P/2 test binaries at once.
+# out, and a full run failed where each package alone passed. Two engines side by side
+# did not help on two cores (the JVMs and the -race binaries shared them). So the light
+# packages run first, TEST_P binaries at once, then the heaviest writers (HEAVY below),
+# one binary at a time, on a second, fresh engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -135,10 +136,9 @@ for dir in "${all[@]}"; do
 		light+=("$rel")
 	fi
 done
-half=$(((TEST_P + 1) / 2))
 status=0
-(INBOX_TEST_DYNAMODB_ENDPOINT=$second run_tests "$half" "${heavy[@]}") {in1}>&- {in2}>&- &
-heavy_pid=$!
-INBOX_TEST_DYNAMODB_ENDPOINT=$first run_tests "$half" "${light[@]}" {in1}>&- {in2}>&- || status=$?
-wait "$heavy_pid" || status=$?
+# The light packages first, TEST_P binaries at once on engine 1; then the heavy ones one
+# binary at a time on engine 2 (fresh: none of the first phase's tables and load).
+INBOX_TEST_DYNAMODB_ENDPOINT=$first run_tests "$TEST_P" "${light[@]}" {in1}>&- {in2}>&- || status=$?
+INBOX_TEST_DYNAMODB_ENDPOINT=$second run_tests 1 "${heavy[@]}" {in1}>&- {in2}>&- || status=$?
 exit "$status"
