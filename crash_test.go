@@ -144,7 +144,7 @@ func checkExactlyOne(t *testing.T, st *store.Store, tenant string, users []strin
 // recipient has exactly the notification the 202 named, once, badge 1, and the request
 // is done.
 func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
-	t.Parallel()
+	// Not parallel, as the broadcast crash test.
 	if testing.Short() {
 		t.Skip("starts gateway processes")
 	}
@@ -188,15 +188,16 @@ func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 	}
 }
 
-// A broadcast to a 1,500-member segment: the only gateway is killed in the middle of it,
+// A broadcast to a 600-member segment: the only gateway is killed in the middle of it,
 // a new one resumes it and is killed in the middle too, and a third finishes it: done,
 // written = members (each page counted once), every member exactly one notification.
 func TestBroadcastSurvivesTwoKillsMidway(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its writes beside the multi-instance and relay tests made their lease
+	// renewals miss on the shared engine.
 	if testing.Short() {
 		t.Skip("starts gateway processes")
 	}
-	const members = 1500
+	const members = 600
 	table := dynlocaltest.TableName(t)
 	// One bulk worker: the broadcast's 16 pages are written one at a time, so that the
 	// kills land between its first and last page.
@@ -243,7 +244,7 @@ func TestBroadcastSurvivesTwoKillsMidway(t *testing.T) {
 		p, gw = startGatewayProc(t, name, append(env, "INBOX_CREATE_TABLE=0"))
 	}
 	var bc broadcastProgress
-	testgw.WaitFor(t, 45*time.Second, "the broadcast done", func() bool {
+	testgw.WaitFor(t, 2*time.Minute, "the broadcast done", func() bool {
 		bc = progress()
 		return bc.Status == store.BroadcastDone
 	})
