@@ -34,7 +34,10 @@ TEST_P=${TEST_P:-$(nproc)}
 TEST_PARALLEL=${TEST_PARALLEL:-4}
 
 # The packages whose tests write the most: they get the second engine.
-HEAVY=${HEAVY:-"./rest/ ./service/ ./sched/ ./delivery/ ./tmpl/"}
+# (every send now goes through the service: accept, routing and status records; the
+# packages that send hundreds of notifications through GraphQL, or hammer the store,
+# belong here too).
+HEAVY=${HEAVY:-"./rest/ ./service/ ./sched/ ./delivery/ ./tmpl/ ./httpapi/ ./store/ ./resolvers/"}
 
 # run_tests P PKGS...: go test with P binaries at once.
 run_tests() {
