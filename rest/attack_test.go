@@ -35,8 +35,8 @@ func TestAttackKeyReusedAcrossSendAndBroadcast(t *testing.T) {
 	if acc.BroadcastId == nil || *acc.BroadcastId == first.BroadcastId {
 		t.Fatalf("the send's 202 names the other request's broadcast: %+v (first %s)", acc, first.BroadcastId)
 	}
-	pollBroadcast(t, s, svc, first.BroadcastId, "done", 30*time.Second)
-	pollBroadcast(t, s, svc, *acc.BroadcastId, "done", 30*time.Second)
+	pollBroadcast(t, s, svc, first.BroadcastId, "done", 90*time.Second)
+	pollBroadcast(t, s, svc, *acc.BroadcastId, "done", 90*time.Second)
 	for _, u := range []string{"a", "b"} {
 		tok := s.Token(tenant, u)
 		testgw.WaitFor(t, 20*time.Second, u+"'s two notifications", func() bool { return len(s.InboxIDs(tok)) == 2 })
@@ -150,7 +150,7 @@ func TestAttackClientKeyCollidesWithBroadcastPageKey(t *testing.T) {
 		map[string]any{"recipients": []string{"a"}, "type": "t", "title": "earlier"}), 400, "BAD_USER_INPUT")
 	acc := decode[gen.BroadcastAccepted](t, call(t, s, http.MethodPost, "/v1/broadcasts", svc, map[string]string{"Idempotency-Key": "launch"},
 		map[string]any{"recipients": []string{"a", "b"}, "type": "t", "title": "launch"}), 202)
-	bc := pollBroadcast(t, s, svc, acc.BroadcastId, "done", 30*time.Second)
+	bc := pollBroadcast(t, s, svc, acc.BroadcastId, "done", 90*time.Second)
 	if bc.Written != 2 || bc.Failed != 0 {
 		t.Fatalf("the broadcast met the client's key: %+v", bc)
 	}

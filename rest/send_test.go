@@ -257,7 +257,7 @@ func TestBulkSendWritesEveryRecipient(t *testing.T) {
 	if len(acc.NotificationIds) != len(users) {
 		t.Fatalf("accept: %d ids", len(acc.NotificationIds))
 	}
-	testgw.WaitFor(t, 60*time.Second, "the bulk request done", func() bool {
+	testgw.WaitFor(t, 2*time.Minute, "the bulk request done", func() bool {
 		r, ok, err := s.Store.GetRequest(t.Context(), tenant, "digest")
 		return err == nil && ok && r.State == store.RequestDone
 	})
