@@ -62,7 +62,8 @@ func members(prefix string, n int) []string {
 // key receives more than twice the mean of the writes (asserted from the requests sent),
 // and the counts are exact.
 func TestSegmentWritesSpreadOverShards(t *testing.T) {
-	t.Parallel()
+	// Not parallel: 10,000 members' writes beside the concurrency races made their
+	// conflict retries run out of time on the shared engine.
 	f := newFixture(t, store.WithSweepWorkers(0))
 	f.rec.KeepInputs()
 	ctx := context.Background()
