@@ -65,18 +65,7 @@ func askCapacity(in *middleware.InitializeInput) (op, kinds string) {
 	case *dynamodb.TransactWriteItemsInput:
 		c := *p
 		c.ReturnConsumedCapacity, in.Parameters, op = idx, &c, "TransactWriteItems"
-		for _, a := range p.TransactItems {
-			switch {
-			case a.Put != nil:
-				keys = append(keys, a.Put.Item)
-			case a.Update != nil:
-				keys = append(keys, a.Update.Key)
-			case a.Delete != nil:
-				keys = append(keys, a.Delete.Key)
-			case a.ConditionCheck != nil:
-				keys = append(keys, a.ConditionCheck.Key)
-			}
-		}
+		keys = append(keys, txnKeys(p)...)
 	case *dynamodb.PutItemInput:
 		c := *p
 		c.ReturnConsumedCapacity, in.Parameters, op = idx, &c, "PutItem"
@@ -214,4 +203,23 @@ func (m *capacityMeter) take() (Capacity, map[string]Capacity) {
 	t := m.total
 	m.total, m.by = Capacity{}, nil
 	return t, by
+}
+
+// txnKeys returns the item (Put) or key (Update, Delete, ConditionCheck) of each action
+// of a transaction, in order.
+func txnKeys(p *dynamodb.TransactWriteItemsInput) []map[string]types.AttributeValue {
+	keys := make([]map[string]types.AttributeValue, 0, len(p.TransactItems))
+	for _, a := range p.TransactItems {
+		switch {
+		case a.Put != nil:
+			keys = append(keys, a.Put.Item)
+		case a.Update != nil:
+			keys = append(keys, a.Update.Key)
+		case a.Delete != nil:
+			keys = append(keys, a.Delete.Key)
+		case a.ConditionCheck != nil:
+			keys = append(keys, a.ConditionCheck.Key)
+		}
+	}
+	return keys
 }

@@ -160,18 +160,7 @@ func mentions(params any, marker string) bool {
 	var keys []map[string]types.AttributeValue
 	switch p := params.(type) {
 	case *dynamodb.TransactWriteItemsInput:
-		for _, a := range p.TransactItems {
-			switch {
-			case a.Put != nil:
-				keys = append(keys, a.Put.Item)
-			case a.Update != nil:
-				keys = append(keys, a.Update.Key)
-			case a.Delete != nil:
-				keys = append(keys, a.Delete.Key)
-			case a.ConditionCheck != nil:
-				keys = append(keys, a.ConditionCheck.Key)
-			}
-		}
+		keys = append(keys, txnKeys(p)...)
 	case *dynamodb.PutItemInput:
 		keys = append(keys, p.Item)
 	case *dynamodb.UpdateItemInput:
