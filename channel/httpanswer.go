@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -16,22 +15,9 @@ import (
 const maxProviderBody = 64 << 10
 
 // providerRetryAfter reads a Retry-After header: delay-seconds or an HTTP date (RFC 9110
-// §10.2.3), relative to now. 0 when absent, malformed or already past.
+// §10.2.3), relative to now, as RetryAfter. 0 when absent, malformed or already past.
 func providerRetryAfter(h http.Header, now time.Time) time.Duration {
-	v := h.Get("Retry-After")
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.Atoi(v); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		return time.Duration(secs) * time.Second
-	}
-	if at, err := http.ParseTime(v); err == nil && at.After(now) {
-		return at.Sub(now)
-	}
-	return 0
+	return RetryAfter(h.Get("Retry-After"), now)
 }
 
 // providerTransportError classifies a failure to get an answer at all (a timeout, a

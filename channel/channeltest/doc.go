@@ -4,7 +4,10 @@
 // replies can be scripted (an SMTP error at MAIL, RCPT or DATA, an answer held back, an
 // AUTH requirement), a server that accepts connections and never answers, and a
 // webhook receiver that verifies Standard Webhooks signatures with the reference
-// library and answers scripted statuses.
+// library and answers scripted statuses; and an FCM HTTP v1 server with its OAuth2 token
+// endpoint, an APNs HTTP/2 TLS server that verifies the provider token (ES256), and a
+// Twilio Messages API server checking basic auth, each answering the provider's documented
+// errors or holding its answer.
 //
 // Everything listens on 127.0.0.1 only.
 package channeltest
