@@ -504,3 +504,55 @@ func TestApplyProviderEvent(t *testing.T) {
 		}
 	}
 }
+
+// A user with inbox.MaxDevices devices: one send transaction holds a record and a task
+// per device (within TransactWriteItems' limits), and the devices come with the profile
+// in the routing's one BatchGetItem (no read of their own).
+func TestRoutingMaxDevices(t *testing.T) {
+	t.Parallel()
+	f := newDeliveryFixture(t)
+	ctx := context.Background()
+	v := f.viewer("many")
+	if _, err := f.s.PutUserProfile(ctx, v, inbox.UserProfile{Email: "m@example.com", Phone: "+4915112345678"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range inbox.MaxDevices {
+		if _, err := f.s.RegisterDevice(ctx, v, fmt.Sprintf("token-%02d", i), inbox.PlatformFCM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.rec.Reset()
+	ids := f.send(t, "many", inbox.SendInput{Title: "hi"}, "many")
+	ops := f.rec.Ops()
+	batches := 0
+	for _, op := range ops {
+		if op == "BatchGetItem" {
+			batches++
+		}
+	}
+	if slices.Contains(ops, "GetItem") || batches != 1 {
+		t.Errorf("send ops %v: want one BatchGetItem and no GetItem", ops)
+	}
+	st, err := f.s.Status(ctx, f.tenant, ids["many"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := f.s.Devices(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var push []string
+	for _, c := range st.Channels {
+		if c.Channel == inbox.ChannelPush && c.Status == inbox.DeliveryQueued {
+			push = append(push, c.DeviceID)
+		}
+	}
+	want := deviceIDs(devs)
+	sort.Strings(want)
+	if !slices.Equal(push, want) {
+		t.Fatalf("push records %v, want one per device %v", push, want)
+	}
+	if tasks := deliverTasks(t, f.fixture, ids); len(tasks) != inbox.MaxDevices+3 {
+		t.Fatalf("%d deliver tasks, want %d: %v", len(tasks), inbox.MaxDevices+3, tasks)
+	}
+}
