@@ -106,7 +106,7 @@ func TestRoutingPerDevice(t *testing.T) {
 	ctx := context.Background()
 	in := inbox.SendInput{Title: "Ada commented", Body: "Looks good", Category: "social",
 		Payload: inbox.JSON(`{"k":1}`), Actor: &inbox.Actor{ActorID: "ada", Name: "Ada"},
-		Target: &inbox.Target{Kind: "issue", TargetID: "42", Title: "Issue 42"},
+		Target:  &inbox.Target{Kind: "issue", TargetID: "42", Title: "Issue 42"},
 		Actions: []inbox.Action{{Label: "Open", URL: "https://example.com/42"}}}
 	ids := f.send(t, "per-device", in, "u", "bare")
 	keyA, keyF := inbox.DeliveryKey(inbox.ChannelPush, f.devs[0].ID), inbox.DeliveryKey(inbox.ChannelPush, f.devs[1].ID)
