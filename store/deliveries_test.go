@@ -417,6 +417,18 @@ func TestDeliveryOrphanedClaim(t *testing.T) {
 	if err := f.s.DeliveryUnconfirmed(ctx, ref, 1); !errors.Is(err, store.ErrClaimLost) {
 		t.Fatalf("unconfirmed twice: %v", err)
 	}
+	// The provider's callback settles it: the record had no provider, it takes the
+	// event's; another provider's event then changes nothing.
+	if ok, err := f.s.ApplyProviderEvent(ctx, inbox.ProviderEvent{Ref: ref, Provider: "p1", MessageID: "m1", Status: inbox.DeliveryDelivered}); err != nil || !ok {
+		t.Fatalf("delivered after unconfirmed = %v, %v", ok, err)
+	}
+	if ok, err := f.s.ApplyProviderEvent(ctx, inbox.ProviderEvent{Ref: ref, Provider: "p2", Status: inbox.DeliveryOpened}); err != nil || ok {
+		t.Fatalf("another provider's event = %v, %v", ok, err)
+	}
+	c = f.record(t, ids["u"], "WEBHOOK")
+	if c.Status != inbox.DeliveryDelivered || c.Provider != "p1" || c.ProviderMessageID != "m1" {
+		t.Fatalf("settled record %+v", c)
+	}
 }
 
 // Provider events move a record forward only (SENT → DELIVERED → OPENED; FAILED from
