@@ -11,9 +11,9 @@ import (
 
 // Store is what the handler needs of the store (*store.Store implements it).
 type Store interface {
-	// SkipDelivery marks a QUEUED delivery record SKIPPED with reason; false when it was
-	// not QUEUED (already handled) or is gone.
-	SkipDelivery(ctx context.Context, tenantID, notificationID, channel, reason string) (bool, error)
+	// SkipDelivery marks a QUEUED delivery record (key: inbox.DeliveryKey) SKIPPED with
+	// reason; false when it was not QUEUED (already handled) or is gone.
+	SkipDelivery(ctx context.Context, tenantID, notificationID, key, reason string) (bool, error)
 }
 
 // Handler handles store.TaskDeliver tasks (see the package doc). It is idempotent: a
@@ -29,12 +29,13 @@ func NewHandler(st Store) *Handler { return &Handler{st: st} }
 // Register registers h for store.TaskDeliver on s (before s.Run).
 func (h *Handler) Register(s *sched.Scheduler) { s.Register(store.TaskDeliver, h) }
 
-// Handle delivers task t: t.Viewer's tenant, notification t.Ref, channel t.Token. With no
-// provider for any channel, it marks the record SKIPPED (inbox.ReasonNoProvider). A task
-// without a tenant, notification or channel is malformed and dropped (nil: retrying
-// cannot mend it). Errors are the store's, retried by the scheduler.
+// Handle delivers task t: t.Viewer's tenant, notification t.Ref, record key t.Token
+// (inbox.DeliveryKey). With no provider for any channel, it marks the record SKIPPED
+// (inbox.ReasonNoProvider). A task without a tenant, notification or valid key is
+// malformed and dropped (nil: retrying cannot mend it). Errors are the store's, retried
+// by the scheduler.
 func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
-	if t.Viewer.TenantID == "" || t.Ref == "" || !inbox.ValidChannel(t.Token) {
+	if _, _, err := inbox.ParseDeliveryKey(t.Token); t.Viewer.TenantID == "" || t.Ref == "" || err != nil {
 		return nil
 	}
 	if _, err := h.st.SkipDelivery(ctx, t.Viewer.TenantID, t.Ref, t.Token, inbox.ReasonNoProvider); err != nil {
