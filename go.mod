@@ -30,6 +30,8 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/cors v1.11.1
+	github.com/sendgrid/sendgrid-go v3.16.1+incompatible
+	github.com/twilio/twilio-go v1.31.0
 	github.com/vektah/gqlparser/v2 v2.5.64
 	golang.org/x/sync v0.25.0
 	golang.org/x/text v0.43.0
@@ -74,12 +76,9 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
-	github.com/sendgrid/rest v2.6.9+incompatible // indirect
-	github.com/sendgrid/sendgrid-go v3.16.1+incompatible // indirect
 	github.com/sosodev/duration v1.4.0 // indirect
 	github.com/speakeasy-api/jsonpath v0.6.3 // indirect
 	github.com/speakeasy-api/openapi v1.24.0 // indirect
-	github.com/twilio/twilio-go v1.31.0 // indirect
 	github.com/urfave/cli/v3 v3.14.0 // indirect
 	github.com/vmware-labs/yaml-jsonpath v0.3.2 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
