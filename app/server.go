@@ -154,6 +154,14 @@ type Config struct {
 	CriticalCategories []string `env:"INBOX_CRITICAL_CATEGORIES" envSeparator:","`
 	// TenantPreferences is DefaultPreferences and CriticalCategories parsed.
 	TenantPreferences inbox.TenantPreferences `env:"-"`
+	// Provider callbacks (POST /v1/webhooks/provider/{name}, see providerHooks): PublicURL
+	// is the gateway's URL as providers call it (Twilio signs it); TwilioAuthToken checks
+	// Twilio's signatures; SendGridWebhookKey (base64 DER ECDSA P-256) SendGrid's;
+	// CallbackMaxAge is how old a SendGrid callback's signed timestamp may be.
+	PublicURL          string        `env:"INBOX_PUBLIC_URL"`
+	TwilioAuthToken    string        `env:"INBOX_TWILIO_AUTH_TOKEN"`
+	SendGridWebhookKey string        `env:"INBOX_SENDGRID_WEBHOOK_KEY"`
+	CallbackMaxAge     time.Duration `env:"INBOX_CALLBACK_MAX_AGE" envDefault:"10m"`
 }
 
 // Bounds of the send pipeline's settings.
@@ -243,6 +251,9 @@ func LoadConfig() (Config, error) {
 	}
 	if err := c.checkLimits(); err != nil {
 		return c, err
+	}
+	if _, err := providerHooks(c); err != nil {
+		return c, fmt.Errorf("configuration: %w", err)
 	}
 	prefs, err := inbox.ParseTenantPreferences(c.DefaultPreferences, c.CriticalCategories)
 	if err != nil {
@@ -776,7 +787,11 @@ func handlerOptions(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *s
 	// The service API over the store and the send pipeline (its requests' recovery and
 	// broadcasts' shard runs are the scheduler's: NewScheduler).
 	backend := newRESTBackend(st, p)
-	restHandler, err := rest.NewHandler(rest.Options{Backend: backend, Auth: verifier, Log: log})
+	hooks, err := providerHooks(cfg)
+	if err != nil { // LoadConfig refuses such a configuration; a test's Config may not
+		log.Error("provider callbacks are off", "err", err)
+	}
+	restHandler, err := rest.NewHandler(rest.Options{Backend: backend, Auth: verifier, Log: log, Providers: hooks})
 	if err != nil { // only a document that does not match the generated code, which rest's tests catch
 		log.Error("the service API /v1 is off", "err", err)
 	}

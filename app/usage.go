@@ -61,6 +61,10 @@ var envHelp = map[string]string{
 	"INBOX_READ_TIMEOUT":          "HTTP: time to read a request's body",
 	"INBOX_WRITE_TIMEOUT":         "HTTP: time to write a response (streams exempt)",
 	"INBOX_IDLE_TIMEOUT":          "HTTP: a keep-alive connection's idle wait",
+	"INBOX_PUBLIC_URL":            "the gateway's public URL as providers call it (https://inbox.example.com): Twilio status callbacks go to {it}/v1/webhooks/provider/twilio",
+	"INBOX_TWILIO_AUTH_TOKEN":     "Twilio auth token: checks the signature of Twilio's status callbacks (with INBOX_PUBLIC_URL)",
+	"INBOX_SENDGRID_WEBHOOK_KEY":  "SendGrid event webhook verification key (base64 DER ECDSA P-256): enables POST /v1/webhooks/provider/sendgrid",
+	"INBOX_CALLBACK_MAX_AGE":      "how old a SendGrid callback's signed timestamp may be (a replay past it is refused)",
 }
 
 // envVar is one environment variable of Config: its name and default ("" for none).

@@ -11,4 +11,9 @@
 // members are refused), and RFC 9457 problem details (application/problem+json with the
 // GraphQL error code in `code`) for every error: the Backend's, the generated code's own
 // decode errors, unknown routes under /v1 and wrong methods.
+//
+// Provider callbacks (POST /v1/webhooks/provider/{name}) take no token: the route's guard
+// reads the raw body (at most MaxCallbackBytes) and has the provider's ProviderHook
+// (package providerhook) check its signature before the generated code runs; only the
+// events it verified reach the Backend (ApplyProviderEvents).
 package rest

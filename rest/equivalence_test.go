@@ -40,7 +40,7 @@ func storedOf(t *testing.T, s *testgw.Server, tenant, user string) []stored {
 		st.ID, st.CreatedAt = "", time.Time{}
 		for i := range st.Channels {
 			c := &st.Channels[i]
-			c.SentAt, c.DeliveredAt = time.Time{}, time.Time{}
+			c.SentAt, c.DeliveredAt, c.OpenedAt, c.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 		}
 		out = append(out, stored{Notification: *n, Status: st})
 	}
