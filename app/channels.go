@@ -162,6 +162,18 @@ func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
 		}
 		chs.APNs = channel.Limit(apns, cfg.RatePush, burst(cfg.RatePush))
 	}
+	if cfg.TwilioAccountSID != "" {
+		callbacks := ""
+		if cfg.PublicURL != "" {
+			callbacks = cfg.PublicURL + TwilioCallbackPath
+		}
+		tw, err := channel.NewTwilio(channel.TwilioConfig{AccountSID: cfg.TwilioAccountSID, AuthToken: cfg.TwilioAuthToken,
+			From: cfg.TwilioFrom, BaseURL: cfg.TwilioURL, StatusCallbackBase: callbacks, Client: client, Timeout: cfg.DeliveryTimeout})
+		if err != nil {
+			return delivery.Channels{}, fmt.Errorf("INBOX_TWILIO_*: %w", err)
+		}
+		chs.SMS = channel.Limit(tw, cfg.RateSMS, burst(cfg.RateSMS))
+	}
 	return chs, nil
 }
 
