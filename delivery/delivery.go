@@ -50,8 +50,9 @@ type Store interface {
 	SkipDelivery(ctx context.Context, tenantID, notificationID, key, reason string) (bool, error)
 	// PruneDevice removes a device from v's profile (idempotent).
 	PruneDevice(ctx context.Context, v inbox.Viewer, deviceID string) error
-	// TenantSettings returns a tenant's settings (webhook URL and secret).
-	TenantSettings(ctx context.Context, tenantID string) (inbox.TenantSettings, error)
+	// CachedTenantSettings returns a tenant's settings (webhook URL and secret), from the
+	// instance's settings cache while it is fresh.
+	CachedTenantSettings(ctx context.Context, tenantID string) (inbox.TenantSettings, error)
 }
 
 var _ Store = (*store.Store)(nil)
@@ -167,7 +168,7 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 		return h.skip(ctx, ref, inbox.ReasonNoProvider)
 	}
 	if chName == inbox.ChannelWebhook {
-		if settings, err = h.st.TenantSettings(ctx, ref.TenantID); err != nil {
+		if settings, err = h.st.CachedTenantSettings(ctx, ref.TenantID); err != nil {
 			return fmt.Errorf("delivery: %s: tenant settings: %w", ref.Key, err)
 		}
 		if settings.WebhookURL == "" {

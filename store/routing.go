@@ -162,11 +162,13 @@ func checkChannels(in inbox.SendInput) error {
 }
 
 // candidates are the channels a send considers for every recipient, in inbox.Channels
-// order: in-app, the template's and the hint's.
-func candidates(in inbox.SendInput) []string {
+// order: in-app, the template's, the hint's, and WEBHOOK when the tenant has a webhook
+// URL (webhookURL non-empty).
+func candidates(in inbox.SendInput, webhookURL string) []string {
 	var out []string
 	for _, c := range inbox.Channels {
-		if c == inbox.ChannelInApp || slices.Contains(in.TemplateChannels, c) || slices.Contains(in.Channels, c) {
+		if c == inbox.ChannelInApp || slices.Contains(in.TemplateChannels, c) || slices.Contains(in.Channels, c) ||
+			(c == inbox.ChannelWebhook && webhookURL != "") {
 			out = append(out, c)
 		}
 	}
@@ -174,7 +176,12 @@ func candidates(in inbox.SendInput) []string {
 }
 
 // inTemplate reports whether the send's template defines channel (nil: in-app only).
+// WEBHOOK needs no template part (its body is the notification itself): every send
+// defines it, and the tenant's webhook URL decides.
 func inTemplate(in inbox.SendInput, channel string) bool {
+	if channel == inbox.ChannelWebhook {
+		return true
+	}
 	if in.TemplateChannels == nil {
 		return channel == inbox.ChannelInApp
 	}
@@ -291,7 +298,7 @@ func decide(in inbox.SendInput, target *inbox.ProfileRef, cfg tenantConfig, crit
 		}
 	}
 	var out []decision
-	for _, c := range candidates(in) {
+	for _, c := range candidates(in, cfg.webhookURL) {
 		d := decision{channel: c, key: c}
 		switch {
 		case !inTemplate(in, c):

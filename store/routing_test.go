@@ -130,24 +130,28 @@ func TestRoutingMatrix(t *testing.T) {
 	}
 	security["bare"][inbox.ChannelEmail], security["bare"][inbox.ChannelSMS] = inbox.ReasonNoEmail, inbox.ReasonNoPhone
 	security["inappoff"][inbox.ChannelSMS] = inbox.ReasonNoPhone
-	// Template [IN_APP EMAIL SMS], hint [IN_APP SMS]: email is left out by the hint,
-	// the webhook and push are not considered at all.
+	// Template [IN_APP EMAIL SMS], hint [IN_APP SMS]: email and the webhook (the
+	// tenant has one: every send defines it) are left out by the hint, push is not
+	// considered at all.
 	hinted := map[string]map[string]outcome{}
 	for _, u := range users {
-		hinted[u] = map[string]outcome{inbox.ChannelInApp: social[u][inbox.ChannelInApp], inbox.ChannelEmail: inbox.ReasonNotInHint, inbox.ChannelSMS: social[u][inbox.ChannelSMS]}
+		hinted[u] = map[string]outcome{inbox.ChannelInApp: social[u][inbox.ChannelInApp], inbox.ChannelEmail: inbox.ReasonNotInHint,
+			inbox.ChannelSMS: social[u][inbox.ChannelSMS], inbox.ChannelWebhook: inbox.ReasonNotInHint}
 	}
 	hinted["muter"][inbox.ChannelEmail] = inbox.ReasonNotInHint
 	cases := []sendCase{
 		{name: "social every channel", category: "social", template: all, want: social},
 		{name: "security (critical) every channel", category: "security", template: all, want: security},
-		{name: "no template: in-app only", category: "social", want: func() map[string]map[string]outcome {
-			w := every(users, map[string]outcome{inbox.ChannelInApp: D})
-			w["muter"][inbox.ChannelInApp] = inbox.ReasonMuted
+		// Without a template: in-app, and the tenant's webhook (it needs no template part).
+		{name: "no template: in-app and the webhook", category: "social", want: func() map[string]map[string]outcome {
+			w := every(users, map[string]outcome{inbox.ChannelInApp: D, inbox.ChannelWebhook: Q})
+			w["muter"][inbox.ChannelInApp], w["muter"][inbox.ChannelWebhook] = inbox.ReasonMuted, inbox.ReasonMuted
 			w["inappoff"][inbox.ChannelInApp] = inbox.ReasonOptedOut
 			return w
 		}()},
 		{name: "hint outside the template", category: "social", hint: []string{inbox.ChannelEmail},
-			want: every(users, map[string]outcome{inbox.ChannelInApp: inbox.ReasonNotInHint, inbox.ChannelEmail: inbox.ReasonNotInTemplate})},
+			want: every(users, map[string]outcome{inbox.ChannelInApp: inbox.ReasonNotInHint, inbox.ChannelEmail: inbox.ReasonNotInTemplate,
+				inbox.ChannelWebhook: inbox.ReasonNotInHint})},
 		{name: "hint narrows the template", category: "social", template: []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelSMS},
 			hint: []string{inbox.ChannelInApp, inbox.ChannelSMS}, want: hinted},
 	}

@@ -144,6 +144,21 @@ func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, set inbo
 	return set, nil
 }
 
+// CachedTenantSettings returns tenantID's settings as TenantSettings does, but from this
+// instance's cache while it is fresh (the settings cache TTL; a PUT through this instance
+// refreshes it at once): the delivery worker reads the webhook URL and secret here for
+// every WEBHOOK delivery without a GetItem each.
+func (s *Store) CachedTenantSettings(ctx context.Context, tenantID string) (inbox.TenantSettings, error) {
+	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return inbox.TenantSettings{}, err
+	}
+	set, err := s.tenantSettings(ctx, tenantID)
+	if err != nil || set == nil {
+		return inbox.TenantSettings{}, err
+	}
+	return *set, nil
+}
+
 // tenantSettings returns tenantID's settings (nil: none stored) from the cache, reading
 // them (GetItem) when the cache has none fresh.
 func (s *Store) tenantSettings(ctx context.Context, tenantID string) (*inbox.TenantSettings, error) {
