@@ -113,7 +113,8 @@ type sendGridEvent struct {
 // Events checks the timestamp (not older than MaxAge, at most a minute ahead) and the
 // signature, then reads the batch: at most MaxEvents events. An event that cannot be
 // read, or whose inbox_ref is malformed, is left out rather than failing the batch (its
-// signature holds: SendGrid sent it, and would only retry it).
+// signature holds: SendGrid sent it, and would only retry it); so is one whose ref names
+// no EMAIL record.
 func (s *SendGrid) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, error) {
 	sig := r.Header.Get(eventwebhook.VerificationHTTPHeader)
 	ts := r.Header.Get(eventwebhook.TimestampHTTPHeader)
@@ -150,7 +151,9 @@ func (s *SendGrid) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, 
 			continue
 		}
 		ref, err := inbox.ParseDeliveryRef(e.Ref)
-		if err != nil {
+		if err != nil || ref.Key != inbox.ChannelEmail {
+			// SendGrid sends the gateway's email only: a ref of another record is not
+			// its to report on (a record settled unconfirmed names no provider to guard it).
 			continue
 		}
 		// MessageID stays empty: the record holds the Message-ID the gateway sent over

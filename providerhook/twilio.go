@@ -93,7 +93,7 @@ func (t *Twilio) CallbackURL(r *http.Request) string {
 
 // Events checks the signature over CallbackURL(r) and the form body, then `ts` (not older
 // than MaxAge, not ahead), and returns the callback's event (none for an untracked
-// status).
+// status, or a ref that names no SMS record).
 func (t *Twilio) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, error) {
 	sig := r.Header.Get(TwilioSignatureHeader)
 	if sig == "" {
@@ -115,6 +115,11 @@ func (t *Twilio) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, er
 	ref, err := inbox.ParseDeliveryRef(q.Get("ref"))
 	if err != nil {
 		return nil, err
+	}
+	if ref.Key != inbox.ChannelSMS {
+		// Twilio sends the gateway's SMS only: a ref of another record is not its to
+		// report on (a record settled unconfirmed names no provider to guard it).
+		return []inbox.ProviderEvent{}, nil
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
