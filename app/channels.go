@@ -135,8 +135,11 @@ func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
 		chs.Email = channel.Limit(email, cfg.RateEmail, burst(cfg.RateEmail))
 	}
 	// The webhook adapter's own client: it never follows a redirect (a tenant's URL
-	// answering 3xx is not a way to reach another host).
-	chs.Webhook = channel.Limit(channel.NewWebhook(channel.WebhookConfig{Timeout: cfg.DeliveryTimeout}),
+	// answering 3xx is not a way to reach another host), and outside dev mode it
+	// connects to public addresses only unless INBOX_WEBHOOK_ALLOW_PRIVATE (a tenant's URL
+	// is no way to the gateway's own host or network either).
+	chs.Webhook = channel.Limit(channel.NewWebhook(channel.WebhookConfig{Timeout: cfg.DeliveryTimeout,
+		PublicOnly: !cfg.Dev && !cfg.WebhookAllowPrivate}),
 		cfg.RateWebhook, burst(cfg.RateWebhook))
 	if cfg.FCMCredentials != "" {
 		js, err := os.ReadFile(cfg.FCMCredentials)

@@ -196,6 +196,11 @@ type Config struct {
 	DeliveryAttempts int           `env:"INBOX_DELIVERY_ATTEMPTS" envDefault:"6"`
 	DeliveryBackoff  time.Duration `env:"INBOX_DELIVERY_BACKOFF" envDefault:"30s"`
 	DeliveryTimeout  time.Duration `env:"INBOX_DELIVERY_TIMEOUT" envDefault:"15s"`
+	// WebhookAllowPrivate lets tenants' webhooks reach loopback, private and link-local
+	// addresses (channel.WebhookConfig.PublicOnly off); dev mode always does. Off, a
+	// webhook URL resolving to one fails its record (a tenant's URL is no way into the
+	// gateway's own network).
+	WebhookAllowPrivate bool `env:"INBOX_WEBHOOK_ALLOW_PRIVATE"`
 	// TenantPreferences is DefaultPreferences and CriticalCategories parsed.
 	TenantPreferences inbox.TenantPreferences `env:"-"`
 }

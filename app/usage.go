@@ -86,6 +86,7 @@ var envHelp = map[string]string{
 	"INBOX_DELIVERY_ATTEMPTS":     "sends of one delivery record before a transient failure fails it (1..100)",
 	"INBOX_DELIVERY_BACKOFF":      "base of the retry delay: uniform in [0, base·2^(n-1)] after the n-th attempt, at least the provider's Retry-After",
 	"INBOX_DELIVERY_TIMEOUT":      "deadline of one send to a provider, rate limit wait included (100ms..5m)",
+	"INBOX_WEBHOOK_ALLOW_PRIVATE": "true: tenants' webhooks may reach loopback, private and link-local addresses (always so in dev mode); false: such a delivery fails",
 }
 
 // envVar is one environment variable of Config: its name and default ("" for none).

@@ -2,8 +2,11 @@ package channel_test
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/channel/channeltest"
@@ -56,5 +59,35 @@ func TestAttackEmailHeaderInjection(t *testing.T) {
 	}
 	if n := len(srv.Messages()); n != 1 {
 		t.Fatalf("%d messages received, want the first only", n)
+	}
+}
+
+// TestAttackWebhookPublicOnly: with PublicOnly, a tenant's URL naming a loopback address,
+// a name resolving to one, or a private, link-local or mapped address is refused before
+// any byte is sent (Permanent, Code "address"); without it the same receiver is reached.
+func TestAttackWebhookPublicOnly(t *testing.T) {
+	t.Parallel()
+	recv, hookURL := channeltest.StartWebhook(t, rawSecret)
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(strings.Split(hookURL, "/hook")[0], "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded := channel.NewWebhook(channel.WebhookConfig{PublicOnly: true, Timeout: 2 * time.Second})
+	for _, u := range []string{hookURL, "http://localhost:" + port + "/hook", "http://[::ffff:127.0.0.1]:" + port + "/hook",
+		"http://10.0.0.1:" + port + "/", "http://169.254.169.254/latest/meta-data/", "http://[::1]:" + port + "/", "http://0.0.0.0:" + port + "/"} {
+		_, err := guarded.Send(context.Background(), hookMsg(u, rawSecret))
+		wantErr(t, err, channel.Permanent, 0, "address")
+	}
+	if n := len(recv.Requests()); n != 0 {
+		t.Fatalf("the receiver got %d requests through the guard", n)
+	}
+	if _, err := channel.NewWebhook(channel.WebhookConfig{}).Send(context.Background(), hookMsg(hookURL, rawSecret)); err != nil {
+		t.Fatalf("without PublicOnly: %v", err)
+	}
+	for addr, public := range map[string]bool{"8.8.8.8": true, "2606:4700::1111": true, "127.0.0.1": false, "192.168.1.1": false,
+		"172.16.0.1": false, "100.64.0.1": false, "fd00::1": false, "fe80::1": false, "::": false, "64:ff9b::a00:1": false, "::ffff:10.0.0.1": false} {
+		if got := channel.PublicAddr(netip.MustParseAddr(addr)); got != public {
+			t.Errorf("PublicAddr(%s) = %v, want %v", addr, got, public)
+		}
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -26,6 +28,15 @@ type WebhookConfig struct {
 	Timeout time.Duration
 	// UserAgent is the User-Agent header; "inbox-gateway-webhooks" when "".
 	UserAgent string
+	// PublicOnly, with Client nil, makes the adapter's own client refuse to connect to
+	// an address that is not a public unicast one (loopback, private, shared, link-local,
+	// unspecified, multicast: see PublicAddr), checked on the address dialled after name
+	// resolution, so a name resolving there is refused too; such a send fails Permanent
+	// with Code "address". Webhook URLs are set by tenants: without it a tenant can make
+	// the gateway POST to services on its own host or network and read the start of their
+	// answers in the record's error. The client then uses no proxy from the environment
+	// (the proxy, not the receiver, would be the address checked).
+	PublicOnly bool
 }
 
 // maxWebhookResponse bounds how much of a receiver's answer is read (and discarded,
@@ -56,13 +67,18 @@ type webhook struct {
 // 24h); 410 is Permanent with Code "gone" (the receiver says the endpoint is gone) and
 // any other status (3xx included: redirects are not followed) Permanent; a timeout
 // (Code "timeout") or a connection failure is Transient; a missing URL, secret or
-// idempotency key, or a malformed "whsec_" secret, is Permanent. At most 64 KiB of the
-// answer is read.
+// idempotency key, or a malformed "whsec_" secret, is Permanent; so is an address
+// refused by PublicOnly (Code "address"). At most 64 KiB of the answer is read.
 func NewWebhook(cfg WebhookConfig) Channel {
 	w := &webhook{client: cfg.Client, timeout: cfg.Timeout, userAgent: cfg.UserAgent}
 	if w.client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 64
+		if cfg.PublicOnly {
+			d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: publicOnly}
+			tr.DialContext = d.DialContext
+			tr.Proxy = nil
+		}
 		w.client = &http.Client{
 			Transport:     tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -114,6 +130,9 @@ func (w *webhook) Send(ctx context.Context, m Message) (Result, error) {
 	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
 
 	resp, err := w.client.Do(req)
+	if _, refused := errors.AsType[*addressError](err); refused {
+		return perm("address", err)
+	}
 	if err != nil {
 		e := &Error{Provider: ProviderWebhook, Kind: Transient, Err: err}
 		var ne net.Error
@@ -187,4 +206,57 @@ func RetryAfter(v string, now time.Time) time.Duration {
 		d = t.Sub(now)
 	}
 	return min(max(d, 0), maxRetryAfter)
+}
+
+// addressError is the dial error of a webhook to an address that is not public
+// (WebhookConfig.PublicOnly).
+type addressError struct{ addr string }
+
+func (e *addressError) Error() string {
+	return fmt.Sprintf("webhook address %s is not a public address (loopback, private, link-local and the like are refused)", e.addr)
+}
+
+// publicOnly is the net.Dialer Control of WebhookConfig.PublicOnly: it refuses a
+// connection to an address PublicAddr does not accept.
+func publicOnly(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return &addressError{addr: address}
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !PublicAddr(ip) {
+		return &addressError{addr: host}
+	}
+	return nil
+}
+
+// sharedAddrs are address ranges that are not public but that netip's predicates do not
+// name: "this network" (RFC 791), shared address space (carrier-grade NAT, RFC 6598),
+// benchmarking (RFC 2544), IPv4 reserved (RFC 1112) and IPv6 NAT64 (RFC 6052, which
+// reaches IPv4 private addresses through a translator).
+var sharedAddrs = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+}
+
+// PublicAddr reports whether ip is a public unicast address a tenant's webhook may reach
+// (WebhookConfig.PublicOnly): not loopback, private (RFC 1918, RFC 4193), link-local,
+// unspecified, multicast, nor one of the shared or reserved ranges above; an IPv4-mapped
+// IPv6 address is judged as its IPv4 address.
+func PublicAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsUnspecified() || ip.IsMulticast() ||
+		ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast() {
+		return false
+	}
+	for _, p := range sharedAddrs {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
 }

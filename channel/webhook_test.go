@@ -106,7 +106,7 @@ func TestWebhookAnswers(t *testing.T) {
 		resp   channeltest.WebhookResponse
 		kind   channel.Kind
 		code   string
-		after  time.Duration // want RetryAfter within [after-2s, after]
+		after  time.Duration // want RetryAfter within [after-5s, after] (the date has whole seconds; a loaded machine takes seconds)
 		status int
 	}{
 		{"201 ok", channeltest.WebhookResponse{Status: 201}, -1, "", 0, 201},
@@ -134,7 +134,7 @@ func TestWebhookAnswers(t *testing.T) {
 				return
 			}
 			e := wantErr(t, err, c.kind, c.status, c.code)
-			if e.RetryAfter > c.after || e.RetryAfter < c.after-2*time.Second {
+			if e.RetryAfter > c.after || e.RetryAfter < c.after-5*time.Second {
 				t.Fatalf("RetryAfter %v, want about %v", e.RetryAfter, c.after)
 			}
 			if _, ra := channel.Classify(err); ra != e.RetryAfter {

@@ -1,0 +1,166 @@
+package rest_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inboxgw/gateway/channel/channeltest"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/testgw"
+	"github.com/inboxgw/gateway/providerhook/providerhooktest"
+	"github.com/inboxgw/gateway/rest"
+	"github.com/inboxgw/gateway/rest/gen"
+	"github.com/inboxgw/gateway/store"
+)
+
+// Attacks on issue 11's channels through the real gateway (see the report of helper
+// "attack11").
+
+// unconfirmedRecord sends user a notification with SMS and EMAIL records (sentRecord's
+// template) and leaves its record of key settled unconfirmed, as after a worker stopped
+// during the provider call: SENT with no provider and no message id.
+func unconfirmedRecord(t *testing.T, s *testgw.Server, user, key string) inbox.DeliveryRef {
+	t.Helper()
+	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
+	svc := s.Token(tenant, "svc", rest.ScopeSend)
+	decode[gen.TemplateVersion](t, call(t, s, http.MethodPut, "/v1/templates/code", admin, nil, map[string]any{"locale": "en",
+		"title": "Your code", "body": "{{ code }}", "sms": map[string]any{"text": "Code {{ code }}"},
+		"email": map[string]any{"subject": "Your code", "text": "Code {{ code }}"}}), 200)
+	decode[gen.UserProfile](t, call(t, s, http.MethodPut, "/v1/users/"+user, admin, nil, map[string]any{"phone": "+4915112345678", "email": user + "@example.com"}), 200)
+	acc := decode[gen.Accepted](t, send(t, s, svc, "code-"+user+"-"+key, map[string]any{"recipientUserId": user, "type": "otp",
+		"template": "code", "data": map[string]any{"code": "123456"}}), 202)
+	ref := inbox.DeliveryRef{TenantID: tenant, NotificationID: *acc.NotificationId, Key: key}
+	testgw.WaitFor(t, 30*time.Second, "the notification's status", func() bool {
+		_, err := s.Store.Status(t.Context(), tenant, ref.NotificationID)
+		return err == nil
+	})
+	if _, outcome, err := s.Store.ClaimDelivery(t.Context(), ref, time.Millisecond); err != nil || outcome != store.ClaimOK {
+		t.Fatalf("claim %s: %v (outcome %v)", key, err, outcome)
+	}
+	time.Sleep(5 * time.Millisecond)
+	job, outcome, err := s.Store.ClaimDelivery(t.Context(), ref, time.Minute)
+	if err != nil || outcome != store.ClaimOrphaned {
+		t.Fatalf("second claim %s: %v (outcome %v)", key, err, outcome)
+	}
+	if err := s.Store.DeliveryUnconfirmed(t.Context(), ref, job.Attempt); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// TestAttackCallbackRefOfAnotherChannel: a validly signed callback whose ref names a
+// record of another channel. A record with a provider is guarded by it (the event's
+// provider must match), but one settled unconfirmed has none and took any event: a
+// SendGrid "delivered" marked an SMS DELIVERED as provider "smtp", a Twilio
+// "delivered" an EMAIL record as "twilio". Each hook now takes refs of its channel only
+// (SendGrid: EMAIL; Twilio: SMS); the others are counted as events matching no record.
+func TestAttackCallbackRefOfAnotherChannel(t *testing.T) {
+	t.Parallel()
+	key, err := providerhooktest.NewSendGridKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newCallbackServer(t, key)
+	sms := unconfirmedRecord(t, s, "carol", inbox.ChannelSMS)
+	email := inbox.DeliveryRef{TenantID: sms.TenantID, NotificationID: sms.NotificationID, Key: inbox.ChannelEmail}
+	job, outcome, err := s.Store.ClaimDelivery(t.Context(), email, time.Millisecond)
+	if err != nil || outcome != store.ClaimOK {
+		t.Fatalf("claim EMAIL: %v (%v)", err, outcome)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if job, outcome, err = s.Store.ClaimDelivery(t.Context(), email, time.Minute); err != nil || outcome != store.ClaimOrphaned {
+		t.Fatalf("reclaim EMAIL: %v (%v)", err, outcome)
+	}
+	if err := s.Store.DeliveryUnconfirmed(t.Context(), email, job.Attempt); err != nil {
+		t.Fatal(err)
+	}
+	push := inbox.DeliveryRef{TenantID: sms.TenantID, NotificationID: sms.NotificationID, Key: "PUSH#0123456789abcdef"}
+
+	// SendGrid: events naming the SMS record and a push record.
+	body, err := json.Marshal([]map[string]any{
+		{"inbox_ref": sms.String(), "event": "delivered", "timestamp": time.Now().Unix()},
+		{"inbox_ref": push.String(), "event": "open", "timestamp": time.Now().Unix()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, ts, err := key.Sign(body, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := decode[gen.ProviderCallbackResult](t, call(t, s, http.MethodPost, "/v1/webhooks/provider/sendgrid", "", map[string]string{
+		"Content-Type": "application/json", "X-Twilio-Email-Event-Webhook-Signature": sig, "X-Twilio-Email-Event-Webhook-Timestamp": ts}, body), 200)
+	if res.Applied != 0 {
+		t.Errorf("a SendGrid event changed a record of another channel: %+v", res)
+	}
+	if r := record(t, s, sms); r.Status != gen.DeliveryRecordStatusSent || r.Provider != nil {
+		t.Errorf("the SMS record after a SendGrid event: %s", mustJSON(t, r))
+	}
+
+	// Twilio: a status callback naming the EMAIL record.
+	a := twilioCallback(t, s, email, time.Now(), twilioToken, url.Values{"MessageSid": {"SM9"}, "MessageStatus": {"delivered"}})
+	if res := decode[gen.ProviderCallbackResult](t, a, 200); res.Applied != 0 {
+		t.Errorf("a Twilio callback changed an EMAIL record: %+v", res)
+	}
+	if r := record(t, s, email); r.Status != gen.DeliveryRecordStatusSent || r.Provider != nil {
+		t.Errorf("the EMAIL record after a Twilio callback: %s", mustJSON(t, r))
+	}
+
+	// Each provider still settles its own channel's unconfirmed record.
+	a = twilioCallback(t, s, sms, time.Now(), twilioToken, url.Values{"MessageSid": {"SM9"}, "MessageStatus": {"delivered"}})
+	if res := decode[gen.ProviderCallbackResult](t, a, 200); res.Applied != 1 {
+		t.Errorf("Twilio's own SMS record: %+v", res)
+	}
+	if r := record(t, s, sms); r.Status != gen.DeliveryRecordStatusDelivered || deref(r.Provider) != "twilio" {
+		t.Errorf("the SMS record after its callback: %s", mustJSON(t, r))
+	}
+}
+
+// TestAttackWebhookToALoopbackAddress: a tenant's webhook URL naming the gateway's own
+// host (http://127.0.0.1:port is accepted by the settings: "http only for localhost")
+// made the gateway POST to a service on its loopback interface, and the record's error
+// quoted that service's answer back to the tenant (a server-side request forgery that
+// reads). Outside dev mode (and without INBOX_WEBHOOK_ALLOW_PRIVATE) the webhook adapter
+// now refuses to connect to a loopback, private, link-local or unspecified address: the
+// record FAILED, nothing received.
+func TestAttackWebhookToALoopbackAddress(t *testing.T) {
+	t.Parallel()
+	recv, hookURL := channeltest.StartWebhook(t, strings.Repeat("s", 32))
+	recv.SetDefault(channeltest.WebhookResponse{Status: 500, Body: "internal-secret-answer"})
+	s := testgw.NewWith(t, testgw.Options{Scheduler: true})
+	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
+	set := call(t, s, http.MethodPut, "/v1/tenant/settings", admin, nil, map[string]any{
+		"webhook": map[string]any{"url": hookURL, "secret": strings.Repeat("s", 32)}})
+	if set.Status != 200 {
+		// Refusing the URL in the settings is as good: nothing is ever sent to it.
+		expectProblem(t, set, 400, "BAD_USER_INPUT")
+		return
+	}
+	acc := decode[gen.Accepted](t, send(t, s, s.Token(tenant, "svc", rest.ScopeSend), "ssrf-1",
+		map[string]any{"recipientUserId": "dave", "type": "news", "title": "hello"}), 202)
+	ref := inbox.DeliveryRef{TenantID: tenant, NotificationID: *acc.NotificationId, Key: inbox.ChannelWebhook}
+	var r gen.DeliveryRecord
+	testgw.WaitFor(t, 60*time.Second, "the WEBHOOK record's first attempt", func() bool {
+		st, err := s.Store.Status(t.Context(), tenant, ref.NotificationID)
+		if err != nil {
+			return false
+		}
+		for _, c := range st.Channels {
+			if c.Key == inbox.ChannelWebhook && (c.Status != inbox.DeliveryQueued || c.Error != "") {
+				r = record(t, s, ref)
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(recv.Requests()); n != 0 {
+		t.Errorf("the loopback receiver got %d requests", n)
+	}
+	if r.Status != gen.DeliveryRecordStatusFailed || strings.Contains(deref(r.Error), "internal-secret-answer") {
+		t.Errorf("the record: %s", mustJSON(t, r))
+	}
+}
