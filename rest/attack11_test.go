@@ -2,13 +2,17 @@ package rest_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/channel/channeltest"
+	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/providerhook/providerhooktest"
@@ -162,5 +166,54 @@ func TestAttackWebhookToALoopbackAddress(t *testing.T) {
 	}
 	if r.Status != gen.DeliveryRecordStatusFailed || strings.Contains(deref(r.Error), "internal-secret-answer") {
 		t.Errorf("the record: %s", mustJSON(t, r))
+	}
+}
+
+// TestAttackGraphQLDeliveriesCost: Notification.deliveries reads a status partition per
+// notification, so aliases multiply the Queries: each alias is counted (CostRead each),
+// and a document whose cost passes the limit (a page of 100 with deliveries is 100
+// reads: 10,000 > 5,000; a page of 10 with 6 aliases 6,000) is refused before any
+// status is read. Within the limit, each alias costs its Query and answers the same.
+func TestAttackGraphQLDeliveriesCost(t *testing.T) {
+	t.Parallel()
+	rec := &ddbtrace.Recorder{}
+	s := testgw.NewWith(t, testgw.Options{DynamoDB: []func(*dynamodb.Options){rec.Option()}})
+	sentRecord(t, s, "erin", inbox.ChannelSMS, channel.ProviderTwilio, "SM0001")
+	tok := s.Token(tenant, "erin")
+	aliases := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, " d%d: deliveries { channel status }", i)
+		}
+		return b.String()
+	}
+	for name, q := range map[string]string{
+		"a page of 100":             `{ viewer { inbox(first: 100) { nodes { id deliveries { channel } } } } }`,
+		"10 with 6 aliases":         `{ viewer { inbox(first: 10) { nodes { id` + aliases(6) + ` } } } }`,
+		"aliased inboxes of 10 × 5": `{ viewer { a: inbox(first: 10) { nodes { deliveries { channel } } } b: inbox(first: 10) { nodes { deliveries { channel } } } c: inbox(first: 10) { nodes { deliveries { channel } } } d: inbox(first: 10) { nodes { deliveries { channel } } } e: inbox(first: 10) { nodes { deliveries { channel } } } } }`,
+	} {
+		rec.Reset()
+		r := s.Post(tok, q, nil)
+		if len(r.Errors) == 0 || !strings.Contains(strings.ToLower(r.Errors[0].Message+fmt.Sprint(r.Codes())), "complex") {
+			t.Errorf("%s: answered without a complexity error: %+v", name, r.Errors)
+		}
+		if n := rec.Count("Query"); n != 0 {
+			t.Errorf("%s: %d Queries before the refusal", name, n)
+		}
+	}
+	rec.Reset()
+	var data struct {
+		Viewer struct {
+			Inbox struct {
+				Nodes []map[string]any `json:"nodes"`
+			} `json:"inbox"`
+		} `json:"viewer"`
+	}
+	s.MustData(tok, `{ viewer { inbox(first: 10) { nodes { id`+aliases(3)+` } } } }`, nil, &data)
+	if len(data.Viewer.Inbox.Nodes) != 1 {
+		t.Fatalf("nodes: %v", data.Viewer.Inbox.Nodes)
+	}
+	if n := rec.Count("Query"); n != 1+3 {
+		t.Errorf("%d Queries (%v) for 3 aliases of one notification's deliveries, want 4", n, rec.Ops())
 	}
 }
