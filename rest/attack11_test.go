@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,5 +216,56 @@ func TestAttackGraphQLDeliveriesCost(t *testing.T) {
 	}
 	if n := rec.Count("Query"); n != 1+3 {
 		t.Errorf("%d Queries (%v) for 3 aliases of one notification's deliveries, want 4", n, rec.Ops())
+	}
+}
+
+// TestAttackDevicesConcurrentRegistrations: 20 devices registered at once by the user's
+// own token leave exactly inbox.MaxDevices, the newest, each answered 201; tokens with
+// '#', '/' or 4096 bytes are devices like any other (unregistered by their path-escaped
+// token), control characters, 5 KB and unknown platforms are refused, and another
+// user's id is forbidden.
+func TestAttackDevicesConcurrentRegistrations(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	tok := s.Token(tenant, "fay")
+	path := "/v1/users/fay/devices"
+	var wg sync.WaitGroup
+	statuses := make([]int, 20)
+	for i := range statuses {
+		wg.Go(func() {
+			statuses[i] = call(t, s, http.MethodPost, path, tok, nil, map[string]any{"token": fmt.Sprintf("tok-%02d", i), "platform": "fcm"}).Status
+		})
+	}
+	wg.Wait()
+	for i, st := range statuses {
+		if st != 201 {
+			t.Errorf("registration %d: %d", i, st)
+		}
+	}
+	devs, err := s.Store.Devices(t.Context(), inbox.Viewer{TenantID: tenant, UserID: "fay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != inbox.MaxDevices {
+		t.Fatalf("%d devices after 20 registrations, want %d", len(devs), inbox.MaxDevices)
+	}
+	for _, tk := range []string{"a#b#c", "x/y", strings.Repeat("z", inbox.MaxDeviceTokenBytes)} {
+		decode[gen.Device](t, call(t, s, http.MethodPost, path, tok, nil, map[string]any{"token": tk, "platform": "apns"}), 201)
+		if a := call(t, s, http.MethodDelete, path+"/"+url.PathEscape(tk), tok, nil, nil); a.Status != 204 {
+			t.Errorf("unregister %.20q: %d %s", tk, a.Status, a.Body)
+		}
+	}
+	for _, body := range []map[string]any{
+		{"token": "a\nb", "platform": "fcm"}, {"token": strings.Repeat("z", 5000), "platform": "fcm"}, {"token": "ok", "platform": "wns"},
+	} {
+		if a := call(t, s, http.MethodPost, path, tok, nil, body); a.Status != 400 && a.Status != 413 {
+			t.Errorf("%.30v: %d", body, a.Status)
+		}
+	}
+	expectProblem(t, call(t, s, http.MethodPost, "/v1/users/gus/devices", tok, nil, map[string]any{"token": "t", "platform": "fcm"}), 403, "FORBIDDEN")
+	expectProblem(t, call(t, s, http.MethodDelete, "/v1/users/gus/devices/t", tok, nil, nil), 403, "FORBIDDEN")
+	after, err := s.Store.Devices(t.Context(), inbox.Viewer{TenantID: tenant, UserID: "fay"})
+	if err != nil || len(after) != inbox.MaxDevices-1 {
+		t.Fatalf("devices after a registration evicting one, and three removals: %d, %v", len(after), err)
 	}
 }
