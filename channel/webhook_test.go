@@ -134,7 +134,7 @@ func TestWebhookAnswers(t *testing.T) {
 				return
 			}
 			e := wantErr(t, err, c.kind, c.status, c.code)
-			if e.RetryAfter > c.after || e.RetryAfter < c.after-5*time.Second {
+			if e.RetryAfter > c.after || e.RetryAfter < c.after-30*time.Second { // an HTTP date is whole seconds, made when the table was built: a loaded machine may start the subtest much later
 				t.Fatalf("RetryAfter %v, want about %v", e.RetryAfter, c.after)
 			}
 			if _, ra := channel.Classify(err); ra != e.RetryAfter {
