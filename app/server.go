@@ -105,8 +105,8 @@ type Config struct {
 	// instances and the stream relay, at RedisURL).
 	Broker   string `env:"INBOX_BROKER" envDefault:"local"`
 	RedisURL string `env:"INBOX_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
-	// Scheduler runs the durable scheduler (snooze wake-ups, expiries) inside serve; off,
-	// run it alone with the worker command. Instances share its shards through leases.
+	// Scheduler runs the durable scheduler (channel deliveries, sendAt sends, broadcasts,
+	// snooze wake-ups, expiries) inside serve; off, run it alone with the worker command. Instances share its shards through leases.
 	Scheduler bool `env:"INBOX_SCHEDULER" envDefault:"true"`
 	// SchedShards is how many write shards scheduled tasks spread over (the same on every
 	// instance; it may grow, never shrink). SchedPoll is the pause between two passes over

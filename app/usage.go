@@ -37,7 +37,7 @@ var envHelp = map[string]string{
 	"INBOX_MAX_MUTATION_FIELDS":   "bound of the mutation fields of one document (1..100)",
 	"INBOX_DEFAULT_PREFERENCES":   "every tenant's preference defaults, JSON of the GraphQL Preferences shape (unset: every channel on)",
 	"INBOX_CRITICAL_CATEGORIES":   "comma-separated categories users cannot opt out of",
-	"INBOX_SCHEDULER":             "run the durable scheduler (snooze wake-ups, expiries) inside serve",
+	"INBOX_SCHEDULER":             "run the durable scheduler inside serve: channel deliveries and their retries, quiet-hours deferrals, sendAt sends, broadcasts, snooze wake-ups, expiries",
 	"INBOX_SCHED_SHARDS":          "write shards of scheduled tasks (the same on every instance; may grow, never shrink)",
 	"INBOX_SCHED_POLL":            "pause between two passes over a held scheduler shard",
 	"INBOX_SCHED_LEASE":           "how long a scheduler shard lease lasts without renewal (a crashed instance's shards move within it)",
@@ -110,12 +110,12 @@ func Usage(w io.Writer) {
 	fmt.Fprint(w, `inbox-gateway: the notification inbox's GraphQL gateway.
 
 Usage:
-  inbox-gateway [serve]                               serve GraphQL (HTTP, WebSocket, SSE) and GraphiQL
+  inbox-gateway [serve]                               serve GraphQL (HTTP, WebSocket, SSE), GraphiQL and the REST API (/v1)
   inbox-gateway token --user U [--tenant T] [--scope S] [--ttl D]
                                                       print a signed token
   inbox-gateway import-github FILE [--tenant T]       import GitHub webhook examples as notifications
   inbox-gateway relay                                 the DynamoDB Streams relay (INBOX_BROKER=redis)
-  inbox-gateway worker                                the durable scheduler alone (snooze wake-ups, expiries)
+  inbox-gateway worker                                the durable scheduler alone (deliveries, sendAt, broadcasts, wake-ups, expiries)
   inbox-gateway help | -h | --help                    this text
 
 Configuration (environment variables, default in brackets):

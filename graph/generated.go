@@ -1492,7 +1492,7 @@ type Delivery {
   attempts: Int!
   "When the record last changed."
   updatedAt: Time!
-  "Why it failed, or was skipped (e.g. opted_out, quiet_hours, no_device)."
+  "Why it failed, or was skipped (e.g. opted_out, category_opted_out, no_device, no_provider); a delivery deferred by quiet hours stays QUEUED."
   error: String
 }
 

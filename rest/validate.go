@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -262,7 +263,8 @@ func checkProfile(p gen.UserProfileInput) error {
 }
 
 // checkSettings checks tenant settings: the default preferences as a preferences update,
-// the critical categories as ids, a webhook URL that is absolute http(s).
+// the critical categories as ids, a webhook URL that is absolute http(s), a webhook secret
+// of at least 24 bytes whose "whsec_" form (if it has one) is base64.
 func checkSettings(s gen.TenantSettingsInput) error {
 	if d := s.DefaultPreferences; d != nil {
 		u := inbox.PreferencesUpdate{Channels: switchChanges(d.Channels), Timezone: d.Timezone, Locale: d.Locale}
@@ -289,6 +291,14 @@ func checkSettings(s gen.TenantSettingsInput) error {
 		}
 		if len(w.Secret) < 24 {
 			return inbox.Errorf(inbox.CodeBadUserInput, "webhook.secret must be at least 24 bytes")
+		}
+		// The webhook channel keys a "whsec_" secret (the Standard Webhooks form) with the
+		// standard base64 after the prefix; a secret it cannot decode would fail every
+		// delivery, so it is refused here.
+		if k, ok := strings.CutPrefix(w.Secret, "whsec_"); ok {
+			if key, err := base64.StdEncoding.DecodeString(k); err != nil || len(key) == 0 {
+				return inbox.Errorf(inbox.CodeBadUserInput, "webhook.secret starts with whsec_ but the rest is not standard base64 (a Standard Webhooks secret is whsec_ + base64 of the key; any other secret is used as raw bytes)")
+			}
 		}
 	}
 	if r := s.RetentionDays; r != nil && (*r < 1 || *r > 3660) {

@@ -42,7 +42,7 @@ type Delivery struct {
 	Attempts int `json:"attempts"`
 	// When the record last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
-	// Why it failed, or was skipped (e.g. opted_out, quiet_hours, no_device).
+	// Why it failed, or was skipped (e.g. opted_out, category_opted_out, no_device, no_provider); a delivery deferred by quiet hours stays QUEUED.
 	Error *string `json:"error,omitempty"`
 }
 

@@ -342,7 +342,7 @@ type DeliveryRecord struct {
 	// DeviceId The push device's id (Device.id), for a push record.
 	DeviceId *string `json:"deviceId,omitempty"`
 
-	// Error Why it failed or was skipped (e.g. opted_out, quiet_hours, no_provider).
+	// Error Why it failed or was skipped (e.g. opted_out, category_opted_out, no_device, no_provider); a delivery deferred by quiet hours stays queued with deferredUntil.
 	Error *string `json:"error,omitempty"`
 
 	// Key The record's key (one record per channel, and per device for push), e.g. EMAIL, PUSH#3f2a9c0d1e4b5a69.
