@@ -159,7 +159,18 @@ func workerCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer closeStore()
 	pipe := newPipeline(cfg, log, st)
 	defer pipe.Close()
-	return runScheduler(ctx, log, newScheduler(cfg, log, st, db, nil, pipe))
+	// In dev mode without INBOX_SMTP_URL a worker's mail goes to the catcher the dev
+	// gateway runs on INBOX_DEV_SMTP_ADDR.
+	devSMTP := ""
+	if cfg.Dev && cfg.SMTPURL == "" {
+		devSMTP = cfg.DevSMTPAddr
+	}
+	chs, err := deliveryChannels(cfg, devSMTP)
+	if err != nil {
+		return err
+	}
+	logChannels(log, cfg, chs)
+	return runScheduler(ctx, log, newScheduler(cfg, log, st, db, nil, pipe, chs))
 }
 
 // relayCommand runs the DynamoDB Streams relay (package relay) until ctx ends, then

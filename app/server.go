@@ -152,6 +152,49 @@ type Config struct {
 	// every channel is on. CriticalCategories cannot be opted out of.
 	DefaultPreferences string   `env:"INBOX_DEFAULT_PREFERENCES"`
 	CriticalCategories []string `env:"INBOX_CRITICAL_CATEGORIES" envSeparator:","`
+	// Channels (issue 11; see README "Channels"). Email: SMTPURL is the provider's SMTP
+	// server (smtp://user:pass@host:port, STARTTLS when offered; smtps:// for implicit
+	// TLS); unset in dev mode, an in-process catcher on DevSMTPAddr receives the mail
+	// (read at /dev/mail). SMTPSendGrid adds SendGrid's X-SMTPAPI header (the record ref
+	// its event webhook echoes).
+	SMTPURL      string `env:"INBOX_SMTP_URL"`
+	EmailFrom    string `env:"INBOX_EMAIL_FROM"`
+	SMTPSendGrid bool   `env:"INBOX_SMTP_SENDGRID"`
+	DevSMTPAddr  string `env:"INBOX_DEV_SMTP_ADDR" envDefault:"127.0.0.1:1025"`
+	// FCM: the service account's JSON key file and the API's base URL.
+	FCMCredentials string `env:"INBOX_FCM_CREDENTIALS"`
+	FCMURL         string `env:"INBOX_FCM_URL" envDefault:"https://fcm.googleapis.com"`
+	// APNs (token auth): the .p8 key file, its key id, the team id, the app's bundle id
+	// (apns-topic) and the base URL (https://api.sandbox.push.apple.com for development).
+	APNsKey    string `env:"INBOX_APNS_KEY"`
+	APNsKeyID  string `env:"INBOX_APNS_KEY_ID"`
+	APNsTeamID string `env:"INBOX_APNS_TEAM_ID"`
+	APNsTopic  string `env:"INBOX_APNS_TOPIC"`
+	APNsURL    string `env:"INBOX_APNS_URL" envDefault:"https://api.push.apple.com"`
+	// Twilio (SMS): the account, its auth token (also what checks Twilio's status
+	// callbacks), the sending number or messaging service, the API's base URL.
+	TwilioAccountSID string `env:"INBOX_TWILIO_ACCOUNT_SID"`
+	TwilioAuthToken  string `env:"INBOX_TWILIO_AUTH_TOKEN"`
+	TwilioFrom       string `env:"INBOX_TWILIO_FROM"`
+	TwilioURL        string `env:"INBOX_TWILIO_URL" envDefault:"https://api.twilio.com"`
+	// SendGridWebhookKey is the event webhook's verification key (base64 DER ECDSA public
+	// key); unset, SendGrid callbacks are refused.
+	SendGridWebhookKey string `env:"INBOX_SENDGRID_WEBHOOK_KEY"`
+	// PublicURL is the gateway's URL as providers reach it (Twilio's StatusCallback and
+	// its signature check); unset, no status callback is asked for.
+	PublicURL string `env:"INBOX_PUBLIC_URL"`
+	// CallbackMaxAge is how old a signed provider callback may be (SendGrid's timestamp).
+	CallbackMaxAge time.Duration `env:"INBOX_CALLBACK_MAX_AGE" envDefault:"10m"`
+	// Sends per second per instance and provider kind (channel.Limit).
+	RateEmail   float64 `env:"INBOX_RATE_EMAIL" envDefault:"100"`
+	RatePush    float64 `env:"INBOX_RATE_PUSH" envDefault:"500"`
+	RateSMS     float64 `env:"INBOX_RATE_SMS" envDefault:"10"`
+	RateWebhook float64 `env:"INBOX_RATE_WEBHOOK" envDefault:"100"`
+	// DeliveryAttempts bounds the sends of one delivery record; DeliveryBackoff is the
+	// retry delay's base (exponential, full jitter); DeliveryTimeout one send's deadline.
+	DeliveryAttempts int           `env:"INBOX_DELIVERY_ATTEMPTS" envDefault:"6"`
+	DeliveryBackoff  time.Duration `env:"INBOX_DELIVERY_BACKOFF" envDefault:"30s"`
+	DeliveryTimeout  time.Duration `env:"INBOX_DELIVERY_TIMEOUT" envDefault:"15s"`
 	// TenantPreferences is DefaultPreferences and CriticalCategories parsed.
 	TenantPreferences inbox.TenantPreferences `env:"-"`
 }
@@ -242,6 +285,9 @@ func LoadConfig() (Config, error) {
 		return c, fmt.Errorf("configuration: INBOX_WS_INIT_TIMEOUT must be at least 100ms, not %v", c.WSInitTimeout)
 	}
 	if err := c.checkLimits(); err != nil {
+		return c, err
+	}
+	if err := c.checkChannels(); err != nil {
 		return c, err
 	}
 	prefs, err := inbox.ParseTenantPreferences(c.DefaultPreferences, c.CriticalCategories)
@@ -501,19 +547,35 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(
 // delivery), and a send pipeline's requests (service.TaskSend: recovery after a crash,
 // scheduled sends) and broadcasts' shard runs (store.TaskBroadcast), configured from
 // cfg; reg may be nil (no metrics). Broadcasts and sends accepted anywhere (REST,
-// GraphQL, another instance) run wherever a scheduler runs.
+// GraphQL, another instance) run wherever a scheduler runs. The channels' adapters are
+// built from cfg (in dev mode without INBOX_SMTP_URL, email goes to INBOX_DEV_SMTP_ADDR);
+// a provider whose configuration cannot be used (an unreadable key file) is logged and
+// left off, its records SKIPPED no_provider (serve and worker refuse to start instead).
 func NewScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
-	return newScheduler(cfg, log, st, db, reg, newPipeline(cfg, log, st))
+	devSMTP := ""
+	if cfg.Dev && cfg.SMTPURL == "" {
+		devSMTP = cfg.DevSMTPAddr
+	}
+	chs, err := deliveryChannels(cfg, devSMTP)
+	if err != nil {
+		log.Error("deliveries: the channels' providers are off", "err", err)
+	}
+	return newScheduler(cfg, log, st, db, reg, newPipeline(cfg, log, st), chs)
 }
 
-// newScheduler is NewScheduler with the pipeline p whose requests and broadcasts it runs.
-func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry, p *pipeline) *sched.Scheduler {
-	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log}
+// newScheduler is NewScheduler with the pipeline p whose requests and broadcasts it runs
+// and the channels' adapters chs.
+func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry, p *pipeline, chs delivery.Channels) *sched.Scheduler {
+	deliver := newDeliveryHandler(cfg, log, st, chs)
+	// A deliver task sends once within INBOX_DELIVERY_TIMEOUT and then records the
+	// outcome: the handler deadline covers both.
+	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log,
+		HandlerTimeout: max(30*time.Second, deliver.HandlerTimeout())}
 	if m := metrics.NewSched(reg); m != nil {
 		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
 	}
 	s := sched.NewInbox(st, o)
-	delivery.NewHandler(st).Register(s)
+	deliver.Register(s)
 	s.Register(service.TaskSend, sched.HandlerFunc(p.svc.Handler()))
 	s.Register(store.TaskBroadcast, sched.HandlerFunc(p.broadcasts.Handle))
 	return s
@@ -601,12 +663,23 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer closeStore()
 	pipe := newPipeline(cfg, log, st)
 	defer pipe.Close()
+	// Dev mode without an SMTP server: mail goes to an in-process catcher, read at /dev/mail.
+	devMail, err := startDevMail(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer devMail.close()
+	chs, err := deliveryChannels(cfg, devMail.smtpAddr())
+	if err != nil {
+		return err
+	}
+	logChannels(log, cfg, chs)
 	if cfg.Scheduler {
 		schedCtx, stopSched := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := runScheduler(schedCtx, log, newScheduler(cfg, log, st, db, reg, pipe)); err != nil {
+			if err := runScheduler(schedCtx, log, newScheduler(cfg, log, st, db, reg, pipe, chs)); err != nil {
 				log.Error("scheduler stopped", "err", err)
 			}
 		}()
@@ -641,7 +714,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	hopts := handlerOptions(cfg, log, verifier, st, broker, demoToken, reg, pipe)
 	h := httpapi.NewHandler(hopts)
-	srv := httpapi.NewServer(WithMetricsRoute(cfg, h, reg), httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
+	srv := httpapi.NewServer(devMail.with(WithMetricsRoute(cfg, h, reg)), httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
 	_, stopMetrics, err := ServeMetrics(cfg, log, reg)
 	if err != nil {
 		return err
@@ -649,8 +722,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer stopMetrics()
 	url := "http://" + displayAddr(ln.Addr())
 	log.Info("inbox gateway listening", "graphiql", url+"/", "graphql", url+"/graphql")
+	if devMail != nil {
+		log.Info("dev mail: the gateway's email goes to its SMTP catcher; read it in the browser",
+			"mail", url+DevMailPath, "smtp", devMail.smtpAddr())
+	}
 	if demoToken != "" {
 		fmt.Fprintf(os.Stderr, "\nGraphiQL: %s/\nDemo token (pre-filled in GraphiQL):\n  Authorization: Bearer %s\n\n", url, demoToken)
+	}
+	if devMail != nil {
+		fmt.Fprintf(os.Stderr, "Dev mail: the email the gateway sends is caught (SMTP %s); read it at %s%s\n\n", devMail.smtpAddr(), url, DevMailPath)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -2,43 +2,323 @@ package delivery
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
 
+	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 )
 
+// Defaults of Options (the INBOX_DELIVERY_* defaults).
+const (
+	DefaultAttempts   = 6
+	DefaultBackoff    = 30 * time.Second
+	DefaultMaxBackoff = time.Hour
+	DefaultTimeout    = 15 * time.Second
+	// DefaultClaimMargin is what a claim lasts beyond the attempt's Timeout: the record's
+	// update after the provider answered, and clock skew between instances.
+	DefaultClaimMargin = 5 * time.Second
+	// writeTimeout bounds each record update after a send; it runs even when the task's
+	// context ended (a shutdown), so that an answered send is recorded.
+	writeTimeout = 10 * time.Second
+)
+
+// ErrBusy is Handle's error when another run of the task holds a live claim on its record
+// (a task run twice at once after a lease takeover): the scheduler tries the task again
+// later, by when that claim has an outcome or has expired.
+var ErrBusy = errors.New("delivery: the record is claimed by another attempt")
+
 // Store is what the handler needs of the store (*store.Store implements it).
 type Store interface {
-	// SkipDelivery marks a QUEUED delivery record SKIPPED with reason; false when it was
-	// not QUEUED (already handled) or is gone.
-	SkipDelivery(ctx context.Context, tenantID, notificationID, channel, reason string) (bool, error)
+	// ClaimDelivery claims a QUEUED, unclaimed record for lease (attempts + 1) and returns
+	// what to send; see store.ClaimOutcome.
+	ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease time.Duration) (inbox.DeliveryJob, store.ClaimOutcome, error)
+	// DeliverySent, DeliveryRetry, DeliveryFailed and DeliveryUnconfirmed record an
+	// attempt's outcome, each conditioned on the claim of attempt.
+	DeliverySent(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, messageID string) error
+	DeliveryRetry(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, errMsg string, at time.Time) error
+	DeliveryFailed(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, errMsg string) error
+	DeliveryUnconfirmed(ctx context.Context, ref inbox.DeliveryRef, attempt int) error
+	// SkipDelivery marks a QUEUED record SKIPPED with reason; false when it was not QUEUED.
+	SkipDelivery(ctx context.Context, tenantID, notificationID, key, reason string) (bool, error)
+	// PruneDevice removes a device from v's profile (idempotent).
+	PruneDevice(ctx context.Context, v inbox.Viewer, deviceID string) error
+	// TenantSettings returns a tenant's settings (webhook URL and secret).
+	TenantSettings(ctx context.Context, tenantID string) (inbox.TenantSettings, error)
 }
 
-// Handler handles store.TaskDeliver tasks (see the package doc). It is idempotent: a
-// task run twice (after a crash or a lease takeover) finds its record handled and
-// writes nothing.
+var _ Store = (*store.Store)(nil)
+
+// Channels are the provider adapters, by channel; nil: the channel has no provider
+// configured (its records become SKIPPED no_provider). Wrap each in channel.Limit for a
+// per-provider rate.
+type Channels struct {
+	Email, SMS, Webhook channel.Channel
+	// APNs and FCM deliver PUSH records, by the device's platform.
+	APNs, FCM channel.Channel
+}
+
+// Options configures a Handler. Zero values take the defaults.
+type Options struct {
+	Channels Channels
+	// Attempts bounds the sends of one record (default DefaultAttempts): a transient
+	// failure of the last one fails the record.
+	Attempts int
+	// Backoff is the retry delay's base and MaxBackoff its cap (see the package doc).
+	Backoff, MaxBackoff time.Duration
+	// Timeout is the deadline of one send, the rate limit's wait included (default
+	// DefaultTimeout).
+	Timeout time.Duration
+	// ClaimMargin is what a claim lasts beyond Timeout (default DefaultClaimMargin).
+	ClaimMargin time.Duration
+	// Logger receives one line per failed or unconfirmed send (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); Jitter returns a uniform int64 in [0, n)
+	// (default math/rand/v2's Int64N).
+	Now    func() time.Time
+	Jitter func(n int64) int64
+}
+
+// Handler handles store.TaskDeliver tasks (see the package doc). It is safe for
+// concurrent use.
 type Handler struct {
-	st Store
+	st  Store
+	o   Options
+	log *slog.Logger
 }
 
-// NewHandler returns the deliver handler over st.
-func NewHandler(st Store) *Handler { return &Handler{st: st} }
+// NewHandler returns the deliver handler over st with o.
+func NewHandler(st Store, o Options) *Handler {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = DefaultAttempts
+	}
+	def(&o.Backoff, DefaultBackoff)
+	def(&o.MaxBackoff, DefaultMaxBackoff)
+	def(&o.Timeout, DefaultTimeout)
+	def(&o.ClaimMargin, DefaultClaimMargin)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Jitter == nil {
+		o.Jitter = rand.Int64N
+	}
+	return &Handler{st: st, o: o, log: o.Logger}
+}
 
 // Register registers h for store.TaskDeliver on s (before s.Run).
 func (h *Handler) Register(s *sched.Scheduler) { s.Register(store.TaskDeliver, h) }
 
-// Handle delivers task t: t.Viewer's tenant, notification t.Ref, channel t.Token. With no
-// provider for any channel, it marks the record SKIPPED (inbox.ReasonNoProvider). A task
-// without a tenant, notification or channel is malformed and dropped (nil: retrying
-// cannot mend it). Errors are the store's, retried by the scheduler.
+// HandlerTimeout is the least deadline a scheduler must give one Handle call: a send's
+// Timeout, then the record's update.
+func (h *Handler) HandlerTimeout() time.Duration { return h.o.Timeout + 2*writeTimeout }
+
+// IdempotencyKey is the key every attempt of the record ref sends (Message.IdempotencyKey):
+// 32 hex digits of SHA-256 of ref, the same on every instance and attempt.
+func IdempotencyKey(ref inbox.DeliveryRef) string {
+	sum := sha256.Sum256([]byte(ref.String()))
+	return hex.EncodeToString(sum[:16])
+}
+
+// parseKey splits a record key into its channel and, for a push record, the device id;
+// ok is false for anything else.
+func parseKey(key string) (ch, deviceID string, ok bool) {
+	switch key {
+	case inbox.ChannelEmail, inbox.ChannelSMS, inbox.ChannelWebhook, inbox.ChannelPush:
+		return key, "", true
+	}
+	if id, found := strings.CutPrefix(key, inbox.ChannelPush+"#"); found && id != "" {
+		return inbox.ChannelPush, id, true
+	}
+	return "", "", false
+}
+
+// Handle delivers the record task t names (see the package doc). A malformed task (no
+// tenant, notification or known record key) is dropped: nil, since retrying cannot mend
+// it. Errors are the store's (the scheduler retries the task) or ErrBusy.
 func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
-	if t.Viewer.TenantID == "" || t.Ref == "" || !inbox.ValidChannel(t.Token) {
+	chName, _, ok := parseKey(t.Token)
+	if !ok || t.Viewer.TenantID == "" || t.Ref == "" {
 		return nil
 	}
-	if _, err := h.st.SkipDelivery(ctx, t.Viewer.TenantID, t.Ref, t.Token, inbox.ReasonNoProvider); err != nil {
-		return fmt.Errorf("delivery: %s of %s: %w", t.Token, t.Ref, err)
+	ref := inbox.DeliveryRef{TenantID: t.Viewer.TenantID, NotificationID: t.Ref, Key: t.Token}
+	var (
+		adapter  channel.Channel
+		settings inbox.TenantSettings
+	)
+	switch chName {
+	case inbox.ChannelEmail:
+		adapter = h.o.Channels.Email
+	case inbox.ChannelSMS:
+		adapter = h.o.Channels.SMS
+	case inbox.ChannelWebhook:
+		adapter = h.o.Channels.Webhook
+	case inbox.ChannelPush:
+		// The platform is the claimed record's; with neither provider there is nothing to
+		// claim for.
+		if h.o.Channels.APNs != nil {
+			adapter = h.o.Channels.APNs
+		} else {
+			adapter = h.o.Channels.FCM
+		}
+	}
+	if adapter == nil {
+		return h.skip(ctx, ref, inbox.ReasonNoProvider)
+	}
+	if chName == inbox.ChannelWebhook {
+		var err error
+		if settings, err = h.st.TenantSettings(ctx, ref.TenantID); err != nil {
+			return fmt.Errorf("delivery: %s: tenant settings: %w", ref.Key, err)
+		}
+		if settings.WebhookURL == "" {
+			return h.skip(ctx, ref, inbox.ReasonNoWebhook)
+		}
+	}
+
+	job, outcome, err := h.st.ClaimDelivery(ctx, ref, h.o.Timeout+h.o.ClaimMargin)
+	if err != nil {
+		return fmt.Errorf("delivery: claim %s of %s: %w", ref.Key, ref.NotificationID, err)
+	}
+	switch outcome {
+	case store.ClaimDone:
+		return nil
+	case store.ClaimBusy:
+		return ErrBusy
+	case store.ClaimOrphaned:
+		// A worker stopped after claiming: the provider may have the message. Never resend.
+		h.log.Warn("delivery: unconfirmed (a worker stopped during the send); not sent again",
+			"tenant", ref.TenantID, "notification", ref.NotificationID, "key", ref.Key, "attempt", job.Attempt)
+		return h.record(ctx, ref, func(wctx context.Context) error {
+			return h.st.DeliveryUnconfirmed(wctx, ref, job.Attempt)
+		})
+	case store.ClaimOK:
+	default:
+		return fmt.Errorf("delivery: claim %s of %s: unknown outcome %d", ref.Key, ref.NotificationID, outcome)
+	}
+
+	if chName == inbox.ChannelPush {
+		switch job.Platform {
+		case channel.PlatformAPNs:
+			adapter = h.o.Channels.APNs
+		case channel.PlatformFCM:
+			adapter = h.o.Channels.FCM
+		default:
+			adapter = nil
+		}
+		if adapter == nil {
+			return h.skip(ctx, ref, inbox.ReasonNoProvider)
+		}
+	}
+	m := channel.Message{
+		TenantID: ref.TenantID, UserID: job.UserID, NotificationID: ref.NotificationID, Key: ref.Key,
+		Attempt: job.Attempt, IdempotencyKey: IdempotencyKey(ref), CallbackRef: ref.String(),
+		To: job.To, Platform: job.Platform,
+		Subject: job.Subject, Text: job.Text, HTML: job.HTML,
+		Title: job.Title, Body: job.Body,
+		Payload: job.Payload,
+	}
+	if chName == inbox.ChannelPush {
+		m.Data = map[string]string{"notificationId": ref.NotificationID}
+	}
+	if chName == inbox.ChannelWebhook {
+		m.To, m.Secret = settings.WebhookURL, settings.WebhookSecret
+	}
+	sctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
+	res, sendErr := adapter.Send(sctx, m)
+	cancel()
+	return h.outcome(ctx, ref, job, adapter.Provider(), res, sendErr)
+}
+
+// outcome records what the provider answered the claimed job's send.
+func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, job inbox.DeliveryJob, provider string, res channel.Result, sendErr error) error {
+	if sendErr == nil {
+		if res.Provider != "" {
+			provider = res.Provider
+		}
+		return h.record(ctx, ref, func(wctx context.Context) error {
+			return h.st.DeliverySent(wctx, ref, job.Attempt, provider, res.MessageID)
+		})
+	}
+	kind, retryAfter := channel.Classify(sendErr)
+	if errors.Is(sendErr, context.DeadlineExceeded) && kind == channel.Transient {
+		sendErr = fmt.Errorf("%s: no answer within %v: %w", provider, h.o.Timeout, sendErr)
+	}
+	msg := sendErr.Error()
+	log := h.log.With("tenant", ref.TenantID, "notification", ref.NotificationID, "key", ref.Key,
+		"attempt", job.Attempt, "provider", provider, "kind", kind.String(), "err", msg)
+	switch {
+	case kind == channel.Unregistered:
+		log.Info("delivery: device unregistered; removing it", "device", job.DeviceID)
+		if job.DeviceID != "" {
+			v := inbox.Viewer{TenantID: ref.TenantID, UserID: job.UserID}
+			if err := h.record(ctx, ref, func(wctx context.Context) error { return h.st.PruneDevice(wctx, v, job.DeviceID) }); err != nil {
+				return err
+			}
+		}
+		return h.record(ctx, ref, func(wctx context.Context) error {
+			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
+		})
+	case kind == channel.Permanent:
+		log.Warn("delivery: failed (permanent)")
+		return h.record(ctx, ref, func(wctx context.Context) error {
+			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
+		})
+	case job.Attempt >= h.o.Attempts:
+		log.Warn("delivery: failed (no attempts left)")
+		msg = fmt.Sprintf("%s (after %d attempts)", msg, job.Attempt)
+		return h.record(ctx, ref, func(wctx context.Context) error {
+			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
+		})
+	}
+	at := h.o.Now().Add(max(retryAfter, h.Backoff(job.Attempt)))
+	log.Info("delivery: transient failure; retrying", "at", at)
+	return h.record(ctx, ref, func(wctx context.Context) error {
+		return h.st.DeliveryRetry(wctx, ref, job.Attempt, provider, msg, at)
+	})
+}
+
+// Backoff is the delay before the retry that follows attempt n (1 = the first send):
+// uniform in [0, min(MaxBackoff, Backoff·2^(n-1))] ("full jitter"), so that records
+// failing together (a provider's outage) do not come back together.
+func (h *Handler) Backoff(n int) time.Duration {
+	ceiling := h.o.Backoff
+	for i := 1; i < n && ceiling < h.o.MaxBackoff; i++ {
+		ceiling *= 2
+	}
+	ceiling = min(ceiling, h.o.MaxBackoff)
+	return time.Duration(h.o.Jitter(int64(ceiling) + 1))
+}
+
+// skip marks ref SKIPPED with reason (nothing when it is no longer QUEUED).
+func (h *Handler) skip(ctx context.Context, ref inbox.DeliveryRef, reason string) error {
+	if _, err := h.st.SkipDelivery(ctx, ref.TenantID, ref.NotificationID, ref.Key, reason); err != nil {
+		return fmt.Errorf("delivery: skip %s of %s: %w", ref.Key, ref.NotificationID, err)
+	}
+	return nil
+}
+
+// record runs the record update write with a deadline of its own, detached from ctx's
+// cancellation: a send that was answered is recorded even while the scheduler stops.
+func (h *Handler) record(ctx context.Context, ref inbox.DeliveryRef, write func(context.Context) error) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if err := write(wctx); err != nil {
+		return fmt.Errorf("delivery: record %s of %s: %w", ref.Key, ref.NotificationID, err)
 	}
 	return nil
 }

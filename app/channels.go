@@ -1,0 +1,238 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/mail"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/inboxgw/gateway/channel"
+	"github.com/inboxgw/gateway/channel/smtpcatch"
+	"github.com/inboxgw/gateway/delivery"
+)
+
+// Bounds of the delivery settings.
+const (
+	// MaxRate bounds INBOX_RATE_* (sends per second per instance).
+	MaxRate = 1e6
+	// MaxDeliveryAttempts bounds INBOX_DELIVERY_ATTEMPTS.
+	MaxDeliveryAttempts = 100
+	// devEmailFrom is the sender of dev mode's mail when INBOX_EMAIL_FROM is unset.
+	devEmailFrom = "Inbox Gateway <inbox@localhost>"
+	// DevMailPath is where dev mode serves the mail its SMTP catcher received.
+	DevMailPath = "/dev/mail"
+)
+
+// checkChannels checks the channel settings (see README "Channels"): each provider is
+// either fully configured or not at all, URLs are http(s), bounds hold.
+func (c *Config) checkChannels() error {
+	if c.SMTPURL != "" {
+		u, err := url.Parse(c.SMTPURL)
+		if err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "" {
+			return fmt.Errorf("configuration: INBOX_SMTP_URL must be smtp://[user:pass@]host[:port] or smtps://..., not %q", redactURL(c.SMTPURL))
+		}
+		if c.EmailFrom == "" {
+			return fmt.Errorf("configuration: INBOX_EMAIL_FROM is required with INBOX_SMTP_URL")
+		}
+	}
+	if c.EmailFrom != "" {
+		if _, err := mail.ParseAddress(c.EmailFrom); err != nil {
+			return fmt.Errorf("configuration: INBOX_EMAIL_FROM: %w", err)
+		}
+	}
+	if c.Dev && c.SMTPURL == "" {
+		if _, _, err := net.SplitHostPort(c.DevSMTPAddr); err != nil {
+			return fmt.Errorf("configuration: INBOX_DEV_SMTP_ADDR: %w", err)
+		}
+	}
+	for _, u := range []struct{ name, v string }{
+		{"INBOX_FCM_URL", c.FCMURL}, {"INBOX_APNS_URL", c.APNsURL}, {"INBOX_TWILIO_URL", c.TwilioURL}, {"INBOX_PUBLIC_URL", c.PublicURL},
+	} {
+		if u.v == "" && u.name == "INBOX_PUBLIC_URL" {
+			continue
+		}
+		p, err := url.Parse(u.v)
+		if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || p.RawQuery != "" || p.Fragment != "" {
+			return fmt.Errorf("configuration: %s must be an http(s) URL without query, not %q", u.name, u.v)
+		}
+	}
+	c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
+	apns := []string{c.APNsKey, c.APNsKeyID, c.APNsTeamID, c.APNsTopic}
+	if set := countSet(apns...); set != 0 && set != len(apns) {
+		return fmt.Errorf("configuration: APNs needs INBOX_APNS_KEY, INBOX_APNS_KEY_ID, INBOX_APNS_TEAM_ID and INBOX_APNS_TOPIC together")
+	}
+	if set := countSet(c.TwilioAccountSID, c.TwilioFrom); set != 0 && (set != 2 || c.TwilioAuthToken == "") {
+		return fmt.Errorf("configuration: Twilio needs INBOX_TWILIO_ACCOUNT_SID, INBOX_TWILIO_AUTH_TOKEN and INBOX_TWILIO_FROM together")
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"INBOX_RATE_EMAIL", c.RateEmail}, {"INBOX_RATE_PUSH", c.RatePush}, {"INBOX_RATE_SMS", c.RateSMS}, {"INBOX_RATE_WEBHOOK", c.RateWebhook}} {
+		if !(r.v > 0 && r.v <= MaxRate) || math.IsNaN(r.v) {
+			return fmt.Errorf("configuration: %s must be above 0 and at most %g sends a second, not %g", r.name, float64(MaxRate), r.v)
+		}
+	}
+	if c.DeliveryAttempts < 1 || c.DeliveryAttempts > MaxDeliveryAttempts {
+		return fmt.Errorf("configuration: INBOX_DELIVERY_ATTEMPTS must be between 1 and %d, not %d", MaxDeliveryAttempts, c.DeliveryAttempts)
+	}
+	for _, d := range []struct {
+		name     string
+		v        time.Duration
+		min, max time.Duration
+	}{
+		{"INBOX_DELIVERY_BACKOFF", c.DeliveryBackoff, 10 * time.Millisecond, 24 * time.Hour},
+		{"INBOX_DELIVERY_TIMEOUT", c.DeliveryTimeout, 100 * time.Millisecond, 5 * time.Minute},
+		{"INBOX_CALLBACK_MAX_AGE", c.CallbackMaxAge, 10 * time.Second, 24 * time.Hour},
+	} {
+		if d.v < d.min || d.v > d.max {
+			return fmt.Errorf("configuration: %s must be between %v and %v, not %v", d.name, d.min, d.max, d.v)
+		}
+	}
+	return nil
+}
+
+// countSet counts the non-empty values.
+func countSet(vs ...string) int {
+	n := 0
+	for _, v := range vs {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// burst is a rate limit's burst: one second's sends, at least 1.
+func burst(perSecond float64) int { return max(1, int(math.Ceil(perSecond))) }
+
+// deliveryChannels builds the provider adapters cfg configures, each behind its rate
+// limit. In dev mode without INBOX_SMTP_URL, email goes to devSMTP (the catcher's
+// address; "" leaves email off). Files named by cfg (FCM credentials, APNs key) are read
+// here: an unreadable or invalid one is an error naming its variable.
+func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
+	var chs delivery.Channels
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	smtpURL, from := cfg.SMTPURL, cfg.EmailFrom
+	if smtpURL == "" && devSMTP != "" {
+		smtpURL = "smtp://" + devSMTP
+		if from == "" {
+			from = devEmailFrom
+		}
+	}
+	if smtpURL != "" {
+		email, err := channel.NewEmail(channel.EmailConfig{URL: smtpURL, From: from, SendGrid: cfg.SMTPSendGrid, Timeout: cfg.DeliveryTimeout})
+		if err != nil {
+			return chs, fmt.Errorf("INBOX_SMTP_URL: %w", err)
+		}
+		chs.Email = channel.Limit(email, cfg.RateEmail, burst(cfg.RateEmail))
+	}
+	chs.Webhook = channel.Limit(channel.NewWebhook(channel.WebhookConfig{Client: client, Timeout: cfg.DeliveryTimeout}),
+		cfg.RateWebhook, burst(cfg.RateWebhook))
+	if cfg.FCMCredentials != "" {
+		js, err := os.ReadFile(cfg.FCMCredentials)
+		if err != nil {
+			return chs, fmt.Errorf("INBOX_FCM_CREDENTIALS: %w", err)
+		}
+		fcm, err := channel.NewFCM(channel.FCMConfig{CredentialsJSON: js, BaseURL: cfg.FCMURL, Client: client, Timeout: cfg.DeliveryTimeout})
+		if err != nil {
+			return chs, fmt.Errorf("INBOX_FCM_CREDENTIALS: %w", err)
+		}
+		chs.FCM = channel.Limit(fcm, cfg.RatePush, burst(cfg.RatePush))
+	}
+	if cfg.APNsKey != "" {
+		pem, err := os.ReadFile(cfg.APNsKey)
+		if err != nil {
+			return chs, fmt.Errorf("INBOX_APNS_KEY: %w", err)
+		}
+		apns, err := channel.NewAPNs(channel.APNsConfig{KeyPEM: pem, KeyID: cfg.APNsKeyID, TeamID: cfg.APNsTeamID,
+			Topic: cfg.APNsTopic, BaseURL: cfg.APNsURL})
+		if err != nil {
+			return chs, fmt.Errorf("INBOX_APNS_KEY: %w", err)
+		}
+		chs.APNs = channel.Limit(apns, cfg.RatePush, burst(cfg.RatePush))
+	}
+	if cfg.TwilioAccountSID != "" {
+		callbacks := ""
+		if cfg.PublicURL != "" {
+			callbacks = cfg.PublicURL
+		}
+		tw, err := channel.NewTwilio(channel.TwilioConfig{AccountSID: cfg.TwilioAccountSID, AuthToken: cfg.TwilioAuthToken,
+			From: cfg.TwilioFrom, BaseURL: cfg.TwilioURL, StatusCallbackBase: callbacks, Client: client})
+		if err != nil {
+			return chs, fmt.Errorf("INBOX_TWILIO_*: %w", err)
+		}
+		chs.SMS = channel.Limit(tw, cfg.RateSMS, burst(cfg.RateSMS))
+	}
+	return chs, nil
+}
+
+// newDeliveryHandler is the deliver task handler over st with chs, configured from cfg.
+func newDeliveryHandler(cfg Config, log *slog.Logger, st delivery.Store, chs delivery.Channels) *delivery.Handler {
+	return delivery.NewHandler(st, delivery.Options{Channels: chs, Attempts: cfg.DeliveryAttempts,
+		Backoff: cfg.DeliveryBackoff, Timeout: cfg.DeliveryTimeout, Logger: log})
+}
+
+// devMail is dev mode's SMTP catcher: the mail the gateway sent, served at DevMailPath.
+type devMail struct {
+	catcher *smtpcatch.Server
+	addr    string
+}
+
+// startDevMail starts the catcher when cfg is in dev mode without INBOX_SMTP_URL (nil
+// otherwise).
+func startDevMail(cfg Config, log *slog.Logger) (*devMail, error) {
+	if !cfg.Dev || cfg.SMTPURL != "" {
+		return nil, nil
+	}
+	c, err := smtpcatch.Start(cfg.DevSMTPAddr, smtpcatch.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("dev mail catcher on INBOX_DEV_SMTP_ADDR %s (set INBOX_DEV_SMTP_ADDR to a free address or INBOX_SMTP_URL to a server): %w", cfg.DevSMTPAddr, err)
+	}
+	return &devMail{catcher: c, addr: c.Addr()}, nil
+}
+
+// close stops the catcher (nil: nothing).
+func (d *devMail) close() {
+	if d != nil {
+		_ = d.catcher.Close()
+	}
+}
+
+// smtpAddr is the catcher's address ("" for nil).
+func (d *devMail) smtpAddr() string {
+	if d == nil {
+		return ""
+	}
+	return d.addr
+}
+
+// withDevMail serves the catcher's mail at DevMailPath beside h (h alone for nil).
+func (d *devMail) with(h http.Handler) http.Handler {
+	if d == nil {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle(DevMailPath, d.catcher.Handler())
+	mux.Handle(DevMailPath+"/", d.catcher.Handler())
+	mux.Handle("/", h)
+	return mux
+}
+
+// logChannels logs which channels have a provider (the others' records are SKIPPED
+// no_provider).
+func logChannels(log *slog.Logger, cfg Config, chs delivery.Channels) {
+	on := func(c channel.Channel) string {
+		if c == nil {
+			return "off"
+		}
+		return c.Provider()
+	}
+	log.Info("deliveries: channel providers", "email", on(chs.Email), "sms", on(chs.SMS), "webhook", on(chs.Webhook),
+		"apns", on(chs.APNs), "fcm", on(chs.FCM), "attempts", cfg.DeliveryAttempts, "timeout", cfg.DeliveryTimeout)
+}
