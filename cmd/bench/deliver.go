@@ -160,7 +160,7 @@ func countWindow(ctx context.Context, workers, n int, fn func(ctx context.Contex
 // deliverUsers are the recipients of the path's sends (profiles with an email address).
 const deliverUsers = inbox.MaxRecipients
 
-func deliverUser(i int) string   { return fmt.Sprintf("dlv-%03d", i) }
+func deliverUser(i int) string     { return fmt.Sprintf("dlv-%03d", i) }
 func deliverEmail(u string) string { return u + "@bench.example" }
 
 // deliverSend is the notification queued for the path and sent by the other sides: its

@@ -67,8 +67,8 @@ type E2EResult struct {
 	Duration string  `json:"phase_duration"`
 	Members  int     `json:"broadcast_members"`
 	// SchedPoll is the gateway scheduler's poll interval; RateEmail its email rate limit.
-	SchedPoll string  `json:"sched_poll"`
-	RateEmail float64 `json:"rate_email"`
+	SchedPoll string   `json:"sched_poll"`
+	RateEmail float64  `json:"rate_email"`
 	Idle      E2EPhase `json:"idle"`
 	Busy      E2EPhase `json:"busy"`
 	// IdleHalves are the idle phase's halves (before the broadcast, after it).
