@@ -604,8 +604,9 @@ func newPipeline(cfg Config, log *slog.Logger, st *store.Store) *pipeline {
 	return p
 }
 
-// inboxTemplates gives the send service the in-app part of a template (title, body and
-// the template's channels); the channel parts are rendered when a channel delivers.
+// inboxTemplates gives the send service a template rendered for a locale: the in-app
+// title and body, the email, push and SMS parts (written into the delivery records) and
+// the template's channels.
 type inboxTemplates struct{ *tmpl.Service }
 
 // Render renders the pinned version of template id for locale (tmpl.Service.Render).
@@ -614,7 +615,17 @@ func (t inboxTemplates) Render(ctx context.Context, tenant, id string, version i
 	if err != nil {
 		return inbox.Rendered{}, err
 	}
-	return inbox.Rendered{Title: r.Title, Body: r.Body, Channels: r.Channels}, nil
+	out := inbox.Rendered{Title: r.Title, Body: r.Body, Channels: r.Channels}
+	if r.Email != nil {
+		out.Email = &inbox.EmailContent{Subject: r.Email.Subject, HTML: r.Email.HTML, Text: r.Email.Text}
+	}
+	if r.Push != nil {
+		out.Push = &inbox.PushContent{Title: r.Push.Title, Body: r.Push.Body}
+	}
+	if r.SMS != nil {
+		out.SMS = &inbox.SMSContent{Text: r.SMS.Text}
+	}
+	return out, nil
 }
 
 // Close stops the service's lanes.

@@ -312,11 +312,18 @@ type SendInput struct {
 	RenderKey string
 }
 
-// Rendered is a template rendered for one locale: what a notification shows, and the
-// channels the template defines (Channel* constants).
+// Rendered is a template rendered for one locale: what a notification shows, the
+// channels' parts of the template, and the channels the template defines (Channel*
+// constants).
 type Rendered struct {
-	Title    string
-	Body     string
+	Title string
+	Body  string
+	// Email, Push and SMS are the template's channel parts; nil: the template has none
+	// (the channel then shows the title and body, see ChannelContent).
+	Email *EmailContent
+	Push  *PushContent
+	SMS   *SMSContent
+	// Channels are the channels the template defines.
 	Channels []string
 }
 

@@ -73,14 +73,22 @@ type NotificationStatus struct {
 	Status    string
 	Reason    string
 	CreatedAt time.Time
-	// Channels are the channels the send considered, in Channels order.
+	// Channels are the delivery records of the channels the send considered, in
+	// Channels order (push: one per device, by key).
 	Channels []ChannelStatus
 }
 
-// ChannelStatus is one channel's delivery record of a notification.
+// ChannelStatus is one delivery record of a notification: one per channel, one per
+// device for push.
 type ChannelStatus struct {
-	Channel  string
+	Channel string
+	// Key is the record's key (DeliveryKey): the channel, or "PUSH#{deviceId}".
+	Key string
+	// DeviceID is the push device's id ("" for other channels and a skipped push).
+	DeviceID string
 	Provider string
+	// ProviderMessageID is the provider's id of the message once sent ("" before).
+	ProviderMessageID string
 	// Status is one of the Delivery* values.
 	Status   string
 	Attempts int
@@ -92,6 +100,10 @@ type ChannelStatus struct {
 	Error         string
 	// Reason says why a DeliverySkipped record was skipped (a Reason* value).
 	Reason string
+	// OpenedAt is when the provider reported the message opened (zero: not yet).
+	OpenedAt time.Time
+	// UpdatedAt is the record's last change.
+	UpdatedAt time.Time
 }
 
 // SkipCounts count skipped recipients by channel, then by reason (Reason* values):

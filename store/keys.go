@@ -55,8 +55,9 @@ const (
 	// skUserProfile is the sort key of a user's channel profile (AP24) in the user's
 	// partition; "PROFILE" sorts outside [N#, N~META].
 	skUserProfile = "PROFILE"
-	// skStatusSummary and skDeliveryPrefix + channel are the sort keys of a notification's
-	// status summary and its per-channel delivery records under notifStatusPK (AP22).
+	// skStatusSummary and skDeliveryPrefix + key are the sort keys of a notification's
+	// status summary and its delivery records under notifStatusPK (AP22): key is
+	// inbox.DeliveryKey, the channel or "PUSH#{deviceId}" (one record per device).
 	skStatusSummary  = "S"
 	skDeliveryPrefix = "D#"
 	// skSettings is the sort key of a tenant's settings item (AP23).
@@ -73,14 +74,16 @@ const (
 )
 
 // notifStatusPK is the partition of one notification's status: its summary (sk "S") and
-// one delivery record per channel (sk "D#{CHANNEL}"), so ONE Query reads them all (AP22).
+// one delivery record per channel and push device (sk "D#{CHANNEL}", "D#PUSH#{deviceId}"),
+// so ONE Query reads them all (AP22).
 // Notification ids are ULIDs (or pre-assigned ids that passed inbox.CheckID).
 func notifStatusPK(tenantID, notificationID string) string {
 	return "T#" + tenantID + "#NOTIF#" + notificationID
 }
 
-// deliverySK is the sort key of channel's delivery record (channel: an inbox.Channels value).
-func deliverySK(channel string) string { return skDeliveryPrefix + channel }
+// deliverySK is the sort key of the delivery record with key (inbox.DeliveryKey: a
+// channel, or "PUSH#{deviceId}"; checked by inbox.ParseDeliveryKey before it gets here).
+func deliverySK(key string) string { return skDeliveryPrefix + key }
 
 // settingsPK is the partition of a tenant's settings item (AP23).
 func settingsPK(tenantID string) string { return "T#" + tenantID + "#SETTINGS" }

@@ -2,7 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,8 +31,9 @@ import (
 
 // TaskDeliver is the scheduler task kind of one channel delivery of a notification
 // (package delivery handles it): Viewer is the recipient, Ref the notification id,
-// Token the channel. It is due when the send commits, or at the end of the recipient's
-// quiet hours.
+// Token the delivery record's key (inbox.DeliveryKey: the channel, or "PUSH#{deviceId}"
+// for one push device). It is due when the send commits, at the end of the recipient's
+// quiet hours, or when DeliveryRetry says.
 const TaskDeliver = "deliver"
 
 // DefaultStatusTTL is how long a notification's status records are kept (after their
@@ -52,8 +53,12 @@ const (
 )
 
 // statusItem is a notification's status summary (sk "S": Status is written or skipped,
-// Reason in-app's skip reason) or one channel's delivery record (sk "D#{CHANNEL}").
-// Times are Unix milliseconds (0: not yet); TTL is DynamoDB's (epoch seconds).
+// Reason in-app's skip reason) or one delivery record (sk "D#{key}", key an
+// inbox.DeliveryKey). A QUEUED record carries what its delivery sends (To, Platform and
+// the channel's content: Subject/Text/HTML for email, Title/Body for push, Text for SMS,
+// Payload for a webhook); the record drops it once SENT, FAILED or SKIPPED. ClaimUntil is
+// set while a worker holds the record (ClaimDelivery), Attempts counts the claims. Times
+// are Unix milliseconds (0: not yet); TTL is DynamoDB's (epoch seconds).
 type statusItem struct {
 	PK            string `dynamodbav:"pk"`
 	SK            string `dynamodbav:"sk"`
@@ -71,34 +76,61 @@ type statusItem struct {
 	Error         string `dynamodbav:"error,omitempty"`
 	UpdatedAt     int64  `dynamodbav:"updatedAt"`
 	TTL           int64  `dynamodbav:"expiresAt"`
+
+	DeviceID          string `dynamodbav:"deviceId,omitempty"`
+	ProviderMessageID string `dynamodbav:"providerMessageId,omitempty"`
+	OpenedAt          int64  `dynamodbav:"openedAt,omitempty"`
+	ClaimUntil        int64  `dynamodbav:"claimUntil,omitempty"`
+	NextAttemptAt     int64  `dynamodbav:"nextAttemptAt,omitempty"`
+	To                string `dynamodbav:"to,omitempty"`
+	Platform          string `dynamodbav:"platform,omitempty"`
+	Subject           string `dynamodbav:"subject,omitempty"`
+	Text              string `dynamodbav:"text,omitempty"`
+	HTML              string `dynamodbav:"html,omitempty"`
+	Title             string `dynamodbav:"title,omitempty"`
+	Body              string `dynamodbav:"body,omitempty"`
+	Payload           []byte `dynamodbav:"payload,omitempty"`
 }
 
-// userProfileItem is a user's channel profile (AP24).
+// key returns the record's key (inbox.DeliveryKey) from its sort key.
+func (it *statusItem) key() string { return strings.TrimPrefix(it.SK, skDeliveryPrefix) }
+
+// userProfileItem is a user's channel profile (AP24) and push devices: Devices maps a
+// device id to the device (at most inbox.MaxDevices); DevicesRev counts the changes of
+// Devices (RegisterDevice writes the map on condition that it is the one read).
 type userProfileItem struct {
-	PK         string `dynamodbav:"pk"`
-	SK         string `dynamodbav:"sk"`
-	EntityType string `dynamodbav:"entityType"`
-	Email      string `dynamodbav:"email,omitempty"`
-	Phone      string `dynamodbav:"phone,omitempty"`
-	Locale     string `dynamodbav:"locale,omitempty"`
-	Timezone   string `dynamodbav:"timezone,omitempty"`
-	UpdatedAt  int64  `dynamodbav:"updatedAt"`
+	PK         string                `dynamodbav:"pk"`
+	SK         string                `dynamodbav:"sk"`
+	EntityType string                `dynamodbav:"entityType"`
+	Email      string                `dynamodbav:"email,omitempty"`
+	Phone      string                `dynamodbav:"phone,omitempty"`
+	Locale     string                `dynamodbav:"locale,omitempty"`
+	Timezone   string                `dynamodbav:"timezone,omitempty"`
+	UpdatedAt  int64                 `dynamodbav:"updatedAt"`
+	Devices    map[string]deviceAttr `dynamodbav:"devices,omitempty"`
+	DevicesRev int64                 `dynamodbav:"devicesRev,omitempty"`
 }
 
-// decision is one channel's outcome for one recipient: queued (deferred to a time, or
-// not) or skipped with a reason.
+// decision is one delivery's outcome for one recipient: queued (deferred to a time, or
+// not) or skipped with a reason. key is its record's key (inbox.DeliveryKey); to is the
+// address (email, phone) and device the push device of a queued delivery.
 type decision struct {
 	channel  string
+	key      string
 	reason   string // "" when queued
 	deferred time.Time
+	to       string
+	device   *inbox.Device
 }
 
 // route is what a send does for one recipient: the decisions of the channels it
-// considered (in inbox.Channels order; in-app always among them) and, when in-app is
-// queued, the recipient's group as read.
+// considered (in inbox.Channels order, a push decision per device; in-app always among
+// them), when in-app is queued the recipient's group as read, and the content rendered
+// for the recipient (nil: the send's title and body).
 type route struct {
 	decisions []decision
 	grp       *groupItem
+	content   *inbox.Rendered
 }
 
 // inApp returns the in-app decision of r.
@@ -156,7 +188,8 @@ func inHint(in inbox.SendInput, channel string) bool {
 
 // routeRecipients reads what the send's decisions need of users, in ONE strongly
 // consistent BatchGetItem (AP13): each user's PREFS (not for a critical category), their
-// PROFILE (AP24; only when EMAIL or SMS may be sent), their group gk (AP15; the send's
+// PROFILE (AP24, with their push devices; only when EMAIL, PUSH or SMS may be sent),
+// their group gk (AP15; the send's
 // transactions are conditioned on it), and the tenant's settings (AP23) when this
 // instance has not cached them; then decides every user's channels (decide) at the
 // store's now. The group is that of each user whose in-app is queued (a new one, not
@@ -166,7 +199,7 @@ func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []st
 	cfg := s.config(tenantID, set)
 	critical := cached && cfg.prefs.IsCritical(in.Category)
 	wanted := func(c string) bool { return inTemplate(in, c) && inHint(in, c) }
-	needProfile := wanted(inbox.ChannelEmail) || wanted(inbox.ChannelSMS)
+	needProfile := wanted(inbox.ChannelEmail) || wanted(inbox.ChannelSMS) || wanted(inbox.ChannelPush)
 	setKey := itemKey{settingsPK(tenantID), skSettings}
 	keys := make([]itemKey, 0, 3*len(users)+1)
 	if !cached {
@@ -208,11 +241,11 @@ func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []st
 				return nil, tenantConfig{}, err
 			}
 		}
-		prof, err := decodeUserProfile(got[itemKey{pk, skUserProfile}])
+		prof, devices, err := decodeUserDevices(got[itemKey{pk, skUserProfile}])
 		if err != nil {
 			return nil, tenantConfig{}, err
 		}
-		r := &route{decisions: decide(in, target, cfg, critical, own, prof, now)}
+		r := &route{decisions: decide(in, target, cfg, critical, own, prof, devices, now)}
 		routes[u] = r
 		if r.inApp().reason != "" {
 			continue
@@ -229,16 +262,17 @@ func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []st
 	return routes, cfg, nil
 }
 
-// decide returns the decisions of one recipient who set own and has profile prof, for a
-// notification of in about target (nil: none) at now, under the tenant's cfg (critical:
-// in's category is critical). Each candidate channel is checked in this order, the first
-// that applies deciding it: not in the template, not in the hint; unless critical, the
-// target muted, the channel switched off (globally: opted_out; for the category only:
-// category_opted_out; the webhook has no switch); what the recipient lacks (no email,
-// no phone, no device: push has no devices before issue 11, no webhook URL). A channel
-// that passes is queued; unless critical, an EMAIL, PUSH or SMS delivery inside the
+// decide returns the decisions of one recipient who set own and has profile prof and
+// push devices, for a notification of in about target (nil: none) at now, under the
+// tenant's cfg (critical: in's category is critical). Each candidate channel is checked
+// in this order, the first that applies deciding it: not in the template, not in the
+// hint; unless critical, the target muted, the channel switched off (globally:
+// opted_out; for the category only: category_opted_out; the webhook has no switch);
+// what the recipient lacks (no email, no phone, no device, no webhook URL). A channel
+// that passes is queued (PUSH: one decision per device, keyed "PUSH#{deviceId}", in
+// devices' order); unless critical, an EMAIL, PUSH or SMS delivery inside the
 // recipient's quiet hours is deferred to their end.
-func decide(in inbox.SendInput, target *inbox.ProfileRef, cfg tenantConfig, critical bool, own inbox.OwnPreferences, prof inbox.UserProfile, now time.Time) []decision {
+func decide(in inbox.SendInput, target *inbox.ProfileRef, cfg tenantConfig, critical bool, own inbox.OwnPreferences, prof inbox.UserProfile, devices []inbox.Device, now time.Time) []decision {
 	p := cfg.prefs.Resolve(own)
 	sw := p.ChannelsFor(in.Category)
 	var quietEnd time.Time
@@ -258,7 +292,7 @@ func decide(in inbox.SendInput, target *inbox.ProfileRef, cfg tenantConfig, crit
 	}
 	var out []decision
 	for _, c := range candidates(in) {
-		d := decision{channel: c}
+		d := decision{channel: c, key: c}
 		switch {
 		case !inTemplate(in, c):
 			d.reason = inbox.ReasonNotInTemplate
@@ -275,12 +309,25 @@ func decide(in inbox.SendInput, target *inbox.ProfileRef, cfg tenantConfig, crit
 			d.reason = inbox.ReasonNoEmail
 		case c == inbox.ChannelSMS && prof.Phone == "":
 			d.reason = inbox.ReasonNoPhone
-		case c == inbox.ChannelPush:
+		case c == inbox.ChannelPush && len(devices) == 0:
 			d.reason = inbox.ReasonNoDevice
 		case c == inbox.ChannelWebhook && cfg.webhookURL == "":
 			d.reason = inbox.ReasonNoWebhook
 		case c == inbox.ChannelEmail || c == inbox.ChannelPush || c == inbox.ChannelSMS:
 			d.deferred = quietEnd
+		}
+		switch {
+		case d.reason != "":
+		case c == inbox.ChannelEmail:
+			d.to = prof.Email
+		case c == inbox.ChannelSMS:
+			d.to = prof.Phone
+		case c == inbox.ChannelPush:
+			for i := range devices {
+				dev := &devices[i]
+				out = append(out, decision{channel: c, key: inbox.DeliveryKey(c, dev.ID), deferred: d.deferred, to: dev.Token, device: dev})
+			}
+			continue
 		}
 		out = append(out, d)
 	}
@@ -342,19 +389,21 @@ func clockMinutes(s string) (int, bool) {
 }
 
 // maxTxnActions is TransactWriteItems' limit of actions. One recipient's send holds at
-// most 15: the guard, the notification, META, the group, the expiry task, the status
-// summary, a record per channel (5) and a deliver task per channel but in-app (4).
+// most 33: the guard, the notification, META, the group, the expiry task, the status
+// summary, a record per channel but push (4) and per push device (inbox.MaxDevices), and
+// a deliver task per record but in-app's (3 + inbox.MaxDevices).
 const maxTxnActions = 100
 
 // addStatus adds to t the status records of user's notification id (written at now by a
-// send that decided r) and the delivery task of every queued channel but in-app:
+// send of in that decided r) and the delivery task of every queued record but in-app's:
 // the summary (written, or skipped with in-app's reason), one record per decision
 // (in-app delivered at once by the transaction itself; a skipped channel SKIPPED with
-// its reason; any other QUEUED, with deferredUntil when deferred) and its TaskDeliver,
-// due now or at the deferral. Every item carries a TTL of the store's status TTL after
-// the latest deferral. The Puts are unconditional: the guard's condition makes the
-// transaction commit once.
-func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, r *route, now time.Time) error {
+// its reason; any other QUEUED, with deferredUntil when deferred, and what its delivery
+// sends: the address, the device, the channel's content, a webhook's payload) and its
+// TaskDeliver (Token: the record's key), due now or at the deferral. Every item carries
+// a TTL of the store's status TTL after the latest deferral. The Puts are unconditional:
+// the guard's condition makes the transaction commit once.
+func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput, r *route, now time.Time) error {
 	pk := notifStatusPK(v.TenantID, id)
 	last := now
 	for _, d := range r.decisions {
@@ -369,17 +418,40 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, r *route, now time.
 	if reason := r.inApp().reason; reason != "" {
 		sum.Status, sum.Reason = inbox.NotificationSkipped, reason
 	}
+	rendered := inbox.Rendered{Title: in.Title, Body: in.Body}
+	if r.content != nil {
+		rendered = *r.content
+	}
+	email, push, sms := rendered.ChannelContent()
 	items := []statusItem{sum}
 	for _, d := range r.decisions {
-		it := statusItem{PK: pk, SK: deliverySK(d.channel), EntityType: entityDelivery, UserID: v.UserID,
+		it := statusItem{PK: pk, SK: deliverySK(d.key), EntityType: entityDelivery, UserID: v.UserID,
 			Channel: d.channel, Status: inbox.DeliveryQueued, CreatedAt: ms, UpdatedAt: ms, TTL: ttl}
 		switch {
 		case d.reason != "":
 			it.Status, it.Reason = inbox.DeliverySkipped, d.reason
 		case d.channel == inbox.ChannelInApp:
 			it.Status, it.Provider, it.Attempts, it.SentAt, it.DeliveredAt = inbox.DeliveryDelivered, inbox.ProviderInbox, 1, ms, ms
-		case !d.deferred.IsZero():
-			it.DeferredUntil = d.deferred.UnixMilli()
+		default:
+			if !d.deferred.IsZero() {
+				it.DeferredUntil = d.deferred.UnixMilli()
+			}
+			it.To = d.to
+			switch d.channel {
+			case inbox.ChannelEmail:
+				it.Subject, it.Text, it.HTML = email.Subject, email.Text, email.HTML
+			case inbox.ChannelPush:
+				it.DeviceID, it.Platform = d.device.ID, d.device.Platform
+				it.Title, it.Body = push.Title, push.Body
+			case inbox.ChannelSMS:
+				it.Text = sms.Text
+			case inbox.ChannelWebhook:
+				p, err := webhookPayload(v, id, in, now)
+				if err != nil {
+					return err
+				}
+				it.Payload = p
+			}
 		}
 		items = append(items, it)
 	}
@@ -398,7 +470,7 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, r *route, now time.
 		if !d.deferred.IsZero() {
 			due = d.deferred
 		}
-		t.add(s.taskAction(TaskDeliver, v, id, due, d.channel))
+		t.add(s.taskAction(TaskDeliver, v, id, due, d.key))
 	}
 	if len(t.acts) > maxTxnActions {
 		return fmt.Errorf("store: a recipient's send transaction has %d actions, over TransactWriteItems' %d", len(t.acts), maxTxnActions)
@@ -406,8 +478,81 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, r *route, now time.
 	return nil
 }
 
+// WebhookEventType is the type of the webhook payload a send writes ("type" of
+// {"type","timestamp","data"}).
+const WebhookEventType = "notification.created"
+
+// webhookNotification is the "data" of a webhook payload: the notification as sent to
+// user (id: its notification id, or its status id when in-app was skipped).
+type webhookNotification struct {
+	ID        string          `json:"id"`
+	UserID    string          `json:"userId"`
+	Type      string          `json:"type,omitempty"`
+	Category  string          `json:"category,omitempty"`
+	Title     string          `json:"title"`
+	Body      string          `json:"body,omitempty"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	Actor     *webhookActor   `json:"actor,omitempty"`
+	Target    *webhookTarget  `json:"target,omitempty"`
+	Actions   []webhookAction `json:"actions,omitempty"`
+	GroupKey  string          `json:"groupKey,omitempty"`
+	CreatedAt string          `json:"createdAt"`
+	ExpiresAt string          `json:"expiresAt,omitempty"`
+}
+
+type webhookActor struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	AvatarURL string `json:"avatarUrl,omitempty"`
+	URL       string `json:"url,omitempty"`
+}
+
+type webhookTarget struct {
+	ID    string `json:"id"`
+	Kind  string `json:"kind,omitempty"`
+	Title string `json:"title,omitempty"`
+	URL   string `json:"url,omitempty"`
+}
+
+type webhookAction struct {
+	Label string `json:"label"`
+	URL   string `json:"url"`
+}
+
+// webhookPayload returns the JSON body of the WEBHOOK delivery of v's notification id,
+// sent at now: {"type": WebhookEventType, "timestamp": RFC 3339, "data": the notification}.
+func webhookPayload(v inbox.Viewer, id string, in inbox.SendInput, now time.Time) ([]byte, error) {
+	n := webhookNotification{ID: id, UserID: v.UserID, Type: in.Type, Category: in.Category, Title: in.Title,
+		Body: in.Body, GroupKey: in.GroupKey, CreatedAt: now.UTC().Format(time.RFC3339Nano)}
+	if len(in.Payload) > 0 {
+		n.Payload = json.RawMessage(in.Payload)
+	}
+	if a := in.Actor; a != nil {
+		n.Actor = &webhookActor{ID: a.ActorID, Name: a.Name, AvatarURL: a.AvatarURL, URL: a.URL}
+	}
+	if tg := in.Target; tg != nil {
+		n.Target = &webhookTarget{ID: tg.TargetID, Kind: tg.Kind, Title: tg.Title, URL: tg.URL}
+	}
+	for _, a := range in.Actions {
+		n.Actions = append(n.Actions, webhookAction{Label: a.Label, URL: a.URL})
+	}
+	if !in.ExpiresAt.IsZero() {
+		n.ExpiresAt = in.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	b, err := json.Marshal(struct {
+		Type      string              `json:"type"`
+		Timestamp string              `json:"timestamp"`
+		Data      webhookNotification `json:"data"`
+	}{WebhookEventType, now.UTC().Format(time.RFC3339Nano), n})
+	if err != nil {
+		return nil, fmt.Errorf("encode webhook payload: %w", err)
+	}
+	return b, nil
+}
+
 // Status returns the status of notification id of tenantID: its summary and the record
-// of every channel its send considered, in inbox.Channels order. ONE strongly consistent
+// of every channel its send considered (push: one per device), in inbox.Channels order,
+// then by key. ONE strongly consistent
 // Query of the notification's status partition (AP22). Errors: BAD_USER_INPUT for ids that
 // could break out of their key, NOT_FOUND when the notification has no status (never
 // sent, or its records expired).
@@ -441,16 +586,21 @@ func (s *Store) Status(ctx context.Context, tenantID, notificationID string) (in
 			st.UserID, st.Status, st.Reason, st.CreatedAt = it.UserID, it.Status, it.Reason, msTimeUTC(it.CreatedAt)
 			continue
 		}
-		st.Channels = append(st.Channels, inbox.ChannelStatus{Channel: it.Channel, Provider: it.Provider, Status: it.Status,
+		st.Channels = append(st.Channels, inbox.ChannelStatus{Channel: it.Channel, Key: it.key(), DeviceID: it.DeviceID,
+			Provider: it.Provider, ProviderMessageID: it.ProviderMessageID, Status: it.Status,
 			Attempts: it.Attempts, SentAt: msTimeUTC(it.SentAt), DeliveredAt: msTimeUTC(it.DeliveredAt),
-			DeferredUntil: msTimeUTC(it.DeferredUntil), Error: it.Error, Reason: it.Reason})
+			OpenedAt: msTimeUTC(it.OpenedAt), DeferredUntil: msTimeUTC(it.DeferredUntil), Error: it.Error,
+			Reason: it.Reason, UpdatedAt: msTimeUTC(it.UpdatedAt)})
 	}
 	if !found {
 		return inbox.NotificationStatus{}, inbox.Errorf(inbox.CodeNotFound,
 			"notification %q has no status: unknown id, or not written yet (a send still in its lane or scheduled for a later sendAt has none until it is written)", notificationID)
 	}
 	slices.SortStableFunc(st.Channels, func(a, b inbox.ChannelStatus) int {
-		return slices.Index(inbox.Channels, a.Channel) - slices.Index(inbox.Channels, b.Channel)
+		if c := slices.Index(inbox.Channels, a.Channel) - slices.Index(inbox.Channels, b.Channel); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
 	})
 	return st, nil
 }
@@ -463,42 +613,25 @@ func msTimeUTC(ms int64) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-// SkipDelivery marks channel's delivery record of notification id of tenantID SKIPPED
-// with reason, on condition that it is still QUEUED (deferredUntil is removed). It
-// reports whether it changed the record: false, with no write, when the record is not
-// QUEUED (a second run of the same task) or does not exist. One UpdateItem (AP22).
-func (s *Store) SkipDelivery(ctx context.Context, tenantID, notificationID, channel, reason string) (bool, error) {
-	if err := inbox.CheckID("tenant", tenantID); err != nil {
+// SkipDelivery marks the delivery record key (inbox.DeliveryKey: a channel, or
+// "PUSH#{deviceId}") of notification id of tenantID SKIPPED with reason, on condition
+// that it is still QUEUED (a claim, deferredUntil, nextAttemptAt and the content it
+// carried are removed). It reports whether it changed the record: false, with no write,
+// when the record is not QUEUED (a second run of the same task) or does not exist. One
+// UpdateItem (AP22). Errors: BAD_USER_INPUT for malformed ids or key.
+func (s *Store) SkipDelivery(ctx context.Context, tenantID, notificationID, key, reason string) (bool, error) {
+	ref := inbox.DeliveryRef{TenantID: tenantID, NotificationID: notificationID, Key: key}
+	if err := ref.Check(); err != nil {
 		return false, err
 	}
-	if err := inbox.CheckID("notification id", notificationID); err != nil {
-		return false, err
+	u := newRecordUpdate(s.now()).set(statusAttrStatus, inbox.DeliverySkipped).set(statusAttrReason, reason).
+		remove(attrClaimUntil, statusAttrDeferred, attrNextAttemptAt).removeContent()
+	ok, err := s.updateRecord(ctx, ref, u, "attribute_exists(#pk) AND #status = :queued",
+		map[string]types.AttributeValue{":queued": &types.AttributeValueMemberS{Value: inbox.DeliveryQueued}})
+	if err != nil {
+		return false, fmt.Errorf("skip delivery: %w", err)
 	}
-	if !inbox.ValidChannel(channel) {
-		return false, inbox.Errorf(inbox.CodeBadUserInput, "unknown channel %q", channel)
-	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 itemKey{notifStatusPK(tenantID, notificationID), deliverySK(channel)}.av(),
-		UpdateExpression:    aws.String("SET #st = :skipped, #re = :reason, #up = :now REMOVE #de"),
-		ConditionExpression: aws.String("attribute_exists(#pk) AND #st = :queued"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#st": statusAttrStatus, "#re": statusAttrReason,
-			"#up": statusAttrUpdatedAt, "#de": statusAttrDeferred},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":skipped": &types.AttributeValueMemberS{Value: inbox.DeliverySkipped},
-			":queued":  &types.AttributeValueMemberS{Value: inbox.DeliveryQueued},
-			":reason":  &types.AttributeValueMemberS{Value: reason},
-			":now":     &types.AttributeValueMemberN{Value: fmt.Sprint(s.now().UnixMilli())},
-		},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.As(err, &ccf):
-		return false, nil
-	}
-	return false, fmt.Errorf("skip delivery: %w", err)
+	return ok, nil
 }
 
 // decodeUserProfile reads a PROFILE item of a user (nil: none, the zero profile).
@@ -511,4 +644,17 @@ func decodeUserProfile(item map[string]types.AttributeValue) (inbox.UserProfile,
 		return inbox.UserProfile{}, fmt.Errorf("decode user profile: %w", err)
 	}
 	return inbox.UserProfile{Email: it.Email, Phone: it.Phone, Locale: it.Locale, Timezone: it.Timezone}, nil
+}
+
+// decodeUserDevices reads a PROFILE item of a user (nil: none): the profile and the push
+// devices, oldest first (by creation, then id).
+func decodeUserDevices(item map[string]types.AttributeValue) (inbox.UserProfile, []inbox.Device, error) {
+	if item == nil {
+		return inbox.UserProfile{}, nil, nil
+	}
+	var it userProfileItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return inbox.UserProfile{}, nil, fmt.Errorf("decode user profile: %w", err)
+	}
+	return inbox.UserProfile{Email: it.Email, Phone: it.Phone, Locale: it.Locale, Timezone: it.Timezone}, it.devices(), nil
 }

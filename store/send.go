@@ -172,6 +172,7 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 				in := in
 				if c, ok := content[r]; ok {
 					in.Title, in.Body = c.Title, c.Body
+					routes[r].content = &c
 				}
 				out, err := s.sendOne(gctx, tenantID, r, in, hash, routes[r], cfg)
 				results[i] = out
@@ -333,7 +334,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		if err != nil {
 			return inbox.Delivery{}, err
 		}
-		if err := s.addStatus(t, v, id, rt, now); err != nil {
+		if err := s.addStatus(t, v, id, in, rt, now); err != nil {
 			return inbox.Delivery{}, err
 		}
 		_, err = s.db.TransactWriteItems(ctx, t.input())

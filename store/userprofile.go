@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"golang.org/x/text/language"
 
@@ -15,9 +14,10 @@ import (
 // PutUserProfile replaces v's channel profile (PUT /v1/users/{id}: email, phone, locale,
 // timezone; "" leaves a field unset) and returns it as stored. It is checked first
 // (inbox.UserProfile.Validate; the locale is also looked up in the BCP 47 registry and
-// stored canonical, "de-de" as "de-DE"), then one PutItem of the user's PROFILE item
+// stored canonical, "de-de" as "de-DE"), then one UpdateItem of the user's PROFILE item
 // (AP24). Sends read it with the recipients' preferences (routeRecipients). Errors:
-// BAD_USER_INPUT for an invalid profile or viewer.
+// BAD_USER_INPUT for an invalid profile or viewer. The user's push devices (RegisterDevice)
+// are kept.
 func (s *Store) PutUserProfile(ctx context.Context, v inbox.Viewer, p inbox.UserProfile) (inbox.UserProfile, error) {
 	if err := checkViewer(v); err != nil {
 		return inbox.UserProfile{}, err
@@ -32,13 +32,18 @@ func (s *Store) PutUserProfile(ctx context.Context, v inbox.Viewer, p inbox.User
 		}
 		p.Locale = tag.String()
 	}
-	it := userProfileItem{PK: userPK(v), SK: skUserProfile, EntityType: entityUserProfile,
-		Email: p.Email, Phone: p.Phone, Locale: p.Locale, Timezone: p.Timezone, UpdatedAt: s.now().UnixMilli()}
-	av, err := attributevalue.MarshalMap(it)
-	if err != nil {
-		return inbox.UserProfile{}, fmt.Errorf("encode user profile: %w", err)
+	// An UpdateItem, not a Put: the item also holds the user's push devices.
+	u := newRecordUpdate(s.now()).set("entityType", entityUserProfile)
+	for _, f := range []struct{ attr, v string }{{"email", p.Email}, {"phone", p.Phone}, {"locale", p.Locale}, {"timezone", p.Timezone}} {
+		if f.v == "" {
+			u.remove(f.attr)
+		} else {
+			u.set(f.attr, f.v)
+		}
 	}
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av}); err != nil {
+	in := u.input(s.table, itemKey{userPK(v), skUserProfile}, "", nil)
+	in.ConditionExpression = nil
+	if _, err := s.db.UpdateItem(ctx, in); err != nil {
 		return inbox.UserProfile{}, fmt.Errorf("put user profile: %w", err)
 	}
 	return p, nil

@@ -1,0 +1,214 @@
+package inbox
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Push platforms of a device (Device.Platform; the REST `platform`).
+const (
+	PlatformAPNs = "apns"
+	PlatformFCM  = "fcm"
+)
+
+// MaxDevices is the most push devices a user has: registering one more evicts the
+// oldest (by CreatedAt).
+const MaxDevices = 10
+
+// MaxDeviceTokenBytes is the longest device token accepted (APNs tokens are 64 hex
+// characters, FCM registration tokens about 160 bytes).
+const MaxDeviceTokenBytes = 4096
+
+// Device is a user's push device: the provider's token for it on Platform.
+type Device struct {
+	// ID is DeviceID(Platform, Token): 16 hex characters.
+	ID string
+	// Token is the APNs device token or FCM registration token.
+	Token string
+	// Platform is PlatformAPNs or PlatformFCM.
+	Platform string
+	// CreatedAt is when the device was (first) registered.
+	CreatedAt time.Time
+}
+
+// DeviceID returns the id of the device with token on platform: the first 16 hex
+// characters of sha256(platform + ":" + token).
+func DeviceID(platform, token string) string {
+	sum := sha256.Sum256([]byte(platform + ":" + token))
+	return hex.EncodeToString(sum[:8])
+}
+
+// ValidPlatform reports whether p is PlatformAPNs or PlatformFCM.
+func ValidPlatform(p string) bool { return p == PlatformAPNs || p == PlatformFCM }
+
+// CheckDevice checks a device registration (BAD_USER_INPUT naming the field): token
+// 1..MaxDeviceTokenBytes bytes of valid UTF-8 without spaces or control characters,
+// platform PlatformAPNs or PlatformFCM.
+func CheckDevice(token, platform string) error {
+	if !ValidPlatform(platform) {
+		return Errorf(CodeBadUserInput, "platform must be %q or %q", PlatformAPNs, PlatformFCM)
+	}
+	if token == "" || len(token) > MaxDeviceTokenBytes || !utf8.ValidString(token) {
+		return Errorf(CodeBadUserInput, "token must be 1..%d bytes of UTF-8", MaxDeviceTokenBytes)
+	}
+	for _, r := range token {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return Errorf(CodeBadUserInput, "token must not contain spaces or control characters")
+		}
+	}
+	return nil
+}
+
+// IsDeviceID reports whether s has the shape of a device id (16 lowercase hex characters).
+func IsDeviceID(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// DeliveryKey returns the key of a notification's delivery record on channel: the
+// channel itself, or for a push to a device "PUSH#" + deviceID (deviceID "" for a
+// skipped push: "PUSH"). The scheduler's deliver task carries it as its Token.
+func DeliveryKey(channel, deviceID string) string {
+	if channel == ChannelPush && deviceID != "" {
+		return ChannelPush + "#" + deviceID
+	}
+	return channel
+}
+
+// ParseDeliveryKey splits a delivery record key (DeliveryKey) into its channel and
+// device id ("" but for "PUSH#{deviceId}"). Errors: BAD_USER_INPUT when key is none of
+// the Channels nor "PUSH#" and a device id.
+func ParseDeliveryKey(key string) (channel, deviceID string, err error) {
+	if ValidChannel(key) {
+		return key, "", nil
+	}
+	if id, ok := strings.CutPrefix(key, ChannelPush+"#"); ok && IsDeviceID(id) {
+		return ChannelPush, id, nil
+	}
+	return "", "", Errorf(CodeBadUserInput, "unknown delivery key %q", key)
+}
+
+// DeliveryRef names one delivery record: the tenant, the notification (the id its status
+// is under) and the record's key (DeliveryKey).
+type DeliveryRef struct {
+	TenantID, NotificationID, Key string
+}
+
+// String returns r as an opaque token for providers to echo back (status callbacks):
+// base64url without padding of tenant#notification#key.
+func (r DeliveryRef) String() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(r.TenantID + "#" + r.NotificationID + "#" + r.Key))
+}
+
+// ParseDeliveryRef parses what DeliveryRef.String returned. Errors: BAD_USER_INPUT when
+// s is not base64url, has not three parts, an id fails CheckID or the key ParseDeliveryKey.
+func ParseDeliveryRef(s string) (DeliveryRef, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(s) > 4*MaxIDBytes {
+		return DeliveryRef{}, Errorf(CodeBadUserInput, "malformed delivery ref")
+	}
+	parts := strings.SplitN(string(b), "#", 3)
+	if len(parts) != 3 {
+		return DeliveryRef{}, Errorf(CodeBadUserInput, "malformed delivery ref")
+	}
+	r := DeliveryRef{TenantID: parts[0], NotificationID: parts[1], Key: parts[2]}
+	if err := r.Check(); err != nil {
+		return DeliveryRef{}, err
+	}
+	return r, nil
+}
+
+// Check checks r's parts (BAD_USER_INPUT): the ids with CheckID, the key with
+// ParseDeliveryKey.
+func (r DeliveryRef) Check() error {
+	if err := CheckID("tenant", r.TenantID); err != nil {
+		return err
+	}
+	if err := CheckID("notification id", r.NotificationID); err != nil {
+		return err
+	}
+	_, _, err := ParseDeliveryKey(r.Key)
+	return err
+}
+
+// DeliveryJob is a claimed delivery record: what the deliver worker sends.
+type DeliveryJob struct {
+	Ref    DeliveryRef
+	UserID string
+	// Channel is the record's channel (ChannelEmail, ChannelPush, ChannelSMS, ChannelWebhook).
+	Channel string
+	// Attempt counts this claim (1 = the first); the record's later updates are
+	// conditioned on it.
+	Attempt int
+	// To is the address: an email address, an E.164 number, a device token; "" for a
+	// webhook (its URL and secret come from the tenant's settings at delivery time).
+	To string
+	// Platform and DeviceID are the push device's (PlatformAPNs or PlatformFCM).
+	Platform, DeviceID string
+	// Subject, Text and HTML are an email's (SMS: Text only).
+	Subject, Text, HTML string
+	// Title and Body are a push notification's.
+	Title, Body string
+	// Payload is a webhook's JSON body: {"type","timestamp","data":{...notification}}.
+	Payload []byte
+}
+
+// ProviderEvent is what a provider reported about a delivery (a status callback).
+type ProviderEvent struct {
+	Ref DeliveryRef
+	// Provider is the reporting provider, as the record names it (a channel provider name).
+	Provider string
+	// MessageID is the provider's message id, "" when the event carries none.
+	MessageID string
+	// Status is DeliveryDelivered, DeliveryFailed or DeliveryOpened.
+	Status string
+	// Error is the provider's reason for a failure.
+	Error string
+	// At is when it happened (zero: when it is applied).
+	At time.Time
+}
+
+// EmailContent is a rendered email: subject, HTML and text parts.
+type EmailContent struct{ Subject, HTML, Text string }
+
+// PushContent is a rendered push notification.
+type PushContent struct{ Title, Body string }
+
+// SMSContent is a rendered SMS.
+type SMSContent struct{ Text string }
+
+// ChannelContent returns what r says for each channel: a template's part when it has
+// one, else the in-app title and body (email: subject = title, text = body; push: title
+// and body; SMS: the title, then the body, on lines of their own).
+func (r Rendered) ChannelContent() (EmailContent, PushContent, SMSContent) {
+	e := EmailContent{Subject: r.Title, Text: r.Body}
+	if r.Email != nil {
+		e = *r.Email
+	}
+	p := PushContent{Title: r.Title, Body: r.Body}
+	if r.Push != nil {
+		p = *r.Push
+	}
+	var sms SMSContent
+	switch {
+	case r.SMS != nil:
+		sms = *r.SMS
+	case r.Title != "" && r.Body != "":
+		sms.Text = r.Title + "\n" + r.Body
+	default:
+		sms.Text = r.Title + r.Body
+	}
+	return e, p, sms
+}

@@ -1,0 +1,441 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// Delivery records (AP22) through a delivery: the deliver task claims its QUEUED record
+// (ClaimDelivery: one UpdateItem sets claimUntil and counts the attempt), calls the
+// provider, then records what happened, each update conditioned on the claim's attempt:
+// DeliverySent, DeliveryRetry (the claim is released and the next deliver task written
+// in one transaction), DeliveryFailed. A claim found expired (ClaimOrphaned: a worker
+// stopped during or right after the provider call) is never sent again:
+// DeliveryUnconfirmed marks it SENT with an "unconfirmed" error. Providers' callbacks move
+// SENT records on (ApplyProviderEvent), never backwards.
+
+// Attribute names of delivery records that updates name (see statusItem).
+const (
+	attrAttempts          = "attempts"
+	attrClaimUntil        = "claimUntil"
+	attrNextAttemptAt     = "nextAttemptAt"
+	attrProvider          = "provider"
+	attrProviderMessageID = "providerMessageId"
+	attrError             = "error"
+	attrSentAt            = "sentAt"
+	attrDeliveredAt       = "deliveredAt"
+	attrOpenedAt          = "openedAt"
+)
+
+// contentAttrs are the attributes a QUEUED record carries for its delivery (statusItem):
+// dropped once the record is SENT, FAILED or SKIPPED.
+var contentAttrs = []string{"to", "subject", "text", "html", "title", "body", "payload"}
+
+// ClaimOutcome is what ClaimDelivery found.
+type ClaimOutcome int
+
+const (
+	// ClaimOK: the record was QUEUED and unclaimed; it is now claimed for the job's Attempt.
+	ClaimOK ClaimOutcome = iota
+	// ClaimDone: the record is not QUEUED (sent, failed, skipped) or is gone: nothing to do.
+	ClaimDone
+	// ClaimBusy: another attempt holds a live claim (its lease has not expired).
+	ClaimBusy
+	// ClaimOrphaned: a claim expired without an outcome: a worker stopped during the
+	// provider call or before recording it. The job (with the orphaned claim's Attempt)
+	// is returned for DeliveryUnconfirmed; it must not be sent again.
+	ClaimOrphaned
+)
+
+// String names o ("ok", "done", "busy", "orphaned").
+func (o ClaimOutcome) String() string {
+	switch o {
+	case ClaimOK:
+		return "ok"
+	case ClaimDone:
+		return "done"
+	case ClaimBusy:
+		return "busy"
+	case ClaimOrphaned:
+		return "orphaned"
+	}
+	return fmt.Sprintf("ClaimOutcome(%d)", int(o))
+}
+
+// ErrClaimLost is returned (wrapped; test with errors.Is) by DeliverySent, DeliveryRetry,
+// DeliveryFailed and DeliveryUnconfirmed when the record is no longer QUEUED under the
+// given attempt's claim: another run recorded an outcome, or the claim was taken over as
+// orphaned. Nothing was written.
+var ErrClaimLost = errors.New("store: the delivery record is no longer claimed by this attempt")
+
+// ClaimDelivery claims delivery record ref for lease (the attempt's timeout plus a
+// margin): ONE UpdateItem on condition that the record is QUEUED and unclaimed sets
+// claimUntil = now + lease and adds 1 to attempts; the job it returns is the record as
+// updated (ALL_NEW), its Attempt the claim's number (1 = the first). When the condition
+// fails, ONE strongly consistent GetItem tells why: ClaimDone (not QUEUED, or no
+// record), ClaimBusy (a live claim), ClaimOrphaned (an expired claim: the job with the
+// orphaned Attempt). Errors: BAD_USER_INPUT for a malformed ref or a lease ≤ 0.
+func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease time.Duration) (inbox.DeliveryJob, ClaimOutcome, error) {
+	if err := ref.Check(); err != nil {
+		return inbox.DeliveryJob{}, 0, err
+	}
+	if lease <= 0 {
+		return inbox.DeliveryJob{}, 0, inbox.Errorf(inbox.CodeBadUserInput, "a claim needs a positive lease")
+	}
+	now := s.now()
+	key := itemKey{notifStatusPK(ref.TenantID, ref.NotificationID), deliverySK(ref.Key)}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 key.av(),
+		UpdateExpression:    aws.String("SET #cu = :until, #up = :now ADD #at :one"),
+		ConditionExpression: aws.String("#st = :queued AND attribute_not_exists(#cu)"),
+		ExpressionAttributeNames: map[string]string{"#cu": attrClaimUntil, "#up": statusAttrUpdatedAt,
+			"#at": attrAttempts, "#st": statusAttrStatus},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":until":  numAV(now.Add(lease).UnixMilli()),
+			":now":    numAV(now.UnixMilli()),
+			":one":    numAV(1),
+			":queued": &types.AttributeValueMemberS{Value: inbox.DeliveryQueued},
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		job, err := decodeJob(ref, out.Attributes)
+		return job, ClaimOK, err
+	case !errors.As(err, &ccf):
+		return inbox.DeliveryJob{}, 0, fmt.Errorf("claim delivery: %w", err)
+	}
+	got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key.av(), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return inbox.DeliveryJob{}, 0, fmt.Errorf("read claimed delivery: %w", err)
+	}
+	if got.Item == nil {
+		return inbox.DeliveryJob{}, ClaimDone, nil
+	}
+	job, err := decodeJob(ref, got.Item)
+	if err != nil {
+		return inbox.DeliveryJob{}, 0, err
+	}
+	var it statusItem
+	if err := attributevalue.UnmarshalMap(got.Item, &it); err != nil {
+		return inbox.DeliveryJob{}, 0, fmt.Errorf("decode delivery: %w", err)
+	}
+	switch {
+	case it.Status != inbox.DeliveryQueued:
+		return inbox.DeliveryJob{}, ClaimDone, nil
+	case it.ClaimUntil > now.UnixMilli():
+		return inbox.DeliveryJob{}, ClaimBusy, nil
+	case it.ClaimUntil == 0:
+		// Released between the update and the read (a retry recorded): the record is
+		// claimable again, but this run's task is not the one DeliveryRetry wrote.
+		return inbox.DeliveryJob{}, ClaimBusy, nil
+	}
+	return job, ClaimOrphaned, nil
+}
+
+// decodeJob returns the job of delivery record item (ref's).
+func decodeJob(ref inbox.DeliveryRef, item map[string]types.AttributeValue) (inbox.DeliveryJob, error) {
+	var it statusItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return inbox.DeliveryJob{}, fmt.Errorf("decode delivery: %w", err)
+	}
+	return inbox.DeliveryJob{Ref: ref, UserID: it.UserID, Channel: it.Channel, Attempt: it.Attempts, To: it.To,
+		Platform: it.Platform, DeviceID: it.DeviceID, Subject: it.Subject, Text: it.Text, HTML: it.HTML,
+		Title: it.Title, Body: it.Body, Payload: it.Payload}, nil
+}
+
+// claimCond is the condition of an outcome of claim attempt :attempt: the record is
+// QUEUED and claimed by that attempt.
+const claimCond = "#status = :queued AND #attempts = :attempt AND attribute_exists(#claimUntil)"
+
+// claimValues are claimCond's values for attempt.
+func claimValues(attempt int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		":queued":  &types.AttributeValueMemberS{Value: inbox.DeliveryQueued},
+		":attempt": numAV(int64(attempt)),
+	}
+}
+
+// DeliverySent records that attempt's provider call succeeded: QUEUED and claimed by
+// attempt → SENT with provider, its messageID ("" when it gives none) and sentAt; the
+// claim, error, nextAttemptAt, deferredUntil and the content are removed. One UpdateItem.
+// Errors: ErrClaimLost (wrapped) when the claim is not attempt's; BAD_USER_INPUT for a
+// malformed ref.
+func (s *Store) DeliverySent(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, messageID string) error {
+	if err := ref.Check(); err != nil {
+		return err
+	}
+	now := s.now()
+	u := newRecordUpdate(now).set(statusAttrStatus, inbox.DeliverySent).set(attrProvider, provider).
+		set(attrSentAt, now.UnixMilli()).remove(attrClaimUntil, attrError, attrNextAttemptAt, statusAttrDeferred).removeContent()
+	if messageID != "" {
+		u.set(attrProviderMessageID, messageID)
+	}
+	return s.claimOutcome(ctx, ref, u, claimCond, claimValues(attempt), "sent")
+}
+
+// DeliveryRetry records that attempt failed transiently and is tried again at at: the
+// record stays QUEUED with provider, errMsg and nextAttemptAt = at, its claim released;
+// and the deliver task of the record (Token: its key) is written due at at. Both in ONE
+// TransactWriteItems, the record's update conditioned on attempt's claim; a GetItem of
+// the record first reads its user (the task's viewer). Errors: ErrClaimLost (wrapped)
+// when the claim is not attempt's (nothing written); BAD_USER_INPUT for a malformed ref.
+func (s *Store) DeliveryRetry(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, errMsg string, at time.Time) error {
+	if err := ref.Check(); err != nil {
+		return err
+	}
+	key := itemKey{notifStatusPK(ref.TenantID, ref.NotificationID), deliverySK(ref.Key)}
+	got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key.av(),
+		ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("userId")})
+	if err != nil {
+		return fmt.Errorf("delivery retry: read record: %w", err)
+	}
+	var it statusItem
+	if got.Item == nil {
+		return fmt.Errorf("delivery retry: %w (no record)", ErrClaimLost)
+	}
+	if err := attributevalue.UnmarshalMap(got.Item, &it); err != nil {
+		return fmt.Errorf("delivery retry: decode record: %w", err)
+	}
+	u := newRecordUpdate(s.now()).set(attrProvider, provider).set(attrError, errMsg).
+		set(attrNextAttemptAt, at.UnixMilli()).remove(attrClaimUntil)
+	up := u.input(s.table, key, claimCond, claimValues(attempt))
+	t := &txn{}
+	t.add(key, types.TransactWriteItem{Update: &types.Update{TableName: up.TableName, Key: up.Key,
+		UpdateExpression: up.UpdateExpression, ConditionExpression: up.ConditionExpression,
+		ExpressionAttributeNames: up.ExpressionAttributeNames, ExpressionAttributeValues: up.ExpressionAttributeValues}})
+	t.add(s.taskAction(TaskDeliver, inbox.Viewer{TenantID: ref.TenantID, UserID: it.UserID}, ref.NotificationID, at, ref.Key))
+	_, err = s.db.TransactWriteItems(ctx, t.input())
+	switch {
+	case err == nil:
+		return nil
+	case t.conditionFailed(err, key):
+		return fmt.Errorf("delivery retry: %w", ErrClaimLost)
+	}
+	return fmt.Errorf("delivery retry: %w", err)
+}
+
+// DeliveryFailed records that attempt failed for good (a permanent error, the attempts
+// spent, an unregistered device): QUEUED and claimed by attempt → FAILED with provider
+// and errMsg; the claim, nextAttemptAt, deferredUntil and the content are removed. One
+// UpdateItem. Errors: ErrClaimLost (wrapped) when the claim is not attempt's;
+// BAD_USER_INPUT for a malformed ref.
+func (s *Store) DeliveryFailed(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, errMsg string) error {
+	if err := ref.Check(); err != nil {
+		return err
+	}
+	u := newRecordUpdate(s.now()).set(statusAttrStatus, inbox.DeliveryFailed).set(attrProvider, provider).
+		set(attrError, errMsg).remove(attrClaimUntil, attrNextAttemptAt, statusAttrDeferred).removeContent()
+	return s.claimOutcome(ctx, ref, u, claimCond, claimValues(attempt), "failed")
+}
+
+// DeliveryUnconfirmed settles an orphaned claim (ClaimOrphaned) of attempt: QUEUED and
+// claimed by attempt with the claim expired → SENT with error "unconfirmed: ..." (the
+// provider may or may not have accepted it; it is never sent again, so it got it at most
+// once); the claim, nextAttemptAt, deferredUntil and the content are removed. One
+// UpdateItem. Errors: ErrClaimLost (wrapped) when the record is not so; BAD_USER_INPUT
+// for a malformed ref.
+func (s *Store) DeliveryUnconfirmed(ctx context.Context, ref inbox.DeliveryRef, attempt int) error {
+	if err := ref.Check(); err != nil {
+		return err
+	}
+	now := s.now()
+	u := newRecordUpdate(now).set(statusAttrStatus, inbox.DeliverySent).set(attrSentAt, now.UnixMilli()).
+		set(attrError, fmt.Sprintf("unconfirmed: attempt %d stopped during the provider call; not resent (the provider got it at most once)", attempt)).
+		remove(attrClaimUntil, attrNextAttemptAt, statusAttrDeferred).removeContent()
+	vals := claimValues(attempt)
+	vals[":now"] = numAV(now.UnixMilli())
+	return s.claimOutcome(ctx, ref, u, claimCond+" AND #claimUntil <= :now", vals, "unconfirmed")
+}
+
+// claimOutcome applies u to ref's record on cond; a failed condition is ErrClaimLost.
+func (s *Store) claimOutcome(ctx context.Context, ref inbox.DeliveryRef, u *recordUpdate, cond string, vals map[string]types.AttributeValue, what string) error {
+	ok, err := s.updateRecord(ctx, ref, u, cond, vals)
+	switch {
+	case err != nil:
+		return fmt.Errorf("delivery %s: %w", what, err)
+	case !ok:
+		return fmt.Errorf("delivery %s: %w", what, ErrClaimLost)
+	}
+	return nil
+}
+
+// eventFrom lists the statuses a provider event moves a record from (never backwards):
+// DELIVERED from SENT; OPENED from SENT or DELIVERED; FAILED (a bounce, also after
+// delivery) from SENT or DELIVERED.
+var eventFrom = map[string][]string{
+	inbox.DeliveryDelivered: {inbox.DeliverySent},
+	inbox.DeliveryOpened:    {inbox.DeliverySent, inbox.DeliveryDelivered},
+	inbox.DeliveryFailed:    {inbox.DeliverySent, inbox.DeliveryDelivered},
+}
+
+// ApplyProviderEvent applies a provider's report ev to its record: ONE UpdateItem, on
+// condition that the move is forward (SENT → DELIVERED | OPENED | FAILED, DELIVERED →
+// OPENED | FAILED), that the record's provider is ev.Provider and, when ev has a
+// MessageID and the record a providerMessageId, that they are equal. DELIVERED sets
+// deliveredAt, OPENED openedAt (and deliveredAt if unset), FAILED the error (ev.Error);
+// each at ev.At (zero: now). It reports whether the record changed: false for an event
+// matching no record, a stale or repeated event, another provider's or message's.
+// Errors: BAD_USER_INPUT for a malformed ref, an unknown status or no provider.
+func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) (bool, error) {
+	if err := ev.Ref.Check(); err != nil {
+		return false, err
+	}
+	from, ok := eventFrom[ev.Status]
+	if !ok {
+		return false, inbox.Errorf(inbox.CodeBadUserInput, "a provider event's status must be %s, %s or %s",
+			inbox.DeliveryDelivered, inbox.DeliveryOpened, inbox.DeliveryFailed)
+	}
+	if ev.Provider == "" {
+		return false, inbox.Errorf(inbox.CodeBadUserInput, "a provider event needs its provider")
+	}
+	now := s.now()
+	at := ev.At
+	if at.IsZero() {
+		at = now
+	}
+	u := newRecordUpdate(now).set(statusAttrStatus, ev.Status)
+	switch ev.Status {
+	case inbox.DeliveryDelivered:
+		u.set(attrDeliveredAt, at.UnixMilli())
+	case inbox.DeliveryOpened:
+		u.set(attrOpenedAt, at.UnixMilli()).setIfNotExists(attrDeliveredAt, at.UnixMilli())
+	case inbox.DeliveryFailed:
+		msg := ev.Error
+		if msg == "" {
+			msg = ev.Provider + " reported the message failed"
+		}
+		u.set(attrError, msg)
+	}
+	vals := map[string]types.AttributeValue{":provider": &types.AttributeValueMemberS{Value: ev.Provider}}
+	var in []string
+	for i, st := range from {
+		n := fmt.Sprintf(":from%d", i)
+		vals[n] = &types.AttributeValueMemberS{Value: st}
+		in = append(in, n)
+	}
+	cond := "#status IN (" + strings.Join(in, ", ") + ") AND #provider = :provider"
+	if ev.MessageID != "" {
+		u.setIfNotExists(attrProviderMessageID, ev.MessageID)
+		cond += " AND (attribute_not_exists(#providerMessageId) OR #providerMessageId = :" + attrProviderMessageID + ")"
+	}
+	ok, err := s.updateRecord(ctx, ev.Ref, u, cond, vals)
+	if err != nil {
+		return false, fmt.Errorf("apply provider event: %w", err)
+	}
+	return ok, nil
+}
+
+// recordUpdate builds the UpdateItem of a delivery record: SET and REMOVE clauses whose
+// names are "#" + the attribute and values ":" + the attribute. updatedAt is always set.
+type recordUpdate struct {
+	sets    []string
+	removes []string
+	names   map[string]string
+	values  map[string]types.AttributeValue
+}
+
+// newRecordUpdate starts an update at now (updatedAt).
+func newRecordUpdate(now time.Time) *recordUpdate {
+	u := &recordUpdate{names: map[string]string{}, values: map[string]types.AttributeValue{}}
+	return u.set(statusAttrUpdatedAt, now.UnixMilli())
+}
+
+// recordValue returns v (string or int64) as an attribute value.
+func recordValue(v any) types.AttributeValue {
+	switch v := v.(type) {
+	case string:
+		return &types.AttributeValueMemberS{Value: v}
+	case int64:
+		return numAV(v)
+	}
+	panic(fmt.Sprintf("store: record update of a %T", v))
+}
+
+// set adds SET attr = v (v a string or an int64).
+func (u *recordUpdate) set(attr string, v any) *recordUpdate {
+	u.names["#"+attr] = attr
+	u.values[":"+attr] = recordValue(v)
+	u.sets = append(u.sets, "#"+attr+" = :"+attr)
+	return u
+}
+
+// setIfNotExists adds SET attr = if_not_exists(attr, v).
+func (u *recordUpdate) setIfNotExists(attr string, v any) *recordUpdate {
+	u.names["#"+attr] = attr
+	u.values[":"+attr] = recordValue(v)
+	u.sets = append(u.sets, "#"+attr+" = if_not_exists(#"+attr+", :"+attr+")")
+	return u
+}
+
+// remove adds REMOVE attrs.
+func (u *recordUpdate) remove(attrs ...string) *recordUpdate {
+	for _, a := range attrs {
+		u.names["#"+a] = a
+		u.removes = append(u.removes, "#"+a)
+	}
+	return u
+}
+
+// removeContent removes what a QUEUED record carries for its delivery (contentAttrs).
+func (u *recordUpdate) removeContent() *recordUpdate { return u.remove(contentAttrs...) }
+
+// condNames finds the "#name" placeholders of a condition.
+var condNames = regexp.MustCompile(`#[A-Za-z]+`)
+
+// input returns the UpdateItem of u on the record at key on condition cond (its names
+// "#attr" for attribute attr, vals its values besides u's).
+func (u *recordUpdate) input(table string, key itemKey, cond string, vals map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	names := make(map[string]string, len(u.names)+4)
+	for k, v := range u.names {
+		names[k] = v
+	}
+	for _, n := range condNames.FindAllString(cond, -1) {
+		names[n] = strings.TrimPrefix(n, "#")
+	}
+	values := make(map[string]types.AttributeValue, len(u.values)+len(vals))
+	for k, v := range u.values {
+		values[k] = v
+	}
+	for k, v := range vals {
+		values[k] = v
+	}
+	expr := "SET " + strings.Join(u.sets, ", ")
+	if len(u.removes) > 0 {
+		expr += " REMOVE " + strings.Join(u.removes, ", ")
+	}
+	return &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key.av(), UpdateExpression: aws.String(expr),
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values}
+}
+
+// updateRecord applies u to ref's record on cond; false when the condition failed.
+func (s *Store) updateRecord(ctx context.Context, ref inbox.DeliveryRef, u *recordUpdate, cond string, vals map[string]types.AttributeValue) (bool, error) {
+	key := itemKey{notifStatusPK(ref.TenantID, ref.NotificationID), deliverySK(ref.Key)}
+	_, err := s.db.UpdateItem(ctx, u.input(s.table, key, cond, vals))
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ccf):
+		return false, nil
+	}
+	return false, err
+}
+
+// numAV is n as a DynamoDB number.
+func numAV(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: fmt.Sprint(n)}
+}
