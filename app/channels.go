@@ -132,7 +132,9 @@ func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
 		}
 		chs.Email = channel.Limit(email, cfg.RateEmail, burst(cfg.RateEmail))
 	}
-	chs.Webhook = channel.Limit(channel.NewWebhook(channel.WebhookConfig{Client: client, Timeout: cfg.DeliveryTimeout}),
+	// The webhook adapter's own client: it never follows a redirect (a tenant's URL
+	// answering 3xx is not a way to reach another host).
+	chs.Webhook = channel.Limit(channel.NewWebhook(channel.WebhookConfig{Timeout: cfg.DeliveryTimeout}),
 		cfg.RateWebhook, burst(cfg.RateWebhook))
 	if cfg.FCMCredentials != "" {
 		js, err := os.ReadFile(cfg.FCMCredentials)
@@ -158,12 +160,8 @@ func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
 		chs.APNs = channel.Limit(apns, cfg.RatePush, burst(cfg.RatePush))
 	}
 	if cfg.TwilioAccountSID != "" {
-		callbacks := ""
-		if cfg.PublicURL != "" {
-			callbacks = cfg.PublicURL
-		}
 		tw, err := channel.NewTwilio(channel.TwilioConfig{AccountSID: cfg.TwilioAccountSID, AuthToken: cfg.TwilioAuthToken,
-			From: cfg.TwilioFrom, BaseURL: cfg.TwilioURL, StatusCallbackBase: callbacks, Client: client})
+			From: cfg.TwilioFrom, BaseURL: cfg.TwilioURL, StatusCallbackBase: cfg.PublicURL, Client: client})
 		if err != nil {
 			return chs, fmt.Errorf("INBOX_TWILIO_*: %w", err)
 		}
@@ -180,7 +178,7 @@ func newDeliveryHandler(cfg Config, log *slog.Logger, st delivery.Store, chs del
 
 // devMail is dev mode's SMTP catcher: the mail the gateway sent, served at DevMailPath.
 type devMail struct {
-	catcher *smtpcatch.Server
+	catcher *smtpcatch.Catcher
 	addr    string
 }
 
@@ -190,8 +188,8 @@ func startDevMail(cfg Config, log *slog.Logger) (*devMail, error) {
 	if !cfg.Dev || cfg.SMTPURL != "" {
 		return nil, nil
 	}
-	c, err := smtpcatch.Start(cfg.DevSMTPAddr, smtpcatch.Options{})
-	if err != nil {
+	c := smtpcatch.New(smtpcatch.Config{})
+	if err := c.Listen(cfg.DevSMTPAddr); err != nil {
 		return nil, fmt.Errorf("dev mail catcher on INBOX_DEV_SMTP_ADDR %s (set INBOX_DEV_SMTP_ADDR to a free address or INBOX_SMTP_URL to a server): %w", cfg.DevSMTPAddr, err)
 	}
 	return &devMail{catcher: c, addr: c.Addr()}, nil
@@ -212,7 +210,7 @@ func (d *devMail) smtpAddr() string {
 	return d.addr
 }
 
-// withDevMail serves the catcher's mail at DevMailPath beside h (h alone for nil).
+// with serves the catcher's mail at DevMailPath beside h (h alone for nil).
 func (d *devMail) with(h http.Handler) http.Handler {
 	if d == nil {
 		return h
