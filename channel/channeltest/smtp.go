@@ -2,6 +2,7 @@ package channeltest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,10 @@ type SMTPOptions struct {
 	// Username and Password, when set, make the server offer AUTH PLAIN (over plain TCP)
 	// and refuse MAIL before a successful AUTH (535 on wrong credentials).
 	Username, Password string
+	// TLSConfig, when set (with a certificate), makes the server offer STARTTLS, or speak
+	// TLS from the first byte when ImplicitTLS (an smtps:// server).
+	TLSConfig   *tls.Config
+	ImplicitTLS bool
 }
 
 // SMTPMessage is one message the server received (after its DATA).
@@ -40,6 +45,8 @@ type SMTPMessage struct {
 	smtpcatch.Message
 	// AuthUser is the user the session authenticated as ("" without AUTH).
 	AuthUser string
+	// TLS tells whether the message came over TLS (STARTTLS or implicit).
+	TLS bool
 }
 
 // SMTPServer is a real SMTP server on 127.0.0.1 with scripted replies. Its methods are
@@ -69,11 +76,21 @@ func NewSMTPServer(opts SMTPOptions) (*SMTPServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("channeltest: listen: %w", err)
 	}
+	if opts.ImplicitTLS {
+		if opts.TLSConfig == nil {
+			_ = l.Close()
+			return nil, errors.New("channeltest: ImplicitTLS needs a TLSConfig")
+		}
+		l = tls.NewListener(l, opts.TLSConfig)
+	}
 	s := &SMTPServer{opts: opts, addr: l.Addr().String(), fails: map[Step]*failure{}, hang: map[Step]bool{},
 		release: make(chan struct{}), changed: make(chan struct{})}
-	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &smtpSession{s: s}, nil }))
+	srv := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) { return &smtpSession{s: s, conn: c}, nil }))
 	srv.Domain = "localhost"
 	srv.AllowInsecureAuth = true
+	if !opts.ImplicitTLS {
+		srv.TLSConfig = opts.TLSConfig
+	}
 	srv.MaxMessageBytes = 4 << 20
 	srv.ReadTimeout, srv.WriteTimeout = time.Minute, time.Minute
 	srv.ErrorLog = log.New(io.Discard, "", 0)
@@ -101,6 +118,9 @@ func (s *SMTPServer) Addr() string { return s.addr }
 // the configured credentials.
 func (s *SMTPServer) URL() string {
 	u := url.URL{Scheme: "smtp", Host: s.addr}
+	if s.opts.ImplicitTLS {
+		u.Scheme = "smtps"
+	}
 	if s.opts.Username != "" {
 		u.User = url.UserPassword(s.opts.Username, s.opts.Password)
 	}
@@ -213,6 +233,7 @@ func (s *SMTPServer) keep(m SMTPMessage) {
 // smtpSession is one connection's state.
 type smtpSession struct {
 	s        *SMTPServer
+	conn     *smtp.Conn
 	authUser string
 	from     string
 	to       []string
@@ -272,6 +293,7 @@ func (ss *smtpSession) Data(r io.Reader) error {
 	ss.s.mu.Unlock()
 	if !failing {
 		m := SMTPMessage{Message: smtpcatch.Message{ReceivedAt: time.Now().UTC(), From: ss.from, To: append([]string(nil), ss.to...), Raw: raw}, AuthUser: ss.authUser}
+		_, m.TLS = ss.conn.TLSConnectionState()
 		if p, err := smtpcatch.Parse(raw); err == nil {
 			m.Subject, m.MessageID, m.Text, m.HTML, m.Header = p.Subject, p.MessageID, p.Text, p.HTML, p.Header
 		}

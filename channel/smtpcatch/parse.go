@@ -2,6 +2,7 @@ package smtpcatch
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 	"mime/quotedprintable"
 	"net/mail"
 	"strings"
-	"encoding/base64"
 )
 
 // Parsed is what Parse reads out of a raw RFC 5322 message.

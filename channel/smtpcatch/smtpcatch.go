@@ -14,6 +14,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/mail"
 	"sync"
 	"time"
 
@@ -54,7 +55,7 @@ type Message struct {
 	Text      string `json:"text"`
 	HTML      string `json:"html"`
 	// Header is the message's top-level header (canonical keys).
-	Header map[string][]string `json:"header"`
+	Header mail.Header `json:"header"`
 	// Raw is the message as received.
 	Raw []byte `json:"-"`
 }
