@@ -23,7 +23,7 @@ const deliverRate = 1e6
 // deliverRigs builds scenario 16's email and webhook rigs: the delivery handler over st
 // with the adapters behind their rate limits (as app builds them), the same adapters
 // alone, and the raw clients, all sending to the sinks.
-func (b *bench) deliverRigs(st *store.Store, smtpS *smtpSink, hookS *webhookSink, secret string, secretKey []byte, conc int) ([]deliverRig, error) {
+func (b *bench) deliverRigs(st *store.Store, rr *rawRecords, smtpS *smtpSink, hookS *webhookSink, secret string, secretKey []byte, conc int) ([]deliverRig, error) {
 	email, err := channel.NewEmail(channel.EmailConfig{URL: "smtp://" + smtpS.addr, From: deliverFrom, Timeout: delivery.DefaultTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("email adapter: %w", err)
@@ -53,6 +53,11 @@ func (b *bench) deliverRigs(st *store.Store, smtpS *smtpSink, hookS *webhookSink
 				_, err := email.Send(ctx, m)
 				return err
 			},
+			records: func(ctx context.Context, t inbox.Task) error {
+				return rr.deliver(ctx, t, func(ctx context.Context) (string, error) {
+					return t.Ref + "@bench.example", mailer.send(ctx, rawMail{From: deliverFrom, To: deliverEmail(t.Viewer.UserID), Subject: in.Title, Text: in.Body})
+				})
+			},
 			raw: func(ctx context.Context, i int64) error {
 				u := deliverUser(int(i % deliverUsers))
 				return mailer.send(ctx, rawMail{From: deliverFrom, To: deliverEmail(u), Subject: in.Title, Text: in.Body})
@@ -63,6 +68,12 @@ func (b *bench) deliverRigs(st *store.Store, smtpS *smtpSink, hookS *webhookSink
 				m.To, m.Payload, m.Secret = hookS.url, deliverPayload(i), secret
 				_, err := hook.Send(ctx, m)
 				return err
+			},
+			records: func(ctx context.Context, t inbox.Task) error {
+				return rr.deliver(ctx, t, func(ctx context.Context) (string, error) {
+					id := "raw-" + t.Ref
+					return id, hooker.send(ctx, id, deliverPayload(0))
+				})
 			},
 			raw: func(ctx context.Context, i int64) error {
 				return hooker.send(ctx, fmt.Sprintf("raw-%d-%d", time.Now().UnixNano(), i), deliverPayload(i))
