@@ -106,8 +106,8 @@ func e2eUser(i int64) string { return fmt.Sprintf("e2e-%03d", i%e2eUsers) }
 // e2eWindow is one stretch of requests.
 type e2eWindow struct {
 	accept, receipt, after []time.Duration
-	errors, lost    int
-	firstErr        string
+	errors, lost           int
+	firstErr               string
 }
 
 func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
