@@ -27,6 +27,8 @@ const (
 	devEmailFrom = "Inbox Gateway <inbox@localhost>"
 	// DevMailPath is where dev mode serves the mail its SMTP catcher received.
 	DevMailPath = "/dev/mail"
+	// TwilioCallbackPath is where Twilio's status callbacks come (under INBOX_PUBLIC_URL).
+	TwilioCallbackPath = "/v1/webhooks/provider/twilio"
 )
 
 // checkChannels checks the channel settings (see README "Channels"): each provider is
@@ -128,7 +130,7 @@ func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
 	if smtpURL != "" {
 		email, err := channel.NewEmail(channel.EmailConfig{URL: smtpURL, From: from, SendGrid: cfg.SMTPSendGrid, Timeout: cfg.DeliveryTimeout})
 		if err != nil {
-			return chs, fmt.Errorf("INBOX_SMTP_URL: %w", err)
+			return delivery.Channels{}, fmt.Errorf("INBOX_SMTP_URL: %w", err)
 		}
 		chs.Email = channel.Limit(email, cfg.RateEmail, burst(cfg.RateEmail))
 	}
@@ -139,31 +141,36 @@ func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
 	if cfg.FCMCredentials != "" {
 		js, err := os.ReadFile(cfg.FCMCredentials)
 		if err != nil {
-			return chs, fmt.Errorf("INBOX_FCM_CREDENTIALS: %w", err)
+			return delivery.Channels{}, fmt.Errorf("INBOX_FCM_CREDENTIALS: %w", err)
 		}
 		fcm, err := channel.NewFCM(channel.FCMConfig{CredentialsJSON: js, BaseURL: cfg.FCMURL, Client: client, Timeout: cfg.DeliveryTimeout})
 		if err != nil {
-			return chs, fmt.Errorf("INBOX_FCM_CREDENTIALS: %w", err)
+			return delivery.Channels{}, fmt.Errorf("INBOX_FCM_CREDENTIALS: %w", err)
 		}
 		chs.FCM = channel.Limit(fcm, cfg.RatePush, burst(cfg.RatePush))
 	}
 	if cfg.APNsKey != "" {
 		pem, err := os.ReadFile(cfg.APNsKey)
 		if err != nil {
-			return chs, fmt.Errorf("INBOX_APNS_KEY: %w", err)
+			return delivery.Channels{}, fmt.Errorf("INBOX_APNS_KEY: %w", err)
 		}
+		// APNs needs HTTP/2: apns2's own client.
 		apns, err := channel.NewAPNs(channel.APNsConfig{KeyPEM: pem, KeyID: cfg.APNsKeyID, TeamID: cfg.APNsTeamID,
-			Topic: cfg.APNsTopic, BaseURL: cfg.APNsURL})
+			Topic: cfg.APNsTopic, BaseURL: cfg.APNsURL, Timeout: cfg.DeliveryTimeout})
 		if err != nil {
-			return chs, fmt.Errorf("INBOX_APNS_KEY: %w", err)
+			return delivery.Channels{}, fmt.Errorf("INBOX_APNS_KEY: %w", err)
 		}
 		chs.APNs = channel.Limit(apns, cfg.RatePush, burst(cfg.RatePush))
 	}
 	if cfg.TwilioAccountSID != "" {
+		callbacks := ""
+		if cfg.PublicURL != "" {
+			callbacks = cfg.PublicURL + TwilioCallbackPath
+		}
 		tw, err := channel.NewTwilio(channel.TwilioConfig{AccountSID: cfg.TwilioAccountSID, AuthToken: cfg.TwilioAuthToken,
-			From: cfg.TwilioFrom, BaseURL: cfg.TwilioURL, StatusCallbackBase: cfg.PublicURL, Client: client})
+			From: cfg.TwilioFrom, BaseURL: cfg.TwilioURL, StatusCallbackBase: callbacks, Client: client, Timeout: cfg.DeliveryTimeout})
 		if err != nil {
-			return chs, fmt.Errorf("INBOX_TWILIO_*: %w", err)
+			return delivery.Channels{}, fmt.Errorf("INBOX_TWILIO_*: %w", err)
 		}
 		chs.SMS = channel.Limit(tw, cfg.RateSMS, burst(cfg.RateSMS))
 	}

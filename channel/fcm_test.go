@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +264,31 @@ func TestNewFCMRejectsBadCredentials(t *testing.T) {
 		if _, err := channel.NewFCM(channel.FCMConfig{CredentialsJSON: []byte(creds)}); err == nil {
 			t.Errorf("NewFCM(%s) accepted", creds)
 		}
+	}
+}
+
+// Concurrent Sends share one token fetch.
+func TestFCMConcurrentSendsFetchOneToken(t *testing.T) {
+	t.Parallel()
+	srv := channeltest.NewFCM(t)
+	ch := newFCM(t, srv, 5*time.Second)
+	const n = 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := ch.Send(context.Background(), pushMessage(fmt.Sprintf("tok-%d", i)))
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	if got := len(srv.TokenRequests()); got != 1 {
+		t.Fatalf("%d token requests for %d concurrent sends, want 1", got, n)
+	}
+	if got := len(srv.Requests()); got != n {
+		t.Fatalf("%d send requests, want %d", got, n)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/inboxgw/gateway/channel"
@@ -135,28 +134,15 @@ func IdempotencyKey(ref inbox.DeliveryRef) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// parseKey splits a record key into its channel and, for a push record, the device id;
-// ok is false for anything else.
-func parseKey(key string) (ch, deviceID string, ok bool) {
-	switch key {
-	case inbox.ChannelEmail, inbox.ChannelSMS, inbox.ChannelWebhook, inbox.ChannelPush:
-		return key, "", true
-	}
-	if id, found := strings.CutPrefix(key, inbox.ChannelPush+"#"); found && id != "" {
-		return inbox.ChannelPush, id, true
-	}
-	return "", "", false
-}
-
 // Handle delivers the record task t names (see the package doc). A malformed task (no
 // tenant, notification or known record key) is dropped: nil, since retrying cannot mend
 // it. Errors are the store's (the scheduler retries the task) or ErrBusy.
 func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
-	chName, _, ok := parseKey(t.Token)
-	if !ok || t.Viewer.TenantID == "" || t.Ref == "" {
+	ref := inbox.DeliveryRef{TenantID: t.Viewer.TenantID, NotificationID: t.Ref, Key: t.Token}
+	chName, _, err := inbox.ParseDeliveryKey(t.Token)
+	if err != nil || ref.Check() != nil || chName == inbox.ChannelInApp {
 		return nil
 	}
-	ref := inbox.DeliveryRef{TenantID: t.Viewer.TenantID, NotificationID: t.Ref, Key: t.Token}
 	var (
 		adapter  channel.Channel
 		settings inbox.TenantSettings
@@ -181,7 +167,6 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 		return h.skip(ctx, ref, inbox.ReasonNoProvider)
 	}
 	if chName == inbox.ChannelWebhook {
-		var err error
 		if settings, err = h.st.TenantSettings(ctx, ref.TenantID); err != nil {
 			return fmt.Errorf("delivery: %s: tenant settings: %w", ref.Key, err)
 		}
@@ -213,9 +198,9 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 
 	if chName == inbox.ChannelPush {
 		switch job.Platform {
-		case channel.PlatformAPNs:
+		case inbox.PlatformAPNs:
 			adapter = h.o.Channels.APNs
-		case channel.PlatformFCM:
+		case inbox.PlatformFCM:
 			adapter = h.o.Channels.FCM
 		default:
 			adapter = nil
@@ -313,12 +298,20 @@ func (h *Handler) skip(ctx context.Context, ref inbox.DeliveryRef, reason string
 }
 
 // record runs the record update write with a deadline of its own, detached from ctx's
-// cancellation: a send that was answered is recorded even while the scheduler stops.
+// cancellation: a send that was answered is recorded even while the scheduler stops. A
+// claim lost meanwhile (store.ErrClaimLost: another run settled the record, e.g. it found
+// this claim expired) leaves nothing to do.
 func (h *Handler) record(ctx context.Context, ref inbox.DeliveryRef, write func(context.Context) error) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	if err := write(wctx); err != nil {
-		return fmt.Errorf("delivery: record %s of %s: %w", ref.Key, ref.NotificationID, err)
+	err := write(wctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrClaimLost):
+		h.log.Warn("delivery: the record was settled by another run meanwhile",
+			"tenant", ref.TenantID, "notification", ref.NotificationID, "key", ref.Key, "err", err)
+		return nil
 	}
-	return nil
+	return fmt.Errorf("delivery: record %s of %s: %w", ref.Key, ref.NotificationID, err)
 }

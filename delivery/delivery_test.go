@@ -2,15 +2,20 @@ package delivery_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/inboxgw/gateway/channel"
+	"github.com/inboxgw/gateway/channel/channeltest"
 	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/delivery"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
@@ -18,6 +23,17 @@ import (
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 )
+
+// tenant and user of every test's sends.
+const tenant, user = "acme", "a"
+
+var viewer = inbox.Viewer{TenantID: tenant, UserID: user}
+
+// webhookSecret signs the tests' webhooks (a raw secret: the adapter keys it as is).
+const webhookSecret = "a-raw-secret-of-the-tests"
+
+// quiet is a logger that discards.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // fixture is a store over a fresh table whose operations are recorded.
 type fixture struct {
@@ -47,71 +63,107 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{st: st, db: db, rec: rec}
 }
 
-// sendEmail sends one notification whose EMAIL is queued for user "a" of tenant "acme"
-// and returns its id and the deliver task the send wrote.
-func (f *fixture) sendEmail(t *testing.T) (string, inbox.Task) {
+// tasks returns the deliver tasks due from a minute ago to within ahead, for key ("" any).
+func (f *fixture) tasks(t *testing.T, key string, ahead time.Duration) []inbox.Task {
 	t.Helper()
 	ctx := context.Background()
-	v := inbox.Viewer{TenantID: "acme", UserID: "a"}
-	if _, err := f.st.PutUserProfile(ctx, v, inbox.UserProfile{Email: "a@example.com"}); err != nil {
-		t.Fatal(err)
+	now := time.Now()
+	var out []inbox.Task
+	for shard := range f.st.SchedShards() {
+		for b := now.Add(-time.Minute).Truncate(time.Minute); !b.After(now.Add(ahead)); b = b.Add(time.Minute) {
+			page, err := f.st.DueTasks(ctx, shard, b, now.Add(ahead), nil, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, task := range page.Tasks {
+				if task.Kind == store.TaskDeliver && (key == "" || task.Token == key) {
+					out = append(out, task)
+				}
+			}
+		}
 	}
-	res, err := f.st.Send(ctx, "acme", inbox.SendInput{IdempotencyKey: "k", Recipients: []string{"a"}, Type: "t",
-		TemplateChannels: []string{inbox.ChannelInApp, inbox.ChannelEmail}})
+	return out
+}
+
+// send sends one notification to user a of tenant acme over the template channels chans
+// (in-app added) and returns its id and the one deliver task of key it wrote.
+func (f *fixture) send(t *testing.T, idemKey, key string, chans ...string) (string, inbox.Task) {
+	t.Helper()
+	res, err := f.st.Send(context.Background(), tenant, inbox.SendInput{IdempotencyKey: idemKey, Recipients: []string{user},
+		Type: "invoice.paid", Title: "Invoice paid", Body: "Thank you", TemplateChannels: append([]string{inbox.ChannelInApp}, chans...)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := res.NotificationIDs[0]
-	var tasks []inbox.Task
-	now := time.Now()
-	for shard := range f.st.SchedShards() {
-		// The send's minute: this one or, when it just turned, the one before.
-		for _, bucket := range []time.Time{now.Add(-time.Minute), now} {
-			page, err := f.st.DueTasks(ctx, shard, bucket, now.Add(time.Minute), nil, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tasks = append(tasks, page.Tasks...)
-		}
-	}
-	if len(tasks) != 1 || tasks[0].Kind != store.TaskDeliver || tasks[0].Ref != id || tasks[0].Token != inbox.ChannelEmail || tasks[0].Viewer != v {
-		t.Fatalf("tasks %+v, want one deliver task of %s's EMAIL", tasks, id)
-	}
-	return id, tasks[0]
+	return id, f.taskOf(t, id, key)
 }
 
-func (f *fixture) email(t *testing.T, id string) inbox.ChannelStatus {
+// taskOf returns the one deliver task of notification id's record key due now.
+func (f *fixture) taskOf(t *testing.T, id, key string) inbox.Task {
 	t.Helper()
-	st, err := f.st.Status(context.Background(), "acme", id)
+	var mine []inbox.Task
+	for _, task := range f.tasks(t, key, time.Minute) {
+		if task.Ref == id {
+			mine = append(mine, task)
+		}
+	}
+	if len(mine) != 1 || mine[0].Viewer != viewer {
+		t.Fatalf("deliver tasks of %s's %s: %+v, want one", id, key, mine)
+	}
+	return mine[0]
+}
+
+// record returns notification id's delivery record key.
+func (f *fixture) record(t *testing.T, id, key string) inbox.ChannelStatus {
+	t.Helper()
+	st, err := f.st.Status(context.Background(), tenant, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range st.Channels {
-		if c.Channel == inbox.ChannelEmail {
+		if c.Key == key {
 			return c
 		}
 	}
-	t.Fatalf("no EMAIL record in %+v", st)
+	t.Fatalf("no %s record in %+v", key, st)
 	return inbox.ChannelStatus{}
 }
 
-// The handler marks the record SKIPPED no_provider once: a second run of the same task
-// (a crash after the write, a lease takeover) sends one refused conditional UpdateItem
-// and changes nothing.
+// withWebhook stores the tenant's webhook settings: receiver's URL and webhookSecret.
+func (f *fixture) withWebhook(t *testing.T, url string) {
+	t.Helper()
+	if _, err := f.st.PutTenantSettings(context.Background(), tenant, inbox.TenantSettings{WebhookURL: url, WebhookSecret: webhookSecret}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// webhookHandler is a handler whose webhook channel is the real adapter; o's other
+// fields are kept.
+func webhookHandler(f *fixture, o delivery.Options) *delivery.Handler {
+	o.Channels.Webhook = channel.NewWebhook(channel.WebhookConfig{})
+	if o.Logger == nil {
+		o.Logger = quiet
+	}
+	return delivery.NewHandler(f.st, o)
+}
+
+// Without a provider the handler marks the record SKIPPED no_provider once: a second run
+// of the same task sends one refused conditional UpdateItem and changes nothing. A
+// malformed task is dropped without a write.
 func TestDeliverMarksNoProviderOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	id, task := f.sendEmail(t)
-	if c := f.email(t, id); c.Status != inbox.DeliveryQueued {
-		t.Fatalf("before: %+v", c)
+	if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{Email: "a@example.com"}); err != nil {
+		t.Fatal(err)
 	}
-	h := delivery.NewHandler(f.st)
+	id, task := f.send(t, "k", inbox.ChannelEmail, inbox.ChannelEmail)
+	h := delivery.NewHandler(f.st, delivery.Options{Logger: quiet})
 	if err := h.Handle(ctx, task); err != nil {
 		t.Fatal(err)
 	}
-	first := f.email(t, id)
-	if first.Status != inbox.DeliverySkipped || first.Reason != inbox.ReasonNoProvider {
+	first := f.record(t, id, inbox.ChannelEmail)
+	if first.Status != inbox.DeliverySkipped || first.Reason != inbox.ReasonNoProvider || first.Attempts != 0 {
 		t.Fatalf("after one run: %+v", first)
 	}
 	f.rec.Reset()
@@ -121,28 +173,337 @@ func TestDeliverMarksNoProviderOnce(t *testing.T) {
 	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"UpdateItem"}) {
 		t.Errorf("second run sent %v, want one (refused) UpdateItem", ops)
 	}
-	if again := f.email(t, id); again != first {
+	if again := f.record(t, id, inbox.ChannelEmail); again != first {
 		t.Fatalf("second run changed the record: %+v, was %+v", again, first)
 	}
-	changed, err := f.st.SkipDelivery(ctx, "acme", id, inbox.ChannelEmail, inbox.ReasonNoProvider)
-	if err != nil || changed {
-		t.Fatalf("SkipDelivery on a handled record = %v, %v", changed, err)
-	}
-	// A malformed task is dropped without a write.
 	f.rec.Reset()
-	if err := h.Handle(ctx, inbox.Task{Kind: store.TaskDeliver, Ref: id, Token: "FAX", Viewer: task.Viewer}); err != nil || len(f.rec.Ops()) != 0 {
-		t.Fatalf("malformed task: %v, ops %v", err, f.rec.Ops())
+	for _, bad := range []inbox.Task{
+		{Kind: store.TaskDeliver, Ref: id, Token: "FAX", Viewer: task.Viewer},
+		{Kind: store.TaskDeliver, Ref: id, Token: "PUSH#nothex", Viewer: task.Viewer},
+		{Kind: store.TaskDeliver, Ref: id, Token: inbox.ChannelInApp, Viewer: task.Viewer},
+		{Kind: store.TaskDeliver, Ref: "", Token: inbox.ChannelEmail, Viewer: task.Viewer},
+		{Kind: store.TaskDeliver, Ref: id, Token: inbox.ChannelEmail},
+	} {
+		if err := h.Handle(ctx, bad); err != nil {
+			t.Fatalf("malformed task %+v: %v", bad, err)
+		}
+	}
+	if ops := f.rec.Ops(); len(ops) != 0 {
+		t.Fatalf("malformed tasks wrote %v", ops)
 	}
 }
 
-// Through the real scheduler: the task the send wrote runs and the status shows it.
+// A webhook delivery: the tenant's receiver gets one signed POST (verified with the
+// Standard Webhooks library) of the record's payload, with webhook-id = the record's
+// idempotency key; the record is SENT by "webhook" after one attempt. A second run of the
+// task sends nothing.
+func TestDeliverWebhookSentOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	recv, url := channeltest.StartWebhook(t, webhookSecret)
+	f.withWebhook(t, url)
+	id, task := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
+	h := webhookHandler(f, delivery.Options{})
+	if err := h.Handle(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	reqs := recv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the receiver got %d requests, want 1", len(reqs))
+	}
+	ref := inbox.DeliveryRef{TenantID: tenant, NotificationID: id, Key: inbox.ChannelWebhook}
+	r := reqs[0]
+	if r.VerifyErr != nil || r.Header.Get("webhook-id") != delivery.IdempotencyKey(ref) || !strings.Contains(string(r.Body), id) {
+		t.Fatalf("request: verify %v, webhook-id %q (want %q), body %s", r.VerifyErr, r.Header.Get("webhook-id"), delivery.IdempotencyKey(ref), r.Body)
+	}
+	c := f.record(t, id, inbox.ChannelWebhook)
+	if c.Status != inbox.DeliverySent || c.Attempts != 1 || c.Provider != channel.ProviderWebhook || c.Error != "" || c.SentAt.IsZero() {
+		t.Fatalf("record %+v", c)
+	}
+	if err := h.Handle(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(recv.Requests()); n != 1 {
+		t.Fatalf("a second run sent again: %d requests", n)
+	}
+	if again := f.record(t, id, inbox.ChannelWebhook); again != c {
+		t.Fatalf("a second run changed the record: %+v, was %+v", again, c)
+	}
+}
+
+// A 503 with Retry-After: 120 is transient: the record stays QUEUED with the error and
+// the attempt counted, and its next deliver task is due no earlier than the Retry-After
+// (longer than the backoff here); that task sends again with the same webhook-id and the
+// record ends SENT after 2 attempts.
+func TestDeliverRetriesA503AfterRetryAfter(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	recv, url := channeltest.StartWebhook(t, webhookSecret)
+	recv.Respond(channeltest.WebhookResponse{Status: 503, RetryAfter: "120"})
+	f.withWebhook(t, url)
+	id, task := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
+	h := webhookHandler(f, delivery.Options{Backoff: 10 * time.Millisecond})
+	start := time.Now()
+	if err := h.Handle(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	c := f.record(t, id, inbox.ChannelWebhook)
+	if c.Status != inbox.DeliveryQueued || c.Attempts != 1 || !strings.Contains(c.Error, "503") {
+		t.Fatalf("after the 503: %+v", c)
+	}
+	var next []inbox.Task
+	for _, nt := range f.tasks(t, inbox.ChannelWebhook, 5*time.Minute) {
+		if nt.Ref == id && nt.Due.After(task.Due) {
+			next = append(next, nt)
+		}
+	}
+	if len(next) != 1 {
+		t.Fatalf("retry tasks %+v, want one", next)
+	}
+	if wait := next[0].Due.Sub(start); wait < 119*time.Second || wait > 125*time.Second {
+		t.Fatalf("the retry is due in %v, want the Retry-After's 120s", wait)
+	}
+	if err := h.Handle(ctx, next[0]); err != nil {
+		t.Fatal(err)
+	}
+	reqs := recv.Requests()
+	if len(reqs) != 2 || reqs[0].Header.Get("webhook-id") != reqs[1].Header.Get("webhook-id") {
+		t.Fatalf("requests %d, webhook-ids differ or missing", len(reqs))
+	}
+	c = f.record(t, id, inbox.ChannelWebhook)
+	if c.Status != inbox.DeliverySent || c.Attempts != 2 || c.Error != "" {
+		t.Fatalf("after the retry: %+v", c)
+	}
+}
+
+// Transient failures up to the bound: the last attempt fails the record, saying how many
+// attempts were made; a permanent failure (400) fails it at once.
+func TestDeliverFailsAfterTheAttemptsAndAtOnceWhenPermanent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	recv, url := channeltest.StartWebhook(t, webhookSecret)
+	recv.SetDefault(channeltest.WebhookResponse{Status: 500})
+	f.withWebhook(t, url)
+	id, task := f.send(t, "k1", inbox.ChannelWebhook, inbox.ChannelWebhook)
+	h := webhookHandler(f, delivery.Options{Attempts: 2, Backoff: 10 * time.Millisecond})
+	if err := h.Handle(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	var retry *inbox.Task
+	for _, nt := range f.tasks(t, inbox.ChannelWebhook, time.Minute) {
+		if nt.Ref == id && nt.Due.After(task.Due) {
+			retry = &nt
+		}
+	}
+	if retry == nil {
+		t.Fatal("no retry task after the first 500")
+	}
+	if err := h.Handle(ctx, *retry); err != nil {
+		t.Fatal(err)
+	}
+	c := f.record(t, id, inbox.ChannelWebhook)
+	if c.Status != inbox.DeliveryFailed || c.Attempts != 2 || !strings.Contains(c.Error, "500") || !strings.Contains(c.Error, "after 2 attempts") {
+		t.Fatalf("after 2 transient failures with 2 attempts: %+v", c)
+	}
+
+	recv.SetDefault(channeltest.WebhookResponse{Status: 400, Body: "bad payload"})
+	id2, task2 := f.send(t, "k2", inbox.ChannelWebhook, inbox.ChannelWebhook)
+	if err := h.Handle(ctx, task2); err != nil {
+		t.Fatal(err)
+	}
+	c = f.record(t, id2, inbox.ChannelWebhook)
+	if c.Status != inbox.DeliveryFailed || c.Attempts != 1 || !strings.Contains(c.Error, "400") {
+		t.Fatalf("after a 400: %+v", c)
+	}
+	for _, nt := range f.tasks(t, inbox.ChannelWebhook, time.Minute) {
+		if nt.Ref == id2 && nt.Due.After(task2.Due) {
+			t.Fatalf("a permanent failure was rescheduled: %+v", nt)
+		}
+	}
+}
+
+// A receiver that never answers: the attempt ends at Timeout as a transient failure
+// saying so, and is rescheduled.
+func TestDeliverTimeoutIsTransient(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	recv, url := channeltest.StartWebhook(t, webhookSecret)
+	recv.SetDefault(channeltest.WebhookResponse{Hold: true})
+	f.withWebhook(t, url)
+	id, task := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
+	h := webhookHandler(f, delivery.Options{Timeout: 300 * time.Millisecond, Backoff: 10 * time.Millisecond})
+	start := time.Now()
+	if err := h.Handle(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the attempt took %v with a 300ms timeout", took)
+	}
+	c := f.record(t, id, inbox.ChannelWebhook)
+	if c.Status != inbox.DeliveryQueued || c.Attempts != 1 || c.Error == "" {
+		t.Fatalf("after a timeout: %+v", c)
+	}
+	if len(f.tasks(t, inbox.ChannelWebhook, time.Minute)) != 2 {
+		t.Fatalf("tasks %+v, want the first and its retry", f.tasks(t, inbox.ChannelWebhook, time.Minute))
+	}
+}
+
+// The send-once rule: a record claimed by an attempt that never recorded an outcome (its
+// worker died) is, once the claim expired, marked SENT "unconfirmed" without a send; while
+// the claim is live, the task fails with ErrBusy and sends nothing.
+func TestDeliverOrphanedClaimIsNeverResent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	recv, url := channeltest.StartWebhook(t, webhookSecret)
+	f.withWebhook(t, url)
+	id, task := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
+	ref := inbox.DeliveryRef{TenantID: tenant, NotificationID: id, Key: inbox.ChannelWebhook}
+	// A worker claims the record for a second and dies.
+	if _, out, err := f.st.ClaimDelivery(ctx, ref, time.Second); err != nil || out != store.ClaimOK {
+		t.Fatalf("claim: %v %v", out, err)
+	}
+	h := webhookHandler(f, delivery.Options{})
+	if err := h.Handle(ctx, task); !errors.Is(err, delivery.ErrBusy) {
+		t.Fatalf("with a live claim Handle = %v, want ErrBusy", err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if err := h.Handle(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(recv.Requests()); n != 0 {
+		t.Fatalf("the orphaned record was sent: %d requests", n)
+	}
+	c := f.record(t, id, inbox.ChannelWebhook)
+	if c.Status != inbox.DeliverySent || !strings.HasPrefix(c.Error, "unconfirmed") || c.Attempts != 1 {
+		t.Fatalf("record %+v, want SENT unconfirmed", c)
+	}
+	if err := h.Handle(ctx, task); err != nil || len(recv.Requests()) != 0 {
+		t.Fatalf("a later run: %v, %d requests", err, len(recv.Requests()))
+	}
+}
+
+// fakePush is a push adapter answering err (nil: accepted as "m1") and counting sends.
+type fakePush struct {
+	provider string
+	err      error
+	sends    atomic.Int32
+	last     atomic.Pointer[channel.Message]
+}
+
+func (p *fakePush) Provider() string { return p.provider }
+
+func (p *fakePush) Send(_ context.Context, m channel.Message) (channel.Result, error) {
+	p.sends.Add(1)
+	p.last.Store(&m)
+	if p.err != nil {
+		return channel.Result{}, p.err
+	}
+	return channel.Result{Provider: p.provider, MessageID: "m1"}, nil
+}
+
+// Push records go to the adapter of their device's platform with the device's token;
+// an Unregistered answer removes the device from the user's profile and fails the
+// record; a platform without an adapter is SKIPPED no_provider.
+func TestDeliverPushByPlatformAndPruneOnUnregistered(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	apnsDev, err := f.st.RegisterDevice(ctx, viewer, strings.Repeat("ab", 32), inbox.PlatformAPNs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fcmDev, err := f.st.RegisterDevice(ctx, viewer, "fcm-registration-token-1", inbox.PlatformFCM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apnsKey, fcmKey := inbox.DeliveryKey(inbox.ChannelPush, apnsDev.ID), inbox.DeliveryKey(inbox.ChannelPush, fcmDev.ID)
+	apns := &fakePush{provider: channel.ProviderAPNs}
+	fcm := &fakePush{provider: channel.ProviderFCM, err: &channel.Error{Provider: channel.ProviderFCM, Kind: channel.Unregistered, Status: 404, Code: "UNREGISTERED"}}
+	h := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{APNs: apns, FCM: fcm}, Logger: quiet})
+
+	id, apnsTask := f.send(t, "k", apnsKey, inbox.ChannelPush)
+	if err := h.Handle(ctx, apnsTask); err != nil {
+		t.Fatal(err)
+	}
+	if m := apns.last.Load(); apns.sends.Load() != 1 || m == nil || m.To != apnsDev.Token || m.Platform != inbox.PlatformAPNs || m.Title != "Invoice paid" || m.Body != "Thank you" {
+		t.Fatalf("APNs sends %d, last %+v", apns.sends.Load(), m)
+	}
+	if c := f.record(t, id, apnsKey); c.Status != inbox.DeliverySent || c.ProviderMessageID != "m1" || c.Provider != channel.ProviderAPNs {
+		t.Fatalf("APNs record %+v", c)
+	}
+
+	fcmTask := f.taskOf(t, id, fcmKey) // the same send's other device
+	if err := h.Handle(ctx, fcmTask); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.record(t, id, fcmKey); c.Status != inbox.DeliveryFailed || !strings.Contains(c.Error, "UNREGISTERED") || fcm.sends.Load() != 1 {
+		t.Fatalf("FCM record %+v after %d sends", c, fcm.sends.Load())
+	}
+	devs, err := f.st.Devices(ctx, viewer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 1 || devs[0].ID != apnsDev.ID {
+		t.Fatalf("devices after UNREGISTERED: %+v, want the APNs one only", devs)
+	}
+
+	// Without an FCM adapter an FCM device's record is skipped, not sent elsewhere.
+	fcm2, err := f.st.RegisterDevice(ctx, viewer, "fcm-registration-token-2", inbox.PlatformFCM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key2 := inbox.DeliveryKey(inbox.ChannelPush, fcm2.ID)
+	id2, task2 := f.send(t, "k2", key2, inbox.ChannelPush)
+	apnsOnly := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{APNs: apns}, Logger: quiet})
+	if err := apnsOnly.Handle(ctx, task2); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.record(t, id2, key2); c.Status != inbox.DeliverySkipped || c.Reason != inbox.ReasonNoProvider {
+		t.Fatalf("FCM record without an FCM adapter: %+v", c)
+	}
+	if apns.sends.Load() != 1 {
+		t.Fatalf("APNs sends %d, want still 1 (an FCM record never goes to APNs)", apns.sends.Load())
+	}
+}
+
+// Backoff is full jitter: uniform in [0, min(MaxBackoff, Backoff·2^(n-1))].
+func TestBackoffIsFullJitterCapped(t *testing.T) {
+	t.Parallel()
+	var ceilings []int64
+	h := delivery.NewHandler(nil, delivery.Options{Backoff: time.Second, MaxBackoff: 10 * time.Second,
+		Jitter: func(n int64) int64 { ceilings = append(ceilings, n); return n - 1 }})
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
+	for i, w := range want {
+		if got := h.Backoff(i + 1); got != w {
+			t.Errorf("Backoff(%d) at the top of its range = %v, want %v", i+1, got, w)
+		}
+	}
+	zero := delivery.NewHandler(nil, delivery.Options{Jitter: func(int64) int64 { return 0 }})
+	if got := zero.Backoff(3); got != 0 {
+		t.Errorf("Backoff at the bottom of its range = %v, want 0", got)
+	}
+	random := delivery.NewHandler(nil, delivery.Options{Backoff: time.Second})
+	for n := 1; n <= 5; n++ {
+		if d := random.Backoff(n); d < 0 || d > time.Second<<(n-1) {
+			t.Errorf("Backoff(%d) = %v, outside [0, %v]", n, d, time.Second<<(n-1))
+		}
+	}
+}
+
+// Through the real scheduler: the webhook task the send wrote runs and the record is SENT.
 func TestDeliverThroughScheduler(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	id, _ := f.sendEmail(t)
-	s := sched.New(f.st, sched.Options{DB: f.db, Poll: 50 * time.Millisecond, Lease: 3 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	delivery.NewHandler(f.st).Register(s)
+	recv, url := channeltest.StartWebhook(t, webhookSecret)
+	f.withWebhook(t, url)
+	id, _ := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
+	s := sched.New(f.st, sched.Options{DB: f.db, Poll: 50 * time.Millisecond, Lease: 3 * time.Second, Logger: quiet})
+	webhookHandler(f, delivery.Options{}).Register(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -152,10 +513,10 @@ func TestDeliverThroughScheduler(t *testing.T) {
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c := f.email(t, id)
-		if c.Status == inbox.DeliverySkipped {
-			if c.Reason != inbox.ReasonNoProvider {
-				t.Fatalf("record %+v", c)
+		c := f.record(t, id, inbox.ChannelWebhook)
+		if c.Status != inbox.DeliveryQueued {
+			if c.Status != inbox.DeliverySent || len(recv.Requests()) != 1 {
+				t.Fatalf("record %+v, %d requests", c, len(recv.Requests()))
 			}
 			return
 		}
