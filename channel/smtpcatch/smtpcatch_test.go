@@ -1,0 +1,192 @@
+package smtpcatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inboxgw/gateway/channel"
+	"github.com/inboxgw/gateway/channel/smtpcatch"
+)
+
+func start(t *testing.T, cfg smtpcatch.Config) *smtpcatch.Catcher {
+	t.Helper()
+	c := smtpcatch.New(cfg)
+	if err := c.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func send(t *testing.T, c *smtpcatch.Catcher, i int, html string) error {
+	t.Helper()
+	ch, err := channel.NewEmail(channel.EmailConfig{URL: c.URL(), From: "dev@inbox.test", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ch.Send(context.Background(), channel.Message{
+		To: fmt.Sprintf("u%d@example.org", i), IdempotencyKey: fmt.Sprintf("k%d", i),
+		Subject: fmt.Sprintf("Subject %d", i), Text: fmt.Sprintf("text %d", i), HTML: html,
+	})
+	return err
+}
+
+func TestCatcherKeepsTheLastN(t *testing.T) {
+	t.Parallel()
+	c := start(t, smtpcatch.Config{MaxMessages: 3})
+	if !strings.HasPrefix(c.Addr(), "127.0.0.1:") || c.URL() != "smtp://"+c.Addr() {
+		t.Fatalf("addr %q url %q", c.Addr(), c.URL())
+	}
+	for i := 1; i <= 5; i++ {
+		if err := send(t, c, i, fmt.Sprintf("<p>html %d</p>", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.WaitReceived(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if c.Received() != 5 {
+		t.Fatalf("received %d", c.Received())
+	}
+	msgs := c.Messages()
+	if len(msgs) != 3 {
+		t.Fatalf("%d kept, want 3", len(msgs))
+	}
+	for j, m := range msgs {
+		i := j + 3
+		if m.ID != uint64(i) || m.From != "dev@inbox.test" || m.To[0] != fmt.Sprintf("u%d@example.org", i) ||
+			m.Subject != fmt.Sprintf("Subject %d", i) || strings.TrimSpace(m.Text) != fmt.Sprintf("text %d", i) ||
+			strings.TrimSpace(m.HTML) != fmt.Sprintf("<p>html %d</p>", i) || m.MessageID != fmt.Sprintf("<k%d@inbox.test>", i) || len(m.Raw) == 0 {
+			t.Fatalf("message %d: %+v", j, m)
+		}
+	}
+	// WaitReceived gives up with ctx
+	short, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if err := c.WaitReceived(short, 6); err == nil {
+		t.Fatal("WaitReceived(6) returned nil")
+	}
+	c.Reset()
+	if len(c.Messages()) != 0 || c.Received() != 5 {
+		t.Fatalf("after Reset: %d kept, %d received", len(c.Messages()), c.Received())
+	}
+}
+
+func TestCatcherRefusesTooLarge(t *testing.T) {
+	t.Parallel()
+	c := start(t, smtpcatch.Config{MaxMessageBytes: 2048})
+	err := send(t, c, 1, strings.Repeat("<p>big</p>", 1000))
+	var e *channel.Error
+	if !errors.As(err, &e) || e.Kind != channel.Permanent || e.Status != 552 {
+		t.Fatalf("err %v, want permanent 552", err)
+	}
+	if c.Received() != 0 {
+		t.Fatalf("received %d", c.Received())
+	}
+	if err := send(t, c, 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c.Received() != 1 {
+		t.Fatalf("received %d", c.Received())
+	}
+}
+
+func TestHandler(t *testing.T) {
+	t.Parallel()
+	c := start(t, smtpcatch.Config{})
+	if err := send(t, c, 1, `<p>hi</p><script>alert(1)</script>`); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(t, c, 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+
+	resp, err := http.Get(srv.URL + "?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Received uint64              `json:"received"`
+		Messages []smtpcatch.Message `json:"messages"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "application/json" || body.Received != 2 || len(body.Messages) != 2 ||
+		body.Messages[0].Subject != "Subject 2" || body.Messages[1].Subject != "Subject 1" || body.Messages[1].Header.Get("Message-Id") != "<k1@inbox.test>" {
+		t.Fatalf("json %s %+v", resp.Header.Get("Content-Type"), body)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	p := string(page)
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(p, "Subject 1") || !strings.Contains(p, "Subject 2") ||
+		!strings.Contains(p, "u1@example.org") || !strings.Contains(p, "&lt;script&gt;alert(1)&lt;/script&gt;") || strings.Contains(p, "<script>") {
+		t.Fatalf("page %s", p)
+	}
+	if strings.Index(p, "Subject 2") > strings.Index(p, "Subject 1") {
+		t.Fatal("page not newest first")
+	}
+
+	req, _ = http.NewRequest(http.MethodPost, srv.URL, nil)
+	if resp, err = http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	req, _ = http.NewRequest(http.MethodDelete, srv.URL, nil)
+	if resp, err = http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	if len(c.Messages()) != 0 {
+		t.Fatal("DELETE kept messages")
+	}
+	resp, err = http.Get(srv.URL + "?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(raw), `"messages":[]`) {
+		t.Fatalf("empty json %s", raw)
+	}
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	raw := "From: a@example.com\r\nTo: b@example.com\r\nSubject: =?UTF-8?B?w6l0w6k=?=\r\nMessage-ID: <x@y>\r\n" +
+		"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=outer\r\n\r\n" +
+		"--outer\r\nContent-Type: multipart/alternative; boundary=inner\r\n\r\n" +
+		"--inner\r\nContent-Type: text/plain; charset=UTF-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nsoft=\r\n break =C3=A9\r\n" +
+		"--inner\r\nContent-Type: text/html; charset=UTF-8\r\nContent-Transfer-Encoding: base64\r\n\r\nPHA+aGk8\r\nL3A+\r\n" +
+		"--inner--\r\n--outer\r\nContent-Type: application/pdf\r\n\r\n%PDF\r\n--outer--\r\n"
+	p, err := smtpcatch.Parse([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Subject != "été" || p.MessageID != "<x@y>" || p.Text != "soft break é" || p.HTML != "<p>hi</p>" {
+		t.Fatalf("parsed %+v", p)
+	}
+	if _, err := smtpcatch.Parse([]byte("no header")); err == nil {
+		t.Fatal("Parse of garbage succeeded")
+	}
+}
