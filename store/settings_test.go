@@ -42,8 +42,8 @@ func TestStatusOneQueryAndReplay(t *testing.T) {
 	}
 	want := inbox.NotificationStatus{ID: res.StatusIDs["b"], UserID: "b", Status: inbox.NotificationSkipped, Reason: inbox.ReasonOptedOut,
 		CreatedAt: st.CreatedAt, Channels: []inbox.ChannelStatus{
-			{Channel: inbox.ChannelInApp, Status: inbox.DeliverySkipped, Reason: inbox.ReasonOptedOut},
-			{Channel: inbox.ChannelEmail, Status: inbox.DeliverySkipped, Reason: inbox.ReasonNoEmail},
+			{Channel: inbox.ChannelInApp, Key: inbox.ChannelInApp, Status: inbox.DeliverySkipped, Reason: inbox.ReasonOptedOut, UpdatedAt: st.CreatedAt},
+			{Channel: inbox.ChannelEmail, Key: inbox.ChannelEmail, Status: inbox.DeliverySkipped, Reason: inbox.ReasonNoEmail, UpdatedAt: st.CreatedAt},
 		}}
 	if st.CreatedAt.IsZero() || !equalStatus(st, want) {
 		t.Fatalf("status\n got  %+v\n want %+v", st, want)

@@ -1,0 +1,558 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
+)
+
+// deliveryFixture is a store at routingNow (settable) whose tenant has a webhook, and
+// whose user "u" has an email address, a phone and two push devices.
+type deliveryFixture struct {
+	*fixture
+	clk  *testClock
+	devs []inbox.Device
+}
+
+func newDeliveryFixture(t *testing.T) *deliveryFixture {
+	t.Helper()
+	clk := &testClock{t: routingNow}
+	f := &deliveryFixture{fixture: newFixture(t, store.WithClock(clk.now)), clk: clk}
+	ctx := context.Background()
+	if _, err := f.s.PutTenantSettings(ctx, f.tenant, inbox.TenantSettings{
+		WebhookURL: "https://hooks.example.com/inbox", WebhookSecret: "whsec_0123456789abcdef"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.PutUserProfile(ctx, f.viewer("u"), inbox.UserProfile{Email: "u@example.com", Phone: "+4915112345678"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range []string{inbox.PlatformAPNs, inbox.PlatformFCM} {
+		d, err := f.s.RegisterDevice(ctx, f.viewer("u"), fmt.Sprintf("%s-token", p), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.devs = append(f.devs, d)
+		if i == 0 {
+			clk.advance(time.Second)
+		}
+	}
+	clk.t = routingNow
+	return f
+}
+
+// send sends a notification with every channel to users under key and returns the
+// status ids.
+func (f *deliveryFixture) send(t *testing.T, key string, in inbox.SendInput, users ...string) map[string]string {
+	t.Helper()
+	in.IdempotencyKey, in.Recipients = key, users
+	if in.Type == "" {
+		in.Type = "comment"
+	}
+	if in.Render == nil && in.TemplateChannels == nil {
+		in.TemplateChannels = slices.Clone(inbox.Channels)
+	}
+	res, err := f.s.Send(context.Background(), f.tenant, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusIDs
+}
+
+func (f *deliveryFixture) ref(id, key string) inbox.DeliveryRef {
+	return inbox.DeliveryRef{TenantID: f.tenant, NotificationID: id, Key: key}
+}
+
+// record returns the status record key of notification id.
+func (f *deliveryFixture) record(t *testing.T, id, key string) inbox.ChannelStatus {
+	t.Helper()
+	st, err := f.s.Status(context.Background(), f.tenant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range st.Channels {
+		if c.Key == key {
+			return c
+		}
+	}
+	t.Fatalf("no record %s in %+v", key, st.Channels)
+	return inbox.ChannelStatus{}
+}
+
+func (f *deliveryFixture) claim(t *testing.T, ref inbox.DeliveryRef, want store.ClaimOutcome) inbox.DeliveryJob {
+	t.Helper()
+	job, o, err := f.s.ClaimDelivery(context.Background(), ref, time.Minute)
+	if err != nil || o != want {
+		t.Fatalf("claim %s = %v, %v; want %v", ref.Key, o, err, want)
+	}
+	return job
+}
+
+// Routing per device: two devices give two PUSH records and two deliver tasks, each
+// record carrying its device and the push content; email, SMS and the webhook carry
+// their address and content; a user without devices gets one PUSH record SKIPPED
+// no_device and no push task.
+func TestRoutingPerDevice(t *testing.T) {
+	t.Parallel()
+	f := newDeliveryFixture(t)
+	ctx := context.Background()
+	in := inbox.SendInput{Title: "Ada commented", Body: "Looks good", Category: "social",
+		Payload: inbox.JSON(`{"k":1}`), Actor: &inbox.Actor{ActorID: "ada", Name: "Ada"},
+		Target: &inbox.Target{Kind: "issue", TargetID: "42", Title: "Issue 42"},
+		Actions: []inbox.Action{{Label: "Open", URL: "https://example.com/42"}}}
+	ids := f.send(t, "per-device", in, "u", "bare")
+	keyA, keyF := inbox.DeliveryKey(inbox.ChannelPush, f.devs[0].ID), inbox.DeliveryKey(inbox.ChannelPush, f.devs[1].ID)
+
+	st, err := f.s.Status(ctx, f.tenant, ids["u"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range st.Channels {
+		got = append(got, c.Channel+" "+c.Key+" "+c.DeviceID+" "+describe(c))
+		if !c.UpdatedAt.Equal(routingNow) {
+			t.Errorf("%s: updatedAt %v", c.Key, c.UpdatedAt)
+		}
+	}
+	pushes := []string{"PUSH " + keyA + " " + f.devs[0].ID + " QUEUED", "PUSH " + keyF + " " + f.devs[1].ID + " QUEUED"}
+	sort.Strings(pushes)
+	want := append(append([]string{"IN_APP IN_APP  DELIVERED", "EMAIL EMAIL  QUEUED"}, pushes...), "SMS SMS  QUEUED", "WEBHOOK WEBHOOK  QUEUED")
+	if !slices.Equal(got, want) {
+		t.Fatalf("records of u\n got  %q\n want %q", got, want)
+	}
+	st, err = f.s.Status(ctx, f.tenant, ids["bare"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.Channels[2]; c.Channel != inbox.ChannelPush || c.Key != inbox.ChannelPush || c.DeviceID != "" || c.Reason != inbox.ReasonNoDevice {
+		t.Fatalf("bare's push = %+v", c)
+	}
+	tasks := deliverTasks(t, f.fixture, ids)
+	var wantTasks []string
+	for _, k := range []string{"EMAIL", keyA, keyF, "SMS", "WEBHOOK"} {
+		wantTasks = append(wantTasks, fmt.Sprintf("u %s %s %s", ids["u"], k, routingNow.Format(time.RFC3339)))
+	}
+	wantTasks = append(wantTasks, fmt.Sprintf("bare %s WEBHOOK %s", ids["bare"], routingNow.Format(time.RFC3339)))
+	sort.Strings(wantTasks)
+	if !slices.Equal(tasks, wantTasks) {
+		t.Fatalf("deliver tasks\n got  %v\n want %v", tasks, wantTasks)
+	}
+
+	// What each record carries, as the claims give it: no template, so the title and body.
+	jobs := map[string]inbox.DeliveryJob{}
+	for _, k := range []string{"EMAIL", keyA, keyF, "SMS", "WEBHOOK"} {
+		jobs[k] = f.claim(t, f.ref(ids["u"], k), store.ClaimOK)
+	}
+	base := inbox.DeliveryJob{UserID: "u", Attempt: 1}
+	wantJobs := map[string]inbox.DeliveryJob{
+		"EMAIL": {Channel: inbox.ChannelEmail, To: "u@example.com", Subject: "Ada commented", Text: "Looks good"},
+		keyA:    {Channel: inbox.ChannelPush, To: "apns-token", Platform: inbox.PlatformAPNs, DeviceID: f.devs[0].ID, Title: "Ada commented", Body: "Looks good"},
+		keyF:    {Channel: inbox.ChannelPush, To: "fcm-token", Platform: inbox.PlatformFCM, DeviceID: f.devs[1].ID, Title: "Ada commented", Body: "Looks good"},
+		"SMS":   {Channel: inbox.ChannelSMS, To: "+4915112345678", Text: "Ada commented\nLooks good"},
+	}
+	for k, w := range wantJobs {
+		w.Ref, w.UserID, w.Attempt = f.ref(ids["u"], k), base.UserID, base.Attempt
+		if g := jobs[k]; !equalJob(g, w) {
+			t.Errorf("job %s\n got  %+v\n want %+v", k, g, w)
+		}
+	}
+	wh := jobs["WEBHOOK"]
+	if wh.Channel != inbox.ChannelWebhook || wh.To != "" || wh.Attempt != 1 {
+		t.Errorf("webhook job %+v", wh)
+	}
+	var p struct {
+		Type      string `json:"type"`
+		Timestamp string `json:"timestamp"`
+		Data      struct {
+			ID, UserID, Type, Category, Title, Body, CreatedAt string
+			Payload                                            map[string]int
+			Actor                                              struct{ ID, Name string }
+			Target                                             struct{ ID, Kind, Title string }
+			Actions                                            []struct{ Label, URL string }
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(wh.Payload, &p); err != nil {
+		t.Fatalf("webhook payload %s: %v", wh.Payload, err)
+	}
+	d := p.Data
+	if p.Type != store.WebhookEventType || p.Timestamp != routingNow.Format(time.RFC3339Nano) || d.ID != ids["u"] || d.UserID != "u" ||
+		d.Type != "comment" || d.Category != "social" || d.Title != "Ada commented" || d.Body != "Looks good" || d.Payload["k"] != 1 ||
+		d.Actor.ID != "ada" || d.Actor.Name != "Ada" || d.Target.ID != "42" || d.Target.Kind != "issue" ||
+		len(d.Actions) != 1 || d.Actions[0].URL != "https://example.com/42" {
+		t.Errorf("webhook payload %s", wh.Payload)
+	}
+}
+
+func equalJob(a, b inbox.DeliveryJob) bool {
+	return a.Ref == b.Ref && a.UserID == b.UserID && a.Channel == b.Channel && a.Attempt == b.Attempt && a.To == b.To &&
+		a.Platform == b.Platform && a.DeviceID == b.DeviceID && a.Subject == b.Subject && a.Text == b.Text && a.HTML == b.HTML &&
+		a.Title == b.Title && a.Body == b.Body && string(a.Payload) == string(b.Payload)
+}
+
+// A template's channel parts go into the records (per recipient locale); quiet hours
+// defer the record and its task, and the content waits with it.
+func TestRoutingTemplateContent(t *testing.T) {
+	t.Parallel()
+	f := newDeliveryFixture(t)
+	ctx := context.Background()
+	in := inbox.SendInput{Title: "ignored", RenderKey: "tpl@1", Render: func(_ context.Context, locale string) (inbox.Rendered, error) {
+		return inbox.Rendered{Title: "T", Body: "B",
+			Email:    &inbox.EmailContent{Subject: "S", HTML: "<p>H</p>", Text: "X"},
+			Push:     &inbox.PushContent{Title: "PT", Body: "PB"},
+			SMS:      &inbox.SMSContent{Text: "sms"},
+			Channels: []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS}}, nil
+	}}
+	if _, err := f.s.UpdatePreferences(ctx, f.viewer("u"), inbox.PreferencesUpdate{
+		QuietHours: &inbox.QuietHours{Start: "11:00", End: "13:00"}, Timezone: sptr("UTC")}); err != nil {
+		t.Fatal(err)
+	}
+	ids := f.send(t, "tpl", in, "u")
+	end := routingNow.Add(time.Hour)
+	for _, k := range []string{"EMAIL", "SMS", inbox.DeliveryKey(inbox.ChannelPush, f.devs[0].ID)} {
+		if c := f.record(t, ids["u"], k); c.Status != inbox.DeliveryQueued || !c.DeferredUntil.Equal(end) {
+			t.Errorf("%s = %+v, want deferred to %v", k, c, end)
+		}
+	}
+	e := f.claim(t, f.ref(ids["u"], "EMAIL"), store.ClaimOK)
+	s := f.claim(t, f.ref(ids["u"], "SMS"), store.ClaimOK)
+	p := f.claim(t, f.ref(ids["u"], inbox.DeliveryKey(inbox.ChannelPush, f.devs[1].ID)), store.ClaimOK)
+	if e.Subject != "S" || e.HTML != "<p>H</p>" || e.Text != "X" || s.Text != "sms" || p.Title != "PT" || p.Body != "PB" {
+		t.Fatalf("template content: email %+v, sms %+v, push %+v", e, s, p)
+	}
+	st, err := f.s.Status(ctx, f.tenant, ids["u"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The webhook is outside the template (and no hint names it): not considered.
+	if slices.ContainsFunc(st.Channels, func(c inbox.ChannelStatus) bool { return c.Channel == inbox.ChannelWebhook }) || len(st.Channels) != 5 {
+		t.Errorf("records %+v", st.Channels)
+	}
+}
+
+// The delivery state machine: claim (busy while held), sent (conditioned on the claim's
+// attempt, content dropped, later claims done), retry (claim released and the next task
+// written in one transaction), failed, skip; every outcome with the wrong attempt or
+// after another is refused with ErrClaimLost and changes nothing.
+func TestDeliveryTransitions(t *testing.T) {
+	t.Parallel()
+	f := newDeliveryFixture(t)
+	ctx := context.Background()
+	ids := f.send(t, "transitions", inbox.SendInput{Title: "hi", Body: "there"}, "u")
+	email := f.ref(ids["u"], "EMAIL")
+
+	// Sent.
+	f.rec.Reset()
+	job := f.claim(t, email, store.ClaimOK)
+	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"UpdateItem"}) {
+		t.Errorf("claim ops %v, want one UpdateItem", ops)
+	}
+	if job.Attempt != 1 || job.To != "u@example.com" {
+		t.Fatalf("job %+v", job)
+	}
+	f.rec.Reset()
+	f.claim(t, email, store.ClaimBusy)
+	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"UpdateItem", "GetItem"}) {
+		t.Errorf("busy claim ops %v, want UpdateItem, GetItem", ops)
+	}
+	if err := f.s.DeliverySent(ctx, email, 2, "smtp", "m1"); !errors.Is(err, store.ErrClaimLost) {
+		t.Fatalf("sent with another attempt: %v", err)
+	}
+	f.clk.advance(time.Second)
+	if err := f.s.DeliverySent(ctx, email, 1, "smtp", "<m1@example.com>"); err != nil {
+		t.Fatal(err)
+	}
+	c := f.record(t, ids["u"], "EMAIL")
+	if c.Status != inbox.DeliverySent || c.Provider != "smtp" || c.ProviderMessageID != "<m1@example.com>" || c.Attempts != 1 ||
+		!c.SentAt.Equal(routingNow.Add(time.Second)) || !c.UpdatedAt.Equal(c.SentAt) || c.Error != "" {
+		t.Fatalf("sent record %+v", c)
+	}
+	if j := f.claim(t, email, store.ClaimDone); j.To != "" {
+		t.Fatalf("done claim returned %+v", j)
+	}
+	for name, err := range map[string]error{
+		"sent again":  f.s.DeliverySent(ctx, email, 1, "smtp", "m2"),
+		"failed":      f.s.DeliveryFailed(ctx, email, 1, "smtp", "boom"),
+		"retry":       f.s.DeliveryRetry(ctx, email, 1, "smtp", "boom", routingNow.Add(time.Hour)),
+		"unconfirmed": f.s.DeliveryUnconfirmed(ctx, email, 1),
+	} {
+		if !errors.Is(err, store.ErrClaimLost) {
+			t.Errorf("%s after sent: %v, want ErrClaimLost", name, err)
+		}
+	}
+	if ok, err := f.s.SkipDelivery(ctx, f.tenant, ids["u"], "EMAIL", inbox.ReasonNoProvider); err != nil || ok {
+		t.Errorf("skip after sent = %v, %v", ok, err)
+	}
+	if c2 := f.record(t, ids["u"], "EMAIL"); c2 != c {
+		t.Fatalf("refused outcomes changed the record:\n %+v\n %+v", c2, c)
+	}
+	if j := f.claim(t, email, store.ClaimDone); !equalJob(j, inbox.DeliveryJob{}) {
+		t.Fatalf("content after sent: %+v", j)
+	}
+
+	// Retry, then failed.
+	sms := f.ref(ids["u"], "SMS")
+	f.claim(t, sms, store.ClaimOK)
+	at := routingNow.Add(30 * time.Minute)
+	f.rec.Reset()
+	if err := f.s.DeliveryRetry(ctx, sms, 1, "twilio", "503 unavailable", at); err != nil {
+		t.Fatal(err)
+	}
+	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"GetItem", "TransactWriteItems"}) {
+		t.Errorf("retry ops %v", ops)
+	}
+	c = f.record(t, ids["u"], "SMS")
+	if c.Status != inbox.DeliveryQueued || c.Attempts != 1 || c.Error != "503 unavailable" || c.Provider != "twilio" {
+		t.Fatalf("retried record %+v", c)
+	}
+	tasks := deliverTasks(t, f.fixture, map[string]string{"u": ids["u"]})
+	if !slices.Contains(tasks, fmt.Sprintf("u %s SMS %s", ids["u"], at.Format(time.RFC3339))) ||
+		!slices.Contains(tasks, fmt.Sprintf("u %s SMS %s", ids["u"], routingNow.Format(time.RFC3339))) {
+		t.Fatalf("retry task missing: %v", tasks)
+	}
+	if err := f.s.DeliveryRetry(ctx, sms, 1, "twilio", "again", at); !errors.Is(err, store.ErrClaimLost) {
+		t.Fatalf("retry of a released claim: %v", err)
+	}
+	job = f.claim(t, sms, store.ClaimOK)
+	if job.Attempt != 2 || job.Text != "hi\nthere" {
+		t.Fatalf("second claim %+v", job)
+	}
+	if err := f.s.DeliveryFailed(ctx, sms, 1, "twilio", "x"); !errors.Is(err, store.ErrClaimLost) {
+		t.Fatalf("failed with the first attempt: %v", err)
+	}
+	if err := f.s.DeliveryFailed(ctx, sms, 2, "twilio", "21211 invalid To"); err != nil {
+		t.Fatal(err)
+	}
+	c = f.record(t, ids["u"], "SMS")
+	if c.Status != inbox.DeliveryFailed || c.Attempts != 2 || c.Error != "21211 invalid To" || !c.SentAt.IsZero() {
+		t.Fatalf("failed record %+v", c)
+	}
+	f.claim(t, sms, store.ClaimDone)
+
+	// Skip by a push record's key; malformed refs and keys are refused before any call.
+	key := inbox.DeliveryKey(inbox.ChannelPush, f.devs[0].ID)
+	if ok, err := f.s.SkipDelivery(ctx, f.tenant, ids["u"], key, inbox.ReasonNoProvider); err != nil || !ok {
+		t.Fatalf("skip push = %v, %v", ok, err)
+	}
+	if c := f.record(t, ids["u"], key); c.Status != inbox.DeliverySkipped || c.Reason != inbox.ReasonNoProvider || c.DeviceID != f.devs[0].ID {
+		t.Fatalf("skipped push %+v", c)
+	}
+	if ok, err := f.s.SkipDelivery(ctx, f.tenant, ids["u"], key, inbox.ReasonNoProvider); err != nil || ok {
+		t.Fatalf("second skip = %v, %v", ok, err)
+	}
+	f.rec.Reset()
+	for _, bad := range []inbox.DeliveryRef{
+		{TenantID: f.tenant, NotificationID: ids["u"], Key: "FAX"},
+		{TenantID: f.tenant, NotificationID: ids["u"], Key: "PUSH#nothex"},
+		{TenantID: f.tenant, NotificationID: "a#b", Key: "EMAIL"},
+		{TenantID: "", NotificationID: ids["u"], Key: "EMAIL"},
+	} {
+		if _, _, err := f.s.ClaimDelivery(ctx, bad, time.Minute); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("claim %+v: %v", bad, err)
+		}
+		if err := f.s.DeliverySent(ctx, bad, 1, "smtp", ""); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("sent %+v: %v", bad, err)
+		}
+		if _, err := f.s.SkipDelivery(ctx, bad.TenantID, bad.NotificationID, bad.Key, "x"); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("skip %+v: %v", bad, err)
+		}
+	}
+	if _, _, err := f.s.ClaimDelivery(ctx, email, 0); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		t.Errorf("claim without a lease: %v", err)
+	}
+	if ops := f.rec.Ops(); len(ops) != 0 {
+		t.Errorf("refused calls sent %v", ops)
+	}
+	// A record that does not exist: claim done, skip false.
+	if _, o, err := f.s.ClaimDelivery(ctx, f.ref("01ARZ3NDEKTSV4RRFFQ69G5FAV", "EMAIL"), time.Minute); err != nil || o != store.ClaimDone {
+		t.Errorf("claim of no record = %v, %v", o, err)
+	}
+}
+
+// An expired claim (a worker stopped during the provider call) is orphaned: the next
+// claim returns its job with its attempt and never claims it again; DeliveryUnconfirmed
+// marks it SENT "unconfirmed" only when the claim expired and is that attempt's.
+func TestDeliveryOrphanedClaim(t *testing.T) {
+	t.Parallel()
+	f := newDeliveryFixture(t)
+	ctx := context.Background()
+	ids := f.send(t, "orphan", inbox.SendInput{Title: "hi"}, "u")
+	ref := f.ref(ids["u"], "WEBHOOK")
+	f.claim(t, ref, store.ClaimOK)
+	if err := f.s.DeliveryUnconfirmed(ctx, ref, 1); !errors.Is(err, store.ErrClaimLost) {
+		t.Fatalf("unconfirmed while the claim lives: %v", err)
+	}
+	f.clk.advance(59 * time.Second)
+	f.claim(t, ref, store.ClaimBusy)
+	f.clk.advance(2 * time.Second)
+	job := f.claim(t, ref, store.ClaimOrphaned)
+	if job.Attempt != 1 || job.Channel != inbox.ChannelWebhook || len(job.Payload) == 0 || job.Ref != ref {
+		t.Fatalf("orphaned job %+v", job)
+	}
+	// Claiming again does not take it over: still orphaned, the same attempt.
+	if j := f.claim(t, ref, store.ClaimOrphaned); j.Attempt != 1 {
+		t.Fatalf("second look = %+v", j)
+	}
+	if err := f.s.DeliveryUnconfirmed(ctx, ref, 2); !errors.Is(err, store.ErrClaimLost) {
+		t.Fatalf("unconfirmed of another attempt: %v", err)
+	}
+	if err := f.s.DeliverySent(ctx, ref, 2, "webhook", ""); !errors.Is(err, store.ErrClaimLost) {
+		t.Fatalf("sent of another attempt: %v", err)
+	}
+	if err := f.s.DeliveryUnconfirmed(ctx, ref, 1); err != nil {
+		t.Fatal(err)
+	}
+	c := f.record(t, ids["u"], "WEBHOOK")
+	if c.Status != inbox.DeliverySent || c.Attempts != 1 || !strings.HasPrefix(c.Error, "unconfirmed: ") || c.SentAt.IsZero() {
+		t.Fatalf("unconfirmed record %+v", c)
+	}
+	f.claim(t, ref, store.ClaimDone)
+	if err := f.s.DeliveryUnconfirmed(ctx, ref, 1); !errors.Is(err, store.ErrClaimLost) {
+		t.Fatalf("unconfirmed twice: %v", err)
+	}
+}
+
+// Provider events move a record forward only (SENT → DELIVERED → OPENED; FAILED from
+// SENT or DELIVERED), only for the record's provider and message id; a stale, repeated
+// or foreign event changes nothing.
+func TestApplyProviderEvent(t *testing.T) {
+	t.Parallel()
+	f := newDeliveryFixture(t)
+	ctx := context.Background()
+	ids := f.send(t, "events", inbox.SendInput{Title: "hi"}, "u")
+	sms, email, push := f.ref(ids["u"], "SMS"), f.ref(ids["u"], "EMAIL"), f.ref(ids["u"], inbox.DeliveryKey(inbox.ChannelPush, f.devs[1].ID))
+	ev := func(ref inbox.DeliveryRef, provider, mid, status string) inbox.ProviderEvent {
+		return inbox.ProviderEvent{Ref: ref, Provider: provider, MessageID: mid, Status: status, Error: "reason " + status}
+	}
+	apply := func(e inbox.ProviderEvent, want bool) {
+		t.Helper()
+		if got, err := f.s.ApplyProviderEvent(ctx, e); err != nil || got != want {
+			t.Fatalf("apply %+v = %v, %v; want %v", e, got, err, want)
+		}
+	}
+	// QUEUED: nothing to move (the callback came before the send was recorded).
+	apply(ev(sms, "twilio", "SM1", inbox.DeliveryDelivered), false)
+	f.claim(t, sms, store.ClaimOK)
+	if err := f.s.DeliverySent(ctx, sms, 1, "twilio", "SM1"); err != nil {
+		t.Fatal(err)
+	}
+	apply(ev(sms, "sendgrid", "SM1", inbox.DeliveryDelivered), false) // another provider
+	apply(ev(sms, "twilio", "SM2", inbox.DeliveryDelivered), false)   // another message
+	before := f.record(t, ids["u"], "SMS")
+	if before.Status != inbox.DeliverySent {
+		t.Fatalf("foreign events changed %+v", before)
+	}
+	f.clk.advance(time.Minute)
+	deliveredAt := routingNow.Add(30 * time.Second)
+	e := ev(sms, "twilio", "SM1", inbox.DeliveryDelivered)
+	e.At = deliveredAt
+	apply(e, true)
+	apply(e, false) // repeated
+	c := f.record(t, ids["u"], "SMS")
+	if c.Status != inbox.DeliveryDelivered || !c.DeliveredAt.Equal(deliveredAt) || !c.UpdatedAt.Equal(routingNow.Add(time.Minute)) || c.Error != "" {
+		t.Fatalf("delivered record %+v", c)
+	}
+	apply(ev(sms, "twilio", "SM1", inbox.DeliveryOpened), true)
+	c = f.record(t, ids["u"], "SMS")
+	if c.Status != inbox.DeliveryOpened || !c.DeliveredAt.Equal(deliveredAt) || c.OpenedAt.IsZero() {
+		t.Fatalf("opened record %+v", c)
+	}
+	apply(ev(sms, "twilio", "SM1", inbox.DeliveryDelivered), false) // backwards
+	apply(ev(sms, "twilio", "SM1", inbox.DeliveryFailed), false)    // after opened
+	apply(ev(sms, "twilio", "SM1", inbox.DeliveryOpened), false)    // repeated
+
+	// A bounce after delivery fails the record; nothing moves a failed one. The record
+	// has no message id: the event's is taken.
+	f.claim(t, email, store.ClaimOK)
+	if err := f.s.DeliverySent(ctx, email, 1, "sendgrid", ""); err != nil {
+		t.Fatal(err)
+	}
+	apply(ev(email, "sendgrid", "sg-1", inbox.DeliveryDelivered), true)
+	apply(ev(email, "sendgrid", "sg-2", inbox.DeliveryFailed), false) // not the message taken
+	apply(ev(email, "sendgrid", "", inbox.DeliveryFailed), true)      // no id: provider only
+	c = f.record(t, ids["u"], "EMAIL")
+	if c.Status != inbox.DeliveryFailed || c.Error != "reason FAILED" || c.ProviderMessageID != "sg-1" || c.DeliveredAt.IsZero() {
+		t.Fatalf("bounced record %+v", c)
+	}
+	apply(ev(email, "sendgrid", "", inbox.DeliveryDelivered), false)
+	apply(ev(email, "sendgrid", "", inbox.DeliveryOpened), false)
+
+	// SENT → OPENED directly sets deliveredAt too; SENT → FAILED.
+	f.claim(t, push, store.ClaimOK)
+	if err := f.s.DeliverySent(ctx, push, 1, "fcm", "projects/p/messages/1"); err != nil {
+		t.Fatal(err)
+	}
+	apply(ev(push, "fcm", "", inbox.DeliveryOpened), true)
+	if c := f.record(t, ids["u"], push.Key); c.Status != inbox.DeliveryOpened || c.DeliveredAt.IsZero() || !c.DeliveredAt.Equal(c.OpenedAt) {
+		t.Fatalf("opened push %+v", c)
+	}
+	// No record, bad input.
+	apply(ev(f.ref("01ARZ3NDEKTSV4RRFFQ69G5FAV", "SMS"), "twilio", "SM9", inbox.DeliveryDelivered), false)
+	for _, bad := range []inbox.ProviderEvent{
+		ev(sms, "twilio", "SM1", inbox.DeliverySent), ev(sms, "twilio", "SM1", inbox.DeliveryQueued),
+		ev(sms, "", "SM1", inbox.DeliveryDelivered), ev(f.ref("a#b", "SMS"), "twilio", "", inbox.DeliveryDelivered),
+	} {
+		if _, err := f.s.ApplyProviderEvent(ctx, bad); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("apply %+v: %v, want BAD_USER_INPUT", bad, err)
+		}
+	}
+}
+
+// A user with inbox.MaxDevices devices: one send transaction holds a record and a task
+// per device (within TransactWriteItems' limits), and the devices come with the profile
+// in the routing's one BatchGetItem (no read of their own).
+func TestRoutingMaxDevices(t *testing.T) {
+	t.Parallel()
+	f := newDeliveryFixture(t)
+	ctx := context.Background()
+	v := f.viewer("many")
+	if _, err := f.s.PutUserProfile(ctx, v, inbox.UserProfile{Email: "m@example.com", Phone: "+4915112345678"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range inbox.MaxDevices {
+		if _, err := f.s.RegisterDevice(ctx, v, fmt.Sprintf("token-%02d", i), inbox.PlatformFCM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.rec.Reset()
+	ids := f.send(t, "many", inbox.SendInput{Title: "hi"}, "many")
+	ops := f.rec.Ops()
+	batches := 0
+	for _, op := range ops {
+		if op == "BatchGetItem" {
+			batches++
+		}
+	}
+	if slices.Contains(ops, "GetItem") || batches != 1 {
+		t.Errorf("send ops %v: want one BatchGetItem and no GetItem", ops)
+	}
+	st, err := f.s.Status(ctx, f.tenant, ids["many"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := f.s.Devices(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var push []string
+	for _, c := range st.Channels {
+		if c.Channel == inbox.ChannelPush && c.Status == inbox.DeliveryQueued {
+			push = append(push, c.DeviceID)
+		}
+	}
+	want := deviceIDs(devs)
+	sort.Strings(want)
+	if !slices.Equal(push, want) {
+		t.Fatalf("push records %v, want one per device %v", push, want)
+	}
+	if tasks := deliverTasks(t, f.fixture, ids); len(tasks) != inbox.MaxDevices+3 {
+		t.Fatalf("%d deliver tasks, want %d: %v", len(tasks), inbox.MaxDevices+3, tasks)
+	}
+}
