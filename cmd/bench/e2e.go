@@ -116,9 +116,21 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 		return nil, fmt.Errorf("-e2e-rate, -e2e-duration and -e2e-members must be positive")
 	}
 	table := b.c.table + "_e2e"
+	sink, err := startSMTPSink()
+	if err != nil {
+		return nil, err
+	}
+	defer sink.close()
+	cfg, err := e2eGatewayConfig(table, "smtp://"+sink.addr, c.poll)
+	if err != nil {
+		return nil, err
+	}
+	// The store as serve opens it (app's openStore: these options and the publisher).
 	db := dynamodb.New(b.eng.db.Options())
 	broker := live.NewLocal()
-	st := store.New(db, table, store.WithLogger(b.log), store.WithPublisher(broker))
+	st := store.New(db, table, store.WithLogger(b.log), store.WithProfileCache(cfg.ProfileCacheSize, cfg.ProfileCacheTTL),
+		store.WithTenantPreferences(func(string) inbox.TenantPreferences { return cfg.TenantPreferences }),
+		store.WithSchedShards(cfg.SchedShards), store.WithRetention(cfg.Retention), store.WithPublisher(broker))
 	defer st.Close()
 	if err := st.CreateTable(ctx); err != nil {
 		return nil, err
@@ -128,16 +140,6 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 		defer cancel()
 		_, _ = b.eng.db.DeleteTable(dctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	}()
-	sink, err := startSMTPSink()
-	if err != nil {
-		return nil, err
-	}
-	defer sink.close()
-
-	cfg, err := e2eGatewayConfig(table, "smtp://"+sink.addr, c.poll)
-	if err != nil {
-		return nil, err
-	}
 	res := &E2EResult{Engine: b.eng.name, Rate: c.rate, Duration: c.phase.String(), Members: c.members,
 		SchedPoll: cfg.SchedPoll.String(), RateEmail: cfg.RateEmail}
 
@@ -200,6 +202,15 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	res.FillSeconds = time.Since(t0).Seconds()
 	progress("e2e: segment filled in %.1fs; letting the engine settle", res.FillSeconds)
 	time.Sleep(5 * time.Second)
+	// The fill keeps the engine so busy that lease renewals time out: the idle phase
+	// starts on a scheduler holding every shard again (a task on a shard nobody holds
+	// waits for its lease to be taken back).
+	for deadline := time.Now().Add(time.Minute); len(s.Held()) < cfg.SchedShards; {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the gateway's scheduler holds %d of %d shards 1m after the fill", len(s.Held()), cfg.SchedShards)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	var seq atomic.Int64
 	phase := func(d time.Duration) e2eWindow {
