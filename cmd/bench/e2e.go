@@ -440,8 +440,9 @@ func (x *E2EResult) Table() string {
 }
 
 // e2eGatewayConfig is the gateway's configuration with every default (Config's env
-// tags, parsed from a private environment, not this process's), its table, and its
-// email provider at smtpURL; poll > 0 overrides the scheduler's poll interval.
+// tags, parsed from a private environment, not this process's, and the tenant
+// preferences app.LoadConfig derives from them), its table, and its email provider at
+// smtpURL; poll > 0 overrides the scheduler's poll interval.
 func e2eGatewayConfig(table, smtpURL string, poll time.Duration) (app.Config, error) {
 	var cfg app.Config
 	envs := map[string]string{"INBOX_TABLE": table, "INBOX_SMTP_URL": smtpURL, "INBOX_EMAIL_FROM": deliverFrom}
@@ -451,5 +452,11 @@ func e2eGatewayConfig(table, smtpURL string, poll time.Duration) (app.Config, er
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: envs}); err != nil {
 		return cfg, fmt.Errorf("gateway configuration: %w", err)
 	}
+	// What app.LoadConfig derives from the parsed values.
+	prefs, err := inbox.ParseTenantPreferences(cfg.DefaultPreferences, cfg.CriticalCategories)
+	if err != nil {
+		return cfg, fmt.Errorf("gateway configuration: preferences: %w", err)
+	}
+	cfg.TenantPreferences = prefs
 	return cfg, nil
 }
