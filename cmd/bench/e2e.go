@@ -16,7 +16,10 @@ package main
 // is timed from just before it is sent: to its 202, and to the SMTP server's end of
 // DATA for the message with its subject (which includes the send pipeline's processing,
 // the deliver task's wait for the scheduler's poll, the claim, the SMTP exchange and
-// nothing after it). Requests go out open loop at -e2e-rate.
+// nothing after it). Requests go out open loop at -e2e-rate. After each phase every
+// received request's status is read back (Store.Status): the store's clock when its
+// send's transaction was built (createdAt) and when its EMAIL record became SENT (sentAt),
+// relative to the request, split the receipt latency between processing and delivery.
 //
 // Phases: idle (-e2e-duration in two halves, before the broadcast and after it), busy
 // (-e2e-duration while a broadcast to a segment of -e2e-members members, filled through
@@ -96,6 +99,12 @@ type E2EPhase struct {
 	Accept      Latency `json:"accept_latency"`
 	Receipt     Latency `json:"receipt_latency"`
 	AfterAccept Latency `json:"after_accept_latency"`
+	// Written and Sent are request → the store's clock (milliseconds) when the send's
+	// transaction was built (the status summary's createdAt) and when the EMAIL record
+	// was recorded SENT (sentAt), read back with Store.Status after the phase: the split
+	// of Receipt between processing and delivery.
+	Written Latency `json:"written_latency"`
+	Sent    Latency `json:"record_sent_latency"`
 }
 
 // e2eUsers are the transactional recipients (profiles with an email address).
@@ -106,6 +115,7 @@ func e2eUser(i int64) string { return fmt.Sprintf("e2e-%03d", i%e2eUsers) }
 // e2eWindow is one stretch of requests.
 type e2eWindow struct {
 	accept, receipt, after []time.Duration
+	written, sent          []time.Duration
 	errors, lost           int
 	firstErr               string
 }
@@ -214,7 +224,7 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 
 	var seq atomic.Int64
 	phase := func(d time.Duration) e2eWindow {
-		return b.e2eWindow(ctx, client, base, token, sink, &seq, c.rate, d, c.timeout)
+		return b.e2eWindow(ctx, st, client, base, token, sink, &seq, c.rate, d, c.timeout)
 	}
 	warm := 2 * b.warmup()
 	progress("e2e: warming up (%.0f requests/s for %s)", c.rate, warm)
@@ -286,7 +296,7 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 
 // e2eWindow sends at rate for d (open loop) and waits for every email (up to timeout
 // after the window).
-func (b *bench) e2eWindow(ctx context.Context, client *http.Client, base, token string, sink *smtpSink, seq *atomic.Int64, rate float64, d, timeout time.Duration) e2eWindow {
+func (b *bench) e2eWindow(ctx context.Context, st *store.Store, client *http.Client, base, token string, sink *smtpSink, seq *atomic.Int64, rate float64, d, timeout time.Duration) e2eWindow {
 	var (
 		mu sync.Mutex
 		w  e2eWindow
@@ -302,6 +312,11 @@ func (b *bench) e2eWindow(ctx context.Context, client *http.Client, base, token 
 	}
 	end := time.Now().Add(d)
 	giveUp := end.Add(timeout)
+	type done struct {
+		t0  time.Time
+		nid string
+	}
+	var received []done
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
 	for time.Now().Before(end) && ctx.Err() == nil {
@@ -313,7 +328,8 @@ func (b *bench) e2eWindow(ctx context.Context, client *http.Client, base, token 
 			subject := fmt.Sprintf("e2e %d", n)
 			arrived := sink.expect(subject)
 			t0 := time.Now()
-			if err := e2ePost(ctx, client, base, token, n); err != nil {
+			nid, err := e2ePost(ctx, client, base, token, n)
+			if err != nil {
 				sink.forget(subject)
 				fail(err)
 				return
@@ -325,6 +341,7 @@ func (b *bench) e2eWindow(ctx context.Context, client *http.Client, base, token 
 				w.accept = append(w.accept, accepted)
 				w.receipt = append(w.receipt, at.Sub(t0))
 				w.after = append(w.after, at.Sub(t0)-accepted)
+				received = append(received, done{t0, nid})
 				mu.Unlock()
 			case <-time.After(time.Until(giveUp)):
 				sink.forget(subject)
@@ -336,14 +353,37 @@ func (b *bench) e2eWindow(ctx context.Context, client *http.Client, base, token 
 		}()
 	}
 	wg.Wait()
+	for _, d := range received {
+		s, err := st.Status(ctx, tenant, d.nid)
+		if err != nil {
+			fail(fmt.Errorf("status of %s: %w", d.nid, err))
+			continue
+		}
+		w.written = append(w.written, s.CreatedAt.Sub(d.t0))
+		for _, ch := range s.Channels {
+			if ch.Channel == inbox.ChannelEmail && !ch.SentAt.IsZero() {
+				w.sent = append(w.sent, ch.SentAt.Sub(d.t0))
+			}
+		}
+	}
 	return w
 }
 
-// e2ePost sends request n: one recipient, template bench-e2e, priority transactional.
-func e2ePost(ctx context.Context, client *http.Client, base, token string, n int64) error {
+// e2ePost sends request n: one recipient, template bench-e2e, priority transactional;
+// it returns the notification's id.
+func e2ePost(ctx context.Context, client *http.Client, base, token string, n int64) (string, error) {
 	body, _ := json.Marshal(map[string]any{"recipientUserId": e2eUser(n), "type": "comment", "category": "social",
 		"template": "bench-e2e", "data": map[string]any{"seq": fmt.Sprint(n)}, "priority": "transactional"})
-	return e2eCall(ctx, client, base+"/v1/notifications", token, body, nil)
+	var out struct {
+		NotificationID string `json:"notificationId"`
+	}
+	if err := e2eCall(ctx, client, base+"/v1/notifications", token, body, &out); err != nil {
+		return "", err
+	}
+	if out.NotificationID == "" {
+		return "", fmt.Errorf("202 without a notificationId")
+	}
+	return out.NotificationID, nil
 }
 
 // e2eStartBroadcast starts an in-app broadcast to seg through POST /v1/broadcasts.
@@ -388,7 +428,7 @@ func e2eCall(ctx context.Context, client *http.Client, url, token string, body [
 
 func e2ePhaseOf(ws ...e2eWindow) E2EPhase {
 	var p E2EPhase
-	var acc, rec, aft []time.Duration
+	var acc, rec, aft, wr, se []time.Duration
 	for _, w := range ws {
 		p.Requests += len(w.receipt) + w.lost + w.errors
 		p.Errors += w.errors
@@ -399,8 +439,11 @@ func e2ePhaseOf(ws ...e2eWindow) E2EPhase {
 		acc = append(acc, w.accept...)
 		rec = append(rec, w.receipt...)
 		aft = append(aft, w.after...)
+		wr = append(wr, w.written...)
+		se = append(se, w.sent...)
 	}
 	p.Accept, p.Receipt, p.AfterAccept = summarize(acc), summarize(rec), summarize(aft)
+	p.Written, p.Sent = summarize(wr), summarize(se)
 	return p
 }
 
@@ -411,14 +454,15 @@ func (x *E2EResult) Table() string {
 	fmt.Fprintf(&b, "Engine: %s. One gateway in this process as serve builds it (app.HandlerOptions on a loopback listener; app.NewScheduler on the same store, poll %s), "+
 		"its email provider a local SMTP server (go-smtp) at the default rate limit (%.0f/s). Transactional requests at %.0f/s (open loop): service token, one recipient "+
 		"with an email address, template bench-e2e (title, body, email subject/text/HTML), priority transactional; each timed from just before the request to its 202 and to the "+
-		"end of DATA of its email at the SMTP server. Idle: %s in halves before and after the broadcast; busy: %s while an in-app broadcast (POST /v1/broadcasts, priority bulk) "+
+		"end of DATA of its email at the SMTP server; written and record SENT are the store's clock (milliseconds) at the send's transaction (the status summary's createdAt) and at the EMAIL record's SENT, read back after each phase. Idle: %s in halves before and after the broadcast; busy: %s while an in-app broadcast (POST /v1/broadcasts, priority bulk) "+
 		"to a segment of %d members (filled in %.1fs) ran; it wrote %d recipients during the busy phase (%.0f/s) and was %s at its end (then cancelled if still running).\n\n",
 		x.Engine, x.SchedPoll, x.RateEmail, x.Rate, x.Duration, x.Duration, x.Members, x.FillSeconds, x.BroadcastWritten, x.BroadcastPerSec, x.BroadcastStatus)
-	fmt.Fprintln(&b, "| phase | requests (errors, lost) | 202 p50 ms | 202 p99 ms | receipt p50 ms | receipt p90 ms | receipt p99 ms | receipt mean ms | 202 → receipt p50 / p99 ms |")
-	fmt.Fprintln(&b, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(&b, "| phase | requests (errors, lost) | 202 p50 ms | 202 p99 ms | receipt p50 ms | receipt p90 ms | receipt p99 ms | receipt mean ms | 202 → receipt p50 / p99 ms | written p50 / p99 ms | record SENT p50 / p99 ms |")
+	fmt.Fprintln(&b, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	row := func(name string, p E2EPhase) {
-		fmt.Fprintf(&b, "| %s | %d (%d, %d) | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f / %.1f |\n", name, p.Requests, p.Errors, p.Lost,
-			p.Accept.P50, p.Accept.P99, p.Receipt.P50, p.Receipt.P90, p.Receipt.P99, p.Receipt.Mean, p.AfterAccept.P50, p.AfterAccept.P99)
+		fmt.Fprintf(&b, "| %s | %d (%d, %d) | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f |\n", name, p.Requests, p.Errors, p.Lost,
+			p.Accept.P50, p.Accept.P99, p.Receipt.P50, p.Receipt.P90, p.Receipt.P99, p.Receipt.Mean, p.AfterAccept.P50, p.AfterAccept.P99,
+			p.Written.P50, p.Written.P99, p.Sent.P50, p.Sent.P99)
 	}
 	row("idle (both halves)", x.Idle)
 	if len(x.IdleHalves) == 2 {
