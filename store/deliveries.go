@@ -284,8 +284,9 @@ var eventFrom = map[string][]string{
 
 // ApplyProviderEvent applies a provider's report ev to its record: ONE UpdateItem, on
 // condition that the move is forward (SENT → DELIVERED | OPENED | FAILED, DELIVERED →
-// OPENED | FAILED), that the record's provider is ev.Provider and, when ev has a
-// MessageID and the record a providerMessageId, that they are equal. DELIVERED sets
+// OPENED | FAILED), that the record's provider is ev.Provider (a record without one, as
+// DeliveryUnconfirmed leaves it, takes ev's) and, when ev has a MessageID and the record
+// a providerMessageId, that they are equal (a record without one takes ev's). DELIVERED sets
 // deliveredAt, OPENED openedAt (and deliveredAt if unset), FAILED the error (ev.Error);
 // each at ev.At (zero: now). It reports whether the record changed: false for an event
 // matching no record, a stale or repeated event, another provider's or message's.
@@ -320,14 +321,18 @@ func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) 
 		}
 		u.set(attrError, msg)
 	}
-	vals := map[string]types.AttributeValue{":provider": &types.AttributeValueMemberS{Value: ev.Provider}}
+	vals := map[string]types.AttributeValue{}
 	var in []string
 	for i, st := range from {
 		n := fmt.Sprintf(":from%d", i)
 		vals[n] = &types.AttributeValueMemberS{Value: st}
 		in = append(in, n)
 	}
-	cond := "#status IN (" + strings.Join(in, ", ") + ") AND #provider = :provider"
+	// A record without a provider is one settled unconfirmed (the orphaned attempt's
+	// provider is not known): the event's provider, authenticated by its signature, is
+	// taken.
+	u.setIfNotExists(attrProvider, ev.Provider)
+	cond := "#status IN (" + strings.Join(in, ", ") + ") AND (attribute_not_exists(#provider) OR #provider = :provider)"
 	if ev.MessageID != "" {
 		u.setIfNotExists(attrProviderMessageID, ev.MessageID)
 		cond += " AND (attribute_not_exists(#providerMessageId) OR #providerMessageId = :" + attrProviderMessageID + ")"

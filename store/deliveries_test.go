@@ -106,7 +106,7 @@ func TestRoutingPerDevice(t *testing.T) {
 	ctx := context.Background()
 	in := inbox.SendInput{Title: "Ada commented", Body: "Looks good", Category: "social",
 		Payload: inbox.JSON(`{"k":1}`), Actor: &inbox.Actor{ActorID: "ada", Name: "Ada"},
-		Target: &inbox.Target{Kind: "issue", TargetID: "42", Title: "Issue 42"},
+		Target:  &inbox.Target{Kind: "issue", TargetID: "42", Title: "Issue 42"},
 		Actions: []inbox.Action{{Label: "Open", URL: "https://example.com/42"}}}
 	ids := f.send(t, "per-device", in, "u", "bare")
 	keyA, keyF := inbox.DeliveryKey(inbox.ChannelPush, f.devs[0].ID), inbox.DeliveryKey(inbox.ChannelPush, f.devs[1].ID)
@@ -416,6 +416,18 @@ func TestDeliveryOrphanedClaim(t *testing.T) {
 	f.claim(t, ref, store.ClaimDone)
 	if err := f.s.DeliveryUnconfirmed(ctx, ref, 1); !errors.Is(err, store.ErrClaimLost) {
 		t.Fatalf("unconfirmed twice: %v", err)
+	}
+	// The provider's callback settles it: the record had no provider, it takes the
+	// event's; another provider's event then changes nothing.
+	if ok, err := f.s.ApplyProviderEvent(ctx, inbox.ProviderEvent{Ref: ref, Provider: "p1", MessageID: "m1", Status: inbox.DeliveryDelivered}); err != nil || !ok {
+		t.Fatalf("delivered after unconfirmed = %v, %v", ok, err)
+	}
+	if ok, err := f.s.ApplyProviderEvent(ctx, inbox.ProviderEvent{Ref: ref, Provider: "p2", Status: inbox.DeliveryOpened}); err != nil || ok {
+		t.Fatalf("another provider's event = %v, %v", ok, err)
+	}
+	c = f.record(t, ids["u"], "WEBHOOK")
+	if c.Status != inbox.DeliveryDelivered || c.Provider != "p1" || c.ProviderMessageID != "m1" {
+		t.Fatalf("settled record %+v", c)
 	}
 }
 
