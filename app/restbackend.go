@@ -33,6 +33,9 @@ type RESTStore interface {
 	PutUserProfile(ctx context.Context, v inbox.Viewer, p inbox.UserProfile) (inbox.UserProfile, error)
 	PutTenantSettings(ctx context.Context, tenantID string, set inbox.TenantSettings) (inbox.TenantSettings, error)
 	ConfiguredPreferences(tenantID string) inbox.TenantPreferences
+	RegisterDevice(ctx context.Context, v inbox.Viewer, token, platform string) (inbox.Device, error)
+	UnregisterDevice(ctx context.Context, v inbox.Viewer, tokenOrID string) (bool, error)
+	ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) (bool, error)
 }
 
 // RESTBackend is the service API's rest.Backend over the gateway's pieces: the store
@@ -130,7 +133,8 @@ func (b *RESTBackend) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd
 }
 
 // Status reads the notification's status records (store.Status: one Query): the
-// summary, and per channel its record with the document's lower-case channel and
+// summary, and per record (one per channel, and per device for push) its key, device,
+// provider and provider message id, times, with the document's lower-case channel and
 // status names; error is the skip reason of a skipped record, else the failure.
 func (b *RESTBackend) Status(ctx context.Context, tenant, id string) (gen.NotificationStatus, error) {
 	st, err := b.Store.Status(ctx, tenant, id)
@@ -140,9 +144,14 @@ func (b *RESTBackend) Status(ctx context.Context, tenant, id string) (gen.Notifi
 	out := gen.NotificationStatus{Id: st.ID, UserId: st.UserID, Status: gen.NotificationStatusStatus(st.Status),
 		CreatedAt: st.CreatedAt, Channels: make([]gen.DeliveryRecord, 0, len(st.Channels))}
 	for _, c := range st.Channels {
-		rec := gen.DeliveryRecord{Channel: gen.Channel(strings.ToLower(c.Channel)), Status: gen.DeliveryRecordStatus(strings.ToLower(c.Status)),
-			Attempts: c.Attempts, Provider: nonEmpty(c.Provider), SentAt: nonZero(c.SentAt), DeliveredAt: nonZero(c.DeliveredAt),
-			DeferredUntil: nonZero(c.DeferredUntil), Error: nonEmpty(c.Error)}
+		key := c.Key
+		if key == "" { // a record written before records had keys: its key was its channel
+			key = c.Channel
+		}
+		rec := gen.DeliveryRecord{Channel: gen.Channel(strings.ToLower(c.Channel)), Key: key, DeviceId: nonEmpty(c.DeviceID),
+			Status: gen.DeliveryRecordStatus(strings.ToLower(c.Status)), Attempts: c.Attempts, Provider: nonEmpty(c.Provider),
+			ProviderMessageId: nonEmpty(c.ProviderMessageID), SentAt: nonZero(c.SentAt), DeliveredAt: nonZero(c.DeliveredAt),
+			OpenedAt: nonZero(c.OpenedAt), UpdatedAt: nonZero(c.UpdatedAt), DeferredUntil: nonZero(c.DeferredUntil), Error: nonEmpty(c.Error)}
 		if c.Reason != "" {
 			rec.Error = &c.Reason
 		}

@@ -178,7 +178,8 @@ type Config struct {
 	TwilioFrom       string `env:"INBOX_TWILIO_FROM"`
 	TwilioURL        string `env:"INBOX_TWILIO_URL" envDefault:"https://api.twilio.com"`
 	// SendGridWebhookKey is the event webhook's verification key (base64 DER ECDSA public
-	// key); unset, SendGrid callbacks are refused.
+	// key); unset, SendGrid callbacks are refused. Provider callbacks: POST
+	// /v1/webhooks/provider/{name}, see providerHooks.
 	SendGridWebhookKey string `env:"INBOX_SENDGRID_WEBHOOK_KEY"`
 	// PublicURL is the gateway's URL as providers reach it (Twilio's StatusCallback and
 	// its signature check); unset, no status callback is asked for.
@@ -289,6 +290,9 @@ func LoadConfig() (Config, error) {
 	}
 	if err := c.checkChannels(); err != nil {
 		return c, err
+	}
+	if _, err := providerHooks(c); err != nil {
+		return c, fmt.Errorf("configuration: %w", err)
 	}
 	prefs, err := inbox.ParseTenantPreferences(c.DefaultPreferences, c.CriticalCategories)
 	if err != nil {
@@ -856,7 +860,11 @@ func handlerOptions(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *s
 	// The service API over the store and the send pipeline (its requests' recovery and
 	// broadcasts' shard runs are the scheduler's: NewScheduler).
 	backend := newRESTBackend(st, p)
-	restHandler, err := rest.NewHandler(rest.Options{Backend: backend, Auth: verifier, Log: log})
+	hooks, err := providerHooks(cfg)
+	if err != nil { // LoadConfig refuses such a configuration; a test's Config may not
+		log.Error("provider callbacks are off", "err", err)
+	}
+	restHandler, err := rest.NewHandler(rest.Options{Backend: backend, Auth: verifier, Log: log, Providers: hooks})
 	if err != nil { // only a document that does not match the generated code, which rest's tests catch
 		log.Error("the service API /v1 is off", "err", err)
 	}

@@ -84,6 +84,15 @@ type ComplexityRoot struct {
 		NotFound   func(childComplexity int) int
 	}
 
+	Delivery struct {
+		Attempts  func(childComplexity int) int
+		Channel   func(childComplexity int) int
+		Error     func(childComplexity int) int
+		Provider  func(childComplexity int) int
+		Status    func(childComplexity int) int
+		UpdatedAt func(childComplexity int) int
+	}
+
 	InboxEvent struct {
 		Badge           func(childComplexity int) int
 		Kind            func(childComplexity int) int
@@ -125,6 +134,7 @@ type ComplexityRoot struct {
 		Archived     func(childComplexity int) int
 		ArchivedAt   func(childComplexity int) int
 		CreatedAt    func(childComplexity int) int
+		Deliveries   func(childComplexity int) int
 		ExpiresAt    func(childComplexity int) int
 		GlobalID     func(childComplexity int) int
 		OptBody      func(childComplexity int) int
@@ -266,6 +276,8 @@ type MutationResolver interface {
 type NotificationResolver interface {
 	Actor(ctx context.Context, obj *inbox.Notification) (*inbox.Actor, error)
 	Target(ctx context.Context, obj *inbox.Notification) (*inbox.Target, error)
+
+	Deliveries(ctx context.Context, obj *inbox.Notification) ([]*model.Delivery, error)
 }
 type NotificationGroupResolver interface {
 	Target(ctx context.Context, obj *inbox.NotificationGroup) (*inbox.Target, error)
@@ -444,6 +456,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DeletePayload.NotFound(childComplexity), true
+
+	case "Delivery.attempts":
+		if e.ComplexityRoot.Delivery.Attempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Attempts(childComplexity), true
+	case "Delivery.channel":
+		if e.ComplexityRoot.Delivery.Channel == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Channel(childComplexity), true
+	case "Delivery.error":
+		if e.ComplexityRoot.Delivery.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Error(childComplexity), true
+	case "Delivery.provider":
+		if e.ComplexityRoot.Delivery.Provider == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Provider(childComplexity), true
+	case "Delivery.status":
+		if e.ComplexityRoot.Delivery.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Status(childComplexity), true
+	case "Delivery.updatedAt":
+		if e.ComplexityRoot.Delivery.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.UpdatedAt(childComplexity), true
 
 	case "InboxEvent.badge":
 		if e.ComplexityRoot.InboxEvent.Badge == nil {
@@ -672,6 +721,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Notification.CreatedAt(childComplexity), true
+	case "Notification.deliveries":
+		if e.ComplexityRoot.Notification.Deliveries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.Deliveries(childComplexity), true
 	case "Notification.expiresAt":
 		if e.ComplexityRoot.Notification.ExpiresAt == nil {
 			break
@@ -1419,6 +1474,36 @@ type Notification implements Node {
   groupKey: String
   "Call-to-action buttons given at send, in order."
   actions: [NotificationAction!]!
+  """
+  The notification's delivery records: one per channel its send considered (and per device for push), in
+  channel order, with what the providers reported since. Empty when it has none (sent before channels, or
+  its records expired). One read per notification: it counts in the cost limit as one.
+  """
+  deliveries: [Delivery!]!
+}
+
+"One delivery of a notification: through one channel (to one device, for push)."
+type Delivery {
+  channel: Channel!
+  status: DeliveryStatus!
+  "Who delivers it: inbox (in-app), smtp, fcm, apns, twilio, webhook; null until a provider is picked."
+  provider: String
+  "Sends tried so far."
+  attempts: Int!
+  "When the record last changed."
+  updatedAt: Time!
+  "Why it failed, or was skipped (e.g. opted_out, quiet_hours, no_device)."
+  error: String
+}
+
+"Where a delivery is: QUEUED, then SENT (the provider accepted it), then DELIVERED or FAILED; OPENED once read."
+enum DeliveryStatus {
+  QUEUED
+  SENT
+  DELIVERED
+  FAILED
+  OPENED
+  SKIPPED
 }
 
 "A call-to-action button of a notification."
@@ -1807,6 +1892,24 @@ func (ec *executionContext) childFields_DeletePayload(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type DeletePayload", field.Name)
 }
 
+func (ec *executionContext) childFields_Delivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "channel":
+		return ec.fieldContext_Delivery_channel(ctx, field)
+	case "status":
+		return ec.fieldContext_Delivery_status(ctx, field)
+	case "provider":
+		return ec.fieldContext_Delivery_provider(ctx, field)
+	case "attempts":
+		return ec.fieldContext_Delivery_attempts(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Delivery_updatedAt(ctx, field)
+	case "error":
+		return ec.fieldContext_Delivery_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Delivery", field.Name)
+}
+
 func (ec *executionContext) childFields_InboxEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "kind":
@@ -1887,6 +1990,8 @@ func (ec *executionContext) childFields_Notification(ctx context.Context, field 
 		return ec.fieldContext_Notification_groupKey(ctx, field)
 	case "actions":
 		return ec.fieldContext_Notification_actions(ctx, field)
+	case "deliveries":
+		return ec.fieldContext_Notification_deliveries(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Notification", field.Name)
 }
@@ -3077,6 +3182,144 @@ func (ec *executionContext) fieldContext_DeletePayload_badge(_ context.Context, 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Delivery_channel(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_channel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Channel, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Channel) graphql.Marshaler {
+			return ec.marshalNChannel2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannel(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_channel(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "Channel")
+}
+
+func (ec *executionContext) _Delivery_status(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DeliveryStatus) graphql.Marshaler {
+			return ec.marshalNDeliveryStatus2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐDeliveryStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "DeliveryStatus")
+}
+
+func (ec *executionContext) _Delivery_provider(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_provider(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Provider, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_provider(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "String")
+}
+
+func (ec *executionContext) _Delivery_attempts(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_attempts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_attempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Delivery_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Delivery_error(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "String")
 }
 
 func (ec *executionContext) _InboxEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
@@ -4352,6 +4595,38 @@ func (ec *executionContext) fieldContext_Notification_actions(_ context.Context,
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_NotificationAction(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Notification_deliveries(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_deliveries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Notification().Deliveries(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Delivery) graphql.Marshaler {
+			return ec.marshalNDelivery2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐDeliveryᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_deliveries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Notification",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Delivery(ctx, field)
 		},
 	}
 	return fc, nil
@@ -8230,6 +8505,64 @@ func (ec *executionContext) _DeletePayload(ctx context.Context, sel ast.Selectio
 	return out
 }
 
+var deliveryImplementors = []string{"Delivery"}
+
+func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet, obj *model.Delivery) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, deliveryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Delivery")
+		case "channel":
+			out.Values[i] = ec._Delivery_channel(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._Delivery_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "provider":
+			out.Values[i] = ec._Delivery_provider(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "attempts":
+			out.Values[i] = ec._Delivery_attempts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Delivery_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._Delivery_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var inboxEventImplementors = []string{"InboxEvent"}
 
 func (ec *executionContext) _InboxEvent(ctx context.Context, sel ast.SelectionSet, obj *model.InboxEvent) graphql.Marshaler {
@@ -8597,6 +8930,12 @@ func (ec *executionContext) _Notification(ctx context.Context, sel ast.Selection
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "deliveries":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Notification_deliveries(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9806,6 +10145,40 @@ func (ec *executionContext) marshalNDeletePayload2ᚖgithubᚗcomᚋinboxgwᚋga
 		return graphql.Null
 	}
 	return ec._DeletePayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNDelivery2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐDeliveryᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Delivery) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNDelivery2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐDelivery(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNDelivery2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐDelivery(ctx context.Context, sel ast.SelectionSet, v *model.Delivery) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Delivery!")
+		return graphql.Null
+	}
+	return ec._Delivery(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNDeliveryStatus2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐDeliveryStatus(ctx context.Context, v any) (model.DeliveryStatus, error) {
+	var res model.DeliveryStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNDeliveryStatus2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐDeliveryStatus(ctx context.Context, sel ast.SelectionSet, v model.DeliveryStatus) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {

@@ -30,7 +30,7 @@ import (
 const (
 	// CostRead is the cost of a field that reaches DynamoDB with a call of its own (a
 	// GetItem, Query or BatchGetItem): Viewer.unreadCount, Viewer.inbox,
-	// Viewer.notification, Query.node, Query.nodes.
+	// Viewer.notification, Query.node, Query.nodes, Notification.deliveries.
 	CostRead = 100
 	// CostFilteredRead is the cost of an inbox page with a type filter: a FilterExpression,
 	// so a page that matches sparsely reads on through the inbox until it is full (45
@@ -80,6 +80,9 @@ func Complexity() graph.ComplexityRoot {
 	c.Query.Nodes = func(childComplexity int, ids []string) int {
 		return CostRead + min(max(len(ids), 1), 100)*childComplexity
 	}
+	// Each notification's deliveries are a Query of their own (its status partition): a
+	// page of 20 notifications with deliveries costs 20 reads more.
+	c.Notification.Deliveries = func(childComplexity int) int { return CostRead + childComplexity }
 	c.Notification.Actor = func(childComplexity int) int { return CostProfile + childComplexity }
 	c.Notification.Target = func(childComplexity int) int { return CostProfile + childComplexity }
 	// The payload's notifications list has one entry per distinct id.

@@ -43,6 +43,10 @@ type Store interface {
 	// v's own); UpdatePreferences changes v's own and returns the effective ones after.
 	Preferences(ctx context.Context, v inbox.Viewer) (inbox.Preferences, error)
 	UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox.PreferencesUpdate) (inbox.Preferences, error)
+	// Status reads a notification's status and delivery records (one Query; NOT_FOUND
+	// when it has none). It is keyed by tenant and notification only: the caller checks
+	// that the status's UserID is the viewer's.
+	Status(ctx context.Context, tenantID, notificationID string) (inbox.NotificationStatus, error)
 }
 
 // Sender is the send service (implemented by *service.Service): sendNotification calls

@@ -128,6 +128,10 @@ func (r *notificationResolver) Target(ctx context.Context, obj *inbox.Notificati
 	return anchoredTarget(p.Target, obj), nil
 }
 
+func (r *notificationResolver) Deliveries(ctx context.Context, obj *inbox.Notification) ([]*model.Delivery, error) {
+	return r.deliveries(ctx, obj)
+}
+
 func (r *notificationGroupResolver) Target(ctx context.Context, obj *inbox.NotificationGroup) (*inbox.Target, error) {
 	return r.groupTarget(ctx, obj)
 }

@@ -55,6 +55,18 @@ type Backend interface {
 	// PutTenantSettings replaces the tenant's settings and answers them (without the
 	// webhook secret).
 	PutTenantSettings(ctx context.Context, tenant string, in gen.TenantSettingsInput) (gen.TenantSettings, error)
+	// RegisterDevice registers a push device of v (idempotent for a token v already has;
+	// an eleventh device evicts the oldest) and answers it, as store.Store.RegisterDevice.
+	// The handler has checked token and platform (inbox.CheckDevice).
+	RegisterDevice(ctx context.Context, v inbox.Viewer, token, platform string) (inbox.Device, error)
+	// UnregisterDevice removes v's device with this token or device id; false when v has
+	// none such (the handler answers NOT_FOUND).
+	UnregisterDevice(ctx context.Context, v inbox.Viewer, tokenOrID string) (bool, error)
+	// ApplyProviderEvents applies a provider callback's verified events to their delivery
+	// records (store.Store.ApplyProviderEvent: forward only, provider-guarded) and
+	// answers how many changed a record; an event that matches no record changes nothing
+	// and is no error.
+	ApplyProviderEvents(ctx context.Context, events []inbox.ProviderEvent) (applied int, err error)
 }
 
 // InboxStore is what a Backend reads and writes of a user's inbox pages and preferences

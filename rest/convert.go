@@ -147,3 +147,8 @@ func preferencesUpdate(in gen.PreferencesInput) (inbox.PreferencesUpdate, error)
 	}
 	return u, nil
 }
+
+// device converts a push device.
+func device(d inbox.Device) gen.Device {
+	return gen.Device{Id: d.ID, Token: d.Token, Platform: gen.Platform(d.Platform), CreatedAt: d.CreatedAt}
+}

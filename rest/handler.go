@@ -39,6 +39,10 @@ const (
 	MaxUserBytes = 16 << 10
 	// MaxSettingsBytes bounds preferences and tenant settings.
 	MaxSettingsBytes = 64 << 10
+	// MaxDeviceBytes bounds a device registration (a token of at most 4,096 bytes).
+	MaxDeviceBytes = 8 << 10
+	// MaxCallbackBytes bounds a provider callback (a SendGrid batch of events).
+	MaxCallbackBytes = 1 << 20
 )
 
 // Authenticator verifies an Authorization header value ("Bearer <JWT>"); *auth.Verifier
@@ -57,6 +61,20 @@ type Options struct {
 	Log *slog.Logger
 	// Now is the clock that sendAt and expiresAt are checked against (nil: time.Now).
 	Now func() time.Time
+	// Providers authenticate the callbacks of POST /v1/webhooks/provider/{name}, by
+	// Name; a provider not among them is answered 404 (not configured).
+	Providers []ProviderHook
+}
+
+// ProviderHook authenticates and parses one provider's callbacks (providerhook.Twilio
+// and providerhook.SendGrid implement it).
+type ProviderHook interface {
+	// Name is the {name} of the callback's path.
+	Name() string
+	// Events authenticates r, whose whole body is body, and returns its delivery events.
+	// Errors are *inbox.Error: UNAUTHENTICATED for a missing, wrong or expired signature,
+	// BAD_USER_INPUT for a signed body that cannot be read.
+	Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, error)
 }
 
 // route is what the handler enforces for one operation before the generated code runs.
@@ -70,26 +88,32 @@ type route struct {
 	maxBody int64
 	// newBody returns a pointer to the body's generated type, for the strict decode.
 	newBody func() any
+	// callback marks a provider callback: no token; the provider's signature (checked by
+	// Options.Providers) authenticates it, over the raw body of at most maxBody bytes.
+	callback bool
 }
 
 // routes are the operations of the document by the pattern the generated code registers;
 // NewHandler fails when the generated code registers a pattern not listed here.
 var routes = map[string]route{
-	"GET /v1/openapi.json":              {},
-	"POST /v1/notifications":            {scope: ScopeSend, maxBody: MaxSendBytes, newBody: func() any { return new(gen.SendRequest) }},
-	"GET /v1/notifications":             {scope: ScopeSend},
-	"GET /v1/notifications/{id}/status": {scope: ScopeSend},
-	"POST /v1/broadcasts":               {scope: ScopeSend, maxBody: MaxSendBytes, newBody: func() any { return new(gen.BroadcastRequest) }},
-	"GET /v1/broadcasts/{id}":           {scope: ScopeSend},
-	"DELETE /v1/broadcasts/{id}":        {scope: ScopeSend},
-	"PUT /v1/segments/{id}/members":     {scope: ScopeAdmin, maxBody: MaxSegmentChangeBytes, newBody: func() any { return new(gen.SegmentMembersChange) }},
-	"GET /v1/segments/{id}":             {scope: ScopeAdmin},
-	"PUT /v1/templates/{id}":            {scope: ScopeAdmin, maxBody: MaxTemplateBytes, newBody: func() any { return new(gen.TemplateInput) }},
-	"GET /v1/templates/{id}":            {scope: ScopeAdmin},
-	"PUT /v1/users/{id}":                {scope: ScopeAdmin, maxBody: MaxUserBytes, newBody: func() any { return new(gen.UserProfileInput) }},
-	"GET /v1/users/{id}/preferences":    {scope: ScopeAdmin, self: true},
-	"PUT /v1/users/{id}/preferences":    {scope: ScopeAdmin, self: true, maxBody: MaxSettingsBytes, newBody: func() any { return new(gen.PreferencesInput) }},
-	"PUT /v1/tenant/settings":           {scope: ScopeAdmin, maxBody: MaxSettingsBytes, newBody: func() any { return new(gen.TenantSettingsInput) }},
+	"GET /v1/openapi.json":                  {},
+	"POST /v1/notifications":                {scope: ScopeSend, maxBody: MaxSendBytes, newBody: func() any { return new(gen.SendRequest) }},
+	"GET /v1/notifications":                 {scope: ScopeSend},
+	"GET /v1/notifications/{id}/status":     {scope: ScopeSend},
+	"POST /v1/broadcasts":                   {scope: ScopeSend, maxBody: MaxSendBytes, newBody: func() any { return new(gen.BroadcastRequest) }},
+	"GET /v1/broadcasts/{id}":               {scope: ScopeSend},
+	"DELETE /v1/broadcasts/{id}":            {scope: ScopeSend},
+	"PUT /v1/segments/{id}/members":         {scope: ScopeAdmin, maxBody: MaxSegmentChangeBytes, newBody: func() any { return new(gen.SegmentMembersChange) }},
+	"GET /v1/segments/{id}":                 {scope: ScopeAdmin},
+	"PUT /v1/templates/{id}":                {scope: ScopeAdmin, maxBody: MaxTemplateBytes, newBody: func() any { return new(gen.TemplateInput) }},
+	"GET /v1/templates/{id}":                {scope: ScopeAdmin},
+	"PUT /v1/users/{id}":                    {scope: ScopeAdmin, maxBody: MaxUserBytes, newBody: func() any { return new(gen.UserProfileInput) }},
+	"GET /v1/users/{id}/preferences":        {scope: ScopeAdmin, self: true},
+	"PUT /v1/users/{id}/preferences":        {scope: ScopeAdmin, self: true, maxBody: MaxSettingsBytes, newBody: func() any { return new(gen.PreferencesInput) }},
+	"PUT /v1/tenant/settings":               {scope: ScopeAdmin, maxBody: MaxSettingsBytes, newBody: func() any { return new(gen.TenantSettingsInput) }},
+	"POST /v1/users/{id}/devices":           {scope: ScopeAdmin, self: true, maxBody: MaxDeviceBytes, newBody: func() any { return new(gen.DeviceInput) }},
+	"DELETE /v1/users/{id}/devices/{token}": {scope: ScopeAdmin, self: true},
+	"POST /v1/webhooks/provider/{name}":     {callback: true, maxBody: MaxCallbackBytes},
 }
 
 // Handler serves /v1. Mount it at "/v1/".
@@ -146,7 +170,13 @@ func NewHandler(o Options) (*Handler, error) {
 		return nil, fmt.Errorf("rest: openapi document: %w", err)
 	}
 	h := &Handler{mux: http.NewServeMux(), log: log}
-	rm := &routeMux{h: h, auth: o.Auth}
+	rm := &routeMux{h: h, auth: o.Auth, hooks: map[string]ProviderHook{}}
+	for _, p := range o.Providers {
+		if _, dup := rm.hooks[p.Name()]; dup {
+			return nil, fmt.Errorf("rest: two provider hooks named %q", p.Name())
+		}
+		rm.hooks[p.Name()] = p
+	}
 	srv := &server{b: o.Backend, now: now, doc: doc}
 	strict := gen.NewStrictHandlerWithOptions(srv, nil, gen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -199,6 +229,7 @@ func paramError(w http.ResponseWriter, _ *http.Request, err error) {
 type routeMux struct {
 	h       *Handler
 	auth    Authenticator
+	hooks   map[string]ProviderHook
 	missing []string
 }
 
@@ -217,6 +248,10 @@ func (m *routeMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.h.Serve
 // guard checks the token and its scope, then bounds and strictly decodes the body.
 func (m *routeMux) guard(rt route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.callback {
+			m.callback(w, r, rt, next)
+			return
+		}
 		if rt.scope != "" {
 			c, err := m.authenticate(r)
 			if err != nil {
@@ -276,7 +311,7 @@ func authorize(rt route, c auth.Claims, pathID string) error {
 		if pathID == c.UserID {
 			return nil
 		}
-		return errors.New("a user token reaches only its own user's preferences")
+		return errors.New("a user token reaches only its own user's preferences and devices")
 	}
 	return fmt.Errorf("this operation needs a token with scope %s", rt.scope)
 }

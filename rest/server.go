@@ -360,3 +360,60 @@ func (s *server) PutTenantSettings(ctx context.Context, req gen.PutTenantSetting
 	}
 	return gen.PutTenantSettings200JSONResponse(set), nil
 }
+
+func (s *server) RegisterDevice(ctx context.Context, req gen.RegisterDeviceRequestObject) (gen.RegisterDeviceResponseObject, error) {
+	t, err := tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.Body == nil {
+		return nil, errNoBody
+	}
+	if err := inbox.CheckID("user id", req.Id); err != nil {
+		return nil, err
+	}
+	if err := inbox.CheckDevice(req.Body.Token, string(req.Body.Platform)); err != nil {
+		return nil, err
+	}
+	d, err := s.b.RegisterDevice(ctx, inbox.Viewer{TenantID: t, UserID: req.Id}, req.Body.Token, string(req.Body.Platform))
+	if err != nil {
+		return nil, err
+	}
+	return gen.RegisterDevice201JSONResponse(device(d)), nil
+}
+
+func (s *server) UnregisterDevice(ctx context.Context, req gen.UnregisterDeviceRequestObject) (gen.UnregisterDeviceResponseObject, error) {
+	t, err := tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := inbox.CheckID("user id", req.Id); err != nil {
+		return nil, err
+	}
+	if !inbox.IsDeviceID(req.Token) {
+		// A token: the same rules as at registration (either platform's).
+		if err := inbox.CheckDevice(req.Token, inbox.PlatformFCM); err != nil {
+			return nil, err
+		}
+	}
+	removed, err := s.b.UnregisterDevice(ctx, inbox.Viewer{TenantID: t, UserID: req.Id}, req.Token)
+	if err != nil {
+		return nil, err
+	}
+	if !removed {
+		return nil, inbox.Errorf(inbox.CodeNotFound, "user %q has no such device", req.Id)
+	}
+	return gen.UnregisterDevice204Response{}, nil
+}
+
+func (s *server) ReceiveProviderCallback(ctx context.Context, _ gen.ReceiveProviderCallbackRequestObject) (gen.ReceiveProviderCallbackResponseObject, error) {
+	events, ok := callbackEvents(ctx)
+	if !ok { // the route's guard always verifies first; never apply what it did not
+		return nil, inbox.Errorf(inbox.CodeUnauthenticated, "the callback is not authenticated")
+	}
+	applied, err := s.b.ApplyProviderEvents(ctx, events)
+	if err != nil {
+		return nil, err
+	}
+	return gen.ReceiveProviderCallback200JSONResponse{Events: len(events), Applied: applied}, nil
+}

@@ -32,6 +32,20 @@ type ChannelSwitchesInput struct {
 	Sms   *bool `json:"sms,omitempty"`
 }
 
+// One delivery of a notification: through one channel (to one device, for push).
+type Delivery struct {
+	Channel Channel        `json:"channel"`
+	Status  DeliveryStatus `json:"status"`
+	// Who delivers it: inbox (in-app), smtp, fcm, apns, twilio, webhook; null until a provider is picked.
+	Provider *string `json:"provider,omitempty"`
+	// Sends tried so far.
+	Attempts int `json:"attempts"`
+	// When the record last changed.
+	UpdatedAt time.Time `json:"updatedAt"`
+	// Why it failed, or was skipped (e.g. opted_out, quiet_hours, no_device).
+	Error *string `json:"error,omitempty"`
+}
+
 // One committed change of the viewer's inbox.
 type InboxEvent struct {
 	Kind InboxEventKind `json:"kind"`
@@ -262,6 +276,70 @@ func (e *Channel) UnmarshalJSON(b []byte) error {
 }
 
 func (e Channel) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a delivery is: QUEUED, then SENT (the provider accepted it), then DELIVERED or FAILED; OPENED once read.
+type DeliveryStatus string
+
+const (
+	DeliveryStatusQueued    DeliveryStatus = "QUEUED"
+	DeliveryStatusSent      DeliveryStatus = "SENT"
+	DeliveryStatusDelivered DeliveryStatus = "DELIVERED"
+	DeliveryStatusFailed    DeliveryStatus = "FAILED"
+	DeliveryStatusOpened    DeliveryStatus = "OPENED"
+	DeliveryStatusSkipped   DeliveryStatus = "SKIPPED"
+)
+
+var AllDeliveryStatus = []DeliveryStatus{
+	DeliveryStatusQueued,
+	DeliveryStatusSent,
+	DeliveryStatusDelivered,
+	DeliveryStatusFailed,
+	DeliveryStatusOpened,
+	DeliveryStatusSkipped,
+}
+
+func (e DeliveryStatus) IsValid() bool {
+	switch e {
+	case DeliveryStatusQueued, DeliveryStatusSent, DeliveryStatusDelivered, DeliveryStatusFailed, DeliveryStatusOpened, DeliveryStatusSkipped:
+		return true
+	}
+	return false
+}
+
+func (e DeliveryStatus) String() string {
+	return string(e)
+}
+
+func (e *DeliveryStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = DeliveryStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid DeliveryStatus", str)
+	}
+	return nil
+}
+
+func (e DeliveryStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *DeliveryStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e DeliveryStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/oapi-codegen/nullable"
@@ -120,6 +121,24 @@ func (e NotificationStatusStatus) Valid() bool {
 	}
 }
 
+// Defines values for Platform.
+const (
+	Apns Platform = "apns"
+	Fcm  Platform = "fcm"
+)
+
+// Valid indicates whether the value is a known member of the Platform enum.
+func (e Platform) Valid() bool {
+	switch e {
+	case Apns:
+		return true
+	case Fcm:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Priority.
 const (
 	Bulk          Priority = "bulk"
@@ -174,6 +193,24 @@ func (e ProblemCode) Valid() bool {
 	case UNAUTHENTICATED:
 		return true
 	case UNAVAILABLE:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReceiveProviderCallbackParamsName.
+const (
+	Sendgrid ReceiveProviderCallbackParamsName = "sendgrid"
+	Twilio   ReceiveProviderCallbackParamsName = "twilio"
+)
+
+// Valid indicates whether the value is a known member of the ReceiveProviderCallbackParamsName enum.
+func (e ReceiveProviderCallbackParamsName) Valid() bool {
+	switch e {
+	case Sendgrid:
+		return true
+	case Twilio:
 		return true
 	default:
 		return false
@@ -302,15 +339,44 @@ type DeliveryRecord struct {
 	DeferredUntil *time.Time `json:"deferredUntil,omitempty"`
 	DeliveredAt   *time.Time `json:"deliveredAt,omitempty"`
 
+	// DeviceId The push device's id (Device.id), for a push record.
+	DeviceId *string `json:"deviceId,omitempty"`
+
 	// Error Why it failed or was skipped (e.g. opted_out, quiet_hours, no_provider).
-	Error    *string              `json:"error,omitempty"`
-	Provider *string              `json:"provider,omitempty"`
-	SentAt   *time.Time           `json:"sentAt,omitempty"`
-	Status   DeliveryRecordStatus `json:"status"`
+	Error *string `json:"error,omitempty"`
+
+	// Key The record's key (one record per channel, and per device for push), e.g. EMAIL, PUSH#3f2a9c0d1e4b5a69.
+	Key      string     `json:"key"`
+	OpenedAt *time.Time `json:"openedAt,omitempty"`
+	Provider *string    `json:"provider,omitempty"`
+
+	// ProviderMessageId The provider's id of the message (Twilio's sid, FCM's name, APNs' apns-id, the email's Message-ID).
+	ProviderMessageId *string              `json:"providerMessageId,omitempty"`
+	SentAt            *time.Time           `json:"sentAt,omitempty"`
+	Status            DeliveryRecordStatus `json:"status"`
+	UpdatedAt         *time.Time           `json:"updatedAt,omitempty"`
 }
 
 // DeliveryRecordStatus defines model for DeliveryRecord.Status.
 type DeliveryRecordStatus string
+
+// Device defines model for Device.
+type Device struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Id The device's id (16 hex digits of SHA-256 of platform:token); delivery records name it.
+	Id       string   `json:"id"`
+	Platform Platform `json:"platform"`
+	Token    string   `json:"token"`
+}
+
+// DeviceInput defines model for DeviceInput.
+type DeviceInput struct {
+	Platform Platform `json:"platform"`
+
+	// Token The APNs device token or FCM registration token.
+	Token string `json:"token"`
+}
 
 // EmailContent defines model for EmailContent.
 type EmailContent struct {
@@ -381,6 +447,9 @@ type NotificationStatus struct {
 // NotificationStatusStatus defines model for NotificationStatus.Status.
 type NotificationStatusStatus string
 
+// Platform defines model for Platform.
+type Platform string
+
 // Preferences The GraphQL Preferences shape; muted targets by kind and targetId.
 type Preferences struct {
 	Categories   []CategoryPreference `json:"categories"`
@@ -426,6 +495,15 @@ type Problem struct {
 
 // ProblemCode The GraphQL API's error code for the same failure.
 type ProblemCode string
+
+// ProviderCallbackResult defines model for ProviderCallbackResult.
+type ProviderCallbackResult struct {
+	// Applied How many of them changed a delivery record.
+	Applied int `json:"applied"`
+
+	// Events The delivery events of the callback the gateway tracks.
+	Events int `json:"events"`
+}
 
 // PushContent defines model for PushContent.
 type PushContent struct {
@@ -473,6 +551,10 @@ type SegmentMembersChanged struct {
 	// Removed Ids that were members before.
 	Removed int `json:"removed"`
 }
+
+// SendGridEvent The members of a SendGrid event the gateway reads (SendGrid sends more). Each event is read on
+// its own: one the gateway cannot read is left out, not the batch.
+type SendGridEvent = json.RawMessage
 
 // SendRequest Exactly one of recipientUserId, recipients, segment. `title`/`body` or `template` give the
 // content; `data` is the template's variables and the notification's payload.
@@ -588,6 +670,14 @@ type TenantSettingsInput struct {
 	Webhook            *WebhookSettingsInput `json:"webhook,omitempty"`
 }
 
+// TwilioStatusCallback The members of a Twilio status callback the gateway reads (Twilio sends more).
+type TwilioStatusCallback struct {
+	ErrorCode            *string           `json:"ErrorCode,omitempty"`
+	MessageSid           *string           `json:"MessageSid,omitempty"`
+	MessageStatus        *string           `json:"MessageStatus,omitempty"`
+	AdditionalProperties map[string]string `json:"-"`
+}
+
 // UserProfile defines model for UserProfile.
 type UserProfile struct {
 	Email    *string `json:"email,omitempty"`
@@ -657,6 +747,12 @@ type GetTemplateParams struct {
 	Version *int64  `form:"version,omitempty" json:"version,omitempty"`
 }
 
+// ReceiveProviderCallbackJSONBody defines parameters for ReceiveProviderCallback.
+type ReceiveProviderCallbackJSONBody = []SendGridEvent
+
+// ReceiveProviderCallbackParamsName defines parameters for ReceiveProviderCallback.
+type ReceiveProviderCallbackParamsName string
+
 // StartBroadcastJSONRequestBody defines body for StartBroadcast for application/json ContentType.
 type StartBroadcastJSONRequestBody = BroadcastRequest
 
@@ -675,8 +771,115 @@ type PutTenantSettingsJSONRequestBody = TenantSettingsInput
 // PutUserJSONRequestBody defines body for PutUser for application/json ContentType.
 type PutUserJSONRequestBody = UserProfileInput
 
+// RegisterDeviceJSONRequestBody defines body for RegisterDevice for application/json ContentType.
+type RegisterDeviceJSONRequestBody = DeviceInput
+
 // UpdatePreferencesJSONRequestBody defines body for UpdatePreferences for application/json ContentType.
 type UpdatePreferencesJSONRequestBody = PreferencesInput
+
+// ReceiveProviderCallbackJSONRequestBody defines body for ReceiveProviderCallback for application/json ContentType.
+type ReceiveProviderCallbackJSONRequestBody = ReceiveProviderCallbackJSONBody
+
+// ReceiveProviderCallbackFormdataRequestBody defines body for ReceiveProviderCallback for application/x-www-form-urlencoded ContentType.
+type ReceiveProviderCallbackFormdataRequestBody = TwilioStatusCallback
+
+// Getter for additional properties for TwilioStatusCallback. Returns the specified
+// element and whether it was found
+func (a TwilioStatusCallback) Get(fieldName string) (value string, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for TwilioStatusCallback
+func (a *TwilioStatusCallback) Set(fieldName string, value string) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]string)
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for TwilioStatusCallback to handle AdditionalProperties
+func (a *TwilioStatusCallback) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["ErrorCode"]; found {
+		err = json.Unmarshal(raw, &a.ErrorCode)
+		if err != nil {
+			return fmt.Errorf("error reading 'ErrorCode': %w", err)
+		}
+		delete(object, "ErrorCode")
+	}
+
+	if raw, found := object["MessageSid"]; found {
+		err = json.Unmarshal(raw, &a.MessageSid)
+		if err != nil {
+			return fmt.Errorf("error reading 'MessageSid': %w", err)
+		}
+		delete(object, "MessageSid")
+	}
+
+	if raw, found := object["MessageStatus"]; found {
+		err = json.Unmarshal(raw, &a.MessageStatus)
+		if err != nil {
+			return fmt.Errorf("error reading 'MessageStatus': %w", err)
+		}
+		delete(object, "MessageStatus")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]string)
+		for fieldName, fieldBuf := range object {
+			var fieldVal string
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for TwilioStatusCallback to handle AdditionalProperties
+func (a TwilioStatusCallback) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.ErrorCode != nil {
+		object["ErrorCode"], err = json.Marshal(a.ErrorCode)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'ErrorCode': %w", err)
+		}
+	}
+
+	if a.MessageSid != nil {
+		object["MessageSid"], err = json.Marshal(a.MessageSid)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'MessageSid': %w", err)
+		}
+	}
+
+	if a.MessageStatus != nil {
+		object["MessageStatus"], err = json.Marshal(a.MessageStatus)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'MessageStatus': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -719,12 +922,21 @@ type ServerInterface interface {
 	// PutUser The recipient's channel profile (replaces it).
 	// (PUT /v1/users/{id})
 	PutUser(w http.ResponseWriter, r *http.Request, id PathID)
+	// RegisterDevice Registers a push device of the user (idempotent for a token already registered).
+	// (POST /v1/users/{id}/devices)
+	RegisterDevice(w http.ResponseWriter, r *http.Request, id PathID)
+	// UnregisterDevice Removes a push device of the user, by its token or its id.
+	// (DELETE /v1/users/{id}/devices/{token})
+	UnregisterDevice(w http.ResponseWriter, r *http.Request, id PathID, token string)
 	// GetPreferences A user's effective preferences (the tenant's defaults overlaid by the user's own).
 	// (GET /v1/users/{id}/preferences)
 	GetPreferences(w http.ResponseWriter, r *http.Request, id PathID)
 	// UpdatePreferences Changes a user's own preferences (as GraphQL updatePreferences); answers the effective ones.
 	// (PUT /v1/users/{id}/preferences)
 	UpdatePreferences(w http.ResponseWriter, r *http.Request, id PathID)
+	// ReceiveProviderCallback A channel provider reports deliveries, bounces and opens.
+	// (POST /v1/webhooks/provider/{name})
+	ReceiveProviderCallback(w http.ResponseWriter, r *http.Request, name ReceiveProviderCallbackParamsName)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -1192,6 +1404,67 @@ func (siw *ServerInterfaceWrapper) PutUser(w http.ResponseWriter, r *http.Reques
 	handler.ServeHTTP(w, r)
 }
 
+// RegisterDevice operation middleware
+func (siw *ServerInterfaceWrapper) RegisterDevice(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id PathID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RegisterDevice(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UnregisterDevice operation middleware
+func (siw *ServerInterfaceWrapper) UnregisterDevice(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id PathID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "token" -------------
+	var token string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "token", r.PathValue("token"), &token, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UnregisterDevice(w, r, id, token)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetPreferences operation middleware
 func (siw *ServerInterfaceWrapper) GetPreferences(w http.ResponseWriter, r *http.Request) {
 
@@ -1235,6 +1508,32 @@ func (siw *ServerInterfaceWrapper) UpdatePreferences(w http.ResponseWriter, r *h
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UpdatePreferences(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReceiveProviderCallback operation middleware
+func (siw *ServerInterfaceWrapper) ReceiveProviderCallback(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name ReceiveProviderCallbackParamsName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", r.PathValue("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReceiveProviderCallback(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1378,6 +1677,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/users/{id}", wrapper.PutUser)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/users/{id}/preferences", wrapper.GetPreferences)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/users/{id}/preferences", wrapper.UpdatePreferences)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/users/{id}/devices", wrapper.RegisterDevice)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/users/{id}/devices/{token}", wrapper.UnregisterDevice)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/webhooks/provider/{name}", wrapper.ReceiveProviderCallback)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/tenant/settings", wrapper.PutTenantSettings)
 
 	return m
@@ -2628,6 +2930,196 @@ func (response PutUserdefaultApplicationProblemPlusJSONResponse) VisitPutUserRes
 	return err
 }
 
+type RegisterDeviceRequestObject struct {
+	Id   PathID `json:"id"`
+	Body *RegisterDeviceJSONRequestBody
+}
+
+type RegisterDeviceResponseObject interface {
+	VisitRegisterDeviceResponse(w http.ResponseWriter) error
+}
+
+type RegisterDevice201JSONResponse Device
+
+func (response RegisterDevice201JSONResponse) VisitRegisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterDevice400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterDevice400ApplicationProblemPlusJSONResponse) VisitRegisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterDevice401ApplicationProblemPlusJSONResponse Problem
+
+func (response RegisterDevice401ApplicationProblemPlusJSONResponse) VisitRegisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterDevice403ApplicationProblemPlusJSONResponse Problem
+
+func (response RegisterDevice403ApplicationProblemPlusJSONResponse) VisitRegisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterDevice413ApplicationProblemPlusJSONResponse Problem
+
+func (response RegisterDevice413ApplicationProblemPlusJSONResponse) VisitRegisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterDevicedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RegisterDevicedefaultApplicationProblemPlusJSONResponse) VisitRegisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterDeviceRequestObject struct {
+	Id    PathID `json:"id"`
+	Token string `json:"token"`
+}
+
+type UnregisterDeviceResponseObject interface {
+	VisitUnregisterDeviceResponse(w http.ResponseWriter) error
+}
+
+type UnregisterDevice204Response struct {
+}
+
+func (response UnregisterDevice204Response) VisitUnregisterDeviceResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type UnregisterDevice400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterDevice400ApplicationProblemPlusJSONResponse) VisitUnregisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterDevice401ApplicationProblemPlusJSONResponse Problem
+
+func (response UnregisterDevice401ApplicationProblemPlusJSONResponse) VisitUnregisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterDevice403ApplicationProblemPlusJSONResponse Problem
+
+func (response UnregisterDevice403ApplicationProblemPlusJSONResponse) VisitUnregisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterDevice404ApplicationProblemPlusJSONResponse Problem
+
+func (response UnregisterDevice404ApplicationProblemPlusJSONResponse) VisitUnregisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterDevicedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response UnregisterDevicedefaultApplicationProblemPlusJSONResponse) VisitUnregisterDeviceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetPreferencesRequestObject struct {
 	Id PathID `json:"id"`
 }
@@ -2809,6 +3301,105 @@ func (response UpdatePreferencesdefaultApplicationProblemPlusJSONResponse) Visit
 	return err
 }
 
+type ReceiveProviderCallbackRequestObject struct {
+	Name         ReceiveProviderCallbackParamsName `json:"name"`
+	JSONBody     *ReceiveProviderCallbackJSONRequestBody
+	FormdataBody *ReceiveProviderCallbackFormdataRequestBody
+}
+
+type ReceiveProviderCallbackResponseObject interface {
+	VisitReceiveProviderCallbackResponse(w http.ResponseWriter) error
+}
+
+type ReceiveProviderCallback200JSONResponse ProviderCallbackResult
+
+func (response ReceiveProviderCallback200JSONResponse) VisitReceiveProviderCallbackResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReceiveProviderCallback400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ReceiveProviderCallback400ApplicationProblemPlusJSONResponse) VisitReceiveProviderCallbackResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReceiveProviderCallback401ApplicationProblemPlusJSONResponse Problem
+
+func (response ReceiveProviderCallback401ApplicationProblemPlusJSONResponse) VisitReceiveProviderCallbackResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReceiveProviderCallback404ApplicationProblemPlusJSONResponse Problem
+
+func (response ReceiveProviderCallback404ApplicationProblemPlusJSONResponse) VisitReceiveProviderCallbackResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReceiveProviderCallback413ApplicationProblemPlusJSONResponse Problem
+
+func (response ReceiveProviderCallback413ApplicationProblemPlusJSONResponse) VisitReceiveProviderCallbackResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReceiveProviderCallbackdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReceiveProviderCallbackdefaultApplicationProblemPlusJSONResponse) VisitReceiveProviderCallbackResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// StartBroadcast Starts a broadcast to a segment or a list; 202 once persisted.
@@ -2850,12 +3441,21 @@ type StrictServerInterface interface {
 	// PutUser The recipient's channel profile (replaces it).
 	// (PUT /v1/users/{id})
 	PutUser(ctx context.Context, request PutUserRequestObject) (PutUserResponseObject, error)
+	// RegisterDevice Registers a push device of the user (idempotent for a token already registered).
+	// (POST /v1/users/{id}/devices)
+	RegisterDevice(ctx context.Context, request RegisterDeviceRequestObject) (RegisterDeviceResponseObject, error)
+	// UnregisterDevice Removes a push device of the user, by its token or its id.
+	// (DELETE /v1/users/{id}/devices/{token})
+	UnregisterDevice(ctx context.Context, request UnregisterDeviceRequestObject) (UnregisterDeviceResponseObject, error)
 	// GetPreferences A user's effective preferences (the tenant's defaults overlaid by the user's own).
 	// (GET /v1/users/{id}/preferences)
 	GetPreferences(ctx context.Context, request GetPreferencesRequestObject) (GetPreferencesResponseObject, error)
 	// UpdatePreferences Changes a user's own preferences (as GraphQL updatePreferences); answers the effective ones.
 	// (PUT /v1/users/{id}/preferences)
 	UpdatePreferences(ctx context.Context, request UpdatePreferencesRequestObject) (UpdatePreferencesResponseObject, error)
+	// ReceiveProviderCallback A channel provider reports deliveries, bounces and opens.
+	// (POST /v1/webhooks/provider/{name})
+	ReceiveProviderCallback(ctx context.Context, request ReceiveProviderCallbackRequestObject) (ReceiveProviderCallbackResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -3275,6 +3875,66 @@ func (sh *strictHandler) PutUser(w http.ResponseWriter, r *http.Request, id Path
 	}
 }
 
+// RegisterDevice operation middleware
+func (sh *strictHandler) RegisterDevice(w http.ResponseWriter, r *http.Request, id PathID) {
+	var request RegisterDeviceRequestObject
+
+	request.Id = id
+
+	var body RegisterDeviceJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RegisterDevice(ctx, request.(RegisterDeviceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RegisterDevice")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RegisterDeviceResponseObject); ok {
+		if err := validResponse.VisitRegisterDeviceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UnregisterDevice operation middleware
+func (sh *strictHandler) UnregisterDevice(w http.ResponseWriter, r *http.Request, id PathID, token string) {
+	var request UnregisterDeviceRequestObject
+
+	request.Id = id
+	request.Token = token
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UnregisterDevice(ctx, request.(UnregisterDeviceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UnregisterDevice")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UnregisterDeviceResponseObject); ok {
+		if err := validResponse.VisitUnregisterDeviceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetPreferences operation middleware
 func (sh *strictHandler) GetPreferences(w http.ResponseWriter, r *http.Request, id PathID) {
 	var request GetPreferencesRequestObject
@@ -3327,6 +3987,54 @@ func (sh *strictHandler) UpdatePreferences(w http.ResponseWriter, r *http.Reques
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UpdatePreferencesResponseObject); ok {
 		if err := validResponse.VisitUpdatePreferencesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReceiveProviderCallback operation middleware
+func (sh *strictHandler) ReceiveProviderCallback(w http.ResponseWriter, r *http.Request, name ReceiveProviderCallbackParamsName) {
+	var request ReceiveProviderCallbackRequestObject
+
+	request.Name = name
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+
+		var body ReceiveProviderCallbackJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if err := r.ParseForm(); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode formdata: %w", err))
+			return
+		}
+		var body ReceiveProviderCallbackFormdataRequestBody
+		if err := runtime.BindForm(&body, r.Form, nil, nil); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't bind formdata: %w", err))
+			return
+		}
+		request.FormdataBody = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReceiveProviderCallback(ctx, request.(ReceiveProviderCallbackRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReceiveProviderCallback")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReceiveProviderCallbackResponseObject); ok {
+		if err := validResponse.VisitReceiveProviderCallbackResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

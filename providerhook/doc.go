@@ -1,0 +1,12 @@
+// Package providerhook authenticates and parses the callbacks channel providers send to
+// POST /v1/webhooks/provider/{name} (issue 11, item 6): Twilio's SMS status callbacks
+// (NewTwilio) and SendGrid's event webhook (NewSendGrid). Each Hook checks the
+// provider's documented signature with the provider's own library before it reads
+// anything of the body, refuses a callback signed too long ago (a replay), and maps the
+// provider's event names onto inbox.ProviderEvent (DELIVERED, FAILED, OPENED); events of
+// other kinds, and events of mail or messages the gateway did not send (no delivery ref),
+// are left out.
+//
+// A Hook only parses: package rest answers the HTTP request and the store applies the
+// events (store.Store.ApplyProviderEvent, monotonic and provider-guarded).
+package providerhook

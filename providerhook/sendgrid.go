@@ -1,0 +1,186 @@
+package providerhook
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
+
+	"github.com/inboxgw/gateway/channel"
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// DefaultSendGridMaxAge is how old a SendGrid callback's signed timestamp may be
+// (INBOX_CALLBACK_MAX_AGE's default): SendGrid signs each POST when it sends it, so an
+// older one is a replay.
+const DefaultSendGridMaxAge = 10 * time.Minute
+
+// SendGridRefArg is the unique argument that carries the delivery ref: the email adapter
+// sends X-SMTPAPI: {"unique_args":{"inbox_ref":"<ref>"}}, and SendGrid echoes it as a
+// member of every event of that mail.
+const SendGridRefArg = "inbox_ref"
+
+// SendGridConfig configures NewSendGrid.
+type SendGridConfig struct {
+	// PublicKey is the event webhook's verification key (INBOX_SENDGRID_WEBHOOK_KEY), as
+	// SendGrid shows it: base64 of the DER (PKIX) ECDSA P-256 public key.
+	PublicKey string
+	// MaxAge is how old the signed timestamp may be (0: DefaultSendGridMaxAge); it may
+	// also be at most a minute ahead.
+	MaxAge time.Duration
+	// Provider is the provider the email delivery records name (the email adapter's:
+	// "" is channel.ProviderSMTP): events are applied only to records of that provider.
+	Provider string
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// SendGrid is the Hook of SendGrid's signed event webhook: a JSON array of events,
+// signed in X-Twilio-Email-Event-Webhook-Signature (ECDSA P-256 over SHA-256 of the
+// timestamp header followed by the body), with the time in
+// X-Twilio-Email-Event-Webhook-Timestamp; checked with sendgrid-go's
+// helpers/eventwebhook.
+//
+// Events delivered are DELIVERED, open and click OPENED, bounce and dropped FAILED (with
+// the reason); processed, deferred, spamreport, unsubscribe and others report nothing,
+// nor do events without an inbox_ref (mail the gateway did not send).
+type SendGrid struct {
+	key      *ecdsa.PublicKey
+	maxAge   time.Duration
+	provider string
+	now      func() time.Time
+}
+
+var _ Hook = (*SendGrid)(nil)
+
+// NewSendGrid returns the SendGrid hook. Errors: a key that is not base64 of a DER ECDSA
+// P-256 public key.
+func NewSendGrid(c SendGridConfig) (*SendGrid, error) {
+	key, err := sendGridKey(c.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	maxAge := c.MaxAge
+	if maxAge <= 0 {
+		maxAge = DefaultSendGridMaxAge
+	}
+	provider := c.Provider
+	if provider == "" {
+		provider = channel.ProviderSMTP
+	}
+	return &SendGrid{key: key, maxAge: maxAge, provider: provider, now: clock(c.Now)}, nil
+}
+
+// sendGridKey parses the verification key. It does what eventwebhook's
+// ConvertPublicKeyBase64ToECDSA does, and checks the key's type and curve where that
+// function would panic on a key of another type.
+func sendGridKey(b64 string) (*ecdsa.PublicKey, error) {
+	der, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+	if err != nil {
+		return nil, errors.New("providerhook: sendgrid: the webhook key is not base64 (INBOX_SENDGRID_WEBHOOK_KEY)")
+	}
+	pub, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, errors.New("providerhook: sendgrid: the webhook key is not a DER public key (INBOX_SENDGRID_WEBHOOK_KEY)")
+	}
+	key, ok := pub.(*ecdsa.PublicKey)
+	if !ok || key.Curve != elliptic.P256() {
+		return nil, errors.New("providerhook: sendgrid: the webhook key is not an ECDSA P-256 key (INBOX_SENDGRID_WEBHOOK_KEY)")
+	}
+	return key, nil
+}
+
+// Name returns NameSendGrid.
+func (*SendGrid) Name() string { return NameSendGrid }
+
+// sendGridEvent is the part of an event the hook reads.
+type sendGridEvent struct {
+	Ref       string `json:"inbox_ref"`
+	Event     string `json:"event"`
+	MessageID string `json:"sg_message_id"`
+	Timestamp int64  `json:"timestamp"`
+	Reason    string `json:"reason"`
+}
+
+// Events checks the timestamp (not older than MaxAge, at most a minute ahead) and the
+// signature, then reads the batch: at most MaxEvents events. An event that cannot be
+// read, or whose inbox_ref is malformed, is left out rather than failing the batch (its
+// signature holds: SendGrid sent it, and would only retry it).
+func (s *SendGrid) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, error) {
+	sig := r.Header.Get(eventwebhook.VerificationHTTPHeader)
+	ts := r.Header.Get(eventwebhook.TimestampHTTPHeader)
+	if sig == "" || ts == "" {
+		return nil, unauthenticated("the callback has no %s and %s headers", eventwebhook.VerificationHTTPHeader, eventwebhook.TimestampHTTPHeader)
+	}
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return nil, unauthenticated("the callback's timestamp is not a number")
+	}
+	now := s.now()
+	signed := time.Unix(secs, 0)
+	if now.Sub(signed) > s.maxAge || signed.Sub(now) > maxAhead {
+		return nil, unauthenticated("the callback's timestamp is outside the accepted window (a replay)")
+	}
+	if ok, err := eventwebhook.VerifySignature(s.key, body, sig, ts); err != nil || !ok {
+		return nil, unauthenticated("the callback's signature does not verify")
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, inbox.Errorf(inbox.CodeBadUserInput, "the callback body is not a JSON array of events")
+	}
+	if len(raw) > MaxEvents {
+		return nil, inbox.Errorf(inbox.CodeBadUserInput, "the callback has %d events, over %d", len(raw), MaxEvents)
+	}
+	out := []inbox.ProviderEvent{}
+	for _, js := range raw {
+		var e sendGridEvent
+		if json.Unmarshal(js, &e) != nil || e.Ref == "" {
+			continue
+		}
+		status := sendGridStatus(e.Event)
+		if status == "" {
+			continue
+		}
+		ref, err := inbox.ParseDeliveryRef(e.Ref)
+		if err != nil {
+			continue
+		}
+		// MessageID stays empty: the record holds the Message-ID the gateway sent over
+		// SMTP, and sg_message_id is SendGrid's own id, so they never match; the ref
+		// alone names the record.
+		ev := inbox.ProviderEvent{Ref: ref, Provider: s.provider, Status: status, At: now}
+		if e.Timestamp > 0 {
+			ev.At = time.Unix(e.Timestamp, 0)
+		}
+		if status == inbox.DeliveryFailed {
+			ev.Error = "sendgrid: " + e.Event
+			if e.Reason != "" {
+				ev.Error += ": " + e.Reason
+			}
+			ev.Error = clip(ev.Error)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// sendGridStatus maps an event name onto a delivery status ("" for one not tracked).
+func sendGridStatus(event string) string {
+	switch event {
+	case "delivered":
+		return inbox.DeliveryDelivered
+	case "open", "click":
+		return inbox.DeliveryOpened
+	case "bounce", "dropped":
+		return inbox.DeliveryFailed
+	}
+	return ""
+}
