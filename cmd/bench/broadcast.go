@@ -221,9 +221,14 @@ func (r *broadcastRig) waitHeld(ctx context.Context) error {
 	return nil
 }
 
+// fillSegment adds users to segment seg through the rig's store (fillSegment).
+func (r *broadcastRig) fillSegment(ctx context.Context, seg string, users []string) error {
+	return fillSegment(ctx, r.st, seg, users)
+}
+
 // fillSegment adds users to segment seg through Store.UpdateSegment, MaxSegmentChange a
 // call, 4 calls at once (each writes its shards 8 at a time).
-func (r *broadcastRig) fillSegment(ctx context.Context, seg string, users []string) error {
+func fillSegment(ctx context.Context, st *store.Store, seg string, users []string) error {
 	var next atomic.Int64
 	var firstErr error
 	var once sync.Once
@@ -237,7 +242,7 @@ func (r *broadcastRig) fillSegment(ctx context.Context, seg string, users []stri
 				if i >= len(users) || ctx.Err() != nil {
 					return
 				}
-				if _, err := r.st.UpdateSegment(ctx, tenant, seg, users[i:min(len(users), i+store.MaxSegmentChange)], nil); err != nil {
+				if _, err := st.UpdateSegment(ctx, tenant, seg, users[i:min(len(users), i+store.MaxSegmentChange)], nil); err != nil {
 					once.Do(func() { firstErr = err })
 					return
 				}

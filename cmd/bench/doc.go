@@ -108,6 +108,24 @@
 //     calls and units per request (a POST's processing included), and GraphQL
 //     sendNotification (waits for the write) for context. -skip accept leaves it out; see
 //     accept.go.
+//  16. deliver: issue 11's channel deliveries/s (goal: ≥ 0.8× the raw client loop). A
+//     local SMTP server (go-smtp) and webhook receiver (net/http) in this process; for
+//     EMAIL and WEBHOOK (-deliver-channels), -deliver-messages (2,000) messages a side at
+//     -deliver-concurrency (8): the delivery handler as app builds it (claim, adapter,
+//     record SENT) over records queued by real sends, the raw client with the same two
+//     record writes by hand, the adapter alone, and the raw client alone (go-mail
+//     DialAndSend; net/http POST signed by hand), in halves; deliveries/s, p50/p99, the
+//     engine work per delivery, every message counted at the sink and a sample of the
+//     records read back SENT. -skip deliver leaves it out; see deliver.go.
+//  17. e2e: issue 11's end-to-end latency: a gateway as serve builds it (HTTP surface and
+//     scheduler, email to a local SMTP server), transactional POST /v1/notifications with
+//     an email template at -e2e-rate (10/s, open loop), each timed to its 202 and to the
+//     end of DATA of its email at the server; idle (-e2e-duration in halves, before and
+//     after) and busy (-e2e-duration while an in-app broadcast to a -e2e-members
+//     (100,000) segment runs in the bulk lane; cancelled after). p50/p90/p99 per phase,
+//     lost emails (-e2e-timeout). -skip e2e leaves it out; see e2e.go.
+//
+// -only runs the named scenarios alone (the complement of -skip).
 //
 // It prints a table and writes bench/results/latest.{json,md} plus a dated copy.
 //

@@ -67,6 +67,9 @@ type config struct {
 	snooze       snoozeConfig
 	broadcast    broadcastConfig
 	lanes        lanesConfig
+	deliver      deliverConfig
+	e2e          e2eConfig
+	only         string
 }
 
 func main() {
@@ -87,7 +90,8 @@ func main() {
 	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
-	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,groups,send,live,relay,abuse,sched,snooze,broadcast,lanes,accept")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,groups,send,live,relay,abuse,sched,snooze,broadcast,lanes,accept,deliver,e2e")
+	flag.StringVar(&c.only, "only", "", "comma-separated scenarios to run, all others skipped (the complement of -skip; e.g. -only deliver,e2e -users 0 -big-users 0 -few-size 0)")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 (its first half) to this file")
@@ -129,6 +133,14 @@ func main() {
 	flag.DurationVar(&c.broadcast.timeout, "broadcast-timeout", 30*time.Minute, "broadcast scenario: how long the broadcast may take before the scenario gives up")
 	flag.IntVar(&c.lanes.members, "lanes-members", 20000, "lanes scenario: members of the segment broadcast to during the busy phase (enough for the broadcast to outlast it; cancelled after it)")
 	flag.Float64Var(&c.lanes.rate, "lanes-rate", 20, "lanes scenario: transactional sends per second in each phase")
+	flag.IntVar(&c.deliver.messages, "deliver-messages", 2000, "deliver scenario: messages each side sends per channel (in two halves)")
+	flag.IntVar(&c.deliver.concurrency, "deliver-concurrency", 8, "deliver scenario: concurrent sends of each side")
+	flag.StringVar(&c.deliver.channels, "deliver-channels", "EMAIL,WEBHOOK", "deliver scenario: channels to measure (EMAIL, WEBHOOK)")
+	flag.IntVar(&c.e2e.members, "e2e-members", 100000, "e2e scenario: members of the segment of the bulk broadcast that runs during the busy phase (the issue's figure is 100000; smaller for quick runs)")
+	flag.Float64Var(&c.e2e.rate, "e2e-rate", 10, "e2e scenario: transactional POST /v1/notifications per second (open loop) in each phase")
+	flag.DurationVar(&c.e2e.phase, "e2e-duration", 20*time.Second, "e2e scenario: length of the busy phase (the idle phase runs as long, in halves before and after)")
+	flag.DurationVar(&c.e2e.timeout, "e2e-timeout", 30*time.Second, "e2e scenario: how long after a phase its emails may still arrive before they count as lost")
+	flag.DurationVar(&c.e2e.poll, "e2e-sched-poll", 0, "e2e scenario: the gateway scheduler's poll interval (0: the gateway's default)")
 	flag.BoolVar(&c.abusegen, "abusegen", false, "internal: run as the abuse scenario's attacker (spec on stdin)")
 	flag.Parse()
 
@@ -411,6 +423,24 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("accept: %w", err)
 		}
 		res.Accept = r
+	}
+	// The deliver scenario: channel deliveries/s through the delivery path against raw
+	// client loops.
+	if !b.skip("deliver") {
+		r, err := b.deliverScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("deliver: %w", err)
+		}
+		res.Deliver = r
+	}
+	// The e2e scenario: POST /v1/notifications to the email's arrival, idle and during a
+	// bulk broadcast.
+	if !b.skip("e2e") {
+		r, err := b.e2eScenario(ctx)
+		if err != nil {
+			return fmt.Errorf("e2e: %w", err)
+		}
+		res.E2E = r
 	}
 	// The abuse scenario: the attacks of issue 8 against the gateway binary.
 	if !b.skip("abuse") {

@@ -35,6 +35,8 @@ type Results struct {
 	Broadcast *BroadcastResult `json:"broadcast,omitempty"`
 	Lanes     *LanesResult     `json:"lanes,omitempty"`
 	Accept    *AcceptResult    `json:"accept,omitempty"`
+	Deliver   *DeliverResult   `json:"deliver,omitempty"`
+	E2E       *E2EResult       `json:"e2e,omitempty"`
 }
 
 // Host describes the machine.
@@ -387,6 +389,12 @@ func (r *Results) Table() string {
 		b.WriteString(x.Table())
 	}
 	if x := r.Accept; x != nil {
+		b.WriteString(x.Table())
+	}
+	if x := r.Deliver; x != nil {
+		b.WriteString(x.Table())
+	}
+	if x := r.E2E; x != nil {
 		b.WriteString(x.Table())
 	}
 	return b.String()

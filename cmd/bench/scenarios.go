@@ -45,6 +45,14 @@ type bench struct {
 }
 
 func (b *bench) skip(name string) bool {
+	if b.c.only != "" {
+		for _, s := range strings.Split(b.c.only, ",") {
+			if strings.TrimSpace(s) == name {
+				return false
+			}
+		}
+		return true
+	}
 	for _, s := range strings.Split(b.c.skipScenario, ",") {
 		if strings.TrimSpace(s) == name {
 			return true

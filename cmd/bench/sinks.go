@@ -1,0 +1,160 @@
+package main
+
+// Local providers for scenarios 16 and 17: an SMTP server (go-smtp, the library the
+// project's own catcher and tests use) and a webhook receiver (net/http), both on
+// loopback listeners, that accept everything, count what they received and tell a
+// waiter when a message it expects arrives. They keep no message: a 100,000-message
+// run holds only counters and the keys somebody waits for.
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// receipts counts received messages and reports the arrival of the keys (an email's
+// Subject, a webhook's webhook-id) somebody expects.
+type receipts struct {
+	n     atomic.Int64
+	bytes atomic.Int64
+	mu    sync.Mutex
+	want  map[string]chan time.Time
+}
+
+// expect returns a channel that receives the arrival time of key (once). Call it before
+// the message can arrive.
+func (r *receipts) expect(key string) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	r.mu.Lock()
+	if r.want == nil {
+		r.want = map[string]chan time.Time{}
+	}
+	r.want[key] = ch
+	r.mu.Unlock()
+	return ch
+}
+
+// forget drops the expectation of key (a waiter that gave up).
+func (r *receipts) forget(key string) {
+	r.mu.Lock()
+	delete(r.want, key)
+	r.mu.Unlock()
+}
+
+// got records one message of size bytes that carries key ("" when none).
+func (r *receipts) got(key string, size int) {
+	at := time.Now()
+	r.n.Add(1)
+	r.bytes.Add(int64(size))
+	if key == "" {
+		return
+	}
+	r.mu.Lock()
+	ch, ok := r.want[key]
+	delete(r.want, key)
+	r.mu.Unlock()
+	if ok {
+		ch <- at
+	}
+}
+
+// smtpSink is a local SMTP server that accepts every message (no auth, no TLS).
+type smtpSink struct {
+	receipts
+	addr string
+	srv  *smtp.Server
+}
+
+// startSMTPSink starts an SMTP server on a loopback port.
+func startSMTPSink() (*smtpSink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &smtpSink{addr: ln.Addr().String()}
+	s.srv = smtp.NewServer(smtpBackend{s})
+	s.srv.Domain = "localhost"
+	s.srv.ReadTimeout = 30 * time.Second
+	s.srv.WriteTimeout = 30 * time.Second
+	s.srv.MaxMessageBytes = 1 << 20
+	s.srv.MaxRecipients = 10
+	s.srv.AllowInsecureAuth = true
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func (s *smtpSink) close() { _ = s.srv.Close() }
+
+type smtpBackend struct{ s *smtpSink }
+
+func (b smtpBackend) NewSession(*smtp.Conn) (smtp.Session, error) { return &smtpSession{s: b.s}, nil }
+
+type smtpSession struct{ s *smtpSink }
+
+func (*smtpSession) Reset()                               {}
+func (*smtpSession) Logout() error                        { return nil }
+func (*smtpSession) Mail(string, *smtp.MailOptions) error { return nil }
+func (*smtpSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
+
+// Data reads the message: its header's Subject is the key a waiter expects (raw, as
+// the sender wrote it: the bench's subjects are ASCII, never encoded).
+func (x *smtpSession) Data(r io.Reader) error {
+	cr := &countingReader{r: r}
+	h, err := textproto.NewReader(bufio.NewReader(cr)).ReadMIMEHeader()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if _, err := io.Copy(io.Discard, cr); err != nil {
+		return err
+	}
+	x.s.got(h.Get("Subject"), cr.n)
+	return nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// webhookSink is a local HTTP server that answers 204 to every POST; the webhook-id
+// header is the key a waiter expects.
+type webhookSink struct {
+	receipts
+	url string
+	srv *http.Server
+}
+
+func startWebhookSink() (*webhookSink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &webhookSink{url: "http://" + ln.Addr().String() + "/hook"}
+	s.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		if err != nil || r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		s.got(r.Header.Get("webhook-id"), int(n))
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func (s *webhookSink) close() { _ = s.srv.Close() }
