@@ -587,6 +587,9 @@ func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Cl
 	deliver.Register(s)
 	s.Register(service.TaskSend, sched.HandlerFunc(p.svc.Handler()))
 	s.Register(store.TaskBroadcast, sched.HandlerFunc(p.broadcasts.Handle))
+	// A delivery due at once is read by its shard's worker when its send commits, not at
+	// the next poll (on this instance; a shard held by another waits for its poll).
+	st.NotifyDue(s.Kick)
 	return s
 }
 

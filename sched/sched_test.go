@@ -710,3 +710,34 @@ func TestTaskFromATransactionRuns(t *testing.T) {
 		t.Errorf("runs: %+v", runs)
 	}
 }
+
+// Kick starts a task due now at once, not at the next poll: with a 10 min poll, a task
+// written after the shards' first passes runs within a minute only because it was kicked.
+// A kick of a shard the scheduler does not hold, or many kicks at once, do nothing else.
+func TestKickRunsADueTaskBeforeThePoll(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2)
+	r := newRecorder()
+	s, _ := e.start(t, "a", r, sched.Options{Poll: 10 * time.Minute})
+	// Wait for the first passes to end: both shards held and no Query for a second.
+	deadline := time.Now().Add(60 * time.Second)
+	for last := -1; ; {
+		n := e.rec.Count("Query")
+		if len(s.Held()) == 2 && n > 0 && n == last {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the scheduler holds %v, %d Queries, after 60 s", s.Held(), n)
+		}
+		last = n
+		time.Sleep(time.Second)
+	}
+	tasks := e.schedule(t, "kicked", 1, func(int) time.Time { return e.clk.now() })
+	s.Kick(99) // not a shard it holds: nothing
+	for range 5 {
+		s.Kick(store.SchedShard(tasks[0].ID, 2))
+	}
+	waitRuns(t, r, tasks, 15*time.Second, ranOnce)
+	waitDone(t, 1, s)
+	checkOnce(t, tasks, r.snapshot())
+}

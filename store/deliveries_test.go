@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,8 +232,10 @@ func TestRoutingTemplateContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The webhook is outside the template (and no hint names it): not considered.
-	if slices.ContainsFunc(st.Channels, func(c inbox.ChannelStatus) bool { return c.Channel == inbox.ChannelWebhook }) || len(st.Channels) != 5 {
+	// The webhook needs no template part: the tenant has a URL, so it is queued, at once
+	// (quiet hours are the user's; the webhook goes to the tenant).
+	if i := slices.IndexFunc(st.Channels, func(c inbox.ChannelStatus) bool { return c.Channel == inbox.ChannelWebhook }); i < 0 ||
+		st.Channels[i].Status != inbox.DeliveryQueued || !st.Channels[i].DeferredUntil.IsZero() || len(st.Channels) != 6 {
 		t.Errorf("records %+v", st.Channels)
 	}
 }
@@ -566,5 +569,44 @@ func TestRoutingMaxDevices(t *testing.T) {
 	}
 	if tasks := deliverTasks(t, f.fixture, ids); len(tasks) != inbox.MaxDevices+3 {
 		t.Fatalf("%d deliver tasks, want %d: %v", len(tasks), inbox.MaxDevices+3, tasks)
+	}
+}
+
+// NotifyDue hears, after the send commits, the shard of every delivery task due at once
+// (email, SMS, two devices, the webhook: 5) and of none a quiet-hours deferral holds back
+// (only the tenant's webhook then).
+func TestNotifyDueNamesTheShardsOfDeliveriesDueNow(t *testing.T) {
+	t.Parallel()
+	f := newDeliveryFixture(t)
+	var mu sync.Mutex
+	var kicked []int
+	f.s.NotifyDue(func(n int) {
+		mu.Lock()
+		kicked = append(kicked, n)
+		mu.Unlock()
+	})
+	got := func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := slices.Clone(kicked)
+		kicked = nil
+		return out
+	}
+	f.send(t, "now", inbox.SendInput{}, "u")
+	if k := got(); len(k) != 5 || slices.ContainsFunc(k, func(n int) bool { return n < 0 || n >= f.s.SchedShards() }) {
+		t.Fatalf("kicked shards %v, want 5 within [0, %d)", k, f.s.SchedShards())
+	}
+	if _, err := f.s.UpdatePreferences(context.Background(), f.viewer("u"), inbox.PreferencesUpdate{
+		QuietHours: &inbox.QuietHours{Start: "11:00", End: "13:00"}, Timezone: sptr("UTC")}); err != nil {
+		t.Fatal(err)
+	}
+	f.send(t, "quiet", inbox.SendInput{}, "u")
+	if k := got(); len(k) != 1 {
+		t.Fatalf("a quiet-hours send kicked %v, want the webhook's shard only", k)
+	}
+	f.s.NotifyDue(nil)
+	f.send(t, "off", inbox.SendInput{}, "u2")
+	if k := got(); len(k) != 0 {
+		t.Fatalf("kicked %v after NotifyDue(nil)", k)
 	}
 }

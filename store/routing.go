@@ -477,7 +477,12 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 		if !d.deferred.IsZero() {
 			due = d.deferred
 		}
-		t.add(s.taskAction(TaskDeliver, v, id, due, d.key))
+		task := newTask(TaskDeliver, v, id, due, d.key)
+		pk, sk := s.taskPlacement(task)
+		t.add(itemKey{pk, sk}, s.ScheduleAction(task))
+		if d.deferred.IsZero() {
+			t.dueShards = append(t.dueShards, SchedShard(task.ID, s.schedShards))
+		}
 	}
 	if len(t.acts) > maxTxnActions {
 		return fmt.Errorf("store: a recipient's send transaction has %d actions, over TransactWriteItems' %d", len(t.acts), maxTxnActions)

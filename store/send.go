@@ -339,6 +339,9 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		}
 		_, err = s.db.TransactWriteItems(ctx, t.input())
 		wrote = err == nil
+		if wrote {
+			s.kickDue(t.dueShards)
+		}
 		if err != nil && grp != nil && t.conditionFailed(err, grp.key()) {
 			grp = nil // changed since it was read: read again
 		}

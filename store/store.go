@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,6 +38,8 @@ type API interface {
 
 // Store reads and writes the inbox table. It is safe for concurrent use.
 type Store struct {
+	// dueHook is the NotifyDue function (nil: none).
+	dueHook         atomic.Pointer[func(shard int)]
 	db              API
 	table           string
 	now             func() time.Time
