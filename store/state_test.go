@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,6 +284,9 @@ func race(t *testing.T, s *store.Store, tenant string, rounds int, ok func(error
 	}
 }
 
+// maxThrottledInRace is how many calls of a race test may answer THROTTLED.
+const maxThrottledInRace = 5
+
 // TestEveryStateChangeExactUnderConcurrency races sends (three categories, some with an
 // expiry), read, unread, seen, archive, unarchive, snooze with wake-ups, unsnooze,
 // delete, expire, markAllRead (all and per category) and markAllSeen on one inbox, then
@@ -290,7 +294,16 @@ func race(t *testing.T, s *store.Store, tenant string, rounds int, ok func(error
 func TestEveryStateChangeExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	race(t, f.s, f.tenant, 8, func(error) bool { return false })
+	// THROTTLED is the contract's answer when conflict retries run out (the client
+	// retries): on a starved machine a few calls of the hundreds get it, having written
+	// nothing, which the recount below proves. More than a few would be a livelock.
+	var throttled atomic.Int32
+	race(t, f.s, f.tenant, 8, func(err error) bool {
+		return inbox.ErrorCode(err) == inbox.CodeThrottled && throttled.Add(1) <= maxThrottledInRace
+	})
+	if n := throttled.Load(); n > 0 {
+		t.Logf("%d calls answered THROTTLED", n)
+	}
 	b := f.checkExact(t, f.viewer("alice"))
 	f.checkExact(t, f.viewer("bob"))
 	t.Logf("after the race: %+v", b)

@@ -600,7 +600,14 @@ func TestCounterExactUnderConcurrency(t *testing.T) {
 	}
 	wg.Wait()
 	close(errs)
+	throttled := 0
 	for err := range errs {
+		// THROTTLED (conflict retries ran out, nothing written) is allowed a few times:
+		// see maxThrottledInRace.
+		if inbox.ErrorCode(err) == inbox.CodeThrottled && throttled < maxThrottledInRace {
+			throttled++
+			continue
+		}
 		t.Errorf("concurrent op: %v", err)
 	}
 	unread, count := f.unreadTruth(t, "alice")
