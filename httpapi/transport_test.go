@@ -153,7 +153,9 @@ func TestWebSocketDuplicateIDCloses4409(t *testing.T) {
 
 func TestWebSocketLegacyKeepAlive(t *testing.T) {
 	t.Parallel()
-	s := testgw.NewConfig(t, func(c *app.Config) { c.KeepAlive = 100 * time.Millisecond })
+	// 400 ms, not less: a peer silent for two intervals is dropped, and on a loaded CI
+	// machine the client's pong once came later than 200 ms.
+	s := testgw.NewConfig(t, func(c *app.Config) { c.KeepAlive = 400 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := s.DialWS(ctx, "graphql-ws")
