@@ -43,11 +43,14 @@ type Store interface {
 	// DeliverySent, DeliveryRetry, DeliveryFailed and DeliveryUnconfirmed record an
 	// attempt's outcome, each conditioned on the claim of attempt.
 	DeliverySent(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, messageID string) error
-	DeliveryRetry(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, errMsg string, at time.Time) error
+	DeliveryRetry(ctx context.Context, ref inbox.DeliveryRef, userID string, attempt int, provider, errMsg string, at time.Time) error
 	DeliveryFailed(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, errMsg string) error
 	DeliveryUnconfirmed(ctx context.Context, ref inbox.DeliveryRef, attempt int) error
 	// SkipDelivery marks a QUEUED record SKIPPED with reason; false when it was not QUEUED.
 	SkipDelivery(ctx context.Context, tenantID, notificationID, key, reason string) (bool, error)
+	// RecheckDelivery returns why the recipient's preferences now keep job's channel
+	// ("" when they do not).
+	RecheckDelivery(ctx context.Context, job inbox.DeliveryJob) (string, error)
 	// PruneDevice removes a device from v's profile (idempotent).
 	PruneDevice(ctx context.Context, v inbox.Viewer, deviceID string) error
 	// CachedTenantSettings returns a tenant's settings (webhook URL and secret), from the
@@ -197,6 +200,18 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 		return fmt.Errorf("delivery: claim %s of %s: unknown outcome %d", ref.Key, ref.NotificationID, outcome)
 	}
 
+	// A record that waited (quiet hours, a retry) is sent under the preferences of now,
+	// not only those of its send: an opt-out or a mute made meanwhile holds. A failed
+	// read is a transient failure of this attempt (the claim is released for a retry).
+	if job.Deferred || job.Attempt > 1 {
+		reason, err := h.st.RecheckDelivery(ctx, job)
+		if err != nil {
+			return h.outcome(ctx, ref, job, "", channel.Result{}, fmt.Errorf("re-check preferences: %w", err))
+		}
+		if reason != "" {
+			return h.skip(ctx, ref, reason)
+		}
+	}
 	if chName == inbox.ChannelPush {
 		switch job.Platform {
 		case inbox.PlatformAPNs:
@@ -274,7 +289,7 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, job inbox.
 	at := h.o.Now().Add(max(retryAfter, h.Backoff(job.Attempt)))
 	log.Info("delivery: transient failure; retrying", "at", at)
 	return h.record(ctx, ref, func(wctx context.Context) error {
-		return h.st.DeliveryRetry(wctx, ref, job.Attempt, provider, msg, at)
+		return h.st.DeliveryRetry(wctx, ref, job.UserID, job.Attempt, provider, msg, at)
 	})
 }
 

@@ -526,3 +526,57 @@ func TestDeliverThroughScheduler(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A record that waited is sent under the preferences of now: the first attempt runs
+// without re-reading them (no GetItem of PREFS), gets a 503, and while the retry waits the
+// user mutes the notification's thread; the retry then marks the record SKIPPED muted
+// and the receiver never hears of it again.
+func TestDeliverRechecksPreferencesAfterAWait(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	recv, url := channeltest.StartWebhook(t, webhookSecret)
+	recv.Respond(channeltest.WebhookResponse{Status: 503})
+	f.withWebhook(t, url)
+	res, err := f.st.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "thread", Recipients: []string{user}, Type: "comment",
+		Title: "New comment", Target: &inbox.Target{Kind: "issue", TargetID: "42"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.NotificationIDs[0]
+	task := f.taskOf(t, id, inbox.ChannelWebhook)
+	h := webhookHandler(f, delivery.Options{Backoff: 10 * time.Millisecond})
+	f.rec.Reset()
+	if err := h.Handle(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if ops := f.rec.Ops(); slices.Contains(ops, "GetItem") {
+		t.Errorf("the first attempt read %v: it needs no re-check", ops)
+	}
+	if c := f.record(t, id, inbox.ChannelWebhook); c.Status != inbox.DeliveryQueued || c.Attempts != 1 {
+		t.Fatalf("after the 503: %+v", c)
+	}
+	if _, err := f.st.UpdatePreferences(ctx, viewer, inbox.PreferencesUpdate{
+		MuteTargets: []inbox.ProfileRef{{TargetKind: "issue", ID: "42"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var retry inbox.Task
+	for _, nt := range f.tasks(t, inbox.ChannelWebhook, time.Hour) {
+		if nt.Ref == id && nt.Due.After(task.Due) {
+			retry = nt
+		}
+	}
+	if retry.Ref == "" {
+		t.Fatal("no retry task")
+	}
+	if err := h.Handle(ctx, retry); err != nil {
+		t.Fatal(err)
+	}
+	c := f.record(t, id, inbox.ChannelWebhook)
+	if c.Status != inbox.DeliverySkipped || c.Reason != inbox.ReasonMuted {
+		t.Fatalf("after the mute: %+v, want SKIPPED muted", c)
+	}
+	if n := len(recv.Requests()); n != 1 {
+		t.Fatalf("the receiver got %d requests, want only the first (503)", n)
+	}
+}

@@ -8,12 +8,15 @@
 //
 //  1. picks the adapter of the record's channel (Channels; a push record's platform
 //     picks APNs or FCM). No adapter configured: the record becomes SKIPPED no_provider.
-//     A webhook reads the tenant's URL and secret now (store.TenantSettings): none
+//     A webhook reads the tenant's URL and secret now (store.CachedTenantSettings): none
 //     configured any more, SKIPPED no_webhook.
 //  2. claims the record (store.ClaimDelivery: QUEUED and unclaimed → claimed until
 //     now + Timeout + ClaimMargin, attempts + 1) before calling the provider;
-//  3. sends once, within Timeout (the adapter's rate limit wait included);
-//  4. records what the provider answered, conditioned on the claim's attempt: SENT with
+//  3. for a record that waited (deferred by quiet hours, or a retry), checks the
+//     recipient's preferences of now (store.RecheckDelivery): an opt-out or mute made
+//     since the send skips it with that reason;
+//  4. sends once, within Timeout (the adapter's rate limit wait included);
+//  5. records what the provider answered, conditioned on the claim's attempt: SENT with
 //     the provider's message id; a transient failure (5xx, 429, a timeout) → retried
 //     through a new deliver task at now + max(Retry-After, backoff), where backoff is
 //     exponential with full jitter (uniform in [0, min(MaxBackoff, Backoff·2^(n-1))]

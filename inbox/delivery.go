@@ -163,6 +163,10 @@ type DeliveryJob struct {
 	Title, Body string
 	// Payload is a webhook's JSON body: {"type","timestamp","data":{...notification}}.
 	Payload []byte
+	// Category and TargetKind/TargetID are the notification's (for the preferences'
+	// re-check at delivery time); Deferred is true when quiet hours deferred the record.
+	Category, TargetKind, TargetID string
+	Deferred                       bool
 }
 
 // ProviderEvent is what a provider reported about a delivery (a status callback).

@@ -154,7 +154,46 @@ func decodeJob(ref inbox.DeliveryRef, item map[string]types.AttributeValue) (inb
 	}
 	return inbox.DeliveryJob{Ref: ref, UserID: it.UserID, Channel: it.Channel, Attempt: it.Attempts, To: it.To,
 		Platform: it.Platform, DeviceID: it.DeviceID, Subject: it.Subject, Text: it.Text, HTML: it.HTML,
-		Title: it.Title, Body: it.Body, Payload: it.Payload}, nil
+		Title: it.Title, Body: it.Body, Payload: it.Payload, Category: it.Category,
+		TargetKind: it.TargetKind, TargetID: it.TargetID, Deferred: it.DeferredUntil != 0}, nil
+}
+
+// RecheckDelivery decides again, when job is delivered, whether its recipient's
+// preferences still let its channel through: "" when they do, else the skip reason
+// (inbox.ReasonMuted, ReasonOptedOut, ReasonCategoryOptedOut). A category the tenant
+// lists as critical bypasses them, as at send. The delivery worker calls it for a record
+// that waited (quiet hours, a retry): a user who opted out of email during the wait gets
+// none (the send decided with the preferences of its time). ONE strongly consistent
+// GetItem of the user's PREFS (AP13's item); the tenant's defaults come from the settings
+// cache (a GetItem when it has none fresh).
+func (s *Store) RecheckDelivery(ctx context.Context, job inbox.DeliveryJob) (string, error) {
+	v := inbox.Viewer{TenantID: job.Ref.TenantID, UserID: job.UserID}
+	if err := checkViewer(v); err != nil {
+		return "", err
+	}
+	set, err := s.tenantSettings(ctx, v.TenantID)
+	if err != nil {
+		return "", err
+	}
+	cfg := s.config(v.TenantID, set)
+	if cfg.prefs.IsCritical(job.Category) {
+		return "", nil
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
+		Key: itemKey{userPK(v), skPrefs}.av(), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return "", fmt.Errorf("read preferences: %w", err)
+	}
+	own, err := decodePrefs(out.Item)
+	if err != nil {
+		return "", err
+	}
+	var target *inbox.ProfileRef
+	if job.TargetKind != "" || job.TargetID != "" {
+		target = &inbox.ProfileRef{TargetKind: job.TargetKind, ID: job.TargetID}
+	}
+	p := cfg.prefs.Resolve(own)
+	return prefsReason(p, p.ChannelsFor(job.Category), job.Channel, target), nil
 }
 
 // claimCond is the condition of an outcome of claim attempt :attempt: the record is
@@ -189,27 +228,20 @@ func (s *Store) DeliverySent(ctx context.Context, ref inbox.DeliveryRef, attempt
 
 // DeliveryRetry records that attempt failed transiently and is tried again at at: the
 // record stays QUEUED with provider, errMsg and nextAttemptAt = at, its claim released;
-// and the deliver task of the record (Token: its key) is written due at at. Both in ONE
-// TransactWriteItems, the record's update conditioned on attempt's claim; a GetItem of
-// the record first reads its user (the task's viewer). Errors: ErrClaimLost (wrapped)
-// when the claim is not attempt's (nothing written); BAD_USER_INPUT for a malformed ref.
-func (s *Store) DeliveryRetry(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, errMsg string, at time.Time) error {
+// and the deliver task of the record (Token: its key; Viewer: the tenant and userID, the
+// record's recipient as the claim's job gave it) is written due at at. Both in ONE
+// TransactWriteItems, the record's update conditioned on attempt's claim. Errors:
+// ErrClaimLost (wrapped) when the claim is not attempt's (nothing written);
+// BAD_USER_INPUT for a malformed ref or user.
+func (s *Store) DeliveryRetry(ctx context.Context, ref inbox.DeliveryRef, userID string, attempt int, provider, errMsg string, at time.Time) error {
 	if err := ref.Check(); err != nil {
 		return err
 	}
+	v := inbox.Viewer{TenantID: ref.TenantID, UserID: userID}
+	if err := checkViewer(v); err != nil {
+		return err
+	}
 	key := itemKey{notifStatusPK(ref.TenantID, ref.NotificationID), deliverySK(ref.Key)}
-	got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key.av(),
-		ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("userId")})
-	if err != nil {
-		return fmt.Errorf("delivery retry: read record: %w", err)
-	}
-	var it statusItem
-	if got.Item == nil {
-		return fmt.Errorf("delivery retry: %w (no record)", ErrClaimLost)
-	}
-	if err := attributevalue.UnmarshalMap(got.Item, &it); err != nil {
-		return fmt.Errorf("delivery retry: decode record: %w", err)
-	}
 	u := newRecordUpdate(s.now()).set(attrProvider, provider).set(attrError, errMsg).
 		set(attrNextAttemptAt, at.UnixMilli()).remove(attrClaimUntil)
 	up := u.input(s.table, key, claimCond, claimValues(attempt))
@@ -217,8 +249,8 @@ func (s *Store) DeliveryRetry(ctx context.Context, ref inbox.DeliveryRef, attemp
 	t.add(key, types.TransactWriteItem{Update: &types.Update{TableName: up.TableName, Key: up.Key,
 		UpdateExpression: up.UpdateExpression, ConditionExpression: up.ConditionExpression,
 		ExpressionAttributeNames: up.ExpressionAttributeNames, ExpressionAttributeValues: up.ExpressionAttributeValues}})
-	t.add(s.taskAction(TaskDeliver, inbox.Viewer{TenantID: ref.TenantID, UserID: it.UserID}, ref.NotificationID, at, ref.Key))
-	_, err = s.db.TransactWriteItems(ctx, t.input())
+	t.add(s.taskAction(TaskDeliver, v, ref.NotificationID, at, ref.Key))
+	_, err := s.db.TransactWriteItems(ctx, t.input())
 	switch {
 	case err == nil:
 		return nil

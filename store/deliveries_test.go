@@ -283,7 +283,7 @@ func TestDeliveryTransitions(t *testing.T) {
 	for name, err := range map[string]error{
 		"sent again":  f.s.DeliverySent(ctx, email, 1, "smtp", "m2"),
 		"failed":      f.s.DeliveryFailed(ctx, email, 1, "smtp", "boom"),
-		"retry":       f.s.DeliveryRetry(ctx, email, 1, "smtp", "boom", routingNow.Add(time.Hour)),
+		"retry":       f.s.DeliveryRetry(ctx, email, "u", 1, "smtp", "boom", routingNow.Add(time.Hour)),
 		"unconfirmed": f.s.DeliveryUnconfirmed(ctx, email, 1),
 	} {
 		if !errors.Is(err, store.ErrClaimLost) {
@@ -305,10 +305,10 @@ func TestDeliveryTransitions(t *testing.T) {
 	f.claim(t, sms, store.ClaimOK)
 	at := routingNow.Add(30 * time.Minute)
 	f.rec.Reset()
-	if err := f.s.DeliveryRetry(ctx, sms, 1, "twilio", "503 unavailable", at); err != nil {
+	if err := f.s.DeliveryRetry(ctx, sms, "u", 1, "twilio", "503 unavailable", at); err != nil {
 		t.Fatal(err)
 	}
-	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"GetItem", "TransactWriteItems"}) {
+	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"TransactWriteItems"}) {
 		t.Errorf("retry ops %v", ops)
 	}
 	c = f.record(t, ids["u"], "SMS")
@@ -320,7 +320,7 @@ func TestDeliveryTransitions(t *testing.T) {
 		!slices.Contains(tasks, fmt.Sprintf("u %s SMS %s", ids["u"], routingNow.Format(time.RFC3339))) {
 		t.Fatalf("retry task missing: %v", tasks)
 	}
-	if err := f.s.DeliveryRetry(ctx, sms, 1, "twilio", "again", at); !errors.Is(err, store.ErrClaimLost) {
+	if err := f.s.DeliveryRetry(ctx, sms, "u", 1, "twilio", "again", at); !errors.Is(err, store.ErrClaimLost) {
 		t.Fatalf("retry of a released claim: %v", err)
 	}
 	job = f.claim(t, sms, store.ClaimOK)
@@ -608,5 +608,61 @@ func TestNotifyDueNamesTheShardsOfDeliveriesDueNow(t *testing.T) {
 	f.send(t, "off", inbox.SendInput{}, "u2")
 	if k := got(); len(k) != 0 {
 		t.Fatalf("kicked %v after NotifyDue(nil)", k)
+	}
+}
+
+// RecheckDelivery answers with the preferences of now: the user's global email switch
+// (opted_out), the category's (category_opted_out), a mute (muted, the webhook too), and
+// nothing once the tenant makes the category critical. Each is one GetItem of PREFS (the
+// tenant's settings come from the cache).
+func TestRecheckDeliveryUsesThePreferencesOfNow(t *testing.T) {
+	t.Parallel()
+	f := newDeliveryFixture(t)
+	ctx := context.Background()
+	ids := f.send(t, "k", inbox.SendInput{Category: "social", Target: &inbox.Target{Kind: "issue", TargetID: "7"}}, "u")
+	email := f.claim(t, f.ref(ids["u"], "EMAIL"), store.ClaimOK)
+	hook := f.claim(t, f.ref(ids["u"], "WEBHOOK"), store.ClaimOK)
+	if email.Category != "social" || email.TargetKind != "issue" || email.TargetID != "7" || email.Deferred {
+		t.Fatalf("job %+v", email)
+	}
+	check := func(what string, job inbox.DeliveryJob, want string) {
+		t.Helper()
+		f.rec.Reset()
+		got, err := f.s.RecheckDelivery(ctx, job)
+		if err != nil || got != want {
+			t.Fatalf("%s: %q, %v; want %q", what, got, err, want)
+		}
+		if ops := f.rec.Ops(); !slices.Equal(ops, []string{"GetItem"}) {
+			t.Errorf("%s: ops %v, want one GetItem", what, ops)
+		}
+	}
+	check("nothing changed", email, "")
+	off, on := false, true
+	update := func(u inbox.PreferencesUpdate) {
+		t.Helper()
+		if _, err := f.s.UpdatePreferences(ctx, f.viewer("u"), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "social", Channels: inbox.SwitchChanges{Email: &off}}}})
+	check("category off", email, inbox.ReasonCategoryOptedOut)
+	check("the webhook has no switch", hook, "")
+	update(inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{Email: &off}})
+	check("email off", email, inbox.ReasonOptedOut)
+	update(inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{Email: &on},
+		Categories: []inbox.CategorySwitches{{Category: "social", Channels: inbox.SwitchChanges{Email: &on}}},
+		MuteTargets: []inbox.ProfileRef{{TargetKind: "issue", ID: "7"}}})
+	check("muted", email, inbox.ReasonMuted)
+	check("muted webhook", hook, inbox.ReasonMuted)
+	if _, err := f.s.PutTenantSettings(ctx, f.tenant, inbox.TenantSettings{Preferences: &inbox.TenantPreferences{Critical: []string{"social"}},
+		WebhookURL: "https://hooks.example.com/inbox", WebhookSecret: "whsec_0123456789abcdef"}); err != nil {
+		t.Fatal(err)
+	}
+	f.rec.Reset()
+	if got, err := f.s.RecheckDelivery(ctx, email); err != nil || got != "" {
+		t.Fatalf("critical: %q, %v", got, err)
+	}
+	if ops := f.rec.Ops(); len(ops) != 0 {
+		t.Errorf("critical: ops %v, want none", ops)
 	}
 }

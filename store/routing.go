@@ -90,6 +90,11 @@ type statusItem struct {
 	Title             string `dynamodbav:"title,omitempty"`
 	Body              string `dynamodbav:"body,omitempty"`
 	Payload           []byte `dynamodbav:"payload,omitempty"`
+	// Category and TargetKind/TargetID are the notification's, kept on a QUEUED record
+	// for RecheckDelivery.
+	Category   string `dynamodbav:"category,omitempty"`
+	TargetKind string `dynamodbav:"targetKind,omitempty"`
+	TargetID   string `dynamodbav:"targetId,omitempty"`
 }
 
 // key returns the record's key (inbox.DeliveryKey) from its sort key.
@@ -305,13 +310,8 @@ func decide(in inbox.SendInput, target *inbox.ProfileRef, cfg tenantConfig, crit
 			d.reason = inbox.ReasonNotInTemplate
 		case !inHint(in, c):
 			d.reason = inbox.ReasonNotInHint
-		case !critical && target != nil && slices.Contains(p.MutedTargets, *target):
-			d.reason = inbox.ReasonMuted
-		case !critical && c != inbox.ChannelWebhook && !switchOn(sw, c):
-			d.reason = inbox.ReasonCategoryOptedOut
-			if !switchOn(p.Channels, c) {
-				d.reason = inbox.ReasonOptedOut
-			}
+		case !critical && prefsReason(p, sw, c, target) != "":
+			d.reason = prefsReason(p, sw, c, target)
 		case c == inbox.ChannelEmail && prof.Email == "":
 			d.reason = inbox.ReasonNoEmail
 		case c == inbox.ChannelSMS && prof.Phone == "":
@@ -339,6 +339,23 @@ func decide(in inbox.SendInput, target *inbox.ProfileRef, cfg tenantConfig, crit
 		out = append(out, d)
 	}
 	return out
+}
+
+// prefsReason is why the preferences p (sw: p's switches for the notification's
+// category) keep channel from a notification about target (nil: none): ReasonMuted,
+// ReasonCategoryOptedOut, ReasonOptedOut, or "" when they let it through. The webhook
+// has no switch (it goes to the tenant): only a mute keeps it. Critical categories never
+// get here (decide, RecheckDelivery).
+func prefsReason(p inbox.Preferences, sw inbox.ChannelSwitches, channel string, target *inbox.ProfileRef) string {
+	switch {
+	case target != nil && slices.Contains(p.MutedTargets, *target):
+		return inbox.ReasonMuted
+	case channel == inbox.ChannelWebhook || switchOn(sw, channel):
+		return ""
+	case !switchOn(p.Channels, channel):
+		return inbox.ReasonOptedOut
+	}
+	return inbox.ReasonCategoryOptedOut
 }
 
 // switchOn returns sw's switch of channel (IN_APP, EMAIL, PUSH or SMS).
@@ -444,6 +461,10 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 				it.DeferredUntil = d.deferred.UnixMilli()
 			}
 			it.To = d.to
+			it.Category = in.Category
+			if in.Target != nil {
+				it.TargetKind, it.TargetID = in.Target.Kind, in.Target.TargetID
+			}
 			switch d.channel {
 			case inbox.ChannelEmail:
 				it.Subject, it.Text, it.HTML = email.Subject, email.Text, email.HTML
