@@ -650,7 +650,7 @@ func TestRecheckDeliveryUsesThePreferencesOfNow(t *testing.T) {
 	update(inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{Email: &off}})
 	check("email off", email, inbox.ReasonOptedOut)
 	update(inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{Email: &on},
-		Categories: []inbox.CategorySwitches{{Category: "social", Channels: inbox.SwitchChanges{Email: &on}}},
+		Categories:  []inbox.CategorySwitches{{Category: "social", Channels: inbox.SwitchChanges{Email: &on}}},
 		MuteTargets: []inbox.ProfileRef{{TargetKind: "issue", ID: "7"}}})
 	check("muted", email, inbox.ReasonMuted)
 	check("muted webhook", hook, inbox.ReasonMuted)
