@@ -65,15 +65,18 @@ type deliverConfig struct {
 	messages    int
 	concurrency int
 	channels    string
+	latency     time.Duration
 }
 
 // DeliverResult is scenario 16.
 type DeliverResult struct {
-	Engine      string           `json:"engine"`
-	Concurrency int              `json:"concurrency"`
-	Messages    int              `json:"messages_per_side"`
-	Channels    []DeliverChannel `json:"channels"`
-	GoalRatio   float64          `json:"goal_ratio"`
+	Engine      string `json:"engine"`
+	Concurrency int    `json:"concurrency"`
+	// LatencyMS is how long the sinks waited before answering each message (-deliver-latency).
+	LatencyMS float64          `json:"provider_latency_ms"`
+	Messages  int              `json:"messages_per_side"`
+	Channels  []DeliverChannel `json:"channels"`
+	GoalRatio float64          `json:"goal_ratio"`
 }
 
 // DeliverChannel is one channel's three sides.
@@ -263,6 +266,7 @@ func (b *bench) deliverScenario(ctx context.Context) (*DeliverResult, error) {
 		_, _ = b.eng.db.DeleteTable(dctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	}()
 
+	sinkLatency = c.latency
 	smtpS, err := startSMTPSink()
 	if err != nil {
 		return nil, err
@@ -292,7 +296,8 @@ func (b *bench) deliverScenario(ctx context.Context) (*DeliverResult, error) {
 		return nil, err
 	}
 
-	res := &DeliverResult{Engine: b.eng.name, Concurrency: c.concurrency, Messages: c.messages, GoalRatio: deliverGoal}
+	res := &DeliverResult{Engine: b.eng.name, Concurrency: c.concurrency, Messages: c.messages, GoalRatio: deliverGoal,
+		LatencyMS: float64(c.latency) / float64(time.Millisecond)}
 	want := map[string]bool{}
 	for _, s := range strings.Split(c.channels, ",") {
 		want[strings.ToUpper(strings.TrimSpace(s))] = true
@@ -435,13 +440,14 @@ func (b *bench) deliverChannel(ctx context.Context, st *store.Store, meter *capa
 func (x *DeliverResult) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## 16. deliver: channel deliveries/s, delivery path vs raw client loop\n\n")
-	fmt.Fprintf(&b, "Engine: %s. Local providers in this process: an SMTP server (go-smtp, no TLS, no auth) and a webhook receiver (net/http, 204). "+
+	fmt.Fprintf(&b, "Engine: %s. Local providers in this process: an SMTP server (go-smtp, no TLS, no auth) and a webhook receiver (net/http, 204), "+
+		"answering each message after %.0f ms (-deliver-latency). "+
 		"Path: the delivery handler as the gateway builds it (claim the record, send through the channel adapter, record SENT) called by %d callers with the tasks of records "+
 		"queued beforehand by real sends (Store.Send, 100 recipients a call), its DynamoDB client on DynamoDB Local; the provider rate limit set far above what is reached; "+
 		"the scheduler's polling is not part of it (scenario 17). Raw client + records: the same two record writes by hand around the raw client's send "+
 		"(UpdateItem claiming the QUEUED record, ALL_NEW; UpdateItem to SENT on the claim), on records queued the same way. Adapter: the same adapter called directly "+
 		"with the same messages (no records). Raw: the client library alone (go-mail DialAndSend of the same text message; net/http POST of the same body, "+
-		"signed the Standard Webhooks way by hand). %d messages a side, in halves path, records, adapter, raw, raw, adapter, records, path after a warm-up each.\n\n", x.Engine, x.Concurrency, x.Messages)
+		"signed the Standard Webhooks way by hand). %d messages a side, in halves path, records, adapter, raw, raw, adapter, records, path after a warm-up each.\n\n", x.Engine, x.LatencyMS, x.Concurrency, x.Messages)
 	fmt.Fprintln(&b, "| channel | side | messages (errors) | deliveries/s | p50 ms | p99 ms | / raw |")
 	fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
 	for _, c := range x.Channels {

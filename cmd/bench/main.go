@@ -135,6 +135,7 @@ func main() {
 	flag.Float64Var(&c.lanes.rate, "lanes-rate", 20, "lanes scenario: transactional sends per second in each phase")
 	flag.IntVar(&c.deliver.messages, "deliver-messages", 2000, "deliver scenario: messages each side sends per channel (in two halves)")
 	flag.IntVar(&c.deliver.concurrency, "deliver-concurrency", 8, "deliver scenario: concurrent sends of each side")
+	flag.DurationVar(&c.deliver.latency, "deliver-latency", 0, "deliver scenario: how long the local SMTP server and webhook receiver wait before answering each message (a hosted provider's answer time; 0: at once)")
 	flag.StringVar(&c.deliver.channels, "deliver-channels", "EMAIL,WEBHOOK", "deliver scenario: channels to measure (EMAIL, WEBHOOK)")
 	flag.IntVar(&c.e2e.members, "e2e-members", 100000, "e2e scenario: members of the segment of the bulk broadcast that runs during the busy phase (the issue's figure is 100000; smaller for quick runs)")
 	flag.Float64Var(&c.e2e.rate, "e2e-rate", 10, "e2e scenario: transactional POST /v1/notifications per second (open loop) in each phase")

@@ -20,6 +20,10 @@ import (
 	"github.com/emersion/go-smtp"
 )
 
+// sinkLatency is how long both sinks wait before answering a message (the SMTP DATA
+// reply, the webhook's 204): -deliver-latency, a hosted provider's answer time. 0: at once.
+var sinkLatency time.Duration
+
 // receipts counts received messages and reports the arrival of the keys (an email's
 // Subject, a webhook's webhook-id) somebody expects.
 type receipts struct {
@@ -116,6 +120,7 @@ func (x *smtpSession) Data(r io.Reader) error {
 		return err
 	}
 	x.s.got(h.Get("Subject"), cr.n)
+	time.Sleep(sinkLatency)
 	return nil
 }
 
@@ -151,6 +156,7 @@ func startWebhookSink() (*webhookSink, error) {
 			return
 		}
 		s.got(r.Header.Get("webhook-id"), int(n))
+		time.Sleep(sinkLatency)
 		w.WriteHeader(http.StatusNoContent)
 	})}
 	go func() { _ = s.srv.Serve(ln) }()
