@@ -79,6 +79,9 @@ const (
 	Throttling         Fault = Fault(throttle)   // 400 ThrottlingException
 	ThroughputExceeded Fault = Fault(throughput) // 400 ProvisionedThroughputExceededException
 	Outage             Fault = Fault(outage)     // 500 InternalServerError
+	// AnswerLost runs the call, then answers 500 InternalServerError: the write
+	// committed, the client cannot know it.
+	AnswerLost Fault = Fault(lost500)
 )
 
 // FailNext makes the next n calls, of any operation and whether the proxy is enabled or

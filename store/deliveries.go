@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -29,6 +31,7 @@ import (
 const (
 	attrAttempts          = "attempts"
 	attrClaimUntil        = "claimUntil"
+	attrClaimID           = "claimId"
 	attrNextAttemptAt     = "nextAttemptAt"
 	attrProvider          = "provider"
 	attrProviderMessageID = "providerMessageId"
@@ -81,11 +84,13 @@ var ErrClaimLost = errors.New("store: the delivery record is no longer claimed b
 
 // ClaimDelivery claims delivery record ref for lease (the attempt's timeout plus a
 // margin): ONE UpdateItem on condition that the record is QUEUED and unclaimed sets
-// claimUntil = now + lease and adds 1 to attempts; the job it returns is the record as
-// updated (ALL_NEW), its Attempt the claim's number (1 = the first). When the condition
-// fails, ONE strongly consistent GetItem tells why: ClaimDone (not QUEUED, or no
-// record), ClaimBusy (a live claim), ClaimOrphaned (an expired claim: the job with the
-// orphaned Attempt). Errors: BAD_USER_INPUT for a malformed ref or a lease ≤ 0.
+// claimUntil = now + lease and a random claim id and adds 1 to attempts; the job it
+// returns is the record as updated (ALL_NEW), its Attempt the claim's number (1 = the
+// first). When the condition fails, ONE strongly consistent GetItem tells why: ClaimOK
+// after all when the claim is this call's (the UpdateItem committed, its answer was lost
+// and the store's retry found its own claim), ClaimDone (not QUEUED, or no record),
+// ClaimBusy (a live claim), ClaimOrphaned (an expired claim: the job with the orphaned
+// Attempt). Errors: BAD_USER_INPUT for a malformed ref or a lease ≤ 0.
 func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease time.Duration) (inbox.DeliveryJob, ClaimOutcome, error) {
 	if err := ref.Check(); err != nil {
 		return inbox.DeliveryJob{}, 0, err
@@ -95,15 +100,23 @@ func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease 
 	}
 	now := s.now()
 	key := itemKey{notifStatusPK(ref.TenantID, ref.NotificationID), deliverySK(ref.Key)}
+	// The claim's own id: when the UpdateItem commits but its answer is lost, the store's
+	// retry finds the condition failed, and the read below recognises the claim as this
+	// call's (not another worker's, which would leave it to expire and be marked
+	// unconfirmed although nothing was sent).
+	var nonce [12]byte
+	_, _ = rand.Read(nonce[:])
+	claimID := hex.EncodeToString(nonce[:])
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table),
 		Key:                 key.av(),
-		UpdateExpression:    aws.String("SET #cu = :until, #up = :now ADD #at :one"),
+		UpdateExpression:    aws.String("SET #cu = :until, #ci = :cid, #up = :now ADD #at :one"),
 		ConditionExpression: aws.String("#st = :queued AND attribute_not_exists(#cu)"),
-		ExpressionAttributeNames: map[string]string{"#cu": attrClaimUntil, "#up": statusAttrUpdatedAt,
+		ExpressionAttributeNames: map[string]string{"#cu": attrClaimUntil, "#ci": attrClaimID, "#up": statusAttrUpdatedAt,
 			"#at": attrAttempts, "#st": statusAttrStatus},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":until":  numAV(now.Add(lease).UnixMilli()),
+			":cid":    &types.AttributeValueMemberS{Value: claimID},
 			":now":    numAV(now.UnixMilli()),
 			":one":    numAV(1),
 			":queued": &types.AttributeValueMemberS{Value: inbox.DeliveryQueued},
@@ -136,6 +149,9 @@ func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease 
 	switch {
 	case it.Status != inbox.DeliveryQueued:
 		return inbox.DeliveryJob{}, ClaimDone, nil
+	case it.ClaimUntil != 0 && it.ClaimID == claimID:
+		// This call's own claim, whose answer was lost and retried.
+		return job, ClaimOK, nil
 	case it.ClaimUntil > now.UnixMilli():
 		return inbox.DeliveryJob{}, ClaimBusy, nil
 	case it.ClaimUntil == 0:

@@ -81,6 +81,7 @@ type statusItem struct {
 	ProviderMessageID string `dynamodbav:"providerMessageId,omitempty"`
 	OpenedAt          int64  `dynamodbav:"openedAt,omitempty"`
 	ClaimUntil        int64  `dynamodbav:"claimUntil,omitempty"`
+	ClaimID           string `dynamodbav:"claimId,omitempty"`
 	NextAttemptAt     int64  `dynamodbav:"nextAttemptAt,omitempty"`
 	To                string `dynamodbav:"to,omitempty"`
 	Platform          string `dynamodbav:"platform,omitempty"`
