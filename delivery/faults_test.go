@@ -1,0 +1,380 @@
+package delivery_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/inboxgw/gateway/channel"
+	"github.com/inboxgw/gateway/channel/channeltest"
+	"github.com/inboxgw/gateway/ddbfault"
+	"github.com/inboxgw/gateway/delivery"
+	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
+)
+
+// opTrigger sits in front of a ddbfault proxy and counts calls by operation: when the
+// nth call of op arrives it arms proxy.FailNext(n, fault), so that exactly that call (and
+// the store's n-1 retries of it, which follow it on the handler's one goroutine) fail.
+type opTrigger struct {
+	proxy *ddbfault.Proxy
+	op    string
+	nth   int
+	n     int
+	fault ddbfault.Fault
+
+	mu     sync.Mutex
+	counts map[string]int
+	ops    []string
+	fired  bool
+}
+
+func (o *opTrigger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	op := r.Header.Get("X-Amz-Target")
+	if i := strings.LastIndexByte(op, '.'); i >= 0 {
+		op = op[i+1:]
+	}
+	o.mu.Lock()
+	o.counts[op]++
+	o.ops = append(o.ops, op)
+	if !o.fired && op == o.op && o.counts[op] == o.nth {
+		o.fired = true
+		o.proxy.FailNext(o.n, o.fault)
+	}
+	o.mu.Unlock()
+	o.proxy.ServeHTTP(w, r)
+}
+
+// faultyStore returns a store over f's table whose calls go through a fault proxy armed
+// by trig (its proxy is set here). The store retries with short waits (the budget of
+// calls is the default's).
+func faultyStore(t *testing.T, f *fixture, trig *opTrigger) *store.Store {
+	t.Helper()
+	trig.proxy = ddbfault.New(dynlocaltest.Endpoint(t), ddbfault.Config{})
+	trig.counts = map[string]int{}
+	ps := httptest.NewServer(trig)
+	t.Cleanup(func() { ps.Close(); trig.proxy.Close() })
+	db := dynlocaltest.Client(t, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(ps.URL)
+		o.Retryer = store.NewSDKRetryer()
+	})
+	p := store.DefaultRetryPolicy
+	p.BaseDelay, p.MaxDelay = time.Millisecond, 5*time.Millisecond
+	st := store.New(db, f.table, store.WithSweepWorkers(0), store.WithSchedShards(2), store.WithRetryPolicy(p))
+	t.Cleanup(st.Close)
+	return st
+}
+
+// faultLease is the tests' attempt timeout plus claim margin: a claim left behind
+// expires after it.
+const (
+	faultTimeout = 600 * time.Millisecond
+	faultMargin  = 200 * time.Millisecond
+)
+
+// faultPoint is one DynamoDB call of a delivery, the scenario that makes it and what the
+// delivery must end as.
+type faultPoint struct {
+	name string
+	op   string // the operation, and which of its calls (1 = the first) in the run
+	nth  int
+	// prepare sends the notification and readies the providers; it returns the task the
+	// faulty run handles and the channels of the handlers.
+	prepare func(t *testing.T, f *fixture, e *faultEnv) inbox.Task
+	// check asserts the end state (record, provider counts, tasks) after the runs.
+	check func(t *testing.T, f *fixture, e *faultEnv, runErr error)
+}
+
+// faultEnv is one case's notification and providers.
+type faultEnv struct {
+	id, key string
+	recv    *channeltest.WebhookReceiver
+	push    *fakePush
+	dev     inbox.Device
+	first   inbox.Task // the send's task
+	chans   delivery.Channels
+}
+
+// sent is what the providers received.
+func (e *faultEnv) sent() int {
+	n := 0
+	if e.recv != nil {
+		n += len(e.recv.Requests())
+	}
+	if e.push != nil {
+		n += int(e.push.sends.Load())
+	}
+	return n
+}
+
+func (e *faultEnv) handler(st delivery.Store) *delivery.Handler {
+	return delivery.NewHandler(st, delivery.Options{Channels: e.chans, Logger: quiet, Backoff: 10 * time.Millisecond,
+		MaxBackoff: 20 * time.Millisecond, Timeout: faultTimeout, ClaimMargin: faultMargin})
+}
+
+// webhookEnv sends one webhook notification (receiver answering resps, then 200).
+func webhookEnv(t *testing.T, f *fixture, e *faultEnv, idem string, resps ...channeltest.WebhookResponse) {
+	t.Helper()
+	recv, url := channeltest.StartWebhook(t, webhookSecret)
+	recv.Respond(resps...)
+	f.withWebhook(t, url)
+	e.recv, e.key = recv, inbox.ChannelWebhook
+	e.chans.Webhook = channel.NewWebhook(channel.WebhookConfig{})
+	e.id, e.first = f.send(t, idem, inbox.ChannelWebhook, inbox.ChannelWebhook)
+}
+
+// retryTask returns the deliver task of e's record due after its first one (none: zero).
+func retryTasks(t *testing.T, f *fixture, e *faultEnv) []inbox.Task {
+	var out []inbox.Task
+	for _, nt := range f.tasks(t, e.key, time.Hour) {
+		if nt.Ref == e.id && nt.Due.After(e.first.Due) {
+			out = append(out, nt)
+		}
+	}
+	return out
+}
+
+// wantRecord fails unless e's record has status and its error has prefix errPrefix
+// ("" none at all) after attempts attempts.
+func wantRecord(t *testing.T, f *fixture, e *faultEnv, status, errPrefix string, attempts int) inbox.ChannelStatus {
+	t.Helper()
+	c := f.record(t, e.id, e.key)
+	okErr := (errPrefix == "" && c.Error == "") || (errPrefix != "" && strings.HasPrefix(c.Error, errPrefix))
+	if c.Status != status || !okErr || (attempts >= 0 && c.Attempts != attempts) {
+		t.Errorf("record %+v; want %s, error %q, %d attempts (provider received %d)", c, status, errPrefix, attempts, e.sent())
+	}
+	return c
+}
+
+// The points of one delivery where DynamoDB is called, in the order a run makes them.
+var faultPoints = []faultPoint{
+	{name: "settings read", op: "GetItem", nth: 1,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			webhookEnv(t, f, e, "settings")
+			return e.first
+		},
+		check: func(t *testing.T, f *fixture, e *faultEnv, _ error) {
+			wantRecord(t, f, e, inbox.DeliverySent, "", 1)
+			if e.sent() != 1 {
+				t.Errorf("the receiver got %d requests, want 1", e.sent())
+			}
+		}},
+	{name: "claim", op: "UpdateItem", nth: 1,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			webhookEnv(t, f, e, "claim")
+			return e.first
+		},
+		check: func(t *testing.T, f *fixture, e *faultEnv, _ error) {
+			if e.sent() != 1 {
+				t.Errorf("the receiver got %d requests, want 1 (a claim whose answer was lost is the run's own)", e.sent())
+			}
+			wantRecord(t, f, e, inbox.DeliverySent, "", -1)
+		}},
+	{name: "preferences re-check", op: "GetItem", nth: 2,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			webhookEnv(t, f, e, "recheck", channeltest.WebhookResponse{Status: 503})
+			// The first attempt (no faults) gets the 503 and writes the retry task.
+			if err := e.handler(f.st).Handle(context.Background(), e.first); err != nil {
+				t.Fatal(err)
+			}
+			rt := retryTasks(t, f, e)
+			if len(rt) != 1 {
+				t.Fatalf("retry tasks %+v", rt)
+			}
+			return rt[0]
+		},
+		check: func(t *testing.T, f *fixture, e *faultEnv, _ error) {
+			// A failed re-check is a transient failure of attempt 2 (its retry is written),
+			// or, when the read succeeded on a store retry, attempt 2 sends.
+			c := f.record(t, e.id, e.key)
+			switch {
+			case c.Status == inbox.DeliverySent && c.Error == "" && e.sent() == 2:
+			case c.Status == inbox.DeliveryQueued && e.sent() == 1 && len(retryTasks(t, f, e)) >= 1:
+			default:
+				t.Errorf("record %+v after %d requests (tasks %+v)", c, e.sent(), retryTasks(t, f, e))
+			}
+		}},
+	{name: "DeliverySent", op: "UpdateItem", nth: 2,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			webhookEnv(t, f, e, "sent")
+			return e.first
+		},
+		check: func(t *testing.T, f *fixture, e *faultEnv, _ error) {
+			if e.sent() != 1 {
+				t.Errorf("the receiver got %d requests, want 1", e.sent())
+			}
+			wantRecord(t, f, e, inbox.DeliverySent, "", 1)
+		}},
+	{name: "DeliveryRetry", op: "TransactWriteItems", nth: 1,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			webhookEnv(t, f, e, "retry", channeltest.WebhookResponse{Status: 503})
+			return e.first
+		},
+		check: func(t *testing.T, f *fixture, e *faultEnv, runErr error) {
+			c := f.record(t, e.id, e.key)
+			switch {
+			case runErr == nil && c.Status == inbox.DeliveryQueued && c.Attempts == 1 && e.sent() == 1 && len(retryTasks(t, f, e)) == 1:
+				// recorded, the retry due
+			case c.Status == inbox.DeliverySent && c.Error == "" && e.sent() == 2:
+				// the run's error made the scheduler run the task again, which sent
+			default:
+				t.Errorf("record %+v after %d requests, run error %v, retry tasks %+v; want QUEUED for a retry or SENT by the re-run",
+					c, e.sent(), runErr, retryTasks(t, f, e))
+			}
+		}},
+	{name: "DeliveryFailed", op: "UpdateItem", nth: 2,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			webhookEnv(t, f, e, "failed", channeltest.WebhookResponse{Status: 400})
+			return e.first
+		},
+		check: func(t *testing.T, f *fixture, e *faultEnv, _ error) {
+			if e.sent() != 1 {
+				t.Errorf("the receiver got %d requests, want 1", e.sent())
+			}
+			wantRecord(t, f, e, inbox.DeliveryFailed, channel.ProviderWebhook, 1)
+		}},
+	{name: "PruneDevice", op: "UpdateItem", nth: 2,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			pushEnv(t, f, e, "prune")
+			return e.first
+		},
+		check: checkPruned},
+	{name: "DeliveryFailed after the prune", op: "UpdateItem", nth: 3,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			pushEnv(t, f, e, "prunefail")
+			return e.first
+		},
+		check: checkPruned},
+	{name: "DeliveryUnconfirmed", op: "UpdateItem", nth: 2,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			webhookEnv(t, f, e, "orphan")
+			ref := inbox.DeliveryRef{TenantID: tenant, NotificationID: e.id, Key: e.key}
+			if _, out, err := f.st.ClaimDelivery(context.Background(), ref, 100*time.Millisecond); err != nil || out != store.ClaimOK {
+				t.Fatalf("claim: %v %v", out, err)
+			}
+			time.Sleep(150 * time.Millisecond) // the worker that claimed it died
+			return e.first
+		},
+		check: func(t *testing.T, f *fixture, e *faultEnv, _ error) {
+			if e.sent() != 0 {
+				t.Errorf("an orphaned record was sent: %d requests", e.sent())
+			}
+			wantRecord(t, f, e, inbox.DeliverySent, "unconfirmed", 1)
+		}},
+	{name: "SkipDelivery", op: "UpdateItem", nth: 1,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			if _, err := f.st.PutUserProfile(context.Background(), viewer, inbox.UserProfile{Email: "a@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+			e.key = inbox.ChannelEmail // no email provider: skipped
+			e.id, e.first = f.send(t, "skip", inbox.ChannelEmail, inbox.ChannelEmail)
+			return e.first
+		},
+		check: func(t *testing.T, f *fixture, e *faultEnv, _ error) {
+			c := f.record(t, e.id, e.key)
+			if c.Status != inbox.DeliverySkipped || c.Reason != inbox.ReasonNoProvider || c.Attempts != 0 {
+				t.Errorf("record %+v, want SKIPPED no_provider", c)
+			}
+		}},
+}
+
+// pushEnv registers an FCM device whose provider answers UNREGISTERED and sends to it.
+func pushEnv(t *testing.T, f *fixture, e *faultEnv, idem string) {
+	t.Helper()
+	dev, err := f.st.RegisterDevice(context.Background(), viewer, "fcm-token-"+idem, inbox.PlatformFCM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.dev = dev
+	e.push = &fakePush{provider: channel.ProviderFCM, err: &channel.Error{Provider: channel.ProviderFCM, Kind: channel.Unregistered, Status: 404, Code: "UNREGISTERED"}}
+	e.chans.FCM = e.push
+	e.key = inbox.DeliveryKey(inbox.ChannelPush, dev.ID)
+	e.id, e.first = f.send(t, idem, e.key, inbox.ChannelPush)
+}
+
+// checkPruned: the unregistered device was sent to once, is gone, and its record FAILED.
+func checkPruned(t *testing.T, f *fixture, e *faultEnv, _ error) {
+	if e.sent() != 1 {
+		t.Errorf("the provider got %d sends, want 1", e.sent())
+	}
+	wantRecord(t, f, e, inbox.DeliveryFailed, channel.ProviderFCM, 1)
+	devs, err := f.st.Devices(context.Background(), viewer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range devs {
+		if d.ID == e.dev.ID {
+			t.Errorf("the unregistered device is still registered: %+v", devs)
+		}
+	}
+}
+
+// The send-once rule under DynamoDB faults at each call of one delivery: the call is
+// throttled, refused by an outage, or runs and loses its answer; once (the store's retry
+// absorbs it) or for the store's whole budget of 6 calls (the run fails and the
+// scheduler runs the task again, here at once and then after each claim could expire).
+// Whatever happened, the provider got the message at most once, a message never sent is
+// never recorded SENT (except an orphaned claim's, which is the unconfirmed rule), and the
+// record ends as without faults (or, where a run's error made the task run again, as that
+// re-run leaves it).
+func TestDeliverFaultAtEachCall(t *testing.T) {
+	t.Parallel()
+	faults := []struct {
+		name string
+		f    ddbfault.Fault
+	}{{"throttled", ddbfault.Throttling}, {"outage", ddbfault.Outage}, {"answer lost", ddbfault.AnswerLost}}
+	for _, fp := range faultPoints {
+		for _, fl := range faults {
+			for _, n := range []int{1, store.DefaultRetryPolicy.Attempts} {
+				t.Run(fmt.Sprintf("%s/%s/x%d", fp.name, fl.name, n), func(t *testing.T) {
+					t.Parallel()
+					f := newFixture(t)
+					ctx := context.Background()
+					e := &faultEnv{}
+					task := fp.prepare(t, f, e)
+					trig := &opTrigger{op: fp.op, nth: fp.nth, n: n, fault: fl.f}
+					fst := faultyStore(t, f, trig)
+					runErr := e.handler(fst).Handle(ctx, task)
+					trig.mu.Lock()
+					fired, ops := trig.fired, trig.ops
+					trig.mu.Unlock()
+					if !fired {
+						t.Fatalf("the fault never fired: calls %v", ops)
+					}
+					if n == 1 && runErr != nil {
+						t.Errorf("one fault, absorbed by the store's retry: Handle = %v", runErr)
+					}
+					// The scheduler runs a failed task again (here without faults) until it
+					// succeeds; a live claim left behind is waited out.
+					err := runErr
+					for i := 0; err != nil && i < 5; i++ {
+						if errors.Is(err, delivery.ErrBusy) {
+							time.Sleep(faultTimeout + faultMargin)
+						}
+						err = e.handler(f.st).Handle(ctx, task)
+					}
+					if err != nil {
+						t.Fatalf("the task never succeeded: %v (first run: %v)", err, runErr)
+					}
+					if e.sent() > 1 && !(fp.op == "TransactWriteItems" || fp.name == "preferences re-check") {
+						t.Errorf("the provider got %d sends", e.sent())
+					}
+					fp.check(t, f, e, runErr)
+					if t.Failed() {
+						t.Logf("calls of the faulty run: %v; first run's error: %v", ops, runErr)
+					}
+				})
+			}
+		}
+	}
+}
