@@ -28,6 +28,10 @@ const (
 	// writeTimeout bounds each record update after a send; it runs even when the task's
 	// context ended (a shutdown), so that an answered send is recorded.
 	writeTimeout = 10 * time.Second
+	// recordRetryBase and recordRetryMax bound the waits between repeats of a record
+	// update the store gave up on (record): uniform in [w/2, w), w doubling from the base.
+	recordRetryBase = 100 * time.Millisecond
+	recordRetryMax  = time.Second
 )
 
 // ErrBusy is Handle's error when another run of the task holds a live claim on its record
@@ -313,14 +317,36 @@ func (h *Handler) skip(ctx context.Context, ref inbox.DeliveryRef, reason string
 	return nil
 }
 
-// record runs the record update write with a deadline of its own, detached from ctx's
-// cancellation: a send that was answered is recorded even while the scheduler stops. A
-// claim lost meanwhile (store.ErrClaimLost: another run settled the record, e.g. it found
-// this claim expired) leaves nothing to do.
+// record runs the record update write with a deadline of its own (writeTimeout),
+// detached from ctx's cancellation: a send that was answered is recorded even while the
+// scheduler stops. A write the store gave up on as THROTTLED or UNAVAILABLE (its budget
+// of calls spent) is tried again, with backoff, until that deadline: a claim left behind
+// would expire into "unconfirmed" (SENT), which loses the provider's message id, marks a
+// message the provider refused as sent and keeps an unregistered device. Every write
+// here is conditional on the claim, so a repeat is harmless. A claim lost meanwhile
+// (store.ErrClaimLost: another run settled the record, e.g. it found this claim expired)
+// leaves nothing to do.
 func (h *Handler) record(ctx context.Context, ref inbox.DeliveryRef, write func(context.Context) error) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	err := write(wctx)
+	wait := recordRetryBase
+	var err error
+	for {
+		err = write(wctx)
+		if code := inbox.ErrorCode(err); err == nil || (code != inbox.CodeThrottled && code != inbox.CodeUnavailable) {
+			break
+		}
+		t := time.NewTimer(wait/2 + time.Duration(rand.Int64N(int64(wait/2))))
+		select {
+		case <-t.C:
+		case <-wctx.Done():
+			t.Stop()
+		}
+		if wctx.Err() != nil {
+			break
+		}
+		wait = min(2*wait, recordRetryMax)
+	}
 	switch {
 	case err == nil:
 		return nil

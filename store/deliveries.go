@@ -90,7 +90,9 @@ var ErrClaimLost = errors.New("store: the delivery record is no longer claimed b
 // after all when the claim is this call's (the UpdateItem committed, its answer was lost
 // and the store's retry found its own claim), ClaimDone (not QUEUED, or no record),
 // ClaimBusy (a live claim), ClaimOrphaned (an expired claim: the job with the orphaned
-// Attempt). Errors: BAD_USER_INPUT for a malformed ref or a lease ≤ 0.
+// Attempt). When the UpdateItem fails for the store's whole budget, the same GetItem
+// looks for this call's claim (a call that committed and lost its answer): found, it is
+// ClaimOK; else the error. Errors: BAD_USER_INPUT for a malformed ref or a lease ≤ 0.
 func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease time.Duration) (inbox.DeliveryJob, ClaimOutcome, error) {
 	if err := ref.Check(); err != nil {
 		return inbox.DeliveryJob{}, 0, err
@@ -129,6 +131,18 @@ func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease 
 		job, err := decodeJob(ref, out.Attributes)
 		return job, ClaimOK, err
 	case !errors.As(err, &ccf):
+		// The store's budget ran out, but a call whose answer was lost may have
+		// committed: a claim nobody knows of would expire into "unconfirmed" (SENT)
+		// although nothing was sent. ONE GetItem finds it (the claim id); when it is
+		// not there, or the read fails too, the claim's error stands.
+		got, rerr := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key.av(), ConsistentRead: aws.Bool(true)})
+		if rerr == nil && got.Item != nil {
+			var it statusItem
+			if attributevalue.UnmarshalMap(got.Item, &it) == nil && it.Status == inbox.DeliveryQueued && it.ClaimUntil != 0 && it.ClaimID == claimID {
+				job, jerr := decodeJob(ref, got.Item)
+				return job, ClaimOK, jerr
+			}
+		}
 		return inbox.DeliveryJob{}, 0, fmt.Errorf("claim delivery: %w", err)
 	}
 	got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key.av(), ConsistentRead: aws.Bool(true)})
