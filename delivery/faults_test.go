@@ -20,6 +20,7 @@ import (
 	"github.com/inboxgw/gateway/delivery"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -377,4 +378,117 @@ func TestDeliverFaultAtEachCall(t *testing.T) {
 			}
 		}
 	}
+}
+
+// mixEnv is a store and a scheduler client behind a fault proxy with rates cfg (enabled).
+func mixEnv(t *testing.T, f *fixture, cfg ddbfault.Config) (*store.Store, *dynamodb.Client, *ddbfault.Proxy) {
+	t.Helper()
+	proxy := ddbfault.New(dynlocaltest.Endpoint(t), cfg)
+	ps := httptest.NewServer(proxy)
+	t.Cleanup(func() { ps.Close(); proxy.Close() })
+	db := dynlocaltest.Client(t, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(ps.URL)
+		o.Retryer = store.NewSDKRetryer()
+	})
+	st := store.New(db, f.table, store.WithSweepWorkers(0), store.WithSchedShards(2))
+	t.Cleanup(st.Close)
+	return st, db, proxy
+}
+
+// 200 webhook deliveries through the real scheduler while DynamoDB throttles, fails and
+// loses answers after committing (seeded, 5-8% each) for the handler and the scheduler
+// alike, and the receiver refuses the first 30 requests with a 503 (retried): every message reaches the receiver exactly once, or at most once with its record
+// SENT "unconfirmed"; a message never received is never SENT otherwise; no record is
+// left QUEUED.
+func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	recv, url := channeltest.StartWebhook(t, webhookSecret)
+	// The first refused503 requests are answered 503: their records are retried through
+	// tasks of their own.
+	const refused503 = 30
+	for range refused503 {
+		recv.Respond(channeltest.WebhookResponse{Status: 503})
+	}
+	f.withWebhook(t, url)
+	const n = 200
+	ids := make([]string, 0, n)
+	for i := range n {
+		res, err := f.st.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("mix-%d", i), Recipients: []string{user},
+			Type: "invoice.paid", Title: "Invoice paid", TemplateChannels: []string{inbox.ChannelInApp, inbox.ChannelWebhook}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.NotificationIDs[0])
+	}
+	fst, db, proxy := mixEnv(t, f, ddbfault.Config{Seed: 11, Throttle: 0.06, Outage: 0.05, LostAnswer: 0.08, Latency: 0.05, LatencySpike: 100 * time.Millisecond})
+	h := delivery.NewHandler(fst, delivery.Options{Channels: delivery.Channels{Webhook: channel.NewWebhook(channel.WebhookConfig{})},
+		Logger: quiet, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Timeout: 2 * time.Second, ClaimMargin: time.Second})
+	s := sched.New(fst, sched.Options{DB: db, Poll: 50 * time.Millisecond, Lease: 3 * time.Second, Logger: quiet,
+		RetryBase: 100 * time.Millisecond, RetryMax: time.Second, MaxAttempts: 50, HandlerTimeout: h.HandlerTimeout()})
+	h.Register(s)
+	proxy.SetEnabled(true)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(sctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	deadline := time.Now().Add(90 * time.Second)
+	var queued []string
+	for {
+		left := queued[:0]
+		if queued == nil {
+			left = nil
+			queued = ids
+		}
+		for _, id := range queued {
+			if c := f.record(t, id, inbox.ChannelWebhook); c.Status == inbox.DeliveryQueued {
+				left = append(left, id)
+			}
+		}
+		queued = left
+		if len(queued) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	proxy.SetEnabled(false)
+	stats := proxy.Stats()
+	if len(queued) > 0 {
+		t.Errorf("%d records still QUEUED after 90 s (e.g. %s); scheduler %+v", len(queued), queued[0], s.Stats())
+	}
+	got := map[string]int{} // accepted (200) requests by webhook-id
+	reqs := recv.Requests()
+	for i, r := range reqs {
+		if i >= refused503 {
+			got[r.Header.Get("webhook-id")]++
+		}
+	}
+	unconfirmed := 0
+	for _, id := range ids {
+		c := f.record(t, id, inbox.ChannelWebhook)
+		k := delivery.IdempotencyKey(inbox.DeliveryRef{TenantID: tenant, NotificationID: id, Key: inbox.ChannelWebhook})
+		switch r := got[k]; {
+		case r > 1:
+			t.Errorf("%s: the receiver got it %d times", id, r)
+		case c.Status == inbox.DeliverySent && strings.HasPrefix(c.Error, "unconfirmed"):
+			unconfirmed++
+		case c.Status == inbox.DeliverySent && c.Error == "" && r == 1:
+		case c.Status == inbox.DeliveryFailed && r == 0 && strings.Contains(c.Error, "503"):
+			// refused on every attempt
+		default:
+			t.Errorf("%s: record %+v after %d receptions", id, c, r)
+		}
+	}
+	if stats.Throttled == 0 || stats.Outages == 0 || stats.LostAnswers == 0 {
+		t.Errorf("the proxy did not inject every kind of fault: %+v", stats)
+	}
+	if len(reqs) <= refused503 {
+		t.Errorf("the receiver got %d requests, fewer than its scripted 503s", len(reqs))
+	}
+	t.Logf("proxy %+v; requests %d; unconfirmed %d; scheduler %+v", stats, len(reqs), unconfirmed, s.Stats())
 }
