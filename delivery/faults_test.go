@@ -492,3 +492,78 @@ func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
 	}
 	t.Logf("proxy %+v; requests %d; unconfirmed %d; scheduler %+v", stats, len(reqs), unconfirmed, s.Stats())
 }
+
+// Provider callbacks under faults: the provider retries a callback until it gets a 2xx
+// (here: applies the event until ApplyProviderEvent returns no error), including after an
+// answer lost once the update committed. Each event lands once, a retried or late event
+// never moves a record backwards (DELIVERED after OPENED, DELIVERED after FAILED), and the
+// times of the first application stay.
+func TestProviderCallbacksUnderFaults(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{Phone: "+15005550006"}); err != nil {
+		t.Fatal(err)
+	}
+	sms := &fakePush{provider: channel.ProviderTwilio}
+	h := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{SMS: sms}, Logger: quiet})
+	var refs []inbox.DeliveryRef
+	for _, k := range []string{"cb1", "cb2"} {
+		id, task := f.send(t, k, inbox.ChannelSMS, inbox.ChannelSMS)
+		if err := h.Handle(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, inbox.DeliveryRef{TenantID: tenant, NotificationID: id, Key: inbox.ChannelSMS})
+	}
+	trig := &opTrigger{}
+	fst := faultyStore(t, f, trig)
+	// deliver applies ev as a provider delivers a callback: the fault f on its first n
+	// calls, then again until it is accepted (at most 5 times).
+	deliver := func(ev inbox.ProviderEvent, n int, fault ddbfault.Fault) {
+		t.Helper()
+		trig.proxy.FailNext(n, fault)
+		for try := 0; ; try++ {
+			_, err := fst.ApplyProviderEvent(ctx, ev)
+			if err == nil {
+				return
+			}
+			if try == 5 {
+				t.Fatalf("%s %s: never accepted: %v", ev.Ref.NotificationID, ev.Status, err)
+			}
+		}
+	}
+	state := func(ref inbox.DeliveryRef) inbox.ChannelStatus { return f.record(t, ref.NotificationID, ref.Key) }
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	ev := func(ref inbox.DeliveryRef, status string, at time.Time) inbox.ProviderEvent {
+		return inbox.ProviderEvent{Ref: ref, Provider: channel.ProviderTwilio, MessageID: "m1", Status: status, At: at}
+	}
+
+	// Record 1: delivered (answer lost once; then lost for the whole budget on the
+	// provider's repeat), opened (an outage over the budget), then a late repeat of
+	// "delivered".
+	deliver(ev(refs[0], inbox.DeliveryDelivered, t0), 1, ddbfault.AnswerLost)
+	if c := state(refs[0]); c.Status != inbox.DeliveryDelivered || !c.DeliveredAt.Equal(t0) {
+		t.Fatalf("after delivered: %+v", c)
+	}
+	deliver(ev(refs[0], inbox.DeliveryDelivered, t0.Add(time.Second)), store.DefaultRetryPolicy.Attempts, ddbfault.AnswerLost)
+	if c := state(refs[0]); c.Status != inbox.DeliveryDelivered || !c.DeliveredAt.Equal(t0) {
+		t.Fatalf("after the repeated delivered: %+v (deliveredAt moved?)", c)
+	}
+	deliver(ev(refs[0], inbox.DeliveryOpened, t0.Add(2*time.Second)), store.DefaultRetryPolicy.Attempts, ddbfault.Outage)
+	deliver(ev(refs[0], inbox.DeliveryDelivered, t0.Add(3*time.Second)), 1, ddbfault.Throttling)
+	if c := state(refs[0]); c.Status != inbox.DeliveryOpened || !c.DeliveredAt.Equal(t0) || !c.OpenedAt.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("after opened and a late delivered: %+v", c)
+	}
+
+	// Record 2: failed (answer lost for the whole budget), then a late "delivered".
+	bounce := ev(refs[1], inbox.DeliveryFailed, t0)
+	bounce.Error = "30003: unreachable handset"
+	deliver(bounce, store.DefaultRetryPolicy.Attempts, ddbfault.AnswerLost)
+	deliver(ev(refs[1], inbox.DeliveryDelivered, t0.Add(time.Second)), 1, ddbfault.AnswerLost)
+	if c := state(refs[1]); c.Status != inbox.DeliveryFailed || c.Error != bounce.Error || !c.DeliveredAt.IsZero() {
+		t.Fatalf("after failed and a late delivered: %+v", c)
+	}
+	if sms.sends.Load() != 2 {
+		t.Fatalf("the provider got %d sends, want 2", sms.sends.Load())
+	}
+}
