@@ -518,14 +518,15 @@ func TestProviderCallbacksUnderFaults(t *testing.T) {
 	trig := &opTrigger{}
 	fst := faultyStore(t, f, trig)
 	// deliver applies ev as a provider delivers a callback: the fault f on its first n
-	// calls, then again until it is accepted (at most 5 times).
-	deliver := func(ev inbox.ProviderEvent, n int, fault ddbfault.Fault) {
+	// calls, then again until it is accepted (at most 5 times). It returns whether the
+	// accepted call reported a change.
+	deliver := func(ev inbox.ProviderEvent, n int, fault ddbfault.Fault) bool {
 		t.Helper()
 		trig.proxy.FailNext(n, fault)
 		for try := 0; ; try++ {
-			_, err := fst.ApplyProviderEvent(ctx, ev)
+			changed, err := fst.ApplyProviderEvent(ctx, ev)
 			if err == nil {
-				return
+				return changed
 			}
 			if try == 5 {
 				t.Fatalf("%s %s: never accepted: %v", ev.Ref.NotificationID, ev.Status, err)
@@ -541,16 +542,24 @@ func TestProviderCallbacksUnderFaults(t *testing.T) {
 	// Record 1: delivered (answer lost once; then lost for the whole budget on the
 	// provider's repeat), opened (an outage over the budget), then a late repeat of
 	// "delivered".
-	deliver(ev(refs[0], inbox.DeliveryDelivered, t0), 1, ddbfault.AnswerLost)
+	// The store's retry of the lost answer finds its own update: a change, reported as one
+	// (the callback's "applied" count).
+	if !deliver(ev(refs[0], inbox.DeliveryDelivered, t0), 1, ddbfault.AnswerLost) {
+		t.Error("an event applied whose answer was lost (then retried by the store) reported no change")
+	}
 	if c := state(refs[0]); c.Status != inbox.DeliveryDelivered || !c.DeliveredAt.Equal(t0) {
 		t.Fatalf("after delivered: %+v", c)
 	}
-	deliver(ev(refs[0], inbox.DeliveryDelivered, t0.Add(time.Second)), store.DefaultRetryPolicy.Attempts, ddbfault.AnswerLost)
+	if deliver(ev(refs[0], inbox.DeliveryDelivered, t0.Add(time.Second)), store.DefaultRetryPolicy.Attempts, ddbfault.AnswerLost) {
+		t.Error("a repeated delivered reported a change")
+	}
 	if c := state(refs[0]); c.Status != inbox.DeliveryDelivered || !c.DeliveredAt.Equal(t0) {
 		t.Fatalf("after the repeated delivered: %+v (deliveredAt moved?)", c)
 	}
 	deliver(ev(refs[0], inbox.DeliveryOpened, t0.Add(2*time.Second)), store.DefaultRetryPolicy.Attempts, ddbfault.Outage)
-	deliver(ev(refs[0], inbox.DeliveryDelivered, t0.Add(3*time.Second)), 1, ddbfault.Throttling)
+	if deliver(ev(refs[0], inbox.DeliveryDelivered, t0.Add(3*time.Second)), 1, ddbfault.Throttling) {
+		t.Error("a late delivered after opened reported a change")
+	}
 	if c := state(refs[0]); c.Status != inbox.DeliveryOpened || !c.DeliveredAt.Equal(t0) || !c.OpenedAt.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("after opened and a late delivered: %+v", c)
 	}

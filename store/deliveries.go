@@ -351,7 +351,9 @@ var eventFrom = map[string][]string{
 // a providerMessageId, that they are equal (a record without one takes ev's). DELIVERED sets
 // deliveredAt, OPENED openedAt (and deliveredAt if unset), FAILED the error (ev.Error);
 // each at ev.At (zero: now). It reports whether the record changed: false for an event
-// matching no record, a stale or repeated event, another provider's or message's.
+// matching no record, a stale or repeated event, another provider's or message's; true
+// also when the store's retry of an update that committed and lost its answer finds the
+// update done (the old item the failed condition returns carries this call's updatedAt).
 // Errors: BAD_USER_INPUT for a malformed ref, an unknown status or no provider.
 func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) (bool, error) {
 	if err := ev.Ref.Check(); err != nil {
@@ -399,11 +401,26 @@ func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) 
 		u.setIfNotExists(attrProviderMessageID, ev.MessageID)
 		cond += " AND (attribute_not_exists(#providerMessageId) OR #providerMessageId = :" + attrProviderMessageID + ")"
 	}
-	ok, err := s.updateRecord(ctx, ev.Ref, u, cond, vals)
-	if err != nil {
+	key := itemKey{notifStatusPK(ev.Ref.TenantID, ev.Ref.NotificationID), deliverySK(ev.Ref.Key)}
+	upd := u.input(s.table, key, cond, vals)
+	upd.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	_, err := s.db.UpdateItem(ctx, upd)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.As(err, &ccf):
 		return false, fmt.Errorf("apply provider event: %w", err)
 	}
-	return ok, nil
+	// A failed condition after a call that committed and lost its answer (the store
+	// retried it): the record shows this call's own update, its status and updatedAt
+	// (the same on every retry of the call). That is a change, reported as one.
+	var old statusItem
+	if ccf.Item != nil && attributevalue.UnmarshalMap(ccf.Item, &old) == nil &&
+		old.Status == ev.Status && old.UpdatedAt == now.UnixMilli() {
+		return true, nil
+	}
+	return false, nil
 }
 
 // recordUpdate builds the UpdateItem of a delivery record: SET and REMOVE clauses whose
