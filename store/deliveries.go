@@ -32,6 +32,7 @@ const (
 	attrAttempts          = "attempts"
 	attrClaimUntil        = "claimUntil"
 	attrClaimID           = "claimId"
+	attrEventCallID       = "eventCallId"
 	attrNextAttemptAt     = "nextAttemptAt"
 	attrProvider          = "provider"
 	attrProviderMessageID = "providerMessageId"
@@ -353,7 +354,8 @@ var eventFrom = map[string][]string{
 // each at ev.At (zero: now). It reports whether the record changed: false for an event
 // matching no record, a stale or repeated event, another provider's or message's; true
 // also when the store's retry of an update that committed and lost its answer finds the
-// update done (the old item the failed condition returns carries this call's updatedAt).
+// update done (the old item the failed condition returns carries this call's random id,
+// kept in the record's eventCallId).
 // Errors: BAD_USER_INPUT for a malformed ref, an unknown status or no provider.
 func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) (bool, error) {
 	if err := ev.Ref.Check(); err != nil {
@@ -392,6 +394,12 @@ func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) 
 		vals[n] = &types.AttributeValueMemberS{Value: st}
 		in = append(in, n)
 	}
+	// The call's own id: a failed condition after an update that committed and lost its
+	// answer (the store retried it) is recognised as this call's change.
+	var nonce [12]byte
+	_, _ = rand.Read(nonce[:])
+	callID := hex.EncodeToString(nonce[:])
+	u.set(attrEventCallID, callID)
 	// A record without a provider is one settled unconfirmed (the orphaned attempt's
 	// provider is not known): the event's provider, authenticated by its signature, is
 	// taken.
@@ -413,11 +421,8 @@ func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) 
 		return false, fmt.Errorf("apply provider event: %w", err)
 	}
 	// A failed condition after a call that committed and lost its answer (the store
-	// retried it): the record shows this call's own update, its status and updatedAt
-	// (the same on every retry of the call). That is a change, reported as one.
-	var old statusItem
-	if ccf.Item != nil && attributevalue.UnmarshalMap(ccf.Item, &old) == nil &&
-		old.Status == ev.Status && old.UpdatedAt == now.UnixMilli() {
+	// retried it): the record carries this call's id. That is a change, reported as one.
+	if id, ok := ccf.Item[attrEventCallID].(*types.AttributeValueMemberS); ok && id.Value == callID {
 		return true, nil
 	}
 	return false, nil
