@@ -28,7 +28,10 @@
 // without an outcome (the worker died between the provider's acceptance and the record's
 // update, or during the call) is never sent again: the task that finds it
 // (ClaimOrphaned) marks the record SENT with an "unconfirmed" error
-// (store.DeliveryUnconfirmed). The provider got the message at most once. Every attempt of
+// (store.DeliveryUnconfirmed). The provider got the message at most once. So that a
+// DynamoDB outage does not turn into such an orphan, each outcome write that the store
+// gives up on (THROTTLED, UNAVAILABLE) is repeated with backoff for up to 10 s; an outage
+// longer than that still leaves the record SENT "unconfirmed", even after a refusal. Every attempt of
 // one record carries the same Message.IdempotencyKey, so providers that deduplicate (the
 // webhook's webhook-id, the email's Message-ID, APNs' apns-id) see one message even when
 // a timed-out attempt had in fact been accepted.
