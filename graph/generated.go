@@ -85,12 +85,19 @@ type ComplexityRoot struct {
 	}
 
 	Delivery struct {
-		Attempts  func(childComplexity int) int
-		Channel   func(childComplexity int) int
-		Error     func(childComplexity int) int
-		Provider  func(childComplexity int) int
-		Status    func(childComplexity int) int
-		UpdatedAt func(childComplexity int) int
+		Attempts          func(childComplexity int) int
+		Channel           func(childComplexity int) int
+		DeferredUntil     func(childComplexity int) int
+		DeliveredAt       func(childComplexity int) int
+		DeviceID          func(childComplexity int) int
+		Error             func(childComplexity int) int
+		Key               func(childComplexity int) int
+		OpenedAt          func(childComplexity int) int
+		Provider          func(childComplexity int) int
+		ProviderMessageID func(childComplexity int) int
+		SentAt            func(childComplexity int) int
+		Status            func(childComplexity int) int
+		UpdatedAt         func(childComplexity int) int
 	}
 
 	InboxEvent struct {
@@ -469,18 +476,60 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Channel(childComplexity), true
+	case "Delivery.deferredUntil":
+		if e.ComplexityRoot.Delivery.DeferredUntil == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.DeferredUntil(childComplexity), true
+	case "Delivery.deliveredAt":
+		if e.ComplexityRoot.Delivery.DeliveredAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.DeliveredAt(childComplexity), true
+	case "Delivery.deviceId":
+		if e.ComplexityRoot.Delivery.DeviceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.DeviceID(childComplexity), true
 	case "Delivery.error":
 		if e.ComplexityRoot.Delivery.Error == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Delivery.Error(childComplexity), true
+	case "Delivery.key":
+		if e.ComplexityRoot.Delivery.Key == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Key(childComplexity), true
+	case "Delivery.openedAt":
+		if e.ComplexityRoot.Delivery.OpenedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.OpenedAt(childComplexity), true
 	case "Delivery.provider":
 		if e.ComplexityRoot.Delivery.Provider == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Delivery.Provider(childComplexity), true
+	case "Delivery.providerMessageId":
+		if e.ComplexityRoot.Delivery.ProviderMessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.ProviderMessageID(childComplexity), true
+	case "Delivery.sentAt":
+		if e.ComplexityRoot.Delivery.SentAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.SentAt(childComplexity), true
 	case "Delivery.status":
 		if e.ComplexityRoot.Delivery.Status == nil {
 			break
@@ -1494,6 +1543,18 @@ type Delivery {
   updatedAt: Time!
   "Why it failed, or was skipped (e.g. opted_out, category_opted_out, no_device, no_provider); a delivery deferred by quiet hours stays QUEUED."
   error: String
+  "The record's key within the notification: IN_APP, EMAIL, SMS, WEBHOOK, or PUSH#{deviceId} (one record per push device)."
+  key: String!
+  "The push device's id (POST /v1/users/{id}/devices answers it); null for other channels."
+  deviceId: String
+  "The provider's id of the message (Twilio's sid, FCM's name, APNs' apns-id, the email's Message-ID, the webhook's webhook-id)."
+  providerMessageId: String
+  "When the provider accepted it, reported it delivered, reported it opened; null until then."
+  sentAt: Time
+  deliveredAt: Time
+  openedAt: Time
+  "Until when the recipient's quiet hours hold a QUEUED delivery; null when it is not deferred."
+  deferredUntil: Time
 }
 
 "Where a delivery is: QUEUED, then SENT (the provider accepted it), then DELIVERED or FAILED; OPENED once read."
@@ -1906,6 +1967,20 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_updatedAt(ctx, field)
 	case "error":
 		return ec.fieldContext_Delivery_error(ctx, field)
+	case "key":
+		return ec.fieldContext_Delivery_key(ctx, field)
+	case "deviceId":
+		return ec.fieldContext_Delivery_deviceId(ctx, field)
+	case "providerMessageId":
+		return ec.fieldContext_Delivery_providerMessageId(ctx, field)
+	case "sentAt":
+		return ec.fieldContext_Delivery_sentAt(ctx, field)
+	case "deliveredAt":
+		return ec.fieldContext_Delivery_deliveredAt(ctx, field)
+	case "openedAt":
+		return ec.fieldContext_Delivery_openedAt(ctx, field)
+	case "deferredUntil":
+		return ec.fieldContext_Delivery_deferredUntil(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Delivery", field.Name)
 }
@@ -3320,6 +3395,167 @@ func (ec *executionContext) _Delivery_error(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_Delivery_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, "String")
+}
+
+func (ec *executionContext) _Delivery_key(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_key(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Key, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_key(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "String")
+}
+
+func (ec *executionContext) _Delivery_deviceId(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_deviceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeviceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_deviceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "String")
+}
+
+func (ec *executionContext) _Delivery_providerMessageId(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_providerMessageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProviderMessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_providerMessageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "String")
+}
+
+func (ec *executionContext) _Delivery_sentAt(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_sentAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SentAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_sentAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Delivery_deliveredAt(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_deliveredAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeliveredAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_deliveredAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Delivery_openedAt(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_openedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OpenedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_openedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Delivery_deferredUntil(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_deferredUntil(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeferredUntil, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_deferredUntil(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, "Time")
 }
 
 func (ec *executionContext) _InboxEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
@@ -8543,6 +8779,41 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "error":
 			out.Values[i] = ec._Delivery_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "key":
+			out.Values[i] = ec._Delivery_key(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deviceId":
+			out.Values[i] = ec._Delivery_deviceId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "providerMessageId":
+			out.Values[i] = ec._Delivery_providerMessageId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "sentAt":
+			out.Values[i] = ec._Delivery_sentAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "deliveredAt":
+			out.Values[i] = ec._Delivery_deliveredAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "openedAt":
+			out.Values[i] = ec._Delivery_openedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "deferredUntil":
+			out.Values[i] = ec._Delivery_deferredUntil(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -30,7 +30,13 @@ func (r *notificationResolver) deliveries(ctx context.Context, obj *inbox.Notifi
 	out := make([]*model.Delivery, 0, len(st.Channels))
 	for _, c := range st.Channels {
 		d := &model.Delivery{Channel: model.Channel(c.Channel), Status: model.DeliveryStatus(c.Status),
-			Provider: optString(c.Provider), Attempts: c.Attempts, UpdatedAt: deliveryUpdatedAt(st, c), Error: optString(c.Error)}
+			Provider: optString(c.Provider), Attempts: c.Attempts, UpdatedAt: deliveryUpdatedAt(st, c), Error: optString(c.Error),
+			Key: c.Key, DeviceID: optString(c.DeviceID), ProviderMessageID: optString(c.ProviderMessageID),
+			SentAt: optDeliveryTime(c.SentAt), DeliveredAt: optDeliveryTime(c.DeliveredAt), OpenedAt: optDeliveryTime(c.OpenedAt),
+			DeferredUntil: optDeliveryTime(c.DeferredUntil)}
+		if d.Key == "" {
+			d.Key = c.Channel // a record written before records kept their key: one per channel
+		}
 		if c.Reason != "" {
 			d.Error = &c.Reason
 		}
@@ -50,6 +56,14 @@ func deliveryUpdatedAt(st inbox.NotificationStatus, c inbox.ChannelStatus) time.
 		}
 	}
 	return at
+}
+
+// optDeliveryTime returns &t, or nil for the zero time (a record's time not reached).
+func optDeliveryTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // optString returns &s, or nil for "".

@@ -23,9 +23,18 @@ type delivery struct {
 	Attempts  int       `json:"attempts"`
 	UpdatedAt time.Time `json:"updatedAt"`
 	Error     *string   `json:"error"`
+	// What REST's status has too.
+	Key               string     `json:"key"`
+	DeviceID          *string    `json:"deviceId"`
+	ProviderMessageID *string    `json:"providerMessageId"`
+	SentAt            *time.Time `json:"sentAt"`
+	DeliveredAt       *time.Time `json:"deliveredAt"`
+	OpenedAt          *time.Time `json:"openedAt"`
+	DeferredUntil     *time.Time `json:"deferredUntil"`
 }
 
-const deliveriesQuery = `{ viewer { inbox(first: 10) { nodes { id deliveries { channel status provider attempts updatedAt error } } } } }`
+const deliveriesQuery = `{ viewer { inbox(first: 10) { nodes { id deliveries { channel status provider attempts updatedAt error
+	key deviceId providerMessageId sentAt deliveredAt openedAt deferredUntil } } } } }`
 
 // inboxDeliveries runs deliveriesQuery with token: each notification's deliveries.
 func inboxDeliveries(t *testing.T, s *testgw.Server, token string) [][]delivery {
@@ -79,6 +88,10 @@ func TestGraphQLDeliveriesAreTheViewersOwn(t *testing.T) {
 	sms := slices.IndexFunc(got[0], func(d delivery) bool { return d.Channel == inbox.ChannelSMS })
 	if sms < 0 || got[0][sms].Status != inbox.DeliverySent || got[0][sms].Provider == nil || *got[0][sms].Provider != "twilio" || got[0][sms].Attempts != 1 {
 		t.Fatalf("SMS delivery: %+v", got[0])
+	}
+	if d := got[0][sms]; d.Key != "SMS" || d.ProviderMessageID == nil || *d.ProviderMessageID != "SM0001" || d.SentAt == nil ||
+		d.DeliveredAt != nil || d.OpenedAt != nil || d.DeferredUntil != nil || d.DeviceID != nil {
+		t.Fatalf("SMS delivery's record fields: %+v", d)
 	}
 	inApp := slices.IndexFunc(got[0], func(d delivery) bool { return d.Channel == inbox.ChannelInApp })
 	if inApp < 0 || got[0][inApp].Status != inbox.DeliveryDelivered {

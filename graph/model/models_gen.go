@@ -44,6 +44,18 @@ type Delivery struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Why it failed, or was skipped (e.g. opted_out, category_opted_out, no_device, no_provider); a delivery deferred by quiet hours stays QUEUED.
 	Error *string `json:"error,omitempty"`
+	// The record's key within the notification: IN_APP, EMAIL, SMS, WEBHOOK, or PUSH#{deviceId} (one record per push device).
+	Key string `json:"key"`
+	// The push device's id (POST /v1/users/{id}/devices answers it); null for other channels.
+	DeviceID *string `json:"deviceId,omitempty"`
+	// The provider's id of the message (Twilio's sid, FCM's name, APNs' apns-id, the email's Message-ID, the webhook's webhook-id).
+	ProviderMessageID *string `json:"providerMessageId,omitempty"`
+	// When the provider accepted it, reported it delivered, reported it opened; null until then.
+	SentAt      *time.Time `json:"sentAt,omitempty"`
+	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+	OpenedAt    *time.Time `json:"openedAt,omitempty"`
+	// Until when the recipient's quiet hours hold a QUEUED delivery; null when it is not deferred.
+	DeferredUntil *time.Time `json:"deferredUntil,omitempty"`
 }
 
 // One committed change of the viewer's inbox.
