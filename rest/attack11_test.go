@@ -25,24 +25,11 @@ import (
 // Attacks on issue 11's channels through the real gateway (see the report of helper
 // "attack11").
 
-// unconfirmedRecord sends user a notification with SMS and EMAIL records (sentRecord's
-// template) and leaves its record of key settled unconfirmed, as after a worker stopped
-// during the provider call: SENT with no provider and no message id.
+// unconfirmedRecord is queuedRecord's record settled unconfirmed, as after a worker
+// stopped during the provider call: SENT with no provider and no message id.
 func unconfirmedRecord(t *testing.T, s *testgw.Server, user, key string) inbox.DeliveryRef {
 	t.Helper()
-	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
-	svc := s.Token(tenant, "svc", rest.ScopeSend)
-	decode[gen.TemplateVersion](t, call(t, s, http.MethodPut, "/v1/templates/code", admin, nil, map[string]any{"locale": "en",
-		"title": "Your code", "body": "{{ code }}", "sms": map[string]any{"text": "Code {{ code }}"},
-		"email": map[string]any{"subject": "Your code", "text": "Code {{ code }}"}}), 200)
-	decode[gen.UserProfile](t, call(t, s, http.MethodPut, "/v1/users/"+user, admin, nil, map[string]any{"phone": "+4915112345678", "email": user + "@example.com"}), 200)
-	acc := decode[gen.Accepted](t, send(t, s, svc, "code-"+user+"-"+key, map[string]any{"recipientUserId": user, "type": "otp",
-		"template": "code", "data": map[string]any{"code": "123456"}}), 202)
-	ref := inbox.DeliveryRef{TenantID: tenant, NotificationID: *acc.NotificationId, Key: key}
-	testgw.WaitFor(t, 30*time.Second, "the notification's status", func() bool {
-		_, err := s.Store.Status(t.Context(), tenant, ref.NotificationID)
-		return err == nil
-	})
+	ref := queuedRecord(t, s, user, key)
 	if _, outcome, err := s.Store.ClaimDelivery(t.Context(), ref, time.Millisecond); err != nil || outcome != store.ClaimOK {
 		t.Fatalf("claim %s: %v (outcome %v)", key, err, outcome)
 	}

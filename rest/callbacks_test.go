@@ -16,6 +16,7 @@ import (
 	"github.com/inboxgw/gateway/providerhook/providerhooktest"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
+	"github.com/inboxgw/gateway/store"
 )
 
 const (
@@ -35,10 +36,10 @@ func newCallbackServer(t *testing.T, sendGridKey providerhooktest.SendGridKey) *
 	})
 }
 
-// sentRecord sends user a notification through a template with an SMS and an email part
-// (the user has a phone and an address), then claims its record of key and records it
-// sent by provider as messageID, as the delivery worker does. It returns the record's ref.
-func sentRecord(t *testing.T, s *testgw.Server, user, key, provider, messageID string) inbox.DeliveryRef {
+// queuedRecord sends user a notification through a template with an SMS and an email part
+// (the user has a phone and an address) and returns the ref of its record of key, QUEUED
+// once the notification's status exists.
+func queuedRecord(t *testing.T, s *testgw.Server, user, key string) inbox.DeliveryRef {
 	t.Helper()
 	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
 	svc := s.Token(tenant, "svc", rest.ScopeSend)
@@ -53,9 +54,17 @@ func sentRecord(t *testing.T, s *testgw.Server, user, key, provider, messageID s
 		_, err := s.Store.Status(t.Context(), tenant, ref.NotificationID)
 		return err == nil
 	})
+	return ref
+}
+
+// sentRecord is queuedRecord's record, then claimed and recorded sent by provider as
+// messageID, as the delivery worker does.
+func sentRecord(t *testing.T, s *testgw.Server, user, key, provider, messageID string) inbox.DeliveryRef {
+	t.Helper()
+	ref := queuedRecord(t, s, user, key)
 	job, outcome, err := s.Store.ClaimDelivery(t.Context(), ref, time.Minute)
-	if err != nil || outcome != 0 {
-		t.Fatalf("claim %s: %v (outcome %d)", key, err, outcome)
+	if err != nil || outcome != store.ClaimOK {
+		t.Fatalf("claim %s: %v (outcome %v)", key, err, outcome)
 	}
 	if err := s.Store.DeliverySent(t.Context(), ref, job.Attempt, provider, messageID); err != nil {
 		t.Fatal(err)
