@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/channel/channeltest"
-	"github.com/inboxgw/gateway/ddbfault"
 	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/delivery"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
@@ -581,45 +579,5 @@ func TestDeliverRechecksPreferencesAfterAWait(t *testing.T) {
 	}
 	if n := len(recv.Requests()); n != 1 {
 		t.Fatalf("the receiver got %d requests, want only the first (503)", n)
-	}
-}
-
-// The claim's answer lost after it committed (ddbfault: the UpdateItem runs, the client
-// gets a 500): the store's retry finds the record claimed, recognises the claim as its
-// own and sends, once. Without the claim id it took the claim for another worker's, and
-// the record would have expired into "unconfirmed" with nothing sent.
-func TestDeliverClaimWhoseAnswerWasLost(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := context.Background()
-	recv, url := channeltest.StartWebhook(t, webhookSecret)
-	f.withWebhook(t, url)
-	id, task := f.send(t, "lost", inbox.ChannelWebhook, inbox.ChannelWebhook)
-
-	proxy := ddbfault.New(dynlocaltest.Endpoint(t), ddbfault.Config{})
-	ps := httptest.NewServer(proxy)
-	t.Cleanup(func() { ps.Close(); proxy.Close() })
-	faulty := dynlocaltest.Client(t, func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(ps.URL)
-		o.Retryer = store.NewSDKRetryer()
-	})
-	fst := store.New(faulty, f.table, store.WithSweepWorkers(0), store.WithSchedShards(2))
-	t.Cleanup(fst.Close)
-	if _, err := fst.CachedTenantSettings(ctx, tenant); err != nil { // the next call is the claim
-		t.Fatal(err)
-	}
-	h := delivery.NewHandler(fst, delivery.Options{Logger: quiet, Channels: delivery.Channels{Webhook: channel.NewWebhook(channel.WebhookConfig{})}})
-	proxy.FailNext(1, ddbfault.AnswerLost)
-	if err := h.Handle(ctx, task); err != nil {
-		t.Fatal(err)
-	}
-	if st := proxy.Stats(); st.LostAnswers != 1 {
-		t.Fatalf("proxy stats %+v, want one lost answer", st)
-	}
-	if c := f.record(t, id, inbox.ChannelWebhook); c.Status != inbox.DeliverySent || c.Attempts != 1 || c.Error != "" {
-		t.Fatalf("record %+v, want SENT after one attempt", c)
-	}
-	if n := len(recv.Requests()); n != 1 {
-		t.Fatalf("the receiver got %d requests, want 1", n)
 	}
 }
