@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/sched"
@@ -329,23 +330,17 @@ func (h *Handler) skip(ctx context.Context, ref inbox.DeliveryRef, reason string
 func (h *Handler) record(ctx context.Context, ref inbox.DeliveryRef, write func(context.Context) error) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	wait := recordRetryBase
-	var err error
-	for {
-		err = write(wctx)
-		if code := inbox.ErrorCode(err); err == nil || (code != inbox.CodeThrottled && code != inbox.CodeUnavailable) {
-			break
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.Multiplier, b.RandomizationFactor = recordRetryBase, recordRetryMax, 2, 0.5
+	_, err := backoff.Retry(wctx, func() (struct{}, error) {
+		err := write(wctx)
+		if code := inbox.ErrorCode(err); err != nil && code != inbox.CodeThrottled && code != inbox.CodeUnavailable {
+			return struct{}{}, backoff.Permanent(err)
 		}
-		t := time.NewTimer(wait/2 + time.Duration(rand.Int64N(int64(wait/2))))
-		select {
-		case <-t.C:
-		case <-wctx.Done():
-			t.Stop()
-		}
-		if wctx.Err() != nil {
-			break
-		}
-		wait = min(2*wait, recordRetryMax)
+		return struct{}{}, err
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(writeTimeout))
+	if perm, ok := errors.AsType[*backoff.PermanentError](err); ok {
+		err = perm.Unwrap()
 	}
 	switch {
 	case err == nil:
