@@ -83,20 +83,11 @@ func (c *Config) checkChannels() error {
 	if c.DeliveryAttempts < 1 || c.DeliveryAttempts > MaxDeliveryAttempts {
 		return fmt.Errorf("configuration: INBOX_DELIVERY_ATTEMPTS must be between 1 and %d, not %d", MaxDeliveryAttempts, c.DeliveryAttempts)
 	}
-	for _, d := range []struct {
-		name     string
-		v        time.Duration
-		min, max time.Duration
-	}{
+	return checkDurations([]durationBound{
 		{"INBOX_DELIVERY_BACKOFF", c.DeliveryBackoff, 10 * time.Millisecond, 24 * time.Hour},
 		{"INBOX_DELIVERY_TIMEOUT", c.DeliveryTimeout, 100 * time.Millisecond, 5 * time.Minute},
 		{"INBOX_CALLBACK_MAX_AGE", c.CallbackMaxAge, 10 * time.Second, 24 * time.Hour},
-	} {
-		if d.v < d.min || d.v > d.max {
-			return fmt.Errorf("configuration: %s must be between %v and %v, not %v", d.name, d.min, d.max, d.v)
-		}
-	}
-	return nil
+	})
 }
 
 // countSet counts the non-empty values.

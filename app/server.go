@@ -225,18 +225,26 @@ func (c Config) checkLimits() error {
 	if c.APQCacheBytes < 64<<10 || c.APQCacheBytes > 1<<30 {
 		return fmt.Errorf("configuration: INBOX_APQ_CACHE_BYTES must be between 64 KiB and 1 GiB, not %d", c.APQCacheBytes)
 	}
-	for _, d := range []struct {
-		name     string
-		v        time.Duration
-		min, max time.Duration
-	}{
+	return checkDurations([]durationBound{
 		{"INBOX_QUERY_TIMEOUT", c.QueryTimeout, 100 * time.Millisecond, 10 * time.Minute},
 		{"INBOX_MUTATION_TIMEOUT", c.MutationTimeout, 100 * time.Millisecond, 10 * time.Minute},
 		{"INBOX_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout, 100 * time.Millisecond, 10 * time.Minute},
 		{"INBOX_READ_TIMEOUT", c.ReadTimeout, 100 * time.Millisecond, 10 * time.Minute},
 		{"INBOX_WRITE_TIMEOUT", c.WriteTimeout, 100 * time.Millisecond, 10 * time.Minute},
 		{"INBOX_IDLE_TIMEOUT", c.IdleTimeout, 100 * time.Millisecond, time.Hour},
-	} {
+	})
+}
+
+// durationBound is a duration setting (name: its variable) and its bounds, inclusive.
+type durationBound struct {
+	name     string
+	v        time.Duration
+	min, max time.Duration
+}
+
+// checkDurations returns an error naming the first setting of ds outside its bounds.
+func checkDurations(ds []durationBound) error {
+	for _, d := range ds {
 		if d.v < d.min || d.v > d.max {
 			return fmt.Errorf("configuration: %s must be between %v and %v, not %v", d.name, d.min, d.max, d.v)
 		}
