@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -267,8 +268,7 @@ func (p *parsed) render(vars map[string]any, deadline time.Time) (Rendered, erro
 }
 
 // decodeData decodes a send's data (a JSON object; nil, empty or null = no variables)
-// into Liquid bindings. Whole numbers become int64 (so 12345678901 prints as written),
-// others float64.
+// into Liquid bindings. Whole numbers become int (see numbers), others float64.
 func decodeData(data inbox.JSON) (map[string]any, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
@@ -287,7 +287,10 @@ func decodeData(data inbox.JSON) (map[string]any, error) {
 	return numbers(m).(map[string]any), nil
 }
 
-// numbers replaces every json.Number in v with an int64 or a float64.
+// numbers replaces every json.Number in v with an int when it is a whole number within
+// int64 (written 12345678901, 4.0 or 1e18: so it prints as an integer and is a range
+// bound, a loop's limit or offset, where Liquid takes an int only, not an int64 nor a
+// float64), else a float64.
 func numbers(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
@@ -301,10 +304,13 @@ func numbers(v any) any {
 		}
 		return v
 	case json.Number:
-		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
-			return n
+		if n, err := strconv.ParseInt(string(v), 10, 0); err == nil {
+			return int(n)
 		}
 		f, _ := v.Float64()
+		if f == math.Trunc(f) && f >= math.MinInt64 && f < -math.MinInt64 {
+			return int(f)
+		}
 		return f
 	}
 	return v

@@ -1,0 +1,37 @@
+package tmpl
+
+import (
+	"testing"
+
+	"github.com/inboxgw/gateway/inbox"
+)
+
+// TestDataNumbersAreRangeBounds: whole numbers of a send's data were int64, which
+// Liquid's range bounds and loop limits refuse ("can't convert int64 to type int"); they
+// are ints now, written 3, 4.0 or 1e1, and print as written; others stay float64.
+func TestDataNumbersAreRangeBounds(t *testing.T) {
+	vars, err := decodeData(inbox.JSON(`{"m": -2, "n": 3, "f": 4.0, "e": 1e1, "one": 1, "big": 12345678901, "half": 2.5, "huge": 1e300, "list": [2, 3.0]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{"m": -2, "n": 3, "f": 4, "e": 10, "big": 12345678901, "half": 2.5, "huge": 1e300} {
+		if vars[k] != want {
+			t.Errorf("%s = %T %v; want %T %v", k, vars[k], vars[k], want, want)
+		}
+	}
+	if l := vars["list"].([]any); l[0] != 2 || l[1] != 3 {
+		t.Errorf("list = %#v; want ints", l)
+	}
+	for src, want := range map[string]string{
+		"{% for i in (m..n) %}{{ i }}{% endfor %}":                                 "-2-10123",
+		"{% for i in (1..f) limit: n offset: one %}{{ i }}{% endfor %}":            "234",
+		"{% for i in (1..e) reversed %}{{ i }}{% endfor %}":                        "10987654321",
+		"{% for i in list %}{% for j in (1..i) %}{{ j }}{% endfor %};{% endfor %}": "12;123;",
+		"{{ big }} {{ half }} {{ huge }} {{ n | plus: 1 }}":                        "12345678901 2.5 1e+300 4",
+		"{% tablerow i in (1..n) cols: one %}{{ i }}{% endtablerow %}":             `<tr class="row1"><td class="col1">1</td></tr><tr class="row2"><td class="col1">2</td></tr><tr class="row3"><td class="col1">3</td></tr>`,
+	} {
+		if got, err := renderPart(t, src, false, vars); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", src, got, err, want)
+		}
+	}
+}
