@@ -16,7 +16,15 @@
 //     (title, body, email subject and text, push, SMS) are plain text and are not escaped.
 //     A capture in an HTML part holds escaped text: output it with | raw.
 //   - Bounds: a part's source is at most MaxPartBytes; one render of one part writes at
-//     most MaxOutputBytes, runs at most MaxIterations loop iterations and RenderTimeout;
-//     every string or array a filter, an assign or a capture produces is at most
-//     MaxValueBytes (items). Past any of them the render fails with BAD_USER_INPUT.
+//     most MaxOutputBytes, runs at most MaxIterations loop iterations and RenderTimeout
+//     (checked at every iteration, write, assign and filter); every string a filter
+//     takes or makes, an assign stores or a capture makes is at most MaxValueBytes, every
+//     array at most MaxArrayItems items. Past any of them the render fails with
+//     BAD_USER_INPUT.
+//   - Ranges: (a..b) has at most MaxArrayItems items wherever it is written (a loop, an
+//     assign, a filter's input or parameter), counted from its bounds, whatever they are,
+//     before any item is made; with integer bounds written in the template, over that is
+//     refused when the template is put, and so is a property or an index of a range
+//     ((1..5).AsArray). A loop walks its range without building it.
+//   - A send's data: its whole numbers are ints (range bounds, loop limits and offsets).
 package tmpl

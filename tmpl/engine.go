@@ -1,18 +1,19 @@
 package tmpl
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
-	"net/url"
+	"io"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
 
-	"github.com/osteele/liquid"
 	"github.com/osteele/liquid/expressions"
+	"github.com/osteele/liquid/parser"
 	"github.com/osteele/liquid/render"
+	"github.com/osteele/liquid/tags"
+	"github.com/osteele/liquid/values"
 
 	"github.com/inboxgw/gateway/inbox"
 )
@@ -25,16 +26,22 @@ const (
 	// MaxOutputBytes is the most one render of one part may write, in bytes; more is
 	// BAD_USER_INPUT.
 	MaxOutputBytes = 256 << 10
-	// MaxValueBytes bounds every string a filter, an assign or a capture produces (and the
-	// items of an array a filter or an assign produces), so no expression can grow memory
-	// without bound before anything is written.
+	// MaxValueBytes bounds every string a filter takes or produces, an assign stores or a
+	// capture produces, so no expression can grow memory without bound before anything is
+	// written.
 	MaxValueBytes = 256 << 10
+	// MaxArrayItems bounds every array a filter takes or produces or an assign stores, and
+	// every range ((a..b), wherever it is written: a loop, an assign, a filter's input or
+	// parameter), counted from its bounds before any item is made. A range written with
+	// integer bounds over it is refused when the template is put.
+	MaxArrayItems = 100_000
 	// MaxIterations is the most loop iterations ({% for %}, {% tablerow %}) one render of
 	// one part may run, nested loops counted by their innermost iterations.
 	MaxIterations = 100_000
 	// RenderTimeout bounds one render of a template: all of its parts, which share the
-	// budget (MaxIterations too). It is checked at every loop iteration and every write, so
-	// one single expression (bounded by MaxValueBytes) is never cut short.
+	// budget (MaxIterations too). It is checked at every loop iteration, write, assign and
+	// filter, so one single filter (its values bounded by MaxValueBytes and MaxArrayItems)
+	// is never cut short.
 	RenderTimeout = time.Second
 	// PinTimeout bounds Pin's check of a template: the renders of all of its locales
 	// together (each within RenderTimeout too), so an accept costs at most this much
@@ -57,10 +64,29 @@ const tickTag = "inbox_loop_tick"
 // errBudget is the cause of every render error a budget ends.
 var errBudget = errors.New("render budget exceeded")
 
-// budget is the state of one render of one part: loop iterations run and the deadline.
+// budget is the state of one render of one template (all of its parts): loop iterations
+// run, the deadline and the configuration the render runs with (config).
 type budget struct {
 	iterations int
 	deadline   time.Time
+	cfg        *render.Config
+}
+
+// config returns en's configuration with en's filters bound to b (filter), made on the
+// first call. Liquid calls a filter with its arguments only, so a filter can check a
+// render's deadline only if it is that render's own: a chain of filters in one expression
+// ({{ items | sort | sort | ... }}, thousands in a part) or in a condition, which writes
+// nothing, would otherwise run on past the deadline for minutes.
+func (b *budget) config(en *engine) render.Config {
+	if b.cfg == nil {
+		cfg := en.cfg // no filters: AddFilter makes the copy a map of its own
+		for name, fn := range en.filters {
+			cfg.AddFilter(name, b.filter(fn))
+		}
+		cfg.AddFilter(loopItemsFilter, loopItems)
+		b.cfg = &cfg
+	}
+	return *b.cfg
 }
 
 func (b *budget) tick() error {
@@ -96,9 +122,16 @@ func (w *boundedWriter) Write(p []byte) (int, error) {
 }
 
 // engine is the Liquid engine every template is parsed with: strict variables, no file
-// includes, bounded filters, loops that charge the render's budget.
+// includes, bounded filters, loops that charge the render's budget. It is Liquid's own
+// configuration (render.Config) without its Engine, whose filters are one set for every
+// render: ours are bound to each render's budget (budget.config).
 type engine struct {
-	e    *liquid.Engine
+	// cfg has the tags and blocks, and no filter: a copy of it gets a filter set of its
+	// own (budget.config).
+	cfg render.Config
+	// filters are the filters (boundedFilters), by name.
+	filters map[string]reflect.Value
+	// tick is the node of tickTag.
 	tick *render.TagNode
 }
 
@@ -106,55 +139,93 @@ type engine struct {
 var includeTags = map[string]bool{"include": true, "render": true}
 
 func newEngine() *engine {
-	e := liquid.NewEngine()
-	e.StrictVariables()
-	e.RegisterTag(tickTag, func(ctx render.Context) (string, error) {
-		if b, ok := ctx.Get(budgetKey).(*budget); ok {
-			return "", b.tick()
-		}
-		return "", nil
+	en := &engine{cfg: render.NewConfig(), filters: boundedFilters()}
+	tags.AddStandardTags(en.cfg)
+	en.cfg.StrictVariables = true
+	en.addTag(tickTag, func(b *budget) error { return b.tick() })
+	// include parses, so that prepare refuses it with its own message.
+	en.cfg.AddTag("include", func(string) (func(io.Writer, render.Context) error, error) {
+		return func(io.Writer, render.Context) error { return errors.New("include is not supported") }, nil
 	})
-	e.RegisterTag("include", func(render.Context) (string, error) {
-		return "", errors.New("include is not supported")
-	})
-	e.RegisterTag("assign", assignTag)
-	e.RegisterBlock(captureBlock, captureTag)
-	registerBoundedFilters(e)
-	root, err := e.ParseString("{% " + tickTag + " %}")
-	if err != nil {
-		panic(fmt.Sprintf("tmpl: the tick tag does not parse: %v", err))
-	}
-	tick := firstNode[*render.TagNode](root.GetRoot())
-	if tick == nil {
-		panic("tmpl: the tick tag has no tag node")
-	}
-	return &engine{e: e, tick: tick}
+	en.cfg.AddTag("assign", assignTag)
+	en.cfg.AddBlock(captureBlock).Renderer(captureTag)
+	en.tick = en.tagNode(tickTag)
+	return en
 }
 
-// assignTag is Liquid's assign with its value bounded (MaxValueBytes).
-func assignTag(ctx render.Context) (string, error) {
-	stmt, err := expressions.ParseStatement(expressions.AssignStatementSelector, ctx.TagArgs())
+// addTag adds the tag name, which runs fn with the render's budget.
+func (en *engine) addTag(name string, fn func(*budget) error) {
+	en.cfg.AddTag(name, func(string) (func(io.Writer, render.Context) error, error) {
+		return func(_ io.Writer, ctx render.Context) error {
+			if b, ok := ctx.Get(budgetKey).(*budget); ok {
+				return fn(b)
+			}
+			return nil
+		}, nil
+	})
+}
+
+// tagNode returns the node of {% name %}.
+func (en *engine) tagNode(name string) *render.TagNode {
+	root, err := en.compile("{% "+name+" %}", 1)
 	if err != nil {
-		return "", err
+		panic(fmt.Sprintf("tmpl: the tag %s does not parse: %v", name, err))
 	}
-	v, err := ctx.Evaluate(stmt.Assignment.ValueFn)
+	n := firstNode[*render.TagNode](root)
+	if n == nil {
+		panic("tmpl: the tag " + name + " has no tag node")
+	}
+	return n
+}
+
+// compile parses src, whose first line is line.
+func (en *engine) compile(src string, line int) (render.Node, error) {
+	root, err := en.cfg.Compile(src, parser.SourceLoc{LineNo: line})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if err := checkValue(v); err != nil {
-		return "", err
+	return root, nil
+}
+
+// assignTag is Liquid's assign with its value bounded (MaxValueBytes, MaxArrayItems) and
+// the render's clock checked (an assign writes nothing, so no write checks it).
+func assignTag(args string) (func(io.Writer, render.Context) error, error) {
+	stmt, err := expressions.ParseStatement(expressions.AssignStatementSelector, args)
+	if err != nil {
+		return nil, err
 	}
-	ctx.Set(stmt.Assignment.Variable, v)
-	return "", nil
+	return func(_ io.Writer, ctx render.Context) error {
+		v, err := ctx.Evaluate(stmt.Assignment.ValueFn)
+		if err != nil {
+			return err
+		}
+		// A range is stored as its array: a variable holding a values.Range would answer
+		// .AsArray (or [k], k = "AsArray") by building it whole, whatever its size.
+		if r, ok := v.(values.Range); ok {
+			if v, err = rangeArray(r); err != nil {
+				return err
+			}
+		}
+		if err := checkValue(v); err != nil {
+			return err
+		}
+		if b, ok := ctx.Get(budgetKey).(*budget); ok {
+			if err := b.clock(); err != nil {
+				return err
+			}
+		}
+		ctx.Set(stmt.Assignment.Variable, v)
+		return nil
+	}, nil
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][\w-]*$`)
 
 // captureTag is Liquid's capture, rendering its body into a bounded buffer.
-func captureTag(ctx render.Context) (string, error) {
+func captureTag(_ io.Writer, ctx render.Context) error {
 	name := strings.TrimSpace(ctx.TagArgs())
 	if !identRE.MatchString(name) {
-		return "", errors.New("capture needs a variable name")
+		return errors.New("capture needs a variable name")
 	}
 	b, _ := ctx.Get(budgetKey).(*budget)
 	if b == nil {
@@ -162,132 +233,16 @@ func captureTag(ctx render.Context) (string, error) {
 	}
 	w := &boundedWriter{max: MaxValueBytes, b: b}
 	if err := ctx.RenderChildren(w); err != nil {
-		return "", err
+		return err
 	}
 	ctx.Set(name, w.buf.String())
-	return "", nil
-}
-
-// checkValue refuses strings over MaxValueBytes and arrays over MaxValueBytes items.
-func checkValue(v any) error {
-	switch v := v.(type) {
-	case string:
-		if len(v) > MaxValueBytes {
-			return fmt.Errorf("%w: a value over %d bytes", errBudget, MaxValueBytes)
-		}
-	case []byte:
-		if len(v) > MaxValueBytes {
-			return fmt.Errorf("%w: a value over %d bytes", errBudget, MaxValueBytes)
-		}
-	case []any:
-		if len(v) > MaxValueBytes {
-			return fmt.Errorf("%w: an array over %d items", errBudget, MaxValueBytes)
-		}
-	case []string:
-		if len(v) > MaxValueBytes {
-			return fmt.Errorf("%w: an array over %d items", errBudget, MaxValueBytes)
-		}
-	}
 	return nil
-}
-
-// errTooLong is the error of a filter whose result would be over MaxValueBytes.
-func errTooLong() error {
-	return fmt.Errorf("%w: a value over %d bytes", errBudget, MaxValueBytes)
-}
-
-func boundedString(s string) (string, error) {
-	if err := checkValue(s); err != nil {
-		return "", err
-	}
-	return s, nil
-}
-
-// registerBoundedFilters replaces every standard filter whose result can be much larger
-// than its input (and so could grow without bound in a chain) with one that fails past
-// MaxValueBytes, and adds raw and a nil-preserving escape (see htmlEscape).
-func registerBoundedFilters(e *liquid.Engine) {
-	e.RegisterFilter("append", func(s, suffix string) (string, error) {
-		if len(s)+len(suffix) > MaxValueBytes {
-			return "", errTooLong()
-		}
-		return s + suffix, nil
-	})
-	e.RegisterFilter("prepend", func(s, prefix string) (string, error) {
-		if len(s)+len(prefix) > MaxValueBytes {
-			return "", errTooLong()
-		}
-		return prefix + s, nil
-	})
-	e.RegisterFilter("replace", func(s, old, n string) (string, error) {
-		if len(n) > len(old) && len(s)+strings.Count(s, old)*(len(n)-len(old)) > MaxValueBytes {
-			return "", errTooLong()
-		}
-		return strings.ReplaceAll(s, old, n), nil
-	})
-	e.RegisterFilter("replace_first", func(s, old, n string) (string, error) {
-		return boundedString(strings.Replace(s, old, n, 1))
-	})
-	e.RegisterFilter("join", func(a []any, sep func(string) string) (string, error) {
-		s := sep(" ")
-		ss := make([]string, 0, len(a))
-		total := 0
-		for _, v := range a {
-			if v != nil {
-				ss = append(ss, fmt.Sprint(v))
-				total += len(ss[len(ss)-1]) + len(s)
-				if total > MaxValueBytes+len(s) {
-					return "", errTooLong()
-				}
-			}
-		}
-		return strings.Join(ss, s), nil
-	})
-	e.RegisterFilter("concat", func(a, b []any) ([]any, error) {
-		if len(a)+len(b) > MaxValueBytes {
-			return nil, fmt.Errorf("%w: an array over %d items", errBudget, MaxValueBytes)
-		}
-		return append(append(make([]any, 0, len(a)+len(b)), a...), b...), nil
-	})
-	e.RegisterFilter("escape", htmlEscape)
-	e.RegisterFilter("newline_to_br", func(s string) (string, error) {
-		return boundedString(strings.ReplaceAll(s, "\n", "<br />"))
-	})
-	e.RegisterFilter("url_encode", func(s string) (string, error) {
-		return boundedString(url.QueryEscape(s))
-	})
-	jsonFilter := func(v any) (string, error) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return "", err
-		}
-		return boundedString(string(b))
-	}
-	e.RegisterFilter("json", jsonFilter)
-	e.RegisterFilter("inspect", jsonFilter)
-	// raw marks an output of an HTML part that is not to be escaped (see escapeOutputs).
-	e.RegisterFilter("raw", func(v any) any { return v })
-}
-
-// htmlEscape is the escape filter: HTML-escapes text, and keeps nil nil so that an
-// undefined variable stays an error in strict mode even behind the automatic escape of
-// HTML parts. Numbers and booleans need no escaping and keep their type.
-func htmlEscape(v any) (any, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case string:
-		return boundedString(html.EscapeString(v))
-	case int, int64, float64, bool:
-		return v, nil
-	default:
-		return boundedString(html.EscapeString(fmt.Sprint(v)))
-	}
 }
 
 // compiled is one parsed part.
 type compiled struct {
-	t *liquid.Template
+	en   *engine
+	root render.Node
 }
 
 // parse parses src as the part named part (for messages); html parts get their outputs
@@ -296,69 +251,109 @@ func (en *engine) parse(part, src string, htmlPart bool) (*compiled, error) {
 	if len(src) > MaxPartBytes {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s is over %d bytes", part, MaxPartBytes)
 	}
-	t, err := en.e.ParseTemplateLocation([]byte(src), "", 1)
+	root, err := en.compile(src, 1)
 	if err != nil {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s does not parse: %s", part, sourceMessage(err))
 	}
-	root := t.GetRoot()
-	if err := en.prepare(part, root, htmlPart); err != nil {
+	if root, err = en.prepare(part, root, htmlPart); err != nil {
 		return nil, err
 	}
-	return &compiled{t: t}, nil
+	return &compiled{en: en, root: root}, nil
 }
 
-// prepare walks the tree: it refuses include tags, puts the tick first in every loop body
+// prepare walks the tree n and returns it prepared: it refuses include tags, ranges over
+// MaxArrayItems items written with integer bounds and properties of ranges (checkExpr);
+// it bounds the range of every loop (boundedLoop) and puts the tick first in its body
 // and, in HTML parts, escapes every output (escapeOutputs).
-func (en *engine) prepare(part string, n render.Node, htmlPart bool) error {
-	var walk func(nodes []render.Node) error
-	walk = func(nodes []render.Node) error {
-		for i, n := range nodes {
-			switch n := n.(type) {
-			case *render.SeqNode:
-				if err := walk(n.Children); err != nil {
-					return err
-				}
-			case *render.TagNode:
-				if n.Name == "assign" {
-					if _, err := expressions.ParseStatement(expressions.AssignStatementSelector, n.Args); err != nil {
-						return inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: %s", part, n.SourceLoc.LineNo, err)
-					}
-				}
-				if includeTags[n.Name] {
-					return inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: {%% %s %%} is not supported (templates cannot include others)", part, n.SourceLoc.LineNo, n.Name)
-				}
-			case *render.ObjectNode:
-				if htmlPart && !unescapedRE.MatchString(n.Args) {
-					esc, err := en.escaped(part, n)
-					if err != nil {
-						return err
-					}
-					nodes[i] = esc
-				}
-			case *render.BlockNode:
-				if err := walk(n.Body); err != nil {
-					return err
-				}
-				for _, c := range n.Clauses {
-					if err := walk(c.Body); err != nil {
-						return err
-					}
-				}
-				switch n.Name {
-				case "for", "tablerow":
-					n.Body = append([]render.Node{en.tick}, n.Body...)
-				case "capture":
-					c, err := en.boundedCapture(part, n)
-					if err != nil {
-						return err
-					}
-					nodes[i] = c
-				}
+func (en *engine) prepare(part string, n render.Node, htmlPart bool) (render.Node, error) {
+	// check checks the expressions of n (a tag, an output, a block and its clauses).
+	check := func(n render.Node, args ...string) error {
+		for _, a := range args {
+			if err := checkExpr(a); err != nil {
+				return inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: %s", part, n.SourceLocation().LineNo, err)
 			}
 		}
 		return nil
 	}
-	return walk([]render.Node{n})
+	var walk func(nodes []render.Node) ([]render.Node, error)
+	walk = func(nodes []render.Node) ([]render.Node, error) {
+		out := make([]render.Node, 0, len(nodes))
+		for _, n := range nodes {
+			var err error
+			switch n := n.(type) {
+			case *render.SeqNode:
+				if n.Children, err = walk(n.Children); err != nil {
+					return nil, err
+				}
+				out = append(out, n)
+			case *render.TagNode:
+				if includeTags[n.Name] {
+					return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: {%% %s %%} is not supported (templates cannot include others)", part, n.SourceLoc.LineNo, n.Name)
+				}
+				if err := check(n, n.Args); err != nil {
+					return nil, err
+				}
+				out = append(out, n)
+			case *render.ObjectNode:
+				if err := check(n, n.Args); err != nil {
+					return nil, err
+				}
+				if htmlPart && !unescapedRE.MatchString(n.Args) {
+					esc, err := en.escaped(part, n)
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, esc)
+				} else {
+					out = append(out, n)
+				}
+			case *render.BlockNode:
+				args := []string{n.Args}
+				for _, c := range n.Clauses {
+					args = append(args, c.Args)
+				}
+				if err := check(n, args...); err != nil {
+					return nil, err
+				}
+				if n.Body, err = walk(n.Body); err != nil {
+					return nil, err
+				}
+				for _, c := range n.Clauses {
+					if c.Body, err = walk(c.Body); err != nil {
+						return nil, err
+					}
+				}
+				switch n.Name {
+				case "for", "tablerow":
+					l, err := en.boundedLoop(part, n)
+					if err != nil {
+						return nil, err
+					}
+					l.Body = append([]render.Node{en.tick}, l.Body...)
+					out = append(out, l)
+				case "capture":
+					c, err := en.boundedCapture(part, n)
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, c)
+				default:
+					out = append(out, n)
+				}
+			default:
+				out = append(out, n)
+			}
+		}
+		return out, nil
+	}
+	nodes, err := walk([]render.Node{n})
+	if err != nil {
+		return nil, err
+	}
+	if len(nodes) == 1 {
+		return nodes[0], nil
+	}
+	return &render.SeqNode{Children: nodes}, nil
 }
 
 // boundedCapture returns a captureBlock node with the body of n, a {% capture %}.
@@ -367,11 +362,11 @@ func (en *engine) boundedCapture(part string, n *render.BlockNode) (render.Node,
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: capture needs a variable name", part, n.SourceLoc.LineNo)
 	}
 	src := "{% " + captureBlock + " " + n.Args + " %}{% end" + captureBlock + " %}"
-	t, err := en.e.ParseTemplateLocation([]byte(src), "", n.SourceLoc.LineNo)
+	root, err := en.compile(src, n.SourceLoc.LineNo)
 	if err != nil {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s does not parse: %s", part, sourceMessage(err))
 	}
-	c := firstNode[*render.BlockNode](t.GetRoot())
+	c := firstNode[*render.BlockNode](root)
 	if c == nil {
 		return nil, fmt.Errorf("tmpl: %s has no block node", src)
 	}
@@ -389,11 +384,11 @@ var unescapedRE = regexp.MustCompile(`\|\s*(raw|escape|escape_once)\s*$`)
 
 // escaped returns the output node of "{{ expr | escape }}" for n = "{{ expr }}", at n's line.
 func (en *engine) escaped(part string, n *render.ObjectNode) (render.Node, error) {
-	t, err := en.e.ParseTemplateLocation([]byte("{{"+n.Args+autoEscape), "", n.SourceLoc.LineNo)
+	root, err := en.compile("{{"+n.Args+autoEscape, n.SourceLoc.LineNo)
 	if err != nil {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s does not parse: %s", part, sourceMessage(err))
 	}
-	o := firstNode[*render.ObjectNode](t.GetRoot())
+	o := firstNode[*render.ObjectNode](root)
 	if o == nil {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: %s is not an output", part, n.SourceLoc.LineNo, n.Source)
 	}
@@ -426,7 +421,7 @@ func (c *compiled) render(part string, vars map[string]any) (out string, err err
 // renderWithin is render charging b, which the caller may share between the parts of one
 // template, so that the whole template's render is bounded, not each part's.
 func (c *compiled) renderWithin(part string, vars map[string]any, b *budget) (out string, err error) {
-	bindings := make(liquid.Bindings, len(vars)+1)
+	bindings := make(map[string]any, len(vars)+1)
 	for k, v := range vars {
 		bindings[k] = v
 	}
@@ -444,7 +439,7 @@ func (c *compiled) renderWithin(part string, vars map[string]any, b *budget) (ou
 			out, err = "", inbox.Errorf(inbox.CodeBadUserInput, "template part %s failed to render: %v", part, r)
 		}
 	}()
-	if rerr := c.t.FRender(w, bindings); rerr != nil {
+	if rerr := render.Render(c.root, w, bindings, b.config(c.en)); rerr != nil {
 		return "", inbox.Errorf(inbox.CodeBadUserInput, "template part %s: %s", part, sourceMessage(rerr))
 	}
 	return w.buf.String(), nil
@@ -452,7 +447,7 @@ func (c *compiled) renderWithin(part string, vars map[string]any, b *budget) (ou
 
 // sourceMessage is the client-safe text of a Liquid error: its cause, line and source
 // ("undefined variable in {{ user.name }}", line 2).
-func sourceMessage(err liquid.SourceError) string {
+func sourceMessage(err error) string {
 	// Liquid's text is "Liquid error (line N): cause in SOURCE".
 	msg := strings.TrimSpace(strings.TrimPrefix(err.Error(), "Liquid error"))
 	return strings.ReplaceAll(msg, autoEscape, "}}")

@@ -1,0 +1,308 @@
+package tmpl
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"net/url"
+	"reflect"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/osteele/liquid/filters"
+	"github.com/osteele/liquid/values"
+)
+
+// checkValue refuses strings over MaxValueBytes and arrays over MaxArrayItems items.
+func checkValue(v any) error {
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case string:
+		if len(v) > MaxValueBytes {
+			return errTooLong()
+		}
+		return nil
+	case []byte:
+		if len(v) > MaxValueBytes {
+			return errTooLong()
+		}
+		return nil
+	}
+	if rv := reflect.ValueOf(v); (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) && rv.Len() > MaxArrayItems {
+		return errTooMany()
+	}
+	return nil
+}
+
+// errTooLong is the error of a value over MaxValueBytes.
+func errTooLong() error {
+	return fmt.Errorf("%w: a value over %d bytes", errBudget, MaxValueBytes)
+}
+
+// errTooMany is the error of an array over MaxArrayItems items.
+func errTooMany() error {
+	return fmt.Errorf("%w: an array over %d items", errBudget, MaxArrayItems)
+}
+
+func boundedString(s string) (string, error) {
+	if err := checkValue(s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// filterSet collects filters by name (it is a filters.FilterDictionary).
+type filterSet map[string]any
+
+// AddFilter adds or replaces the filter name.
+func (s filterSet) AddFilter(name string, fn any) { s[name] = fn }
+
+// boundedFilters returns the filters of every render by name: Liquid's standard ones,
+// ours replacing those of Liquid's where a result can be much larger than its input
+// (append, prepend, replace, join, concat, split, ...) or take more than linear time (uniq
+// compares arrays pairwise, truncate and truncatewords compile a regular expression of
+// their arguments), and raw and a nil-preserving escape (see htmlEscape). A render calls
+// them through budget.filter.
+func boundedFilters() map[string]reflect.Value {
+	fs := filterSet{}
+	filters.AddStandardFilters(fs)
+	fs.AddFilter("append", func(s, suffix string) (string, error) {
+		if len(s)+len(suffix) > MaxValueBytes {
+			return "", errTooLong()
+		}
+		return s + suffix, nil
+	})
+	fs.AddFilter("prepend", func(s, prefix string) (string, error) {
+		if len(s)+len(prefix) > MaxValueBytes {
+			return "", errTooLong()
+		}
+		return prefix + s, nil
+	})
+	fs.AddFilter("replace", func(s, old, n string) (string, error) {
+		if len(n) > len(old) && len(s)+strings.Count(s, old)*(len(n)-len(old)) > MaxValueBytes {
+			return "", errTooLong()
+		}
+		return strings.ReplaceAll(s, old, n), nil
+	})
+	fs.AddFilter("replace_first", func(s, old, n string) (string, error) {
+		return boundedString(strings.Replace(s, old, n, 1))
+	})
+	fs.AddFilter("join", func(a []any, sep func(string) string) (string, error) {
+		s := sep(" ")
+		ss := make([]string, 0, len(a))
+		total := 0
+		for _, v := range a {
+			if v != nil {
+				ss = append(ss, fmt.Sprint(v))
+				total += len(ss[len(ss)-1]) + len(s)
+				if total > MaxValueBytes+len(s) {
+					return "", errTooLong()
+				}
+			}
+		}
+		return strings.Join(ss, s), nil
+	})
+	fs.AddFilter("concat", func(a, b []any) ([]any, error) {
+		if len(a)+len(b) > MaxArrayItems {
+			return nil, errTooMany()
+		}
+		return append(append(make([]any, 0, len(a)+len(b)), a...), b...), nil
+	})
+	fs.AddFilter("split", splitFilter)
+	fs.AddFilter("uniq", uniqFilter)
+	fs.AddFilter("truncate", truncateFilter)
+	fs.AddFilter("truncatewords", truncateWordsFilter)
+	fs.AddFilter("escape", htmlEscape)
+	fs.AddFilter("newline_to_br", func(s string) (string, error) {
+		return boundedString(strings.ReplaceAll(s, "\n", "<br />"))
+	})
+	fs.AddFilter("url_encode", func(s string) (string, error) {
+		return boundedString(url.QueryEscape(s))
+	})
+	jsonFilter := func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return "", err
+		}
+		return boundedString(string(b))
+	}
+	fs.AddFilter("json", jsonFilter)
+	fs.AddFilter("inspect", jsonFilter)
+	// raw marks an output of an HTML part that is not to be escaped (see escapeOutputs).
+	fs.AddFilter("raw", func(v any) any { return v })
+	out := make(map[string]reflect.Value, len(fs))
+	for name, fn := range fs {
+		out[name] = reflect.ValueOf(fn)
+	}
+	return out
+}
+
+// filter returns the filter fn bound to b. It takes its input and arguments as they come
+// (Liquid would convert them to fn's parameter types first, building the whole array of a
+// range: a range of 10^7 items cost hundreds of MiB, one ending at math.MaxInt never
+// ended) and, before calling fn as Liquid would (values.Call: conversions, defaults of
+// optional parameters, errors), checks b's deadline, turns a range into its array only if
+// it has at most MaxArrayItems items (rangeArray) and refuses any other value past the
+// bounds of checkValue; it refuses a result past them too.
+func (b *budget) filter(fn reflect.Value) func(any, ...any) (any, error) {
+	return func(in any, params ...any) (any, error) {
+		if err := b.clock(); err != nil {
+			return nil, err
+		}
+		args := make([]any, 0, 1+len(params))
+		for _, v := range append([]any{in}, params...) {
+			if r, ok := v.(values.Range); ok {
+				arr, err := rangeArray(r)
+				if err != nil {
+					return nil, err
+				}
+				v = arr
+			} else if err := checkValue(v); err != nil {
+				return nil, err
+			}
+			args = append(args, v)
+		}
+		out, err := values.Call(fn, args)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkValue(out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+// htmlEscape is the escape filter: HTML-escapes text, and keeps nil nil so that an
+// undefined variable stays an error in strict mode even behind the automatic escape of
+// HTML parts. Numbers and booleans need no escaping and keep their type.
+func htmlEscape(v any) (any, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return boundedString(html.EscapeString(v))
+	case int, int64, float64, bool:
+		return v, nil
+	default:
+		return boundedString(html.EscapeString(fmt.Sprint(v)))
+	}
+}
+
+// spaceRE is what split: " " splits on (as Liquid's own filter).
+var spaceRE = regexp.MustCompile(`[[:space:]]+`)
+
+// splitFilter is Liquid's split (on " ": on runs of white space; trailing empty items
+// dropped), counting the items before it makes them: more than MaxArrayItems is refused.
+func splitFilter(s, sep string) ([]string, error) {
+	var n int
+	switch sep {
+	case "":
+		n = utf8.RuneCountInString(s)
+	case " ":
+		n = 1
+		for i := 0; i < len(s); i++ {
+			if isASCIISpace(s[i]) && (i == 0 || !isASCIISpace(s[i-1])) {
+				n++
+			}
+		}
+	default:
+		n = strings.Count(s, sep) + 1
+	}
+	if n > MaxArrayItems {
+		return nil, errTooMany()
+	}
+	var out []string
+	if sep == " " {
+		out = spaceRE.Split(s, -1)
+	} else {
+		out = strings.Split(s, sep)
+	}
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return out, nil
+}
+
+// isASCIISpace reports whether c is in [[:space:]].
+func isASCIISpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+}
+
+// uniqKey stands for an item of uniq that is not comparable (an array or an object of the
+// data): its JSON (objects' keys sorted; Go syntax if it has none), in a type of its own
+// so that it equals no string item.
+type uniqKey struct{ s string }
+
+// uniqFilter is Liquid's uniq in linear time: Liquid's own compares every array or object
+// item with every item kept (20 000 distinct ones cost minutes).
+func uniqFilter(a []any) []any {
+	seen := make(map[any]bool, len(a))
+	out := make([]any, 0, len(a))
+	for _, item := range a {
+		var k any = item
+		if item != nil && !reflect.TypeOf(item).Comparable() {
+			b, err := json.Marshal(item)
+			if err != nil {
+				b = fmt.Appendf(nil, "%#v", item)
+			}
+			k = uniqKey{string(b)}
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// truncateFilter is Liquid's truncate (Shopify's meaning: a string of more than length
+// characters becomes its first length-len(ellipsis) characters and the ellipsis, "..."
+// by default), in linear time: Liquid's own compiles a regular expression of length,
+// which panics past 1000 and does not count line breaks.
+func truncateFilter(s string, length func(int) int, ellipsis func(string) string) string {
+	n, el := length(50), ellipsis("...")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return firstRunes(s, n-utf8.RuneCountInString(el)) + el
+}
+
+// truncateWordsFilter is Liquid's truncatewords (Shopify's meaning: a string of more than
+// n words, at least 1, becomes its first n words joined by spaces and the ellipsis), in
+// linear time: Liquid's own matches ^(?:\s*\S+){n}, which takes seconds on a long word.
+func truncateWordsFilter(s string, length func(int) int, ellipsis func(string) string) string {
+	n, el := max(length(15), 1), ellipsis("...")
+	var words []string
+	rest := s
+	for len(words) <= n {
+		rest = strings.TrimLeftFunc(rest, unicode.IsSpace)
+		if rest == "" {
+			return s
+		}
+		end := strings.IndexFunc(rest, unicode.IsSpace)
+		if end < 0 {
+			end = len(rest)
+		}
+		words = append(words, rest[:end])
+		rest = rest[end:]
+	}
+	return strings.Join(words[:n], " ") + el
+}
+
+// firstRunes returns the first n runes of s (none for n <= 0).
+func firstRunes(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}

@@ -1,0 +1,341 @@
+package tmpl
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/store"
+)
+
+// Bounds near the int64 limits, as a template writes them.
+const (
+	maxI    = "9223372036854775807"
+	minI    = "-9223372036854775808"
+	nearMax = "9223372036854775800"
+)
+
+// guardTimeout ends a render that does not finish: Liquid's own range materialisation
+// (values.Range.AsArray) never ends for an upper bound of math.MaxInt, and no budget of
+// ours runs inside it. The guard turns that hang into a failure (run the old code with a
+// short -timeout and a ulimit -v: it allocates as fast as it can).
+const guardTimeout = 5 * time.Second
+
+// maxRenderAlloc is the most one hostile render may allocate in all (TotalAlloc, not the
+// live heap): the issue's bound per request.
+const maxRenderAlloc = 64 << 20
+
+type guardedRender struct {
+	out   string
+	err   error
+	took  time.Duration
+	alloc uint64
+}
+
+// renderGuarded renders c with vars within guardTimeout, measuring its time and
+// allocations. The test is not parallel, so the allocations are the render's.
+func renderGuarded(t *testing.T, name string, c *compiled, vars map[string]any) guardedRender {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	done := make(chan guardedRender, 1)
+	go func() {
+		out, err := c.render("body", vars)
+		done <- guardedRender{out: out, err: err}
+	}()
+	select {
+	case r := <-done:
+		r.took = time.Since(start)
+		runtime.ReadMemStats(&after)
+		r.alloc = after.TotalAlloc - before.TotalAlloc
+		return r
+	case <-time.After(guardTimeout):
+		t.Fatalf("%s: the render did not finish within %v", name, guardTimeout)
+		return guardedRender{}
+	}
+}
+
+// bombVars are the data of the hostile templates: integers as decodeData makes them.
+func bombVars() map[string]any {
+	distinct := make([]any, 20_000)
+	for i := range distinct {
+		distinct[i] = []any{i}
+	}
+	big := make([]any, 300_000)
+	for i := range big {
+		big[i] = len(big) - i
+	}
+	ints, objects := make([]any, 20_000), make([]any, 20_000)
+	for i := range ints {
+		ints[i], objects[i] = i, map[string]any{"a": len(ints) - i}
+	}
+	return map[string]any{
+		"ints": ints, "objects": objects,
+		"max": math.MaxInt64, "min": math.MinInt64, "near": math.MaxInt64 - 7,
+		"ten_million": 10_000_000, "fifty_million": 50_000_000, "k": "AsArray",
+		"a": []any{1, 2}, "distinct": distinct, "big": big,
+		"word": strings.Repeat("a", 200<<10), "mib": strings.Repeat("a", 1<<20),
+	}
+}
+
+// TestRangeBombsEndWithinBudget: a range is an array Liquid builds on demand, of any
+// size its bounds say; a filter, an assign or a property (.AsArray) built it whole before
+// any budget of ours ran (hundreds of MiB for ten million items; forever for an upper bound
+// of math.MaxInt, where its loop's i <= max never ends). Every range, whatever its bounds
+// and wherever it is used, now has at most MaxArrayItems items, checked before anything is
+// built; these all end quickly, with little memory, in a budget error. Filters whose time
+// was more than linear (uniq, truncatewords) now answer quickly (want).
+func TestRangeBombsEndWithinBudget(t *testing.T) {
+	en := newEngine()
+	vars := bombVars()
+	for _, c := range []struct{ name, src, want string }{
+		{"join to int64 max", "{{ (1..max) | join }}", ""},
+		{"join over the whole int64 range", "{{ (min..max) | join }}", ""},
+		{"join of ten million", "{{ (1..ten_million) | join }}", ""},
+		{"first to int64 max", "{{ (1..max) | first }}", ""},
+		{"sort of fifty million", "{{ (1..fifty_million) | sort | last }}", ""},
+		{"reverse of an assigned range", "{% assign r = (1..fifty_million) %}{{ r | reverse | first }}", ""},
+		{"range as a filter parameter", "{{ a | concat: (1..fifty_million) | size }}", ""},
+		{"range as a default", "{{ nothing | default: (1..fifty_million) | size }}", ""},
+		{"AsArray of an assigned range", "{% assign r = (min..max) %}{{ r.AsArray | size }}", ""},
+		{"AsArray by an index from data", "{% assign r = (1..fifty_million) %}{{ r[k] | size }}", ""},
+		{"filtered loop expression", "{% for i in (1..fifty_million) | reverse %}{{ i }}{% endfor %}", ""},
+		{"assign in nested loops", "{% for i in (1..3) %}{% for j in (1..2) %}{% assign s = (j..ten_million) | join %}{% endfor %}{% endfor %}", ""},
+		{"loop over the whole int64 range", "{% for i in (min..max) %}x{% endfor %}", ""},
+		{"reversed loop to int64 max", "{% for i in (near..max) reversed %}{% for j in (1..max) %}{% endfor %}{% endfor %}", ""},
+		{"tablerow to int64 max", "{% tablerow i in (0..max) cols: 3 %}{% endtablerow %}", ""},
+		{"split into a million items", "{% for i in (1..20) %}{% assign s = mib | split: '' | reverse %}{% endfor %}", ""},
+		{"split into 200 000 items", "{% for i in (1..20) %}{% assign s = word | split: '' | reverse %}{% endfor %}", ""},
+		{"sort of an array over the bound", "{% for i in (1..20) %}{% assign s = big | sort %}{% endfor %}", ""},
+		{"uniq of distinct arrays", "{{ distinct | uniq | size }}", "20000"},
+		{"truncatewords of a long word", "{% for i in (1..20) %}{% assign s = word | truncatewords: 1000 %}{% endfor %}{{ s | size }}", "204800"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := en.parse("body", c.src, false)
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			r := renderGuarded(t, c.name, p, vars)
+			t.Logf("%v, %d KiB allocated: %.120v", r.took.Round(time.Millisecond), r.alloc>>10, r.err)
+			switch {
+			case c.want != "" && (r.err != nil || r.out != c.want):
+				t.Errorf("out %.40q, err = %.200v; want %q", r.out, r.err, c.want)
+			case c.want == "" && (inbox.ErrorCode(r.err) != inbox.CodeBadUserInput || !strings.Contains(r.err.Error(), "render budget exceeded")):
+				t.Errorf("out %.40q, err = %.200v; want BAD_USER_INPUT render budget exceeded", r.out, r.err)
+			}
+			if r.took > 2*time.Second || r.alloc > maxRenderAlloc {
+				t.Errorf("took %v and allocated %d MiB; want well under a second and %d MiB", r.took, r.alloc>>20, maxRenderAlloc>>20)
+			}
+		})
+	}
+}
+
+// repeat is n copies of s.
+func repeat(s string, n int) string { return strings.Repeat(s, n) }
+
+// TestLongChainsEndWithinBudget: the deadline was checked at loop iterations and writes
+// only, so the work between two of them had no bound: a chain of filters in one output
+// (thousands fit in a part), in a condition or in assigns (which write nothing), each
+// costing up to the size of a data array. Every filter and assign now checks it, so
+// these end in about RenderTimeout.
+func TestLongChainsEndWithinBudget(t *testing.T) {
+	en := newEngine()
+	vars := bombVars()
+	for _, c := range []struct{ name, src string }{
+		{"filters in one output", "{{ objects" + repeat(` | sort: "a"`, 2000) + " | size }}"},
+		{"filters in one condition", "{% if objects" + repeat(` | sort: "a"`, 2000) + " %}{% endif %}"},
+		{"filters in assigns", repeat("{% assign s = objects | sort: 'a' %}", 1700)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := en.parse("body", c.src, false)
+			if err != nil {
+				t.Fatalf("parse: %.200v", err)
+			}
+			r := renderGuarded(t, c.name, p, vars)
+			t.Logf("%v, %d KiB allocated: %.120v", r.took.Round(time.Millisecond), r.alloc>>10, r.err)
+			if inbox.ErrorCode(r.err) != inbox.CodeBadUserInput || !strings.Contains(r.err.Error(), "render budget exceeded: rendering took longer") {
+				t.Errorf("out %.40q, err = %.200v; want BAD_USER_INPUT render budget exceeded", r.out, r.err)
+			}
+			if r.err != nil && strings.Contains(r.err.Error(), "inbox_") {
+				t.Errorf("%v names an internal tag", r.err)
+			}
+			if r.took > RenderTimeout+time.Second {
+				t.Errorf("took %v; want about RenderTimeout (%v)", r.took, RenderTimeout)
+			}
+		})
+	}
+}
+
+// TestRangesStillWork: ranges within the bounds keep Liquid's meaning, including those
+// the library got wrong (a reversed range in a filter panicked, size of a range was 0, a
+// range ending at math.MaxInt never ended), and loops keep their modifiers, else clause,
+// cycle, break and trims.
+func TestRangesStillWork(t *testing.T) {
+	en := newEngine()
+	vars := bombVars()
+	vars["n"], vars["items"] = 3, []any{"b", "a", "c"}
+	for _, c := range []struct{ src, want string }{
+		{"{{ (near..max) | join: ',' }}", "9223372036854775800,9223372036854775801,9223372036854775802,9223372036854775803,9223372036854775804,9223372036854775805,9223372036854775806,9223372036854775807"},
+		{"{{ (min..-9223372036854775807) | join: ',' }}", "-9223372036854775808,-9223372036854775807"},
+		{"[{{ (5..1) | join }}]", "[]"},
+		{"{{ (1..5) | size }} {{ (-2..2) | join: ',' }}", "5 -2,-1,0,1,2"},
+		{"{% assign r = (1..n) %}{% for i in r %}{{ i }}{% endfor %}{{ r | join: '-' }}", "1231-2-3"},
+		{"{% for i in (1..n) reversed %}{{ i }}{% endfor %}", "321"},
+		{"{% for i in (1..10) limit: 2 offset: 1 %}{{ i }}{% endfor %}", "23"},
+		{"{% for i in (1..10) limit:n %}{{ i }}{% endfor %}", "123"},
+		{"{% for i in (3..1) %}x{% else %}empty{% endfor %}", "empty"},
+		{"{% for i in items | sort %}{{ i }}{{ forloop.index }}{% endfor %}", "a1b2c3"},
+		{"{% for i in items | sort: 'x' limit: 1 %}{{ i }}{% endfor %}", "b"},
+		{"{% for i in (1..n) %}{% cycle 'a', 'b' %}{% endfor %}", "aba"},
+		{"{% for i in (1..10) %}{% if i > 2 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% endfor %}", "2"},
+		{"{%- for i in (1..2) -%} {{ i }} {%- endfor -%}", "12"},
+		{"{% tablerow i in (1..n) cols: 2 %}{{ i }}{% endtablerow %}", `<tr class="row1"><td class="col1">1</td><td class="col2">2</td></tr><tr class="row2"><td class="col1">3</td></tr>`},
+		{"{% for i in (1..2) %}{% for j in (i..n) %}{{ j }}{% endfor %};{% endfor %}", "123;23;"},
+		{"{{ (1..3) | reverse | join }} {{ a | concat: (3..4) | join: ',' }}", "3 2 1 1,2,3,4"},
+		{"{{ 'Ground control to Major Tom.' | truncate: 20 }}|{{ 'Ground' | truncate: 20 }}|{{ 'abcdef' | truncate: 4, '' }}", "Ground control to...|Ground|abcd"},
+		{"{{ 'Ground control to Major Tom.' | truncatewords: 3 }}|{{ 'a b' | truncatewords: 2 }}|{{ ' a  b c' | truncatewords: 2, '--' }}", "Ground control to...|a b|a b--"},
+		{"{{ 'a,b,,c,,' | split: ',' | join: '|' }} {{ 'a b  c' | split: ' ' | size }} {{ 'héllo' | split: '' | size }}", "a|b||c 3 5"},
+		{"{{ items | concat: items | uniq | join }}", "b a c"},
+	} {
+		p, err := en.parse("body", c.src, false)
+		if err != nil {
+			t.Errorf("%s: parse: %v", c.src, err)
+			continue
+		}
+		r := renderGuarded(t, c.src, p, vars)
+		if r.err != nil || r.out != c.want {
+			t.Errorf("%s = %q, %v; want %q", c.src, r.out, r.err, c.want)
+		}
+	}
+	dup := []any{[]any{1}, []any{1}, map[string]any{"a": 1}, map[string]any{"a": 1}, nil, nil, "x"}
+	p, _ := en.parse("body", "{{ d | uniq | size }}", false)
+	if r := renderGuarded(t, "uniq", p, map[string]any{"d": dup}); r.err != nil || r.out != "4" {
+		t.Errorf("uniq of %v = %q, %v; want 4", dup, r.out, r.err)
+	}
+}
+
+// TestConstantRangesRefusedAtPut: a range whose bounds are written in the template is
+// known when it is put: over MaxArrayItems items it is refused then, naming the part and
+// the line, wherever it is (a loop, an assign, an output, a filter's parameter, a
+// condition, inside parentheses), and so is a property or an index of a range (Liquid
+// answers .AsArray by building the whole array).
+func TestConstantRangesRefusedAtPut(t *testing.T) {
+	s := &Service{en: newEngine()}
+	for _, src := range []string{
+		"{% for i in (1.." + maxI + ") %}{{ i }}{% endfor %}",
+		"{% for i in (" + minI + ".." + maxI + ") %}{% endfor %}",
+		"{% for i in (-5..100000000) reversed %}{% endfor %}",
+		"{% for i in ( 1 .. 100001 ) limit: 3 %}{% endfor %}",
+		"{% tablerow i in (0..1000000) cols: 2 %}{% endtablerow %}",
+		"{% assign r = (1.." + maxI + ") %}",
+		"{% assign r = (" + nearMax + ".." + maxI + ") | concat: (0..100000) %}",
+		"{{ (0..100000) | join }}",
+		"{{ ((1.." + maxI + ")) | size }}",
+		"{{ (1..(" + maxI + ")) | size }}",
+		"{% if (1..200000) contains 5 %}{% endif %}",
+		"{% case x %}{% when (1..200000) %}{% endcase %}",
+		"{% if x %}{% elsif (1..200000) == x %}{% endif %}",
+		"{% for i in (1..3) %}{% for j in (1..3) %}{{ (1..200000) | size }}{% endfor %}{% endfor %}",
+		"{{ (1..5).AsArray }}",
+		"{{ (1..n)['AsArray'] }}",
+		"{{ ((near..max)).AsArray | size }}",
+		"{% for i in (1..5).AsArray %}{% endfor %}",
+	} {
+		for _, part := range []string{"body", "email.html"} {
+			in := store.TemplateInput{Locale: "en", Title: "t", Body: "b"}
+			if part == "body" {
+				in.Body = "line one\n" + src
+			} else {
+				in.Email = &store.TemplateEmail{Subject: "s", HTML: "line one\n" + src, Text: "x"}
+			}
+			start := time.Now()
+			_, err := s.parse(in)
+			if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "template part "+part+" line 2") || !strings.Contains(err.Error(), "range") {
+				t.Errorf("%s in %s: err = %v; want BAD_USER_INPUT naming the part, line 2 and the range", src, part, err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("%s: took %v", src, d)
+			}
+		}
+	}
+	// Ranges within the bound, unknown ones and text that only looks like a range parse.
+	for _, src := range []string{
+		"{% for i in (1..100000) %}{% endfor %}",
+		"{% for i in (" + maxI + "..1) %}{% endfor %}",
+		"{% for i in (" + minI + ".." + minI + ") %}{% endfor %}",
+		"{% for i in (-50000..49999) %}{% endfor %}",
+		"{% for i in (1..n) %}{% endfor %}{% for i in (m..100000000) %}{% endfor %}",
+		"{{ '(1..100000000)' }} {{ \"(1..99999999).AsArray\" }} (1..100000000)",
+		"{% comment %}{{ (1..100000000) | join }}{% endcomment %}{% raw %}{{ (1..100000000) | join }}{% endraw %}",
+		"{{ r.AsArray }} {{ x.first }} {{ (x).size }} {{ (1..3) | first }}",
+	} {
+		if _, err := s.parse(store.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+}
+
+// memStore is a Store of one template, one locale, in memory.
+type memStore struct {
+	in      store.TemplateInput
+	version int
+}
+
+func (m *memStore) PutTemplate(_ context.Context, _, _ string, in store.TemplateInput) (int, error) {
+	m.version++
+	m.in = in
+	return m.version, nil
+}
+
+func (m *memStore) GetTemplate(_ context.Context, _, id, _ string, _ int) (store.Template, error) {
+	if m.version == 0 {
+		return store.Template{}, inbox.Errorf(inbox.CodeNotFound, "unknown template")
+	}
+	return store.Template{ID: id, Version: m.version, Locale: "en", TemplateInput: m.in}, nil
+}
+
+func (m *memStore) GetTemplateHead(context.Context, string, string) (store.TemplateHead, error) {
+	if m.version == 0 {
+		return store.TemplateHead{}, inbox.Errorf(inbox.CodeNotFound, "unknown template")
+	}
+	return store.TemplateHead{Version: m.version, DefaultLocale: "en", Locales: []string{"en"}}, nil
+}
+
+// TestDataBoundsAsRangeBounds: numbers of a send's data are range bounds, loop limits and
+// offsets (they were int64, which Liquid's range refused: "can't convert int64 to type
+// int"); integral numbers written as 4.0 or 1e1 too. A range they make is bounded as any
+// other, at accept (Pin) and at render.
+func TestDataBoundsAsRangeBounds(t *testing.T) {
+	ctx := context.Background()
+	st := &memStore{}
+	s := New(st)
+	src := "{% for i in (m..n) %}{{ i }}{% endfor %}|{% for i in (1..f) limit: n offset: one %}{{ i }}{% endfor %}|{{ (1..e) | size }}|{{ big }} {{ half }} {{ huge }}"
+	if _, err := s.Put(ctx, tenant, "loop", store.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
+		t.Fatal(err)
+	}
+	data := inbox.JSON(`{"m": -2, "n": 3, "f": 4.0, "one": 1, "e": 1e1, "big": 12345678901, "half": 2.5, "huge": 1e300}`)
+	if _, err := s.Pin(ctx, tenant, "loop", "", data); err != nil {
+		t.Fatalf("pin: %v", err)
+	}
+	r, err := s.Render(ctx, tenant, "loop", 0, "en", data)
+	if want := "-2-10123|234|10|12345678901 2.5 1e+300"; err != nil || r.Body != want {
+		t.Fatalf("render = %q, %v; want %q", r.Body, err, want)
+	}
+	for _, n := range []string{maxI, "1e18", "100001", "200000.0"} {
+		d := inbox.JSON(fmt.Sprintf(`{"m": 1, "n": %s, "f": 1, "one": 0, "e": 1, "big": 1, "half": 1, "huge": 1}`, n))
+		start := time.Now()
+		_, err := s.Pin(ctx, tenant, "loop", "", d)
+		if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "range") || time.Since(start) > time.Second {
+			t.Errorf("pin with n = %s: %v after %v; want BAD_USER_INPUT about the range", n, err, time.Since(start))
+		}
+	}
+}
+
+const tenant = "acme"
