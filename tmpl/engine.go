@@ -431,6 +431,11 @@ func (c *compiled) renderWithin(part string, vars map[string]any, b *budget) (ou
 		// The engine panics on a failed final flush (a write past the bounds) and on
 		// internal errors; neither may take the process down.
 		if r := recover(); r != nil {
+			// Liquid re-panics a filter's panic with the goroutine's stack in its text:
+			// the client gets the cause only.
+			if c, ok := r.(interface{ Cause() error }); ok && c.Cause() != nil {
+				r = c.Cause()
+			}
 			e, _ := r.(error)
 			if e != nil && errors.Is(e, errBudget) {
 				out, err = "", inbox.Errorf(inbox.CodeBadUserInput, "template part %s: %s", part, e.Error())

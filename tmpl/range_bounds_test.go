@@ -173,6 +173,19 @@ func TestLongChainsEndWithinBudget(t *testing.T) {
 	}
 }
 
+// TestPanicsAnswerWithoutStack: Liquid re-panics a filter's panic with the goroutine's
+// stack in the error's text, which reached the client.
+func TestPanicsAnswerWithoutStack(t *testing.T) {
+	p, err := newEngine().parse("body", "{{ 'abc' | slice: 1, "+maxI+" }}", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.render("body", nil)
+	if inbox.ErrorCode(err) != inbox.CodeBadUserInput || strings.Contains(err.Error(), "goroutine") || strings.Contains(err.Error(), "stacktrace") {
+		t.Errorf("err = %v; want BAD_USER_INPUT without a stack", err)
+	}
+}
+
 // TestRangesStillWork: ranges within the bounds keep Liquid's meaning, including those
 // the library got wrong (a reversed range in a filter panicked, size of a range was 0, a
 // range ending at math.MaxInt never ended), and loops keep their modifiers, else clause,
