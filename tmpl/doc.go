@@ -17,7 +17,7 @@
 //     A capture in an HTML part holds escaped text: output it with | raw.
 //   - Bounds: a part's source is at most MaxPartBytes; one render of one part writes at
 //     most MaxOutputBytes, runs at most MaxIterations loop iterations and RenderTimeout
-//     (checked at every iteration, write, assign and filter); every string a filter
+//     (checked at every iteration, write, assign, filter and block); every string a filter
 //     takes or makes, an assign stores or a capture makes is at most MaxValueBytes, every
 //     array at most MaxArrayItems items. Past any of them the render fails with
 //     BAD_USER_INPUT.
@@ -26,5 +26,8 @@
 //     before any item is made; with integer bounds written in the template, over that is
 //     refused when the template is put, and so is a property or an index of a range
 //     ((1..5).AsArray). A loop walks its range without building it.
-//   - A send's data: its whole numbers are ints (range bounds, loop limits and offsets).
+//   - Conditions: a block has at most MaxClauses clauses and, with them, an output or a
+//     tag at most MaxComparisons comparisons (refused when put); a send's data has no
+//     array or object of more than MaxArrayItems items. Its whole numbers are ints (range
+//     bounds, loop limits and offsets).
 package tmpl

@@ -38,10 +38,17 @@ const (
 	// MaxIterations is the most loop iterations ({% for %}, {% tablerow %}) one render of
 	// one part may run, nested loops counted by their innermost iterations.
 	MaxIterations = 100_000
+	// MaxClauses is the most clauses (elsif, when, else) of one block: their conditions
+	// are evaluated one after the other with no check of the deadline in between.
+	MaxClauses = 64
+	// MaxComparisons is the most comparisons (contains, ==, !=, <, >, <=, >=; each value
+	// of a when) of one output, tag, or block with its clauses: each costs up to the size
+	// of its operands (MaxArrayItems items), with no check of the deadline in between.
+	MaxComparisons = 64
 	// RenderTimeout bounds one render of a template: all of its parts, which share the
-	// budget (MaxIterations too). It is checked at every loop iteration, write, assign and
-	// filter, so one single filter (its values bounded by MaxValueBytes and MaxArrayItems)
-	// is never cut short.
+	// budget (MaxIterations too). It is checked at every loop iteration, write, assign,
+	// filter and block, so one single filter or operator (its values bounded by
+	// MaxValueBytes and MaxArrayItems) is never cut short.
 	RenderTimeout = time.Second
 	// PinTimeout bounds Pin's check of a template: the renders of all of its locales
 	// together (each within RenderTimeout too), so an accept costs at most this much
@@ -60,6 +67,10 @@ const captureBlock = "inbox_capture"
 // tickTag is the tag put at the start of every loop body to charge an iteration to the
 // render's budget. A template that writes it itself only charges one more iteration.
 const tickTag = "inbox_loop_tick"
+
+// clockTag is the tag put before every block that is not a loop (if, unless, case) to
+// check the render's deadline; harmless where a template writes it itself.
+const clockTag = "inbox_clock"
 
 // errBudget is the cause of every render error a budget ends.
 var errBudget = errors.New("render budget exceeded")
@@ -131,8 +142,8 @@ type engine struct {
 	cfg render.Config
 	// filters are the filters (boundedFilters), by name.
 	filters map[string]reflect.Value
-	// tick is the node of tickTag.
-	tick *render.TagNode
+	// tick and clock are the nodes of tickTag and clockTag.
+	tick, clock *render.TagNode
 }
 
 // includeTags are the tags that read other templates (files): refused at parse time.
@@ -143,6 +154,7 @@ func newEngine() *engine {
 	tags.AddStandardTags(en.cfg)
 	en.cfg.StrictVariables = true
 	en.addTag(tickTag, func(b *budget) error { return b.tick() })
+	en.addTag(clockTag, func(b *budget) error { return b.clock() })
 	// include parses, so that prepare refuses it with its own message.
 	en.cfg.AddTag("include", func(string) (func(io.Writer, render.Context) error, error) {
 		return func(io.Writer, render.Context) error { return errors.New("include is not supported") }, nil
@@ -150,6 +162,7 @@ func newEngine() *engine {
 	en.cfg.AddTag("assign", assignTag)
 	en.cfg.AddBlock(captureBlock).Renderer(captureTag)
 	en.tick = en.tagNode(tickTag)
+	en.clock = en.tagNode(clockTag)
 	return en
 }
 
@@ -262,16 +275,24 @@ func (en *engine) parse(part, src string, htmlPart bool) (*compiled, error) {
 }
 
 // prepare walks the tree n and returns it prepared: it refuses include tags, ranges over
-// MaxArrayItems items written with integer bounds and properties of ranges (checkExpr);
-// it bounds the range of every loop (boundedLoop) and puts the tick first in its body
-// and, in HTML parts, escapes every output (escapeOutputs).
+// MaxArrayItems items written with integer bounds and properties of ranges (checkExpr),
+// blocks of more than MaxClauses clauses; it bounds the range of every loop (boundedLoop)
+// and puts the tick first in its body, puts the clock before every other block (a
+// condition writes nothing, so no write checks its time) and, in HTML parts, escapes
+// every output (escapeOutputs).
 func (en *engine) prepare(part string, n render.Node, htmlPart bool) (render.Node, error) {
 	// check checks the expressions of n (a tag, an output, a block and its clauses).
-	check := func(n render.Node, args ...string) error {
+	check := func(n render.Node, total int, args ...string) error {
+		line := n.SourceLocation().LineNo
 		for _, a := range args {
-			if err := checkExpr(a); err != nil {
-				return inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: %s", part, n.SourceLocation().LineNo, err)
+			c, err := checkExpr(a)
+			if err != nil {
+				return inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: %s", part, line, err)
 			}
+			total += c
+		}
+		if total > MaxComparisons {
+			return inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: more than %d comparisons in %.80s", part, line, MaxComparisons, n.SourceText())
 		}
 		return nil
 	}
@@ -290,12 +311,12 @@ func (en *engine) prepare(part string, n render.Node, htmlPart bool) (render.Nod
 				if includeTags[n.Name] {
 					return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: {%% %s %%} is not supported (templates cannot include others)", part, n.SourceLoc.LineNo, n.Name)
 				}
-				if err := check(n, n.Args); err != nil {
+				if err := check(n, 0, n.Args); err != nil {
 					return nil, err
 				}
 				out = append(out, n)
 			case *render.ObjectNode:
-				if err := check(n, n.Args); err != nil {
+				if err := check(n, 0, n.Args); err != nil {
 					return nil, err
 				}
 				if htmlPart && !unescapedRE.MatchString(n.Args) {
@@ -308,11 +329,19 @@ func (en *engine) prepare(part string, n render.Node, htmlPart bool) (render.Nod
 					out = append(out, n)
 				}
 			case *render.BlockNode:
-				args := []string{n.Args}
+				if len(n.Clauses) > MaxClauses {
+					return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s line %d: {%% %s %%} has more than %d clauses", part, n.SourceLoc.LineNo, n.Name, MaxClauses)
+				}
+				// The conditions of a block and of its clauses run one after the other.
+				args, whens := []string{n.Args}, 0
 				for _, c := range n.Clauses {
 					args = append(args, c.Args)
+					if c.Name == "when" {
+						// Each value of a when is compared with the case's.
+						whens += 1 + strings.Count(c.Args, ",")
+					}
 				}
-				if err := check(n, args...); err != nil {
+				if err := check(n, whens, args...); err != nil {
 					return nil, err
 				}
 				if n.Body, err = walk(n.Body); err != nil {
@@ -338,7 +367,10 @@ func (en *engine) prepare(part string, n render.Node, htmlPart bool) (render.Nod
 					}
 					out = append(out, c)
 				default:
-					out = append(out, n)
+					// The clock's errors quote the block.
+					clock := *en.clock
+					clock.Token = n.Token
+					out = append(out, &clock, n)
 				}
 			default:
 				out = append(out, n)

@@ -12,8 +12,9 @@ import (
 // checkExpr refuses, in the Liquid expression src, a range whose bounds are integers
 // written in it (possibly in parentheses) and that has more than MaxArrayItems items, and
 // a property or an index of a range ((1..5).AsArray, ((a..b))[k]): the library answers
-// them by building the range's whole array.
-func checkExpr(src string) error {
+// them by building the range's whole array. It returns how many comparisons src makes
+// (comparisons).
+func checkExpr(src string) (int, error) {
 	toks := scanExpr(src)
 	type group struct{ open, dotdot int }
 	var open []group
@@ -37,16 +38,36 @@ func checkExpr(src string) error {
 				first, ok1 := intConstant(toks[g.open+1 : g.dotdot])
 				last, ok2 := intConstant(toks[g.dotdot+1 : i])
 				if _, err := rangeItems(first, last); ok1 && ok2 && err != nil {
-					return fmt.Errorf("the range %s has more than %d items", text, MaxArrayItems)
+					return 0, fmt.Errorf("the range %s has more than %d items", text, MaxArrayItems)
 				}
 			}
 			if i+1 < len(toks) && (toks[i+1].kind == tkProperty || toks[i+1].is("[")) {
-				return fmt.Errorf("the range %s has no properties or items (%s): use a filter (first, last, size) or a loop", text, toks[i+1].text)
+				return 0, fmt.Errorf("the range %s has no properties or items (%s): use a filter (first, last, size) or a loop", text, toks[i+1].text)
 			}
 		}
 	}
-	return nil
+	return comparisons(toks), nil
 }
+
+// comparisons counts the comparisons of an expression: contains, ==, !=, <, >, <=, >=.
+// Each costs up to the size of its operands (a data array's items one by one), and the
+// conditions of a block run with no check of the deadline in between (MaxComparisons).
+func comparisons(toks []token) int {
+	n := 0
+	for i, t := range toks {
+		switch {
+		case t.kind == tkIdent && t.text == "contains":
+			n++
+		case isRelation(t) && (i == 0 || !isRelation(toks[i-1]) || toks[i-1].end != t.pos):
+			// One operator of one or two characters.
+			n++
+		}
+	}
+	return n
+}
+
+// isRelation reports whether t is a character of a relation operator (==, <=, ...).
+func isRelation(t token) bool { return t.kind == tkOther && strings.Contains("=!<>", t.text) }
 
 // intConstant returns the integer toks write, if they are one integer literal in any
 // number of parentheses.

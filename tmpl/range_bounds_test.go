@@ -142,16 +142,22 @@ func repeat(s string, n int) string { return strings.Repeat(s, n) }
 
 // TestLongChainsEndWithinBudget: the deadline was checked at loop iterations and writes
 // only, so the work between two of them had no bound: a chain of filters in one output
-// (thousands fit in a part), in a condition or in assigns (which write nothing), each
-// costing up to the size of a data array. Every filter and assign now checks it, so
-// these end in about RenderTimeout.
+// (thousands fit in a part), conditions (which write nothing: a chain of ifs, of elsifs,
+// of comparisons) each costing up to the size of a data array. Every filter, assign and
+// block now checks it, and a block's comparisons are bounded (MaxComparisons, checked
+// at PUT), so these end in about RenderTimeout.
 func TestLongChainsEndWithinBudget(t *testing.T) {
 	en := newEngine()
 	vars := bombVars()
+	contains := "ints contains -1" + repeat(" or ints contains -1", MaxComparisons-1)
 	for _, c := range []struct{ name, src string }{
 		{"filters in one output", "{{ objects" + repeat(` | sort: "a"`, 2000) + " | size }}"},
 		{"filters in one condition", "{% if objects" + repeat(` | sort: "a"`, 2000) + " %}{% endif %}"},
 		{"filters in assigns", repeat("{% assign s = objects | sort: 'a' %}", 1700)},
+		{"ifs", repeat("{% if "+contains+" %}{% endif %}", 40)},
+		{"elsifs", repeat("{% if ints contains -1 %}"+repeat("{% elsif ints contains -1 %}", MaxClauses-1)+"{% endif %}", 30)},
+		{"unless and case", repeat("{% unless "+contains+" %}{% endunless %}{% case ints %}{% when objects %}{% endcase %}", 40)},
+		{"in a loop body", "{% for i in (1..3) %}" + repeat("{% if "+contains+" %}{% endif %}", 40) + "{% endfor %}"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := en.parse("body", c.src, false)
@@ -170,6 +176,61 @@ func TestLongChainsEndWithinBudget(t *testing.T) {
 				t.Errorf("took %v; want about RenderTimeout (%v)", r.took, RenderTimeout)
 			}
 		})
+	}
+}
+
+// TestLongConditionsRefusedAtPut: the conditions of a block run with no check of the
+// deadline in between, so a block has at most MaxClauses clauses and MaxComparisons
+// comparisons (with its clauses); an output or a tag too.
+func TestLongConditionsRefusedAtPut(t *testing.T) {
+	en := newEngine()
+	for _, c := range []struct{ src, want string }{
+		{"{% if a %}" + repeat("{% elsif a %}", MaxClauses) + "{% else %}{% endif %}", "clauses"},
+		{"{% case a %}" + repeat("{% when 1 %}", MaxClauses+1) + "{% endcase %}", "clauses"},
+		{"{% if a contains 1" + repeat(" or a contains 1", MaxComparisons) + " %}{% endif %}", "comparisons"},
+		{"{% if a == 1 %}" + repeat("{% elsif a != 1 %}", MaxComparisons/2) + repeat("{% elsif a >= 1 %}", MaxComparisons/2) + "{% endif %}", "comparisons"},
+		{"{% unless a < 1" + repeat(" and a <= 1", MaxComparisons) + " %}{% endunless %}", "comparisons"},
+		{"{% case a %}{% when 1" + repeat(", 1", MaxComparisons) + " %}{% endcase %}", "comparisons"},
+		{"{{ a > 1" + repeat(" or a contains 1", MaxComparisons) + " }}", "comparisons"},
+		{"{% assign b = a > 1" + repeat(" or a contains 1", MaxComparisons) + " %}", "comparisons"},
+	} {
+		_, err := en.parse("body", "x\n"+c.src, false)
+		if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "template part body line 2") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%.60s: err = %.200v; want BAD_USER_INPUT about %s", c.src, err, c.want)
+		}
+	}
+	for _, src := range []string{
+		"{% if a %}" + repeat("{% elsif a %}", MaxClauses-1) + "{% else %}{% endif %}",
+		"{% if a contains 1" + repeat(" or a contains 1", MaxComparisons-1) + " %}{% endif %}",
+		"{% case a %}{% when 1" + repeat(", 1", MaxComparisons-1) + " %}{% endcase %}",
+		"{{ '==' }} {{ 'a contains b' }} {% if a == '<=' %}{% endif %}" + repeat("{% if a == 1 %}{% endif %}", 2*MaxComparisons),
+	} {
+		if _, err := en.parse("body", src, false); err != nil {
+			t.Errorf("%.60s: %v", src, err)
+		}
+	}
+}
+
+// TestDataCollectionsBounded: a comparison costs up to the size of a data array (or
+// object), so data has none over MaxArrayItems items.
+func TestDataCollectionsBounded(t *testing.T) {
+	items := strings.TrimSuffix(repeat("0,", MaxArrayItems+1), ",")
+	var keys strings.Builder
+	for i := range MaxArrayItems + 1 {
+		fmt.Fprintf(&keys, `"k%d":0,`, i)
+	}
+	for _, data := range []string{
+		`{"a": [` + items + `]}`,
+		`{"a": {"b": [[` + items + `]]}}`,
+		`{"a": {` + strings.TrimSuffix(keys.String(), ",") + `}}`,
+	} {
+		if _, err := decodeData(inbox.JSON(data)); inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "items") {
+			t.Errorf("data of %d bytes: err = %v; want BAD_USER_INPUT about the items", len(data), err)
+		}
+	}
+	ok := `{"a": [` + strings.TrimSuffix(repeat("0,", MaxArrayItems), ",") + `]}`
+	if _, err := decodeData(inbox.JSON(ok)); err != nil {
+		t.Errorf("an array of MaxArrayItems: %v", err)
 	}
 }
 

@@ -268,7 +268,8 @@ func (p *parsed) render(vars map[string]any, deadline time.Time) (Rendered, erro
 }
 
 // decodeData decodes a send's data (a JSON object; nil, empty or null = no variables)
-// into Liquid bindings. Whole numbers become int (see numbers), others float64.
+// into Liquid bindings. Whole numbers become int (see numbers), others float64. An array
+// or an object of more than MaxArrayItems items is BAD_USER_INPUT.
 func decodeData(data inbox.JSON) (map[string]any, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
@@ -284,7 +285,36 @@ func decodeData(data inbox.JSON) (map[string]any, error) {
 	if !ok {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "data must be a JSON object")
 	}
+	if tooBig(m) {
+		return nil, inbox.Errorf(inbox.CodeBadUserInput, "data has an array or an object of more than %d items", MaxArrayItems)
+	}
 	return numbers(m).(map[string]any), nil
+}
+
+// tooBig reports whether v has an array or an object of more than MaxArrayItems items: a
+// comparison or a filter costs up to the size of its operands (see MaxComparisons).
+func tooBig(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		if len(v) > MaxArrayItems {
+			return true
+		}
+		for _, e := range v {
+			if tooBig(e) {
+				return true
+			}
+		}
+	case []any:
+		if len(v) > MaxArrayItems {
+			return true
+		}
+		for _, e := range v {
+			if tooBig(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // numbers replaces every json.Number in v with an int when it is a whole number within
