@@ -101,6 +101,14 @@ func sendGridKey(b64 string) (*ecdsa.PublicKey, error) {
 // Name returns NameSendGrid.
 func (*SendGrid) Name() string { return NameSendGrid }
 
+// Limits are a batch's: a body of at most MaxBodyBytes (SendGrid posts a batch when it
+// reaches 768 KB, or every 30 seconds), a query of at most MaxQueryBytes; the body is
+// JSON, its events (at most MaxEvents) are counted once the signature holds. Everything
+// done before then (a SHA-256 of the body, one ECDSA verification) is linear in the body.
+func (*SendGrid) Limits() Limits {
+	return Limits{BodyBytes: MaxBodyBytes, QueryBytes: MaxQueryBytes}
+}
+
 // sendGridEvent is the part of an event the hook reads.
 type sendGridEvent struct {
 	Ref       string `json:"inbox_ref"`
@@ -110,16 +118,22 @@ type sendGridEvent struct {
 	Reason    string `json:"reason"`
 }
 
-// Events checks the timestamp (not older than MaxAge, at most a minute ahead) and the
-// signature, then reads the batch: at most MaxEvents events. An event that cannot be
-// read, or whose inbox_ref is malformed, is left out rather than failing the batch (its
-// signature holds: SendGrid sent it, and would only retry it); so is one whose ref names
-// no EMAIL record.
+// Events checks the callback against Limits, the timestamp (not older than MaxAge, at
+// most a minute ahead) and the signature, then reads the batch: at most MaxEvents
+// events. An event that cannot be read, or whose inbox_ref is malformed, is left out
+// rather than failing the batch (its signature holds: SendGrid sent it, and would only
+// retry it); so is one whose ref names no EMAIL record.
 func (s *SendGrid) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, error) {
+	if err := s.Limits().Check(r, body); err != nil {
+		return nil, err
+	}
 	sig := r.Header.Get(eventwebhook.VerificationHTTPHeader)
 	ts := r.Header.Get(eventwebhook.TimestampHTTPHeader)
 	if sig == "" || ts == "" {
 		return nil, unauthenticated("the callback has no %s and %s headers", eventwebhook.VerificationHTTPHeader, eventwebhook.TimestampHTTPHeader)
+	}
+	if len(sig) > MaxSignatureBytes {
+		return nil, unauthenticated("the callback's signature does not verify")
 	}
 	secs, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
