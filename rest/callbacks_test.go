@@ -358,3 +358,51 @@ func TestProviderCallbackLimitsOnEveryRoute(t *testing.T) {
 		t.Fatalf("sendgrid with a 2 KiB query: %+v", res)
 	}
 }
+
+// A validly signed SendGrid event whose timestamp is implausible (year 10000, 1e18
+// seconds, over int64, negative) counts as of its arrival, one with fractional seconds
+// as of its time; each is applied and the status keeps answering 200. A year-10000
+// event once made GET /v1/notifications/{id}/status answer 500 for good; one whose
+// timestamp was not an int64 was dropped.
+func TestSendGridEventTimesKeepTheStatusReadable(t *testing.T) {
+	t.Parallel()
+	key, err := providerhooktest.NewSendGridKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newCallbackServer(t, key)
+	minuteAgo := time.Now().Add(-time.Minute).Truncate(time.Second)
+	for i, c := range []struct {
+		name, timestamp string
+		at              time.Time // zero: the time the callback came
+	}{
+		{"year 10000", "253402300800", time.Time{}},
+		{"1e18 seconds", "1000000000000000000", time.Time{}},
+		{"over int64", "99999999999999999999", time.Time{}},
+		{"negative", "-5", time.Time{}},
+		{"fractional seconds", strconv.FormatInt(minuteAgo.Unix(), 10) + ".5", minuteAgo.Add(500 * time.Millisecond)},
+	} {
+		ref := sentRecord(t, s, "times"+strconv.Itoa(i), inbox.ChannelEmail, channel.ProviderSMTP, "<t@inbox.example.com>")
+		body := []byte(`[{"inbox_ref":"` + ref.String() + `","event":"delivered","timestamp":` + c.timestamp + `}]`)
+		before := time.Now().Add(-time.Second)
+		sig, ts, err := key.Sign(body, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := decode[gen.ProviderCallbackResult](t, call(t, s, http.MethodPost, "/v1/webhooks/provider/sendgrid", "", map[string]string{
+			"Content-Type": "application/json", "X-Twilio-Email-Event-Webhook-Signature": sig, "X-Twilio-Email-Event-Webhook-Timestamp": ts}, body), 200)
+		if res.Events != 1 || res.Applied != 1 {
+			t.Errorf("%s: %+v, want the event applied", c.name, res)
+			continue
+		}
+		r := record(t, s, ref) // 200, or the test fails
+		switch {
+		case r.Status != gen.DeliveryRecordStatusDelivered || r.DeliveredAt == nil:
+			t.Errorf("%s: record %s", c.name, mustJSON(t, r))
+		case c.at.IsZero() && (r.DeliveredAt.Before(before) || r.DeliveredAt.After(time.Now().Add(time.Second))):
+			t.Errorf("%s: delivered at %v, want the callback's arrival", c.name, *r.DeliveredAt)
+		case !c.at.IsZero() && !r.DeliveredAt.Equal(c.at):
+			t.Errorf("%s: delivered at %v, want %v", c.name, *r.DeliveredAt, c.at)
+		}
+	}
+}
