@@ -17,6 +17,9 @@ const (
 	// CodeConflict refuses a request that contradicts one already made: an idempotency key
 	// used again with another body (REST 409).
 	CodeConflict = "CONFLICT"
+	// CodePayloadTooLarge refuses a request whose body is over its operation's limit
+	// (REST 413), before any of it is parsed or verified.
+	CodePayloadTooLarge = "PAYLOAD_TOO_LARGE"
 	// CodeThrottled is a retryable refusal: DynamoDB throttled the request (or an inbox
 	// stayed contended) for the whole retry budget. Nothing was half written.
 	CodeThrottled = "THROTTLED"

@@ -50,8 +50,9 @@ type SendGridConfig struct {
 // helpers/eventwebhook.
 //
 // Events delivered are DELIVERED, open and click OPENED, bounce and dropped FAILED (with
-// the reason); processed, deferred, spamreport, unsubscribe and others report nothing,
-// nor do events without an inbox_ref (mail the gateway did not send).
+// the reason), each at its timestamp when plausible (see MaxEventAge), else at the time
+// the callback came; processed, deferred, spamreport, unsubscribe and others report
+// nothing, nor do events without an inbox_ref (mail the gateway did not send).
 type SendGrid struct {
 	key      *ecdsa.PublicKey
 	maxAge   time.Duration
@@ -101,25 +102,70 @@ func sendGridKey(b64 string) (*ecdsa.PublicKey, error) {
 // Name returns NameSendGrid.
 func (*SendGrid) Name() string { return NameSendGrid }
 
+// Limits are a batch's: a body of at most MaxBodyBytes (SendGrid posts a batch when it
+// reaches 768 KB, or every 30 seconds), a query of at most MaxQueryBytes; the body is
+// JSON, its events (at most MaxEvents) are counted once the signature holds. Everything
+// done before then (a SHA-256 of the body, one ECDSA verification) is linear in the body.
+func (*SendGrid) Limits() Limits {
+	return Limits{BodyBytes: MaxBodyBytes, QueryBytes: MaxQueryBytes}
+}
+
 // sendGridEvent is the part of an event the hook reads.
 type sendGridEvent struct {
 	Ref       string `json:"inbox_ref"`
 	Event     string `json:"event"`
 	MessageID string `json:"sg_message_id"`
-	Timestamp int64  `json:"timestamp"`
-	Reason    string `json:"reason"`
+	// Timestamp is read by eventTime: whatever it holds, the event is not lost for it.
+	Timestamp json.RawMessage `json:"timestamp"`
+	Reason    string          `json:"reason"`
 }
 
-// Events checks the timestamp (not older than MaxAge, at most a minute ahead) and the
-// signature, then reads the batch: at most MaxEvents events. An event that cannot be
-// read, or whose inbox_ref is malformed, is left out rather than failing the batch (its
-// signature holds: SendGrid sent it, and would only retry it); so is one whose ref names
-// no EMAIL record.
+// MaxEventAge is how old an event's own time (SendGrid's "timestamp", Unix seconds) may
+// be and still be taken as the time it happened: SendGrid posts events within seconds
+// and retries a failed post for up to 72 hours.
+const MaxEventAge = 7 * 24 * time.Hour
+
+// eventTime is when the event happened: its timestamp (Unix seconds, an integer or,
+// tolerated, a fraction) when that is plausible, that is within [now-MaxEventAge,
+// now+maxAhead]; else now, the time it is received. The signature vouches that SendGrid
+// sent the event, not that its clock field makes sense: a timestamp that is missing, not
+// a number, zero, negative, far ahead (year 9999, 1e18 seconds), too large for any
+// integer, or long past would otherwise put a time on the record that no status can show
+// (years past 9999 have no RFC 3339 form) or that did not happen.
+func eventTime(raw json.RawMessage, now time.Time) time.Time {
+	lit := strings.TrimSpace(string(raw))
+	var t time.Time
+	if secs, err := strconv.ParseInt(lit, 10, 64); err == nil {
+		t = time.Unix(secs, 0)
+	} else if f, err := strconv.ParseFloat(lit, 64); err == nil && f > 0 && f < 1e12 {
+		// Within 1e12 seconds (year 33658) the float converts to an int64 exactly
+		// enough; anything larger is implausible anyway.
+		t = time.UnixMilli(int64(f * 1000))
+	} else {
+		return now
+	}
+	if t.Before(now.Add(-MaxEventAge)) || t.After(now.Add(maxAhead)) {
+		return now
+	}
+	return t
+}
+
+// Events checks the callback against Limits, the timestamp (not older than MaxAge, at
+// most a minute ahead) and the signature, then reads the batch: at most MaxEvents
+// events. An event that cannot be read, or whose inbox_ref is malformed, is left out
+// rather than failing the batch (its signature holds: SendGrid sent it, and would only
+// retry it); so is one whose ref names no EMAIL record.
 func (s *SendGrid) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, error) {
+	if err := s.Limits().Check(r, body); err != nil {
+		return nil, err
+	}
 	sig := r.Header.Get(eventwebhook.VerificationHTTPHeader)
 	ts := r.Header.Get(eventwebhook.TimestampHTTPHeader)
 	if sig == "" || ts == "" {
 		return nil, unauthenticated("the callback has no %s and %s headers", eventwebhook.VerificationHTTPHeader, eventwebhook.TimestampHTTPHeader)
+	}
+	if len(sig) > MaxSignatureBytes {
+		return nil, unauthenticated("the callback's signature does not verify")
 	}
 	secs, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
@@ -159,10 +205,7 @@ func (s *SendGrid) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, 
 		// MessageID stays empty: the record holds the Message-ID the gateway sent over
 		// SMTP, and sg_message_id is SendGrid's own id, so they never match; the ref
 		// alone names the record.
-		ev := inbox.ProviderEvent{Ref: ref, Provider: s.provider, Status: status, At: now}
-		if e.Timestamp > 0 {
-			ev.At = time.Unix(e.Timestamp, 0)
-		}
+		ev := inbox.ProviderEvent{Ref: ref, Provider: s.provider, Status: status, At: eventTime(e.Timestamp, now)}
 		if status == inbox.DeliveryFailed {
 			ev.Error = "sendgrid: " + e.Event
 			if e.Reason != "" {

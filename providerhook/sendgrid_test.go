@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +220,69 @@ func TestNewSendGridConfiguration(t *testing.T) {
 	} {
 		if _, err := providerhook.NewSendGrid(providerhook.SendGridConfig{PublicKey: k}); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// An event's timestamp is its time only when plausible (within MaxEventAge before the
+// callback, at most a minute after): any other timestamp, whatever its form, gives the
+// time the callback came, and never loses the event. A year-9999 or 1e18-second time
+// once reached the record and made its status unreadable (500); a timestamp that was not
+// an int64 made the event be dropped.
+func TestSendGridEventTimesArePlausible(t *testing.T) {
+	t.Parallel()
+	key, err := providerhooktest.NewSendGridKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	sg, err := providerhook.NewSendGrid(providerhook.SendGridConfig{PublicKey: key.Public, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
+	mail := inbox.DeliveryRef{TenantID: "acme", NotificationID: ref.NotificationID, Key: inbox.ChannelEmail}
+	for _, c := range []struct {
+		name, timestamp string // the JSON value ("": no timestamp member)
+		want            time.Time
+	}{
+		{"a minute ago", secs(-time.Minute), now.Add(-time.Minute)},
+		{"6 days ago", secs(-6 * 24 * time.Hour), now.Add(-6 * 24 * time.Hour)},
+		{"30 s ahead (clock skew)", secs(30 * time.Second), now.Add(30 * time.Second)},
+		{"fractional seconds", secs(-time.Minute) + ".25", now.Add(-time.Minute + 250*time.Millisecond)},
+		{"exponent", "1.79999994e9", time.Unix(1_799_999_940, 0)},
+		{"none", "", now},
+		{"null", "null", now},
+		{"zero", "0", now},
+		{"negative", "-5", now},
+		{"most negative", "-9223372036854775808", now},
+		{"8 days ago", secs(-8 * 24 * time.Hour), now},
+		{"5 min ahead", secs(5 * time.Minute), now},
+		{"year 10000", "253402300800", now},
+		{"1e18 seconds", "1000000000000000000", now},
+		{"1e18 as a float", "1e18", now},
+		{"max int64", "9223372036854775807", now},
+		{"over int64", "99999999999999999999", now},
+		{"over float64", "1e400", now},
+		{"a string", `"1800000000"`, now},
+		{"an object", `{"s":1}`, now},
+	} {
+		member := ""
+		if c.timestamp != "" {
+			member = `,"timestamp":` + c.timestamp
+		}
+		body := []byte(`[{"inbox_ref":"` + mail.String() + `","event":"delivered"` + member + `}]`)
+		sig, ts, err := key.Sign(body, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := sg.Events(sendGridRequest(body, sig, ts), body)
+		if err != nil || len(evs) != 1 {
+			t.Errorf("%s: %v %+v, want the event", c.name, err, evs)
+			continue
+		}
+		if !evs[0].At.Equal(c.want) {
+			t.Errorf("%s: at %v, want %v", c.name, evs[0].At, c.want)
 		}
 	}
 }

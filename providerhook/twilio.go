@@ -23,6 +23,18 @@ const TwilioSignatureHeader = "X-Twilio-Signature"
 // within hours; a week leaves room for a provider's retries and an outage.
 const DefaultTwilioMaxAge = 7 * 24 * time.Hour
 
+// Bounds of a Twilio status callback (Twilio.Limits): a form of a dozen or two short
+// fields (MessageSid, MessageStatus, ErrorCode, From, To, AccountSid, ...), well under
+// 2 KiB. The bounds leave room for the fields Twilio adds over time, and keep the
+// signature check of a hostile callback (which copies the URL once per field) under a
+// few MB of copying.
+const (
+	// TwilioMaxBodyBytes bounds a status callback's body (16 KiB).
+	TwilioMaxBodyBytes = 16 << 10
+	// TwilioMaxFields bounds a status callback's form fields.
+	TwilioMaxFields = 64
+)
+
 // maxAhead is how far in the future a signed timestamp may be (clock skew between
 // instances and the provider).
 const maxAhead = time.Minute
@@ -81,6 +93,12 @@ func NewTwilio(c TwilioConfig) (*Twilio, error) {
 // Name returns NameTwilio.
 func (*Twilio) Name() string { return NameTwilio }
 
+// Limits are a status callback's: a body of at most TwilioMaxBodyBytes in at most
+// TwilioMaxFields fields, a query of at most MaxQueryBytes.
+func (*Twilio) Limits() Limits {
+	return Limits{BodyBytes: TwilioMaxBodyBytes, QueryBytes: MaxQueryBytes, Fields: TwilioMaxFields}
+}
+
 // CallbackURL returns the URL Twilio signs for a request to r's path and query: the
 // public URL, then the path and query as received.
 func (t *Twilio) CallbackURL(r *http.Request) string {
@@ -91,13 +109,19 @@ func (t *Twilio) CallbackURL(r *http.Request) string {
 	return u
 }
 
-// Events checks the signature over CallbackURL(r) and the form body, then `ts` (not older
-// than MaxAge, not ahead), and returns the callback's event (none for an untracked
-// status, or a ref that names no SMS record).
+// Events checks the callback against Limits, then the signature over CallbackURL(r) and
+// the form body, then `ts` (not older than MaxAge, not ahead), and returns the callback's
+// event (none for an untracked status, or a ref that names no SMS record).
 func (t *Twilio) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, error) {
+	if err := t.Limits().Check(r, body); err != nil {
+		return nil, err
+	}
 	sig := r.Header.Get(TwilioSignatureHeader)
 	if sig == "" {
 		return nil, unauthenticated("the callback has no %s header", TwilioSignatureHeader)
+	}
+	if len(sig) > MaxSignatureBytes {
+		return nil, unauthenticated("the callback's signature does not verify")
 	}
 	if !t.validator.ValidateBody(t.CallbackURL(r), body, sig) {
 		return nil, unauthenticated("the callback's signature does not verify")

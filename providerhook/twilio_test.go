@@ -47,7 +47,7 @@ func twilioCallback(t *testing.T, token, base string, sent time.Time, form url.V
 	return r
 }
 
-func newTwilio(t *testing.T, now time.Time) *providerhook.Twilio {
+func newTwilio(t testing.TB, now time.Time) *providerhook.Twilio {
 	t.Helper()
 	tw, err := providerhook.NewTwilio(providerhook.TwilioConfig{AuthToken: authToken, PublicURL: publicURL + "/", Now: func() time.Time { return now }})
 	if err != nil {

@@ -21,21 +21,31 @@ func callbackEvents(ctx context.Context) ([]inbox.ProviderEvent, bool) {
 }
 
 // callback authenticates a provider callback before the generated code reads anything:
-// the provider named in the path must be configured (else 404), the body is read within
-// rt.maxBody (else 413), and the provider's hook checks the signature over the raw body
-// (401 UNAUTHENTICATED when it does not hold, nothing changed). The verified events go to
-// the handler in the request's context; the body is handed on for the generated decode.
+// the provider named in the path must be configured (else 404); the query string and the
+// declared length must be within the provider's Limits (else 400 BAD_REQUEST, 413
+// PAYLOAD_TOO_LARGE) before the body is read, and the body is read within them (else
+// 413); then the provider's hook checks the form's field count (400) and, only then, the
+// signature over the raw body (401 UNAUTHENTICATED when it does not hold, nothing
+// changed). An unauthenticated callback thus costs time linear in a small input. The
+// verified events go to the handler in the request's context; the body is handed on for
+// the generated decode.
 func (m *routeMux) callback(w http.ResponseWriter, r *http.Request, rt route, next http.Handler) {
 	hook, ok := m.hooks[r.PathValue("name")]
 	if !ok {
 		writeProblem(w, http.StatusNotFound, inbox.CodeNotFound, "no callbacks of provider "+r.PathValue("name")+" are configured on this gateway")
 		return
 	}
-	if r.ContentLength > rt.maxBody {
+	lim := hook.Limits()
+	if err := lim.CheckRequest(r); err != nil {
+		writeError(m.h.log, w, r, err)
+		return
+	}
+	maxBody := min(rt.maxBody, lim.BodyBytes)
+	if r.ContentLength > maxBody {
 		writeProblem(w, http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "request body over this operation's limit")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if _, over := errors.AsType[*http.MaxBytesError](err); over {
 		writeProblem(w, http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "request body over this operation's limit")
 		return

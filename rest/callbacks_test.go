@@ -271,3 +271,138 @@ func TestProviderCallbackRoutes(t *testing.T) {
 		expectProblem(t, call(t, bare, http.MethodPost, "/v1/webhooks/provider/"+p, "", jsonCT, `[]`), 404, "NOT_FOUND")
 	}
 }
+
+// Every callback route holds callbacks to its provider's limits before their signature
+// is checked, signed or not, and answers a problem with the limit's code: a Twilio body
+// over 16 KiB or of more than 64 fields, a query over 2 KiB, a SendGrid batch over 1 MiB.
+// The attack's own callback (1 MiB in ~9,900 fields and a bogus signature; a 512 KiB
+// query) cost ~9 CPU-seconds each before the limits. A genuine callback at Twilio's
+// limits is still accepted.
+func TestProviderCallbackLimitsOnEveryRoute(t *testing.T) {
+	t.Parallel()
+	key, err := providerhooktest.NewSendGridKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newCallbackServer(t, key)
+	ghost := inbox.DeliveryRef{TenantID: tenant, NotificationID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Key: inbox.ChannelSMS}
+	form := func(fields, valueBytes int) url.Values {
+		f := url.Values{"MessageSid": {"SM0001"}, "MessageStatus": {"delivered"}}
+		for i := len(f); i < fields; i++ {
+			f.Set("F"+strconv.Itoa(i), strings.Repeat("x", valueBytes))
+		}
+		return f
+	}
+	twilio := func(f url.Values, queryBytes int, sign bool) answer {
+		t.Helper()
+		path := "/v1/webhooks/provider/twilio?ref=" + ghost.String() + "&ts=" + strconv.FormatInt(time.Now().Unix(), 10)
+		if pad := queryBytes - (len(path) - strings.IndexByte(path, '?') - 1) - len("&pad="); pad > 0 {
+			path += "&pad=" + strings.Repeat("p", pad)
+		}
+		sig := "bm90LWEtc2lnbmF0dXJlLWF0LWFsbA=="
+		if sign {
+			sig = providerhooktest.TwilioSignature(twilioToken, publicURL+path, f)
+		}
+		return call(t, s, http.MethodPost, path, "", map[string]string{"Content-Type": "application/x-www-form-urlencoded",
+			"X-Twilio-Signature": sig}, f.Encode())
+	}
+	for _, c := range []struct {
+		name          string
+		form          url.Values
+		query, status int
+		code          string
+	}{
+		{"body over 16 KiB", form(10, 2<<10), 0, 413, "PAYLOAD_TOO_LARGE"},
+		{"body 1 MiB in 9,900 fields", form(9900, 100), 0, 413, "PAYLOAD_TOO_LARGE"},
+		{"65 fields", form(65, 0), 0, 400, "BAD_REQUEST"},
+		{"query over 2 KiB", form(5, 0), 2<<10 + 1, 400, "BAD_REQUEST"},
+		{"query 512 KiB", form(5, 0), 512 << 10, 400, "BAD_REQUEST"},
+	} {
+		for _, sign := range []bool{false, true} {
+			start := time.Now()
+			expectProblem(t, twilio(c.form, c.query, sign), c.status, c.code)
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("twilio %s (signed %v): answered after %v", c.name, sign, d)
+			}
+		}
+	}
+	// At the limits, genuine: accepted (its ref names no record: nothing applied).
+	f := form(64, 0)
+	f.Set("F63", strings.Repeat("y", 16<<10-len(f.Encode())))
+	if len(f.Encode()) != 16<<10 {
+		t.Fatalf("fixture: %d bytes", len(f.Encode()))
+	}
+	if res := decode[gen.ProviderCallbackResult](t, twilio(f, 2<<10, true), 200); res.Events != 1 || res.Applied != 0 {
+		t.Fatalf("callback at the limits: %+v", res)
+	}
+
+	sendgrid := func(query string, body []byte, sign bool) answer {
+		t.Helper()
+		sig, ts, err := key.Sign(body, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sign {
+			sig = "MEUCIQDbogus"
+		}
+		return call(t, s, http.MethodPost, "/v1/webhooks/provider/sendgrid"+query, "", map[string]string{"Content-Type": "application/json",
+			"X-Twilio-Email-Event-Webhook-Signature": sig, "X-Twilio-Email-Event-Webhook-Timestamp": ts}, body)
+	}
+	small := []byte(`[{"event":"processed"}]`)
+	over := []byte("[" + strings.Repeat(`{"event":"processed"},`, rest.MaxCallbackBytes/20) + `{}]`)
+	for _, sign := range []bool{false, true} {
+		expectProblem(t, sendgrid("", over, sign), 413, "PAYLOAD_TOO_LARGE")
+		expectProblem(t, sendgrid("?"+strings.Repeat("q", 2<<10+1), small, sign), 400, "BAD_REQUEST")
+	}
+	if res := decode[gen.ProviderCallbackResult](t, sendgrid("?"+strings.Repeat("q", 2<<10-1), small, true), 200); res.Events != 0 {
+		t.Fatalf("sendgrid with a 2 KiB query: %+v", res)
+	}
+}
+
+// A validly signed SendGrid event whose timestamp is implausible (year 10000, 1e18
+// seconds, over int64, negative) counts as of its arrival, one with fractional seconds
+// as of its time; each is applied and the status keeps answering 200. A year-10000
+// event once made GET /v1/notifications/{id}/status answer 500 for good; one whose
+// timestamp was not an int64 was dropped.
+func TestSendGridEventTimesKeepTheStatusReadable(t *testing.T) {
+	t.Parallel()
+	key, err := providerhooktest.NewSendGridKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newCallbackServer(t, key)
+	minuteAgo := time.Now().Add(-time.Minute).Truncate(time.Second)
+	for i, c := range []struct {
+		name, timestamp string
+		at              time.Time // zero: the time the callback came
+	}{
+		{"year 10000", "253402300800", time.Time{}},
+		{"1e18 seconds", "1000000000000000000", time.Time{}},
+		{"over int64", "99999999999999999999", time.Time{}},
+		{"negative", "-5", time.Time{}},
+		{"fractional seconds", strconv.FormatInt(minuteAgo.Unix(), 10) + ".5", minuteAgo.Add(500 * time.Millisecond)},
+	} {
+		ref := sentRecord(t, s, "times"+strconv.Itoa(i), inbox.ChannelEmail, channel.ProviderSMTP, "<t@inbox.example.com>")
+		body := []byte(`[{"inbox_ref":"` + ref.String() + `","event":"delivered","timestamp":` + c.timestamp + `}]`)
+		before := time.Now().Add(-time.Second)
+		sig, ts, err := key.Sign(body, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := decode[gen.ProviderCallbackResult](t, call(t, s, http.MethodPost, "/v1/webhooks/provider/sendgrid", "", map[string]string{
+			"Content-Type": "application/json", "X-Twilio-Email-Event-Webhook-Signature": sig, "X-Twilio-Email-Event-Webhook-Timestamp": ts}, body), 200)
+		if res.Events != 1 || res.Applied != 1 {
+			t.Errorf("%s: %+v, want the event applied", c.name, res)
+			continue
+		}
+		r := record(t, s, ref) // 200, or the test fails
+		switch {
+		case r.Status != gen.DeliveryRecordStatusDelivered || r.DeliveredAt == nil:
+			t.Errorf("%s: record %s", c.name, mustJSON(t, r))
+		case c.at.IsZero() && (r.DeliveredAt.Before(before) || r.DeliveredAt.After(time.Now().Add(time.Second))):
+			t.Errorf("%s: delivered at %v, want the callback's arrival", c.name, *r.DeliveredAt)
+		case !c.at.IsZero() && !r.DeliveredAt.Equal(c.at):
+			t.Errorf("%s: delivered at %v, want %v", c.name, *r.DeliveredAt, c.at)
+		}
+	}
+}

@@ -13,7 +13,8 @@
 // decode errors, unknown routes under /v1 and wrong methods.
 //
 // Provider callbacks (POST /v1/webhooks/provider/{name}) take no token: the route's guard
-// reads the raw body (at most MaxCallbackBytes) and has the provider's ProviderHook
-// (package providerhook) check its signature before the generated code runs; only the
-// events it verified reach the Backend (ApplyProviderEvents).
+// refuses a query string or a body over the provider's limits (ProviderHook.Limits)
+// before it reads the body, reads the raw body within them, and has the provider's
+// ProviderHook (package providerhook) check its signature before the generated code
+// runs; only the events it verified reach the Backend (ApplyProviderEvents).
 package rest

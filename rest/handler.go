@@ -15,6 +15,7 @@ import (
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/providerhook"
 	"github.com/inboxgw/gateway/rest/gen"
 )
 
@@ -41,8 +42,10 @@ const (
 	MaxSettingsBytes = 64 << 10
 	// MaxDeviceBytes bounds a device registration (a token of at most 4,096 bytes).
 	MaxDeviceBytes = 8 << 10
-	// MaxCallbackBytes bounds a provider callback (a SendGrid batch of events).
-	MaxCallbackBytes = 1 << 20
+	// MaxCallbackBytes bounds any provider callback (a SendGrid batch of events); each
+	// provider's ProviderHook.Limits bound its own callbacks within it (a Twilio status
+	// callback: 16 KiB).
+	MaxCallbackBytes = providerhook.MaxBodyBytes
 )
 
 // Authenticator verifies an Authorization header value ("Bearer <JWT>"); *auth.Verifier
@@ -71,9 +74,13 @@ type Options struct {
 type ProviderHook interface {
 	// Name is the {name} of the callback's path.
 	Name() string
+	// Limits bound the provider's callbacks: one over them is refused before its body is
+	// read (query string, Content-Length) or before its signature is checked.
+	Limits() providerhook.Limits
 	// Events authenticates r, whose whole body is body, and returns its delivery events.
-	// Errors are *inbox.Error: UNAUTHENTICATED for a missing, wrong or expired signature,
-	// BAD_USER_INPUT for a signed body that cannot be read.
+	// Errors are *inbox.Error: BAD_REQUEST or PAYLOAD_TOO_LARGE for a callback over
+	// Limits, UNAUTHENTICATED for a missing, wrong or expired signature, BAD_USER_INPUT
+	// for a signed body that cannot be read.
 	Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, error)
 }
 

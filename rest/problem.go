@@ -10,11 +10,12 @@ import (
 	"github.com/inboxgw/gateway/rest/gen"
 )
 
-// Codes of the service API that the GraphQL API has no constant for yet: a reused
-// idempotency key with another body, and a body over its operation's limit.
+// Codes of the service API that the GraphQL API does not answer: a reused idempotency
+// key with another body, and a body over its operation's limit (inbox's code, which the
+// provider hooks answer too).
 const (
 	CodeConflict        = "CONFLICT"
-	CodePayloadTooLarge = "PAYLOAD_TOO_LARGE"
+	CodePayloadTooLarge = inbox.CodePayloadTooLarge
 )
 
 // ProblemType is the RFC 9457 problem type of every problem: "about:blank" (section

@@ -351,11 +351,11 @@ var eventFrom = map[string][]string{
 // DeliveryUnconfirmed leaves it, takes ev's) and, when ev has a MessageID and the record
 // a providerMessageId, that they are equal (a record without one takes ev's). DELIVERED sets
 // deliveredAt, OPENED openedAt (and deliveredAt if unset), FAILED the error (ev.Error);
-// each at ev.At (zero: now). It reports whether the record changed: false for an event
-// matching no record, a stale or repeated event, another provider's or message's; true
-// also when the store's retry of an update that committed and lost its answer finds the
-// update done (the old item the failed condition returns carries this call's random id,
-// kept in the record's eventCallId).
+// each at ev.At (zero, after now or before 1970: now; see eventAt). It reports whether
+// the record changed: false for an event matching no record, a stale or repeated event,
+// another provider's or message's; true also when the store's retry of an update that
+// committed and lost its answer finds the update done (the old item the failed condition
+// returns carries this call's random id, kept in the record's eventCallId).
 // Errors: BAD_USER_INPUT for a malformed ref, an unknown status or no provider.
 func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) (bool, error) {
 	if err := ev.Ref.Check(); err != nil {
@@ -370,11 +370,8 @@ func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) 
 		return false, inbox.Errorf(inbox.CodeBadUserInput, "a provider event needs its provider")
 	}
 	now := s.now()
-	at := ev.At
-	if at.IsZero() {
-		at = now
-	}
 	u := newRecordUpdate(now).set(statusAttrStatus, ev.Status)
+	at := eventAt(ev.At, now)
 	switch ev.Status {
 	case inbox.DeliveryDelivered:
 		u.set(attrDeliveredAt, at.UnixMilli())
@@ -426,6 +423,18 @@ func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) 
 		return true, nil
 	}
 	return false, nil
+}
+
+// eventAt is the time a provider event is recorded at: at, or now when at is zero, after
+// now (nothing is seen delivered or opened before it happens: a provider's clock ahead,
+// or a time such as year 9999 or 1e18 seconds that a provider hook let through), or
+// before the Unix epoch (which no record predates). Whatever an event carries, the stored
+// time is one a status can show.
+func eventAt(at, now time.Time) time.Time {
+	if at.IsZero() || at.After(now) || at.Before(time.UnixMilli(1)) {
+		return now
+	}
+	return at
 }
 
 // recordUpdate builds the UpdateItem of a delivery record: SET and REMOVE clauses whose

@@ -520,6 +520,44 @@ func TestApplyProviderEvent(t *testing.T) {
 	}
 }
 
+// A provider event's time that cannot have happened (after now: year 10000, 1e18
+// seconds; before 1970) is stored as now, so that the record's status reads and shows;
+// a plausible one is stored as it is.
+func TestApplyProviderEventStoresOnlyTimesThatCanHaveHappened(t *testing.T) {
+	t.Parallel()
+	f := newDeliveryFixture(t)
+	ctx := context.Background()
+	ids := f.send(t, "times", inbox.SendInput{Title: "hi"}, "u")
+	now := routingNow.Add(time.Hour)
+	f.clk.t = now
+	for i, c := range []struct {
+		delivered, opened, wantDelivered, wantOpened time.Time
+	}{
+		{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(1e18, 0), now, now},
+		{time.Unix(-5, 0), now.Add(time.Second), now, now},
+		{now.Add(-time.Minute), time.Unix(1<<63-1, 0), now.Add(-time.Minute), now},
+		{routingNow.Add(time.Second), now.Add(-time.Second), routingNow.Add(time.Second), now.Add(-time.Second)},
+	} {
+		key := []string{inbox.ChannelSMS, inbox.ChannelEmail, inbox.DeliveryKey(inbox.ChannelPush, f.devs[0].ID), inbox.DeliveryKey(inbox.ChannelPush, f.devs[1].ID)}[i]
+		ref := f.ref(ids["u"], key)
+		f.claim(t, ref, store.ClaimOK)
+		if err := f.s.DeliverySent(ctx, ref, 1, "p", ""); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range []inbox.ProviderEvent{
+			{Ref: ref, Provider: "p", Status: inbox.DeliveryDelivered, At: c.delivered},
+			{Ref: ref, Provider: "p", Status: inbox.DeliveryOpened, At: c.opened},
+		} {
+			if ok, err := f.s.ApplyProviderEvent(ctx, e); err != nil || !ok {
+				t.Fatalf("%s: apply %s at %v: %v, %v", key, e.Status, e.At, ok, err)
+			}
+		}
+		if r := f.record(t, ids["u"], key); !r.DeliveredAt.Equal(c.wantDelivered) || !r.OpenedAt.Equal(c.wantOpened) {
+			t.Errorf("%s: delivered %v, opened %v; want %v, %v", key, r.DeliveredAt, r.OpenedAt, c.wantDelivered, c.wantOpened)
+		}
+	}
+}
+
 // A user with inbox.MaxDevices devices: one send transaction holds a record and a task
 // per device (within TransactWriteItems' limits), and the devices come with the profile
 // in the routing's one BatchGetItem (no read of their own).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,37 +61,39 @@ const (
 // set while a worker holds the record (ClaimDelivery), Attempts counts the claims. Times
 // are Unix milliseconds (0: not yet); TTL is DynamoDB's (epoch seconds).
 type statusItem struct {
-	PK            string `dynamodbav:"pk"`
-	SK            string `dynamodbav:"sk"`
-	EntityType    string `dynamodbav:"entityType"`
-	UserID        string `dynamodbav:"userId"`
-	Status        string `dynamodbav:"status"`
-	Reason        string `dynamodbav:"reason,omitempty"`
-	CreatedAt     int64  `dynamodbav:"createdAt"`
-	Channel       string `dynamodbav:"channel,omitempty"`
-	Provider      string `dynamodbav:"provider,omitempty"`
-	Attempts      int    `dynamodbav:"attempts"`
-	SentAt        int64  `dynamodbav:"sentAt,omitempty"`
-	DeliveredAt   int64  `dynamodbav:"deliveredAt,omitempty"`
-	DeferredUntil int64  `dynamodbav:"deferredUntil,omitempty"`
-	Error         string `dynamodbav:"error,omitempty"`
-	UpdatedAt     int64  `dynamodbav:"updatedAt"`
-	TTL           int64  `dynamodbav:"expiresAt"`
+	PK         string `dynamodbav:"pk"`
+	SK         string `dynamodbav:"sk"`
+	EntityType string `dynamodbav:"entityType"`
+	UserID     string `dynamodbav:"userId"`
+	Status     string `dynamodbav:"status"`
+	Reason     string `dynamodbav:"reason,omitempty"`
+	CreatedAt  int64  `dynamodbav:"createdAt"`
+	Channel    string `dynamodbav:"channel,omitempty"`
+	Provider   string `dynamodbav:"provider,omitempty"`
+	Attempts   int    `dynamodbav:"attempts"`
+	SentAt     int64  `dynamodbav:"sentAt,omitempty"`
+	// DeliveredAt and OpenedAt are the times providers report (ApplyProviderEvent):
+	// lenientMillis, so that no stored value of theirs can fail a status read.
+	DeliveredAt   lenientMillis `dynamodbav:"deliveredAt,omitempty"`
+	DeferredUntil int64         `dynamodbav:"deferredUntil,omitempty"`
+	Error         string        `dynamodbav:"error,omitempty"`
+	UpdatedAt     int64         `dynamodbav:"updatedAt"`
+	TTL           int64         `dynamodbav:"expiresAt"`
 
-	DeviceID          string `dynamodbav:"deviceId,omitempty"`
-	ProviderMessageID string `dynamodbav:"providerMessageId,omitempty"`
-	OpenedAt          int64  `dynamodbav:"openedAt,omitempty"`
-	ClaimUntil        int64  `dynamodbav:"claimUntil,omitempty"`
-	ClaimID           string `dynamodbav:"claimId,omitempty"`
-	NextAttemptAt     int64  `dynamodbav:"nextAttemptAt,omitempty"`
-	To                string `dynamodbav:"to,omitempty"`
-	Platform          string `dynamodbav:"platform,omitempty"`
-	Subject           string `dynamodbav:"subject,omitempty"`
-	Text              string `dynamodbav:"text,omitempty"`
-	HTML              string `dynamodbav:"html,omitempty"`
-	Title             string `dynamodbav:"title,omitempty"`
-	Body              string `dynamodbav:"body,omitempty"`
-	Payload           []byte `dynamodbav:"payload,omitempty"`
+	DeviceID          string        `dynamodbav:"deviceId,omitempty"`
+	ProviderMessageID string        `dynamodbav:"providerMessageId,omitempty"`
+	OpenedAt          lenientMillis `dynamodbav:"openedAt,omitempty"`
+	ClaimUntil        int64         `dynamodbav:"claimUntil,omitempty"`
+	ClaimID           string        `dynamodbav:"claimId,omitempty"`
+	NextAttemptAt     int64         `dynamodbav:"nextAttemptAt,omitempty"`
+	To                string        `dynamodbav:"to,omitempty"`
+	Platform          string        `dynamodbav:"platform,omitempty"`
+	Subject           string        `dynamodbav:"subject,omitempty"`
+	Text              string        `dynamodbav:"text,omitempty"`
+	HTML              string        `dynamodbav:"html,omitempty"`
+	Title             string        `dynamodbav:"title,omitempty"`
+	Body              string        `dynamodbav:"body,omitempty"`
+	Payload           []byte        `dynamodbav:"payload,omitempty"`
 	// Category and TargetKind/TargetID are the notification's, kept on a QUEUED record
 	// for RecheckDelivery.
 	Category   string `dynamodbav:"category,omitempty"`
@@ -456,7 +459,7 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 		case d.reason != "":
 			it.Status, it.Reason = inbox.DeliverySkipped, d.reason
 		case d.channel == inbox.ChannelInApp:
-			it.Status, it.Provider, it.Attempts, it.SentAt, it.DeliveredAt = inbox.DeliveryDelivered, inbox.ProviderInbox, 1, ms, ms
+			it.Status, it.Provider, it.Attempts, it.SentAt, it.DeliveredAt = inbox.DeliveryDelivered, inbox.ProviderInbox, 1, ms, lenientMillis(ms)
 		default:
 			if !d.deferred.IsZero() {
 				it.DeferredUntil = d.deferred.UnixMilli()
@@ -608,9 +611,17 @@ func (s *Store) Status(ctx context.Context, tenantID, notificationID string) (in
 	if err != nil {
 		return inbox.NotificationStatus{}, fmt.Errorf("query status: %w", err)
 	}
+	return statusOf(notificationID, out.Items)
+}
+
+// statusOf is the status of notification notificationID from the items of its status
+// partition: the summary and the delivery records, in channel then key order. Errors:
+// NOT_FOUND without a summary; an item that does not decode (not one this store wrote).
+// A time no status can show (see msTimeUTC, lenientMillis) is left out, not an error.
+func statusOf(notificationID string, items []map[string]types.AttributeValue) (inbox.NotificationStatus, error) {
 	st := inbox.NotificationStatus{ID: notificationID}
 	found := false
-	for _, raw := range out.Items {
+	for _, raw := range items {
 		var it statusItem
 		if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
 			return inbox.NotificationStatus{}, fmt.Errorf("decode status: %w", err)
@@ -622,8 +633,8 @@ func (s *Store) Status(ctx context.Context, tenantID, notificationID string) (in
 		}
 		st.Channels = append(st.Channels, inbox.ChannelStatus{Channel: it.Channel, Key: it.key(), DeviceID: it.DeviceID,
 			Provider: it.Provider, ProviderMessageID: it.ProviderMessageID, Status: it.Status,
-			Attempts: it.Attempts, SentAt: msTimeUTC(it.SentAt), DeliveredAt: msTimeUTC(it.DeliveredAt),
-			OpenedAt: msTimeUTC(it.OpenedAt), DeferredUntil: msTimeUTC(it.DeferredUntil), Error: it.Error,
+			Attempts: it.Attempts, SentAt: msTimeUTC(it.SentAt), DeliveredAt: msTimeUTC(int64(it.DeliveredAt)),
+			OpenedAt: msTimeUTC(int64(it.OpenedAt)), DeferredUntil: msTimeUTC(it.DeferredUntil), Error: it.Error,
 			Reason: it.Reason, UpdatedAt: msTimeUTC(it.UpdatedAt)})
 	}
 	if !found {
@@ -639,12 +650,36 @@ func (s *Store) Status(ctx context.Context, tenantID, notificationID string) (in
 	return st, nil
 }
 
-// msTimeUTC is Unix milliseconds as a UTC time; 0 is the zero time.
+// maxShownMillis is the last millisecond of year 9999 (9999-12-31T23:59:59.999Z), the
+// latest time RFC 3339 (REST's JSON, GraphQL's DateTime) can show.
+const maxShownMillis = 253402300799999
+
+// msTimeUTC is Unix milliseconds as a UTC time. 0 is the zero time (not yet), and so is
+// a value no status could show or that this store never writes: before the Unix epoch,
+// or after year 9999 (a far-future time stored before providers' times were checked, a
+// foreign item). Left out, such a time cannot make a read fail.
 func msTimeUTC(ms int64) time.Time {
-	if ms == 0 {
+	if ms <= 0 || ms > maxShownMillis {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()
+}
+
+// lenientMillis is a stored time in Unix milliseconds that decodes from whatever is
+// stored: a number that is not an integer, or does not fit an int64, or an attribute
+// that is not a number, decodes as 0 (not yet) where attributevalue would fail the whole
+// item. It marshals as the int64 it is.
+type lenientMillis int64
+
+// UnmarshalDynamoDBAttributeValue implements attributevalue.Unmarshaler.
+func (m *lenientMillis) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
+	*m = 0
+	if n, ok := av.(*types.AttributeValueMemberN); ok {
+		if v, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+			*m = lenientMillis(v)
+		}
+	}
+	return nil
 }
 
 // SkipDelivery marks the delivery record key (inbox.DeliveryKey: a channel, or
