@@ -35,3 +35,31 @@ func TestDataNumbersAreRangeBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestArithmeticKeepsIntegers: plus, minus, times and modulo of integers are integers (as
+// in Shopify's Liquid), so a bound computed from data is a range bound; a float operand,
+// or an integer result past int64, gives a float.
+func TestArithmeticKeepsIntegers(t *testing.T) {
+	vars, err := decodeData(inbox.JSON(`{"n": 4, "half": 2.5, "s": "3", "max": 9223372036854775807}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for src, want := range map[string]string{
+		"{% assign m = n | minus: 1 %}{% for i in (1..m) %}{{ i }}{% endfor %}":  "123",
+		"{% assign m = n | plus: 1 %}{% for i in (m..6) %}{{ i }}{% endfor %}":   "56",
+		"{% assign m = n | times: 2 %}{% for i in (7..m) %}{{ i }}{% endfor %}":  "78",
+		"{% assign m = 7 | modulo: n %}{% for i in (1..m) %}{{ i }}{% endfor %}": "123",
+		"{{ s | plus: 1 }} {{ n | minus: 10 }} {{ -7 | modulo: 3 }}":             "4 -6 -1",
+		"{{ n | plus: half }} {{ n | times: 0.5 }} {{ 7.5 | modulo: 2 }}":        "6.5 2 1.5",
+		"{{ max | plus: 1 }} {{ max | times: 2 }}":                               "9.223372036854776e+18 1.8446744073709552e+19",
+	} {
+		if got, err := renderPart(t, src, false, vars); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", src, got, err, want)
+		}
+	}
+	for _, src := range []string{"{{ n | modulo: 0 }}", "{{ n | plus: 'x' }}"} {
+		if got, err := renderPart(t, src, false, vars); err == nil {
+			t.Errorf("%s = %q; want an error", src, got)
+		}
+	}
+}

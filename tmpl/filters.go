@@ -2,11 +2,14 @@ package tmpl
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
+	"math"
 	"net/url"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -131,6 +134,10 @@ func boundedFilters() map[string]reflect.Value {
 	}
 	fs.AddFilter("json", jsonFilter)
 	fs.AddFilter("inspect", jsonFilter)
+	fs.AddFilter("plus", func(a, b any) (any, error) { return arith('+', a, b) })
+	fs.AddFilter("minus", func(a, b any) (any, error) { return arith('-', a, b) })
+	fs.AddFilter("times", func(a, b any) (any, error) { return arith('*', a, b) })
+	fs.AddFilter("modulo", func(a, b any) (any, error) { return arith('%', a, b) })
 	// raw marks an output of an HTML part that is not to be escaped (see escapeOutputs).
 	fs.AddFilter("raw", func(v any) any { return v })
 	out := make(map[string]reflect.Value, len(fs))
@@ -305,4 +312,105 @@ func firstRunes(s string, n int) string {
 		n--
 	}
 	return s
+}
+
+// arith is plus, minus, times and modulo as Shopify's Liquid computes them: integers when
+// both operands are integers (Go integer kinds, or strings that parse as one), so that
+// `{% assign m = n | minus: 1 %}{% for i in (1..m) %}` has an int bound (Liquid's own
+// filters answer float64, which a range refuses: "can't convert float64 to type int");
+// float64 otherwise, and on an integer result that would overflow int64. Errors: an
+// operand that is not a number (nil counts as 0, as in Liquid), modulo by zero.
+func arith(op byte, a, b any) (any, error) {
+	ia, aInt := toInt(a)
+	ib, bInt := toInt(b)
+	if aInt && bInt {
+		switch op {
+		case '+':
+			if r := ia + ib; (r > ia) == (ib > 0) {
+				return int(r), nil
+			}
+		case '-':
+			if r := ia - ib; (r < ia) == (ib > 0) {
+				return int(r), nil
+			}
+		case '*':
+			if ia == 0 || ib == 0 {
+				return 0, nil
+			}
+			if r := ia * ib; r/ib == ia && !(ia == -1 && ib == math.MinInt64) && !(ib == -1 && ia == math.MinInt64) {
+				return int(r), nil
+			}
+		case '%':
+			if ib == 0 {
+				return nil, errors.New("modulo by zero")
+			}
+			if ib == -1 {
+				return 0, nil
+			}
+			return int(ia % ib), nil
+		}
+	}
+	fa, err := toFloat(a)
+	if err != nil {
+		return nil, err
+	}
+	fb, err := toFloat(b)
+	if err != nil {
+		return nil, err
+	}
+	switch op {
+	case '+':
+		return fa + fb, nil
+	case '-':
+		return fa - fb, nil
+	case '*':
+		return fa * fb, nil
+	}
+	if fb == 0 {
+		return nil, errors.New("modulo by zero")
+	}
+	return math.Mod(fa, fb), nil
+}
+
+// toInt returns v as an int64 when it is an integer: a Go integer kind (a uint above
+// MaxInt64 is not), or a string that parses as a base-10 int64.
+func toInt(v any) (int64, bool) {
+	switch v := v.(type) {
+	case nil:
+		return 0, true
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return n, err == nil
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int(), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		if u := rv.Uint(); u <= math.MaxInt64 {
+			return int64(u), true
+		}
+	}
+	return 0, false
+}
+
+// toFloat returns v as a float64: any Go number, or a string that parses as one.
+func toFloat(v any) (float64, error) {
+	if s, ok := v.(string); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a number", s)
+		}
+		return f, nil
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return float64(rv.Int()), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return float64(rv.Uint()), nil
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), nil
+	}
+	return 0, fmt.Errorf("%v is not a number", v)
 }
