@@ -52,7 +52,14 @@
 //     attack: its RSS for one hostile request and for -abuse-conc (8) at once, a normal
 //     client's p50/p99 at rest and during the attack, how long connections are kept,
 //     and the DynamoDB calls of aliased documents against the same without aliases
-//     (from the gateway's /metrics); see abuse.go. -skip abuse leaves it out.
+//     (from the gateway's /metrics); and the attacks of issue 16 (Twilio callbacks of a
+//     1 MiB form of 10,000 fields and of a 960 KiB query string, a 1 MiB SendGrid batch,
+//     without a token; Liquid ranges to the int64 limit, of 20,000,000 integers and
+//     bounded by data, PUT and sent, and a send to 40 users each with a private-use
+//     locale of a large template, with a service token): the gateway's CPU-seconds and
+//     RSS growth for one request, its work after the answer included (a send's until its
+//     recipients have it); see abuse.go and abusecost.go. -abuse-only picks attacks,
+//     -abuse-rss-cap (2048 MiB) kills a gateway above it. -skip abuse leaves it out.
 //  10. sched: the durable scheduler's lag (issue 9's goal for snooze wake-ups: p99 ≤ 2 s).
 //     -sched-instances (1) schedulers run in this process on -sched-shards (16) shards,
 //     polling every -sched-poll (250ms); each run writes -sched-tasks (10,000) tasks due
@@ -137,8 +144,11 @@
 //	                                                    the live scenario alone (small seed)
 //	go run ./cmd/bench -skip inbox,naive,cache,markall,send,live,abuse,sched,snooze -users 4 -big-users 0 -out /tmp/relay
 //	                                                    the relay scenario alone
-//	go run ./cmd/bench -endpoint http://127.0.0.1:8765 -skip inbox,naive,cache,markall,send,live,relay,sched,snooze -users 2 -per-user 5 -big-users 0 -out /tmp/abuse
-//	                                                    the abuse scenario alone (small seed; about 3 minutes)
+//	go run ./cmd/bench -endpoint http://127.0.0.1:8765 -only abuse -users 2 -per-user 5 -big-users 0 -few-size 0 -out /tmp/abuse
+//	                                                    the abuse scenario alone (small seed; issue 8's attacks about 3 minutes)
+//	go run ./cmd/bench -endpoint http://127.0.0.1:8765 -only abuse -users 2 -per-user 5 -big-users 0 -few-size 0 -out /tmp/abuse16 \
+//	    -abuse-only twilio-form-fields,twilio-long-query,sendgrid-big-body,template-range-int64-put,template-range-20m-put,template-range-int64-send,template-range-20m-send,template-range-data-send,template-locales-40
+//	                                                    issue 16's attacks alone (about 6 minutes on a gateway without their fixes)
 //	go run ./cmd/bench -skip inbox,naive,cache,markall,send,live,relay,abuse,snooze -users 0 -big-users 0 -few-size 0 -out /tmp/sched
 //	                                                    the sched scenario alone (no seed; about 4 minutes)
 //	go run ./cmd/bench -skip inbox,naive,cache,send,live,relay,abuse,sched -users 0 -big-users 1 -out /tmp/state

@@ -119,7 +119,7 @@ func main() {
 	flag.IntVar(&c.abuse.conc, "abuse-conc", 8, "abuse scenario: hostile requests at once")
 	flag.IntVar(&c.abuse.cacheDocs, "abuse-cache-docs", 1000, "abuse scenario: distinct 1 MiB documents of the query-cache attack")
 	flag.Float64Var(&c.abuse.rssCap, "abuse-rss-cap", 2048, "abuse scenario: MiB of gateway RSS at which the attack's gateway is killed (protects the machine)")
-	flag.StringVar(&c.abuse.only, "abuse-only", "", "abuse scenario: comma-separated attacks to run (default all): directive-flood,query-cache,introspection,slow-body,idle-connection,silent-websocket,viewer-aliases,markread-aliases,markread-aliases-380,viewer-aliases-800,node-aliases-450,node-aliases")
+	flag.StringVar(&c.abuse.only, "abuse-only", "", "abuse scenario: comma-separated attacks to run (default all): directive-flood,query-cache,introspection,slow-body,idle-connection,silent-websocket,viewer-aliases,markread-aliases,markread-aliases-380,viewer-aliases-800,node-aliases-450,node-aliases, and issue 16's twilio-form-fields,twilio-long-query,sendgrid-big-body,template-range-int64-put,template-range-20m-put,template-range-int64-send,template-range-20m-send,template-range-data-send,template-locales-40")
 	flag.IntVar(&c.sched.tasks, "sched-tasks", 10000, "sched scenario: tasks due within one minute")
 	flag.IntVar(&c.sched.shards, "sched-shards", store.DefaultSchedShards, "sched scenario: shards of the scheduler (store.WithSchedShards)")
 	flag.IntVar(&c.sched.instances, "sched-instances", 1, "sched scenario: scheduler instances in this process, sharing the shards through leases")
