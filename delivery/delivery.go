@@ -56,6 +56,9 @@ type Store interface {
 	// RecheckDelivery returns why the recipient's preferences now keep job's channel
 	// ("" when they do not).
 	RecheckDelivery(ctx context.Context, job inbox.DeliveryJob) (string, error)
+	// RecheckDevice returns why a push job's device is no longer its recipient's
+	// (inbox.ReasonDeviceMoved, inbox.ReasonNoDevice; "" while it is).
+	RecheckDevice(ctx context.Context, job inbox.DeliveryJob) (string, error)
 	// PruneDevice removes a device from v's profile (idempotent).
 	PruneDevice(ctx context.Context, v inbox.Viewer, deviceID string) error
 	// CachedTenantSettings returns a tenant's settings (webhook URL and secret), from the
@@ -228,6 +231,15 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 		}
 		if adapter == nil {
 			return h.skip(ctx, ref, inbox.ReasonNoProvider)
+		}
+		// A device belongs to one user: a token another user registered since the send
+		// (or one unregistered since) is not pushed to, whatever the record says.
+		reason, err := h.st.RecheckDevice(ctx, job)
+		if err != nil {
+			return h.outcome(ctx, ref, job, "", channel.Result{}, fmt.Errorf("re-check device: %w", err))
+		}
+		if reason != "" {
+			return h.skip(ctx, ref, reason)
 		}
 	}
 	m := channel.Message{

@@ -472,6 +472,57 @@ func TestDeliverPushByPlatformAndPruneOnUnregistered(t *testing.T) {
 	}
 }
 
+// A push goes to a device only while it is still the recipient's: a token another user
+// of the tenant registered after the send is SKIPPED device_moved, one the recipient
+// unregistered after the send SKIPPED no_device, and neither reaches the provider; a
+// device that stayed gets its push.
+func TestDeliverPushOnlyToTheRecipientsDevice(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	fcm := &fakePush{provider: channel.ProviderFCM}
+	h := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{FCM: fcm}, Logger: quiet})
+	for _, c := range []struct {
+		name, token string
+		after       func(token string) error
+		want        string // "" sent
+	}{
+		{"moved to another user", "fcm-token-moved", func(token string) error {
+			_, err := f.st.RegisterDevice(ctx, inbox.Viewer{TenantID: tenant, UserID: "b"}, token, inbox.PlatformFCM)
+			return err
+		}, inbox.ReasonDeviceMoved},
+		{"unregistered", "fcm-token-gone", func(token string) error {
+			_, err := f.st.UnregisterDevice(ctx, viewer, token)
+			return err
+		}, inbox.ReasonNoDevice},
+		{"registered by another tenant's user", "fcm-token-kept", func(token string) error {
+			_, err := f.st.RegisterDevice(ctx, inbox.Viewer{TenantID: "globex", UserID: "b"}, token, inbox.PlatformFCM)
+			return err
+		}, ""},
+	} {
+		dev, err := f.st.RegisterDevice(ctx, viewer, c.token, inbox.PlatformFCM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := inbox.DeliveryKey(inbox.ChannelPush, dev.ID)
+		id, task := f.send(t, "k-"+c.token, key, inbox.ChannelPush)
+		if err := c.after(c.token); err != nil {
+			t.Fatal(err)
+		}
+		before := fcm.sends.Load()
+		if err := h.Handle(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		rec, sent := f.record(t, id, key), fcm.sends.Load()-before
+		switch {
+		case c.want == "" && (rec.Status != inbox.DeliverySent || sent != 1):
+			t.Errorf("%s: %+v after %d sends, want SENT once", c.name, rec, sent)
+		case c.want != "" && (rec.Status != inbox.DeliverySkipped || rec.Reason != c.want || sent != 0):
+			t.Errorf("%s: %+v after %d sends, want SKIPPED %s and no send", c.name, rec, sent, c.want)
+		}
+	}
+}
+
 // Backoff is full jitter: uniform in [0, min(MaxBackoff, Backoff·2^(n-1))].
 func TestBackoffIsFullJitterCapped(t *testing.T) {
 	t.Parallel()

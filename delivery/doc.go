@@ -14,7 +14,9 @@
 //     now + Timeout + ClaimMargin, attempts + 1) before calling the provider;
 //  3. for a record that waited (deferred by quiet hours, or a retry), checks the
 //     recipient's preferences of now (store.RecheckDelivery): an opt-out or mute made
-//     since the send skips it with that reason;
+//     since the send skips it with that reason; for a push record, checks that the device
+//     is still the recipient's (store.RecheckDevice): a token another user of the tenant
+//     registered since is SKIPPED device_moved, one unregistered or pruned since no_device;
 //  4. sends once, within Timeout (the adapter's rate limit wait included);
 //  5. records what the provider answered, conditioned on the claim's attempt: SENT with
 //     the provider's message id; a transient failure (5xx, 429, a timeout) → retried

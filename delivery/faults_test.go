@@ -244,13 +244,42 @@ var faultPoints = []faultPoint{
 			}
 			wantRecord(t, f, e, inbox.DeliveryFailed, channel.ProviderWebhook, 1)
 		}},
-	{name: "PruneDevice", op: "UpdateItem", nth: 2,
+	{name: "device re-check", op: "BatchGetItem", nth: 1,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			pushEnv(t, f, e, "devrecheck")
+			e.push.err = nil
+			return e.first
+		},
+		check: func(t *testing.T, f *fixture, e *faultEnv, _ error) {
+			// A failed re-check is a transient failure of attempt 1 (its retry is
+			// written, nothing sent), or, when the read succeeded on a store retry, it sends.
+			c := f.record(t, e.id, e.key)
+			switch {
+			case c.Status == inbox.DeliverySent && c.Error == "" && e.sent() == 1:
+			case c.Status == inbox.DeliveryQueued && e.sent() == 0 && len(retryTasks(t, f, e)) == 1:
+			default:
+				t.Errorf("record %+v after %d sends (tasks %+v)", c, e.sent(), retryTasks(t, f, e))
+			}
+		}},
+	{name: "PruneDevice profile read", op: "GetItem", nth: 1,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			pushEnv(t, f, e, "pruneprofile")
+			return e.first
+		},
+		check: checkPruned},
+	{name: "PruneDevice owner read", op: "GetItem", nth: 2,
+		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
+			pushEnv(t, f, e, "pruneowner")
+			return e.first
+		},
+		check: checkPruned},
+	{name: "PruneDevice", op: "TransactWriteItems", nth: 1,
 		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
 			pushEnv(t, f, e, "prune")
 			return e.first
 		},
 		check: checkPruned},
-	{name: "DeliveryFailed after the prune", op: "UpdateItem", nth: 3,
+	{name: "DeliveryFailed after the prune", op: "UpdateItem", nth: 2,
 		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
 			pushEnv(t, f, e, "prunefail")
 			return e.first

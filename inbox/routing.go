@@ -50,6 +50,9 @@ const (
 	ReasonNoWebhook = "no_webhook"
 	// ReasonNoProvider: no channel adapter delivers the channel (yet).
 	ReasonNoProvider = "no_provider"
+	// ReasonDeviceMoved: another user of the tenant registered the push device's token
+	// after the send (a device belongs to one user; its pushes stay with them).
+	ReasonDeviceMoved = "device_moved"
 )
 
 // Summary statuses of a notification for one recipient (NotificationStatus.Status).

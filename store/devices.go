@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,13 +17,24 @@ import (
 
 // Push devices live in the user's PROFILE item (AP24), in the map attribute `devices`
 // (device id → token, platform, createdAt), so a send's routing reads them with the
-// profile in its one BatchGetItem. RegisterDevice rewrites the map on condition that
-// devicesRev is the one read; removals take one device out (and count a change).
+// profile in its one BatchGetItem.
+//
+// A device belongs to one user of its tenant: its ownership item (deviceOwnerPK, sk
+// OWNER) names the user whose PROFILE holds it. Every change of a device writes the
+// PROFILE items it touches and the ownership item in ONE TransactWriteItems, each action
+// on condition that the item is as read (devicesRev, the owner named, the device present),
+// and is re-read and retried on a conflict: so a registration by another user moves the
+// device (out of the previous owner's map, into the new one's) and no committed state
+// leaves two users holding it, whatever the interleaving. Devices registered before
+// ownership items existed have none; their first registration by anyone writes one.
+// The delivery worker checks ownership again before each push (RecheckDevice).
 
-// Attribute names of the devices map and its revision in the PROFILE item.
+// Attribute names of the devices map and its revision in the PROFILE item, and of the
+// ownership item.
 const (
 	attrDevices    = "devices"
 	attrDevicesRev = "devicesRev"
+	attrOwnerUser  = "userId"
 )
 
 // deviceAttr is one device in the PROFILE item's devices map (createdAt in Unix ms).
@@ -32,6 +42,35 @@ type deviceAttr struct {
 	Token     string `dynamodbav:"token"`
 	Platform  string `dynamodbav:"platform"`
 	CreatedAt int64  `dynamodbav:"createdAt"`
+}
+
+// deviceOwnerItem is a push token's ownership item: UserID is the one user of the tenant
+// whose PROFILE holds the device DeviceID (updatedAt in Unix ms: when it last moved).
+type deviceOwnerItem struct {
+	PK         string `dynamodbav:"pk"`
+	SK         string `dynamodbav:"sk"`
+	EntityType string `dynamodbav:"entityType"`
+	UserID     string `dynamodbav:"userId"`
+	DeviceID   string `dynamodbav:"deviceId"`
+	Platform   string `dynamodbav:"platform"`
+	UpdatedAt  int64  `dynamodbav:"updatedAt"`
+}
+
+// ownerKey is the key of the ownership item of d in tenantID.
+func ownerKey(tenantID string, d inbox.Device) itemKey {
+	return itemKey{deviceOwnerPK(tenantID, d.Platform, d.Token), skDeviceOwner}
+}
+
+// decodeOwner returns the user an ownership item names ("" for nil: no item).
+func decodeOwner(item map[string]types.AttributeValue) (string, error) {
+	if item == nil {
+		return "", nil
+	}
+	var it deviceOwnerItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return "", fmt.Errorf("decode device owner: %w", err)
+	}
+	return it.UserID, nil
 }
 
 // devices returns the profile's devices, oldest first (by creation, then id).
@@ -59,23 +98,40 @@ func (s *Store) profileItem(ctx context.Context, v inbox.Viewer) (userProfileIte
 	if err != nil {
 		return userProfileItem{}, fmt.Errorf("get user profile: %w", err)
 	}
+	return decodeProfileItem(out.Item)
+}
+
+// decodeProfileItem decodes a user's PROFILE item (nil: none, the zero item).
+func decodeProfileItem(item map[string]types.AttributeValue) (userProfileItem, error) {
 	var it userProfileItem
-	if out.Item != nil {
-		if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+	if item != nil {
+		if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 			return userProfileItem{}, fmt.Errorf("decode user profile: %w", err)
 		}
 	}
 	return it, nil
 }
 
+// storedDevice is the device id as the devices map holds it.
+func storedDevice(id string, d deviceAttr) inbox.Device {
+	return inbox.Device{ID: id, Token: d.Token, Platform: d.Platform, CreatedAt: msTimeUTC(d.CreatedAt)}
+}
+
 // RegisterDevice registers v's push device token on platform (inbox.PlatformAPNs or
-// inbox.PlatformFCM) and returns it. Registering a token already registered on that
-// platform changes nothing and returns the device as stored (idempotent). A user has
-// at most inbox.MaxDevices: registering one more evicts the oldest. A GetItem of the
-// PROFILE item (AP24), then one UpdateItem writing its devices map on condition that
-// devicesRev is the one read (re-read and retried on a concurrent change). Errors:
-// BAD_USER_INPUT for an invalid viewer, token or platform (inbox.CheckDevice);
-// THROTTLED when concurrent changes kept winning.
+// inbox.PlatformFCM) and returns it. A device belongs to one user of the tenant: a token
+// another user holds moves to v (it leaves their devices, and their pushes no longer
+// reach it). Registering a token v holds changes nothing and returns the device as
+// stored (idempotent). A user has at most inbox.MaxDevices: registering one more evicts
+// the oldest (with its ownership item).
+//
+// One strongly consistent BatchGetItem of v's PROFILE and the token's ownership item
+// (AP24), and a second one, only when there are any, of the previous owner's PROFILE and
+// the evicted devices' ownership items; then ONE TransactWriteItems: Put the ownership
+// item (condition: the owner read, or none), Update v's devices map (condition:
+// devicesRev as read), REMOVE the device from the previous owner's map (condition: it is
+// there), Delete the evicted devices' ownership items that name v (condition: they still
+// do). A conflict re-reads and retries. Errors: BAD_USER_INPUT for an invalid viewer,
+// token or platform (inbox.CheckDevice); THROTTLED when concurrent changes kept winning.
 func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platform string) (inbox.Device, error) {
 	if err := checkViewer(v); err != nil {
 		return inbox.Device{}, err
@@ -84,24 +140,72 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 		return inbox.Device{}, err
 	}
 	id := inbox.DeviceID(platform, token)
+	pkey := itemKey{userPK(v), skUserProfile}
+	okey := ownerKey(v.TenantID, inbox.Device{Token: token, Platform: platform})
 	return retryConflicts(ctx, func() (inbox.Device, error) {
-		it, err := s.profileItem(ctx, v)
+		got, err := s.batchGet(ctx, []itemKey{pkey, okey}, batchGetOptions{consistent: true})
 		if err != nil {
 			return inbox.Device{}, err
 		}
-		if d, ok := it.Devices[id]; ok {
-			return inbox.Device{ID: id, Token: d.Token, Platform: d.Platform, CreatedAt: msTimeUTC(d.CreatedAt)}, nil
+		it, err := decodeProfileItem(got[pkey])
+		if err != nil {
+			return inbox.Device{}, err
+		}
+		owner, err := decodeOwner(got[okey])
+		if err != nil {
+			return inbox.Device{}, err
+		}
+		stored, have := it.Devices[id]
+		if have && owner == v.UserID {
+			return storedDevice(id, stored), nil
 		}
 		now := s.now().UnixMilli()
 		devs := maps.Clone(it.Devices)
 		if devs == nil {
 			devs = map[string]deviceAttr{}
 		}
-		cur := it.devices()
-		for i := 0; len(devs) >= inbox.MaxDevices; i++ {
-			delete(devs, cur[i].ID)
+		var evicted []inbox.Device
+		if !have {
+			cur := it.devices()
+			for i := 0; len(devs) >= inbox.MaxDevices; i++ {
+				delete(devs, cur[i].ID)
+				evicted = append(evicted, cur[i])
+			}
+			stored = deviceAttr{Token: token, Platform: platform, CreatedAt: now}
+			devs[id] = stored
 		}
-		devs[id] = deviceAttr{Token: token, Platform: platform, CreatedAt: now}
+
+		// What the other items hold: the previous owner's map, the evicted ownerships.
+		prev := inbox.Viewer{TenantID: v.TenantID, UserID: owner}
+		prevKey := itemKey{userPK(prev), skUserProfile}
+		moving := owner != "" && owner != v.UserID
+		var more []itemKey
+		if moving {
+			more = append(more, prevKey)
+		}
+		for _, e := range evicted {
+			more = append(more, ownerKey(v.TenantID, e))
+		}
+		got2, err := s.batchGet(ctx, more, batchGetOptions{consistent: true})
+		if err != nil {
+			return inbox.Device{}, err
+		}
+
+		t := &txn{}
+		own, err := attributevalue.MarshalMap(deviceOwnerItem{PK: okey.pk, SK: okey.sk, EntityType: entityDevOwner,
+			UserID: v.UserID, DeviceID: id, Platform: platform, UpdatedAt: now})
+		if err != nil {
+			return inbox.Device{}, fmt.Errorf("encode device owner: %w", err)
+		}
+		put := &types.Put{TableName: aws.String(s.table), Item: own,
+			ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}
+		if owner != "" {
+			put.ConditionExpression = aws.String("#user = :prev")
+			put.ExpressionAttributeNames = map[string]string{"#user": attrOwnerUser}
+			put.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": &types.AttributeValueMemberS{Value: owner}}
+		}
+		t.add(okey, types.TransactWriteItem{Put: put})
+
 		m, err := attributevalue.Marshal(devs)
 		if err != nil {
 			return inbox.Device{}, fmt.Errorf("encode devices: %w", err)
@@ -115,30 +219,75 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 			cond = "#rev = :rev"
 			vals[":rev"] = numAV(it.DevicesRev)
 		}
-		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		t.add(pkey, types.TransactWriteItem{Update: &types.Update{
 			TableName:                 aws.String(s.table),
-			Key:                       itemKey{userPK(v), skUserProfile}.av(),
+			Key:                       pkey.av(),
 			UpdateExpression:          aws.String("SET #devs = :devs, #rev = :next, #et = if_not_exists(#et, :et), #up = if_not_exists(#up, :zero)"),
 			ConditionExpression:       aws.String(cond),
 			ExpressionAttributeNames:  map[string]string{"#devs": attrDevices, "#rev": attrDevicesRev, "#et": "entityType", "#up": "updatedAt"},
 			ExpressionAttributeValues: vals,
-		})
-		var ccf *types.ConditionalCheckFailedException
-		switch {
-		case errors.As(err, &ccf):
-			return inbox.Device{}, errRetry
-		case err != nil:
+		}})
+
+		if moving {
+			pit, err := decodeProfileItem(got2[prevKey])
+			if err != nil {
+				return inbox.Device{}, err
+			}
+			// Without the device in their map (never the case for a device registered
+			// since ownership items exist) only the ownership item moves.
+			if _, ok := pit.Devices[id]; ok {
+				t.add(prevKey, types.TransactWriteItem{Update: removeDeviceUpdate(s.table, prevKey, id)})
+			}
+		}
+		for _, e := range evicted {
+			k := ownerKey(v.TenantID, e)
+			o, err := decodeOwner(got2[k])
+			if err != nil {
+				return inbox.Device{}, err
+			}
+			if o == v.UserID {
+				t.add(k, types.TransactWriteItem{Delete: ownerDelete(s.table, k, v.UserID)})
+			}
+		}
+		if _, err := s.db.TransactWriteItems(ctx, t.input()); err != nil {
+			// A cancellation (a condition or a conflict) is retried after a re-read.
 			return inbox.Device{}, fmt.Errorf("register device: %w", err)
 		}
-		return inbox.Device{ID: id, Token: token, Platform: platform, CreatedAt: msTimeUTC(now)}, nil
+		return storedDevice(id, stored), nil
 	})
+}
+
+// removeDeviceUpdate is the Update taking device id out of the devices map of the PROFILE
+// item k (and counting a change), on condition that it is there.
+func removeDeviceUpdate(table string, k itemKey, id string) *types.Update {
+	return &types.Update{
+		TableName:                 aws.String(table),
+		Key:                       k.av(),
+		UpdateExpression:          aws.String("REMOVE #devs.#id ADD #rev :one"),
+		ConditionExpression:       aws.String("attribute_exists(#devs.#id)"),
+		ExpressionAttributeNames:  map[string]string{"#devs": attrDevices, "#id": id, "#rev": attrDevicesRev},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numAV(1)},
+	}
+}
+
+// ownerDelete is the Delete of the ownership item k on condition that it names userID.
+func ownerDelete(table string, k itemKey, userID string) *types.Delete {
+	return &types.Delete{
+		TableName:                 aws.String(table),
+		Key:                       k.av(),
+		ConditionExpression:       aws.String("#user = :user"),
+		ExpressionAttributeNames:  map[string]string{"#user": attrOwnerUser},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":user": &types.AttributeValueMemberS{Value: userID}},
+	}
 }
 
 // UnregisterDevice removes v's device named by tokenOrID: its token (on any platform)
 // or its device id. It reports whether one was removed (false: none matched, or it was
-// removed concurrently). A GetItem of the PROFILE item (AP24), then one UpdateItem per
-// matching device (a token registered on both platforms is two devices). Errors:
-// BAD_USER_INPUT for an invalid viewer or an empty tokenOrID.
+// removed concurrently, by a move to another user too). A GetItem of the PROFILE item
+// (AP24), then per matching device (a token registered on both platforms is two) what
+// removeDevice does. Another user's ownership of the token is never touched. Errors:
+// BAD_USER_INPUT for an invalid viewer or an empty tokenOrID; THROTTLED when concurrent
+// changes kept winning.
 func (s *Store) UnregisterDevice(ctx context.Context, v inbox.Viewer, tokenOrID string) (bool, error) {
 	if err := checkViewer(v); err != nil {
 		return false, err
@@ -155,7 +304,7 @@ func (s *Store) UnregisterDevice(ctx context.Context, v inbox.Viewer, tokenOrID 
 		if d.ID != tokenOrID && d.Token != tokenOrID {
 			continue
 		}
-		ok, err := s.removeDevice(ctx, v, d.ID)
+		ok, err := s.removeDevice(ctx, v, d)
 		if err != nil {
 			return removed, err
 		}
@@ -165,9 +314,10 @@ func (s *Store) UnregisterDevice(ctx context.Context, v inbox.Viewer, tokenOrID 
 }
 
 // PruneDevice removes v's device deviceID (a provider said its token is no longer
-// valid). Removing a device that is not there changes nothing (idempotent). One
-// UpdateItem of the PROFILE item (AP24). Errors: BAD_USER_INPUT for an invalid viewer or
-// a malformed device id.
+// valid). Removing a device that is not there changes nothing (idempotent), and another
+// user's device of the same token (after a move) is not v's to prune. A GetItem of the
+// PROFILE item (AP24), then what removeDevice does. Errors: BAD_USER_INPUT for an invalid
+// viewer or a malformed device id; THROTTLED when concurrent changes kept winning.
 func (s *Store) PruneDevice(ctx context.Context, v inbox.Viewer, deviceID string) error {
 	if err := checkViewer(v); err != nil {
 		return err
@@ -175,29 +325,99 @@ func (s *Store) PruneDevice(ctx context.Context, v inbox.Viewer, deviceID string
 	if !inbox.IsDeviceID(deviceID) {
 		return inbox.Errorf(inbox.CodeBadUserInput, "malformed device id %q", deviceID)
 	}
-	_, err := s.removeDevice(ctx, v, deviceID)
+	it, err := s.profileItem(ctx, v)
+	if err != nil {
+		return err
+	}
+	d, ok := it.Devices[deviceID]
+	if !ok {
+		return nil
+	}
+	_, err = s.removeDevice(ctx, v, storedDevice(deviceID, d))
 	return err
 }
 
-// removeDevice takes device id out of v's devices map (and counts a change), on
-// condition that it is there; false when it was not.
-func (s *Store) removeDevice(ctx context.Context, v inbox.Viewer, id string) (bool, error) {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       itemKey{userPK(v), skUserProfile}.av(),
-		UpdateExpression:          aws.String("REMOVE #devs.#id ADD #rev :one"),
-		ConditionExpression:       aws.String("attribute_exists(#devs.#id)"),
-		ExpressionAttributeNames:  map[string]string{"#devs": attrDevices, "#id": id, "#rev": attrDevicesRev},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numAV(1)},
+// removeDevice takes device d out of v's devices map (and counts a change), on condition
+// that it is there, and deletes the token's ownership item when it names v: a strongly
+// consistent GetItem of the ownership item, then ONE TransactWriteItems of the map's
+// Update and either the Delete of the ownership item (condition: it still names v) or,
+// when it names another user or none, a ConditionCheck that it still does; a change of
+// the ownership item re-reads and retries. It reports false when d was not in the map.
+func (s *Store) removeDevice(ctx context.Context, v inbox.Viewer, d inbox.Device) (bool, error) {
+	pkey := itemKey{userPK(v), skUserProfile}
+	okey := ownerKey(v.TenantID, d)
+	return retryConflicts(ctx, func() (bool, error) {
+		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: okey.av(), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return false, fmt.Errorf("get device owner: %w", err)
+		}
+		owner, err := decodeOwner(out.Item)
+		if err != nil {
+			return false, err
+		}
+		t := &txn{}
+		t.add(pkey, types.TransactWriteItem{Update: removeDeviceUpdate(s.table, pkey, d.ID)})
+		switch owner {
+		case v.UserID:
+			t.add(okey, types.TransactWriteItem{Delete: ownerDelete(s.table, okey, v.UserID)})
+		case "":
+			t.add(okey, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: okey.av(),
+				ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}})
+		default:
+			del := ownerDelete(s.table, okey, owner)
+			t.add(okey, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: del.TableName, Key: del.Key,
+				ConditionExpression: del.ConditionExpression, ExpressionAttributeNames: del.ExpressionAttributeNames,
+				ExpressionAttributeValues: del.ExpressionAttributeValues}})
+		}
+		_, err = s.db.TransactWriteItems(ctx, t.input())
+		switch {
+		case err == nil:
+			return true, nil
+		case t.conditionFailed(err, pkey):
+			return false, nil
+		}
+		// The ownership item changed (or a conflict): read it again.
+		return false, fmt.Errorf("remove device: %w", err)
 	})
-	var ccf *types.ConditionalCheckFailedException
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.As(err, &ccf):
-		return false, nil
+}
+
+// RecheckDevice decides again, when the push delivery job is sent, whether its device is
+// still its recipient's: "" when it is; inbox.ReasonDeviceMoved when another user of the
+// tenant has registered the token since (its ownership item names them);
+// inbox.ReasonNoDevice when it has left the recipient's devices otherwise (unregistered,
+// pruned, evicted). A device registered before ownership items existed has none and is
+// the recipient's while their devices hold it. ONE strongly consistent BatchGetItem of
+// the recipient's PROFILE and the token's ownership item (AP24). Errors: BAD_USER_INPUT
+// for a job that is no push delivery or a malformed user.
+func (s *Store) RecheckDevice(ctx context.Context, job inbox.DeliveryJob) (string, error) {
+	v := inbox.Viewer{TenantID: job.Ref.TenantID, UserID: job.UserID}
+	if err := checkViewer(v); err != nil {
+		return "", err
 	}
-	return false, fmt.Errorf("remove device: %w", err)
+	if job.Channel != inbox.ChannelPush || inbox.CheckDevice(job.To, job.Platform) != nil {
+		return "", inbox.Errorf(inbox.CodeBadUserInput, "not a push delivery to a device")
+	}
+	d := inbox.Device{ID: inbox.DeviceID(job.Platform, job.To), Token: job.To, Platform: job.Platform}
+	pkey, okey := itemKey{userPK(v), skUserProfile}, ownerKey(v.TenantID, d)
+	got, err := s.batchGet(ctx, []itemKey{pkey, okey}, batchGetOptions{consistent: true})
+	if err != nil {
+		return "", err
+	}
+	owner, err := decodeOwner(got[okey])
+	if err != nil {
+		return "", err
+	}
+	if owner != "" && owner != v.UserID {
+		return inbox.ReasonDeviceMoved, nil
+	}
+	it, err := decodeProfileItem(got[pkey])
+	if err != nil {
+		return "", err
+	}
+	if held, ok := it.Devices[d.ID]; !ok || held.Token != d.Token || held.Platform != d.Platform {
+		return inbox.ReasonNoDevice, nil
+	}
+	return "", nil
 }
 
 // Devices returns v's push devices, oldest first. One strongly consistent GetItem of the

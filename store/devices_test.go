@@ -87,8 +87,8 @@ func TestDevices(t *testing.T) {
 	if again, err := f.s.RegisterDevice(ctx, v, "apns-token-0", inbox.PlatformAPNs); err != nil || again != d0 {
 		t.Fatalf("register again = %+v, %v; want %+v", again, err, d0)
 	}
-	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"GetItem"}) {
-		t.Errorf("idempotent register ops %v, want one GetItem", ops)
+	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"BatchGetItem"}) {
+		t.Errorf("idempotent register ops %v, want one BatchGetItem (the profile and the token's owner)", ops)
 	}
 	// The same token on the other platform is another device.
 	if d, err := f.s.RegisterDevice(ctx, v, "apns-token-0", inbox.PlatformFCM); err != nil || d.ID == d0.ID {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -71,7 +73,23 @@ const (
 
 	// skRequest is the sort key of a send request (AP25).
 	skRequest = "REQ"
+
+	// skDeviceOwner is the sort key of a push token's ownership item (AP24, deviceOwnerPK).
+	skDeviceOwner   = "OWNER"
+	entityDevOwner  = "DeviceOwner"
+	devOwnerPKInfix = "#DEVTOKEN#"
 )
+
+// deviceOwnerPK is the partition of the ownership item of push token on platform in
+// tenantID (AP24): which one user of the tenant holds the device, so registering the
+// token for another user moves it, in one transaction with both users' PROFILE items.
+// The token (any bytes, up to inbox.MaxDeviceTokenBytes) never reaches the key: it is
+// the hex SHA-256 of "{platform}:{token}", the whole digest of which the device id
+// (inbox.DeviceID) is the first 16 digits, so two tokens never share an owner item.
+func deviceOwnerPK(tenantID, platform, token string) string {
+	sum := sha256.Sum256([]byte(platform + ":" + token))
+	return "T#" + tenantID + devOwnerPKInfix + hex.EncodeToString(sum[:])
+}
 
 // notifStatusPK is the partition of one notification's status: its summary (sk "S") and
 // one delivery record per channel and push device (sk "D#{CHANNEL}", "D#PUSH#{deviceId}"),

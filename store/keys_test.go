@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -33,6 +34,21 @@ func TestKeysKeepTheirSegments(t *testing.T) {
 	}
 	if got := targetPK("acme", "issue", "42"); got != "T#acme#TARGET#issue#42" {
 		t.Fatal(got)
+	}
+	// A device token of any bytes reaches the key only as its digest, whose first 16
+	// digits are the device id.
+	for _, tok := range []string{"tok", "a#b#U#c", strings.Repeat("x", inbox.MaxDeviceTokenBytes), "\u00e9\u2028"} {
+		got := deviceOwnerPK("acme", inbox.PlatformFCM, tok)
+		digest, ok := strings.CutPrefix(got, "T#acme#DEVTOKEN#")
+		if !ok || len(digest) != 64 || strings.Contains(digest, "#") || digest[:16] != inbox.DeviceID(inbox.PlatformFCM, tok) {
+			t.Fatalf("owner key of %.20q: %s", tok, got)
+		}
+		if deviceOwnerPK("acme", inbox.PlatformAPNs, tok) == got {
+			t.Fatalf("owner key of %.20q: the same on both platforms", tok)
+		}
+		if other := deviceOwnerPK("globex", inbox.PlatformFCM, tok); other != "T#globex#DEVTOKEN#"+digest {
+			t.Fatalf("owner key of %.20q in another tenant: %s", tok, other)
+		}
 	}
 	// An id that passed CheckID cannot add a segment: no '#'.
 	if inbox.CheckID("user", "alice#UNREAD") == nil {

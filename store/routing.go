@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/routing"
 )
 
 // Routing: which channels each recipient of a send gets (decide), the status records
@@ -292,19 +293,8 @@ func decide(in inbox.SendInput, target *inbox.ProfileRef, cfg tenantConfig, crit
 	p := cfg.prefs.Resolve(own)
 	sw := p.ChannelsFor(in.Category)
 	var quietEnd time.Time
-	if !critical && p.QuietHours != nil {
-		zone := own.Timezone
-		if zone == "" {
-			zone = prof.Timezone
-		}
-		if zone == "" {
-			zone = cfg.prefs.Timezone
-		}
-		if loc, err := time.LoadLocation(zone); err == nil && zone != "" {
-			if end, quiet := quietWindowEnd(now, *p.QuietHours, loc); quiet {
-				quietEnd = end
-			}
-		}
+	if !critical {
+		quietEnd = routing.QuietUntil(now, p.QuietHours, routing.Zone(own.Timezone, prof.Timezone, cfg.prefs.Timezone))
 	}
 	var out []decision
 	for _, c := range candidates(in, cfg.webhookURL) {
@@ -375,45 +365,6 @@ func switchOn(sw inbox.ChannelSwitches, channel string) bool {
 		return sw.SMS
 	}
 	return true
-}
-
-// quietWindowEnd reports whether now lies in the daily window q in loc, and when that
-// window ends (the first end time after now, in loc: a window past midnight ends the
-// next day when now is before midnight).
-func quietWindowEnd(now time.Time, q inbox.QuietHours, loc *time.Location) (time.Time, bool) {
-	start, okS := clockMinutes(q.Start)
-	end, okE := clockMinutes(q.End)
-	if !okS || !okE || start == end {
-		return time.Time{}, false
-	}
-	l := now.In(loc)
-	m := l.Hour()*60 + l.Minute()
-	var quiet bool
-	if start < end {
-		quiet = m >= start && m < end
-	} else {
-		quiet = m >= start || m < end
-	}
-	if !quiet {
-		return time.Time{}, false
-	}
-	day := l
-	if m >= end {
-		day = l.AddDate(0, 0, 1)
-	}
-	return time.Date(day.Year(), day.Month(), day.Day(), end/60, end%60, 0, 0, loc), true
-}
-
-// clockMinutes returns the minutes since midnight of "HH:MM".
-func clockMinutes(s string) (int, bool) {
-	if len(s) != 5 || s[2] != ':' {
-		return 0, false
-	}
-	h, m := int(s[0]-'0')*10+int(s[1]-'0'), int(s[3]-'0')*10+int(s[4]-'0')
-	if h < 0 || h > 23 || m < 0 || m > 59 {
-		return 0, false
-	}
-	return h*60 + m, true
 }
 
 // maxTxnActions is TransactWriteItems' limit of actions. One recipient's send holds at
