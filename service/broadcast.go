@@ -345,9 +345,7 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 					return fmt.Errorf("broadcast %s: templated, and no Templates configured", id)
 				}
 				tpl, ver, data := br.Template, br.TemplateVersion, br.Data
-				in.Render = func(ctx context.Context, locale string) (inbox.Rendered, error) {
-					return b.o.Templates.Render(ctx, tenant, tpl, ver, locale, data)
-				}
+				in.Render = renderHook(b.o.Templates, tenant, tpl, ver, data)
 			}
 		}
 		if bc.Status == store.BroadcastCancelled {

@@ -259,9 +259,7 @@ func (s *Service) Input(tenant string, r SendRequest, version int) inbox.SendInp
 		GroupKey: r.GroupKey, Actions: r.Actions, Channels: r.Channels, Locale: r.Locale}
 	if r.Template != "" && s.o.Templates != nil {
 		tpl, data := r.Template, r.Data
-		in.Render = func(ctx context.Context, locale string) (inbox.Rendered, error) {
-			return s.o.Templates.Render(ctx, tenant, tpl, version, locale, data)
-		}
+		in.Render = renderHook(s.o.Templates, tenant, tpl, version, data)
 		sum := sha256.Sum256(data)
 		in.RenderKey = tpl + "@" + strconv.Itoa(version) + "@" + hex.EncodeToString(sum[:8])
 	}

@@ -49,6 +49,12 @@ type Templates interface {
 	// Render renders version of template id for locale (falling back to the template's
 	// default locale) with data.
 	Render(ctx context.Context, tenant, id string, version int, locale string, data inbox.JSON) (Rendered, error)
+	// Resolve returns the stored content that serves locale at version of template id:
+	// its stored locale and that locale's version. Locales with the same answer render
+	// the same with the same data, so a send renders once per answer. It must be cheap
+	// (no store read per distinct locale asked for): it runs once per distinct locale of
+	// a send's recipients. Errors: as Render's.
+	Resolve(ctx context.Context, tenant, id string, version int, locale string) (storedLocale string, storedVersion int, err error)
 }
 
 // Rendered is one locale's rendering of a template: title, body and the channels the

@@ -28,9 +28,9 @@ type env struct {
 	table string
 }
 
-func setup(t *testing.T) *env {
+func setup(t testing.TB, opts ...func(*dynamodb.Options)) *env {
 	t.Helper()
-	db := dynlocaltest.Client(t)
+	db := dynlocaltest.Client(t, opts...)
 	table := dynlocaltest.TableName(t)
 	st := store.New(db, table, store.WithSweepWorkers(0), store.WithSchedShards(2))
 	t.Cleanup(st.Close)
@@ -41,7 +41,7 @@ func setup(t *testing.T) *env {
 }
 
 // newService builds a Service over e's store; with a running scheduler when sch.
-func (e *env) newService(t *testing.T, o service.Options, sch bool) *service.Service {
+func (e *env) newService(t testing.TB, o service.Options, sch bool) *service.Service {
 	t.Helper()
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := service.New(e.st, o)

@@ -404,7 +404,7 @@ func (s *Store) GetTemplate(ctx context.Context, tenantID, id, locale string, ve
 		return Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
 	}
 	var it *templateVersionItem
-	for _, l := range localeCandidates(want, head.Locales, head.DefaultLocale) {
+	for _, l := range TemplateLocaleCandidates(want, head.Locales, head.DefaultLocale) {
 		if it, err = s.templateVersionAtMost(ctx, pk, l, version); err != nil {
 			return Template{}, err
 		}
@@ -425,11 +425,16 @@ func (s *Store) GetTemplate(ctx context.Context, tenantID, id, locale string, ve
 	}, nil
 }
 
-// localeCandidates are the locales of locales to try for want, in order: want itself, its
-// base language ("de-AT" → "de"), the default def ("" = def alone). Each is tried in
-// turn until one has a version at or below the one asked for; which one answers never
-// changes for a version once written (later versions are above it).
-func localeCandidates(want string, locales []string, def string) []string {
+// TemplateLocaleCandidates are the stored locales of a template to try for want (a
+// canonical BCP 47 tag, CanonicalLocale; "" = the default), in order: want itself when
+// locales has it, its base language when locales has it ("de-CH-x-abc" → "de"), then the
+// default def. locales are the template's stored locales (TemplateHead.Locales), def its
+// default locale. The first candidate that has a version at or below the one asked for
+// serves want (GetTemplate, GetTemplateLocale); which one does never changes for a version
+// once written (later versions are above it). Pure and in memory: every candidate is a
+// stored locale, so however many tags are asked for, they resolve to at most
+// MaxTemplateLocales stored ones.
+func TemplateLocaleCandidates(want string, locales []string, def string) []string {
 	var out []string
 	if want != "" && slices.Contains(locales, want) {
 		out = append(out, want)
@@ -443,6 +448,41 @@ func localeCandidates(want string, locales []string, def string) []string {
 		out = append(out, def)
 	}
 	return out
+}
+
+// GetTemplateLocale returns the content of exactly stored locale of template id at
+// version: its newest version at or below version (1..MaxTemplateVersion), with no
+// fallback and without reading HEAD, so Latest, DefaultLocale and Locales are zero. It is
+// what a caller that resolved a locale itself (TemplateLocaleCandidates over a
+// TemplateHead) reads: one Query (AP17). Errors: BAD_USER_INPUT for a bad id, locale or
+// version; NOT_FOUND when locale has no version at or below version (or the template does
+// not exist).
+func (s *Store) GetTemplateLocale(ctx context.Context, tenantID, id, locale string, version int) (Template, error) {
+	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return Template{}, err
+	}
+	if err := inbox.CheckID("template id", id); err != nil {
+		return Template{}, err
+	}
+	if version < 1 || version > MaxTemplateVersion {
+		return Template{}, inbox.Errorf(inbox.CodeBadUserInput, "version must be between 1 and %d", MaxTemplateVersion)
+	}
+	l, err := CanonicalLocale(locale)
+	if err != nil {
+		return Template{}, err
+	}
+	it, err := s.templateVersionAtMost(ctx, templatePK(tenantID, id), l, version)
+	if err != nil {
+		return Template{}, err
+	}
+	if it == nil {
+		return Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version of locale %s at or below %d", id, l, version)
+	}
+	return Template{
+		ID: id, Version: it.Version, Locale: it.Locale,
+		TemplateInput: TemplateInput{Locale: it.Locale, Title: it.Title, Body: it.Body, Email: it.Email, Push: it.Push, SMS: it.SMS},
+		CreatedAt:     time.UnixMilli(it.CreatedAt).UTC(),
+	}, nil
 }
 
 // templateVersionAtMost returns locale's newest version item at or below v, nil when

@@ -91,6 +91,37 @@ func TestTemplateVersions(t *testing.T) {
 			t.Errorf("get(%q, %q, %d): %v; want %s", c.id, c.locale, c.version, err, c.code)
 		}
 	}
+	// GetTemplateLocale: exactly one stored locale, newest at or below the version, no
+	// fallback, one Query and no HEAD read.
+	before := len(f.rec.Ops())
+	for _, c := range []struct {
+		locale      string
+		version     int
+		wantVersion int // 0: NOT_FOUND
+	}{
+		{"en", 1, 1}, {"en", 2, 1}, {"en", 3, 3}, {"EN", 3, 3},
+		{"de", 1, 0}, {"de", 2, 2}, {"de", 3, 2}, {"de-AT", 3, 0}, {"fr", 3, 0},
+	} {
+		tp, err := f.s.GetTemplateLocale(ctx, f.tenant, "welcome", c.locale, c.version)
+		switch {
+		case c.wantVersion == 0 && inbox.ErrorCode(err) != inbox.CodeNotFound:
+			t.Errorf("locale(%q, %d) = v%d, %v; want NOT_FOUND", c.locale, c.version, tp.Version, err)
+		case c.wantVersion != 0 && (err != nil || tp.Version != c.wantVersion || tp.Locale != strings.ToLower(c.locale)):
+			t.Errorf("locale(%q, %d) = %s v%d, %v; want v%d", c.locale, c.version, tp.Locale, tp.Version, err, c.wantVersion)
+		}
+	}
+	if ops := f.rec.Ops()[before:]; slices.ContainsFunc(ops, func(op string) bool { return op != "Query" }) || len(ops) != 9 {
+		t.Errorf("GetTemplateLocale sent %v; want one Query each", ops)
+	}
+	for _, c := range []struct {
+		id, locale string
+		version    int
+	}{{"welcome", "en", 0}, {"welcome", "en", -1}, {"welcome", "", 1}, {"welcome", "not a locale!", 1}, {"a#b", "en", 1}} {
+		if _, err := f.s.GetTemplateLocale(ctx, f.tenant, c.id, c.locale, c.version); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("locale(%q, %q, %d): %v; want BAD_USER_INPUT", c.id, c.locale, c.version, err)
+		}
+	}
+
 	// Every read was a GetItem or a Query.
 	for _, op := range f.rec.Ops() {
 		if op != "GetItem" && op != "Query" && op != "TransactWriteItems" {

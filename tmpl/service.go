@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/store"
@@ -20,16 +22,37 @@ type Store interface {
 	PutTemplate(ctx context.Context, tenantID, id string, in store.TemplateInput) (int, error)
 	GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (store.Template, error)
 	GetTemplateHead(ctx context.Context, tenantID, id string) (store.TemplateHead, error)
+	GetTemplateLocale(ctx context.Context, tenantID, id, locale string, version int) (store.Template, error)
 }
 
 // DefaultCacheSize is the number of parsed template versions a Service keeps by default.
 const DefaultCacheSize = 512
 
+// resolutionsPerVersion is how many entries of the resolution caches (HEADs, and which
+// version each stored locale has at a pinned version) a Service keeps per parsed version
+// it keeps: they are a few dozen bytes each, and one template has up to
+// store.MaxTemplateLocales stored locales.
+const resolutionsPerVersion = 16
+
 // Service puts, reads, pins and renders templates. It is safe for concurrent use.
+//
+// A locale asked for is resolved to the stored content that serves it (a stored locale
+// and its version) before anything is parsed or rendered, in memory: the template's HEAD
+// is cached (heads) and so is, per stored locale and pinned version, which version of it
+// serves (versions); the BCP 47 fallback is store.TemplateLocaleCandidates. Parsed content
+// is cached per stored (tenant, id, locale, version) (parsed). So however many distinct
+// tags recipients choose (en-x-aaaa, en-x-aaab, ...), a template is read and parsed at
+// most once per stored locale, and no cache holds an entry per tag asked for.
 type Service struct {
-	st    Store
-	en    *engine
-	cache *lru.Cache[cacheKey, *parsed]
+	st       Store
+	en       *engine
+	heads    *lru.Cache[headKey, store.TemplateHead]
+	versions *lru.Cache[versionKey, int]
+	parsed   *lru.Cache[parsedKey, *parsed]
+	// loads makes concurrent misses of one stored version read and parse it once.
+	loads singleflight.Group
+	// parses and renders count the work done (Stats).
+	parses, renders atomic.Int64
 }
 
 // Option configures a Service.
@@ -38,7 +61,8 @@ type Option func(*config)
 type config struct{ cacheSize int }
 
 // WithCacheSize sets how many parsed template versions are kept (LRU; default
-// DefaultCacheSize; at least 1).
+// DefaultCacheSize; at least 1). The resolution caches keep 16 times as many entries
+// (a few dozen bytes each).
 func WithCacheSize(n int) Option { return func(c *config) { c.cacheSize = max(n, 1) } }
 
 // New returns a Service over st.
@@ -47,11 +71,34 @@ func New(st Store, opts ...Option) *Service {
 	for _, o := range opts {
 		o(&c)
 	}
-	cache, err := lru.New[cacheKey, *parsed](c.cacheSize)
+	return &Service{st: st, en: newEngine(),
+		heads:    newLRU[headKey, store.TemplateHead](c.cacheSize * resolutionsPerVersion),
+		versions: newLRU[versionKey, int](c.cacheSize * resolutionsPerVersion),
+		parsed:   newLRU[parsedKey, *parsed](c.cacheSize)}
+}
+
+// newLRU returns an LRU cache of size entries (at least 1).
+func newLRU[K comparable, V any](size int) *lru.Cache[K, V] {
+	c, err := lru.New[K, V](size)
 	if err != nil {
-		panic(fmt.Sprintf("tmpl: cache: %v", err)) // only for a size below 1, excluded above
+		panic(fmt.Sprintf("tmpl: cache: %v", err)) // only for a size below 1, excluded by WithCacheSize
 	}
-	return &Service{st: st, en: newEngine(), cache: cache}
+	return c
+}
+
+// Stats counts what a Service did since New.
+type Stats struct {
+	// Parses are the stored versions parsed to be pinned or rendered (one per cache
+	// miss; Put's checks are not counted).
+	Parses int64
+	// Renders are the renders of a whole template (all of its parts) run, Pin's included.
+	Renders int64
+}
+
+// Stats returns what s did since New: what the tests and the bench read to see the
+// caches and the sends' renders at work.
+func (s *Service) Stats() Stats {
+	return Stats{Parses: s.parses.Load(), Renders: s.renders.Load()}
 }
 
 // Put parses every part of in (Liquid syntax, no includes, sizes: see the package doc)
@@ -87,7 +134,7 @@ func (s *Service) Pin(ctx context.Context, tenantID, id, locale string, data inb
 	if err != nil {
 		return 0, err
 	}
-	head, err := s.st.GetTemplateHead(ctx, tenantID, id)
+	head, err := s.latestHead(ctx, tenantID, id)
 	if err != nil {
 		return 0, unknownAsBadInput(err, id)
 	}
@@ -96,13 +143,13 @@ func (s *Service) Pin(ctx context.Context, tenantID, id, locale string, data inb
 	// refused a one-variable template in a loaded CI run).
 	var spent time.Duration
 	for _, l := range head.Locales {
-		p, err := s.load(ctx, tenantID, id, l, head.Version)
+		p, err := s.resolve(ctx, tenantID, id, l, head.Version)
 		if err != nil {
 			return 0, unknownAsBadInput(err, id)
 		}
 		start := time.Now()
 		deadline := start.Add(min(RenderTimeout, max(PinTimeout-spent, 0)))
-		_, err = p.render(vars, deadline)
+		_, err = s.render(p, vars, deadline)
 		spent += time.Since(start)
 		if err != nil {
 			return 0, inbox.Errorf(inbox.CodeBadUserInput, "template %q locale %s: %s", id, p.locale, inbox.ErrorMessage(err))
@@ -143,37 +190,58 @@ type PushContent struct{ Title, Body string }
 type SMSContent struct{ Text string }
 
 // Render renders template id at version (a pinned version; 0 = the latest) for locale
-// (fallback as store.GetTemplate) with data, in strict mode. Parsed versions come from a
-// bounded LRU cache: a pinned version's content never changes, so it is never stale.
-// Errors: NOT_FOUND for an unknown template or version; BAD_USER_INPUT naming the part
-// and the undefined variable (or the budget exceeded), or for data that is not an object.
+// (fallback as store.GetTemplate) with data, in strict mode. The locale is resolved to
+// the stored content that serves it first (Resolve), and parsed content comes from a
+// bounded LRU cache per stored version: a pinned version's content never changes, so it
+// is never stale. Errors: BAD_USER_INPUT for a locale that is not a BCP 47 tag, naming
+// the part and the undefined variable (or the budget exceeded), or for data that is not
+// an object; NOT_FOUND for an unknown template or version.
 func (s *Service) Render(ctx context.Context, tenantID, id string, version int, locale string, data inbox.JSON) (Rendered, error) {
 	vars, err := decodeData(data)
 	if err != nil {
 		return Rendered{}, err
 	}
-	if version == 0 {
-		head, err := s.st.GetTemplateHead(ctx, tenantID, id)
-		if err != nil {
-			return Rendered{}, err
-		}
-		version = head.Version
-	}
-	p, err := s.load(ctx, tenantID, id, locale, version)
+	p, err := s.resolve(ctx, tenantID, id, locale, version)
 	if err != nil {
 		return Rendered{}, err
 	}
-	r, err := p.render(vars, time.Now().Add(RenderTimeout))
+	r, err := s.render(p, vars, time.Now().Add(RenderTimeout))
 	if err != nil {
 		return Rendered{}, inbox.Errorf(inbox.CodeBadUserInput, "template %q locale %s: %s", id, p.locale, inbox.ErrorMessage(err))
 	}
 	return r, nil
 }
 
-// cacheKey names what a (pinned) version renders for a requested locale. The resolution
-// of (locale, version) to a stored version never changes: later PUTs only add versions
-// above every version already pinned.
-type cacheKey struct {
+// Resolve returns the stored content that serves locale at version of template id (0 =
+// the latest): its stored locale (the fallback of store.GetTemplate: the locale itself,
+// its base language, the template's default) and that locale's version (its newest at or
+// below version). Every locale with the same answer renders the same with the same data,
+// so a send renders once per answer rather than once per locale asked for. It is cheap
+// and bounded: the HEAD and the versions of the stored locales are cached, a pinned
+// version's answer never changes, and the BCP 47 matching runs in memory, so a locale
+// never asked for before costs no store read once its template's stored locales are
+// known. Errors: as Render's (but for data).
+func (s *Service) Resolve(ctx context.Context, tenantID, id string, version int, locale string) (storedLocale string, storedVersion int, err error) {
+	p, err := s.resolve(ctx, tenantID, id, locale, version)
+	if err != nil {
+		return "", 0, err
+	}
+	return p.locale, p.version, nil
+}
+
+// headKey names a template.
+type headKey struct{ tenant, id string }
+
+// versionKey names what serves stored locale at a pinned version: the newest version of
+// that locale at or below it (or none), which never changes once the version exists
+// (later PUTs only add versions above every version already pinned).
+type versionKey struct {
+	tenant, id, locale string
+	version            int
+}
+
+// parsedKey names one stored version of one stored locale.
+type parsedKey struct {
 	tenant, id, locale string
 	version            int
 }
@@ -181,29 +249,126 @@ type cacheKey struct {
 // parsed is one stored version of one locale, parsed.
 type parsed struct {
 	locale                             string
+	version                            int
 	title, body                        *compiled
 	emailSubject, emailHTML, emailText *compiled
 	pushTitle, pushBody                *compiled
 	smsText                            *compiled
 }
 
-// load returns the parsed content of (locale, version), from the cache or the store.
-func (s *Service) load(ctx context.Context, tenantID, id, locale string, version int) (*parsed, error) {
-	k := cacheKey{tenantID, id, locale, version}
-	if p, ok := s.cache.Get(k); ok {
+// resolve returns the parsed content that serves locale at version (0 = the latest) of
+// template id (Resolve): the candidates of store.TemplateLocaleCandidates, in turn, until
+// one has a version at or below version.
+func (s *Service) resolve(ctx context.Context, tenantID, id, locale string, version int) (*parsed, error) {
+	if version < 0 || version > store.MaxTemplateVersion {
+		return nil, inbox.Errorf(inbox.CodeBadUserInput, "version must be between 0 and %d", store.MaxTemplateVersion)
+	}
+	want := ""
+	if locale != "" {
+		l, err := store.CanonicalLocale(locale)
+		if err != nil {
+			return nil, err
+		}
+		want = l
+	}
+	head, err := s.head(ctx, tenantID, id, version)
+	if err != nil {
+		return nil, err
+	}
+	if version == 0 {
+		version = head.Version
+	}
+	if version > head.Version {
+		return nil, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
+	}
+	for _, l := range store.TemplateLocaleCandidates(want, head.Locales, head.DefaultLocale) {
+		p, err := s.stored(ctx, tenantID, id, l, version)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			return p, nil
+		}
+	}
+	return nil, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
+}
+
+// head returns template id's HEAD as far as version (0 = the latest) needs it: a cached
+// HEAD whose version is at or above version serves, as the locales and versions at or
+// below it never change (the default locale never does; a locale added later has no
+// version at or below it). Else, and for version 0, it reads HEAD (latestHead).
+func (s *Service) head(ctx context.Context, tenantID, id string, version int) (store.TemplateHead, error) {
+	if version > 0 {
+		if h, ok := s.heads.Get(headKey{tenantID, id}); ok && h.Version >= version {
+			return h, nil
+		}
+	}
+	return s.latestHead(ctx, tenantID, id)
+}
+
+// latestHead reads template id's HEAD (one consistent GetItem) and keeps it unless a
+// newer one is kept already.
+func (s *Service) latestHead(ctx context.Context, tenantID, id string) (store.TemplateHead, error) {
+	h, err := s.st.GetTemplateHead(ctx, tenantID, id)
+	if err != nil {
+		return store.TemplateHead{}, err
+	}
+	k := headKey{tenantID, id}
+	if old, ok := s.heads.Peek(k); !ok || old.Version < h.Version {
+		s.heads.Add(k, h)
+	}
+	return h, nil
+}
+
+// stored returns the parsed content of stored locale at version: its newest version at
+// or below version, nil when it has none. Both what serves (versions) and the parsed
+// content (parsed) come from the caches when they can; else one read (one Query) and,
+// unless that version is parsed already, one parse, shared by concurrent callers.
+func (s *Service) stored(ctx context.Context, tenantID, id, locale string, version int) (*parsed, error) {
+	vk := versionKey{tenantID, id, locale, version}
+	if v, ok := s.versions.Get(vk); ok {
+		if v == 0 {
+			return nil, nil
+		}
+		if p, ok := s.parsed.Get(parsedKey{tenantID, id, locale, v}); ok {
+			return p, nil
+		}
+	}
+	// Ids and locales hold no control characters (inbox.CheckID): NUL separates them.
+	flight := tenantID + "\x00" + id + "\x00" + locale + "\x00" + strconv.Itoa(version)
+	p, err, _ := s.loads.Do(flight, func() (any, error) {
+		t, err := s.st.GetTemplateLocale(ctx, tenantID, id, locale, version)
+		if inbox.ErrorCode(err) == inbox.CodeNotFound {
+			s.versions.Add(vk, 0)
+			return (*parsed)(nil), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.versions.Add(vk, t.Version)
+		pk := parsedKey{tenantID, id, t.Locale, t.Version}
+		if p, ok := s.parsed.Get(pk); ok {
+			return p, nil
+		}
+		p, err := s.parse(t.TemplateInput)
+		if err != nil {
+			return nil, err
+		}
+		s.parses.Add(1)
+		p.locale, p.version = t.Locale, t.Version
+		s.parsed.Add(pk, p)
 		return p, nil
-	}
-	t, err := s.st.GetTemplate(ctx, tenantID, id, locale, version)
+	})
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.parse(t.TemplateInput)
-	if err != nil {
-		return nil, err
-	}
-	p.locale = t.Locale
-	s.cache.Add(k, p)
-	return p, nil
+	return p.(*parsed), nil
+}
+
+// render renders p (render) and counts it.
+func (s *Service) render(p *parsed, vars map[string]any, deadline time.Time) (Rendered, error) {
+	s.renders.Add(1)
+	return p.render(vars, deadline)
 }
 
 // parse parses every part of in.

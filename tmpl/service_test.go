@@ -2,6 +2,7 @@ package tmpl_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -19,15 +20,28 @@ import (
 
 const tenant = "acme"
 
-// countingStore counts the store reads of a Service, to see the cache.
+// countingStore counts the store reads of a Service, to see the caches: gets counts
+// every template read, heads the HEAD reads, locales the reads of one stored locale.
 type countingStore struct {
 	*store.Store
-	gets atomic.Int64
+	gets, heads, locales atomic.Int64
 }
 
 func (c *countingStore) GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (store.Template, error) {
 	c.gets.Add(1)
 	return c.Store.GetTemplate(ctx, tenantID, id, locale, version)
+}
+
+func (c *countingStore) GetTemplateHead(ctx context.Context, tenantID, id string) (store.TemplateHead, error) {
+	c.gets.Add(1)
+	c.heads.Add(1)
+	return c.Store.GetTemplateHead(ctx, tenantID, id)
+}
+
+func (c *countingStore) GetTemplateLocale(ctx context.Context, tenantID, id, locale string, version int) (store.Template, error) {
+	c.gets.Add(1)
+	c.locales.Add(1)
+	return c.Store.GetTemplateLocale(ctx, tenantID, id, locale, version)
 }
 
 // newService makes a Service over a store on a fresh table of DynamoDB Local.
@@ -168,5 +182,54 @@ func TestPutRefusesWhatDoesNotParse(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, tenant, "bad", "", 0); inbox.ErrorCode(err) != inbox.CodeNotFound {
 		t.Errorf("a refused PUT was stored: %v", err)
+	}
+}
+
+// TestResolveAnswersAsTheStoreFallback: resolving a locale in memory (the cached HEAD and
+// stored locales' versions, store.TemplateLocaleCandidates) answers what store.GetTemplate
+// answers for every kind of tag at every pinned version, while the store is read once per
+// stored locale and version and each stored version is parsed once, however many tags.
+func TestResolveAnswersAsTheStoreFallback(t *testing.T) {
+	t.Parallel()
+	s, cs := newService(t)
+	ctx := context.Background()
+	put(t, s, "greet", store.TemplateInput{Title: "en1 {{ name }}"})                  // v1, en the default
+	put(t, s, "greet", store.TemplateInput{Locale: "de", Title: "de2 {{ name }}"})    // v2
+	put(t, s, "greet", store.TemplateInput{Title: "en3 {{ name }}"})                  // v3
+	put(t, s, "greet", store.TemplateInput{Locale: "fr-CA", Title: "fr4 {{ name }}"}) // v4, a regional locale
+	tags := []string{"", "en", "de", "fr-CA", "fr", "fr-CA-x-a", "de-CH", "DE_ch", "de-AT-x-abc", "de-1901",
+		"EN-x-AAAA", "en-GB-oed", "i-klingon", "qaa-x-abc", "und-x-abc", "x-private", "tlh", "fr-ca", "de-Latn-CH-x-a"}
+	for i := range 5 {
+		tags = append(tags, fmt.Sprintf("en-x-u%04d", i), fmt.Sprintf("de-CH-x-u%04d", i))
+	}
+	stored := map[string]bool{}
+	data := inbox.JSON(`{"name": "Ada"}`)
+	for version := 1; version <= 4; version++ {
+		for _, tag := range tags {
+			want, err := cs.Store.GetTemplate(ctx, tenant, "greet", tag, version)
+			if err != nil {
+				t.Fatalf("store %q at %d: %v", tag, version, err)
+			}
+			l, v, err := s.Resolve(ctx, tenant, "greet", version, tag)
+			if err != nil || l != want.Locale || v != want.Version {
+				t.Fatalf("resolve %q at %d = %s@%d, %v; the store serves %s@%d", tag, version, l, v, err, want.Locale, want.Version)
+			}
+			r, err := s.Render(ctx, tenant, "greet", version, tag, data)
+			if wantTitle := strings.Replace(want.Title, "{{ name }}", "Ada", 1); err != nil || r.Title != wantTitle {
+				t.Fatalf("render %q at %d = %q, %v; want %q", tag, version, r.Title, err, wantTitle)
+			}
+			stored[fmt.Sprintf("%s@%d", l, v)] = true
+		}
+	}
+	// en1, de2, en3, fr4: one parse each. Reads: HEAD once per pinned version above the
+	// one cached (4), one Query per stored locale tried per pinned version (at most 3 × 4).
+	if st := s.Stats(); st.Parses != int64(len(stored)) || len(stored) != 4 {
+		t.Errorf("%d parses for %d stored versions served (%v); want 4", st.Parses, len(stored), stored)
+	}
+	if h, l := cs.heads.Load(), cs.locales.Load(); h > 4 || l > 12 {
+		t.Errorf("%d tags at 4 versions: %d HEAD reads, %d version reads; want <= 4, <= 12", len(tags), h, l)
+	}
+	if n := cs.gets.Load() - cs.heads.Load() - cs.locales.Load(); n != 0 {
+		t.Errorf("%d fallback reads (GetTemplate) to render; want 0", n)
 	}
 }
