@@ -356,30 +356,37 @@ func TestConstantRangesRefusedAtPut(t *testing.T) {
 	}
 }
 
-// memStore is a Store of one template, one locale, in memory.
-type memStore struct {
+// oneTemplateStore is a Store of one template, one locale, in memory.
+type oneTemplateStore struct {
 	in      store.TemplateInput
 	version int
 }
 
-func (m *memStore) PutTemplate(_ context.Context, _, _ string, in store.TemplateInput) (int, error) {
+func (m *oneTemplateStore) PutTemplate(_ context.Context, _, _ string, in store.TemplateInput) (int, error) {
 	m.version++
 	m.in = in
 	return m.version, nil
 }
 
-func (m *memStore) GetTemplate(_ context.Context, _, id, _ string, _ int) (store.Template, error) {
+func (m *oneTemplateStore) GetTemplate(_ context.Context, _, id, _ string, _ int) (store.Template, error) {
 	if m.version == 0 {
 		return store.Template{}, inbox.Errorf(inbox.CodeNotFound, "unknown template")
 	}
 	return store.Template{ID: id, Version: m.version, Locale: "en", TemplateInput: m.in}, nil
 }
 
-func (m *memStore) GetTemplateHead(context.Context, string, string) (store.TemplateHead, error) {
+func (m *oneTemplateStore) GetTemplateHead(context.Context, string, string) (store.TemplateHead, error) {
 	if m.version == 0 {
 		return store.TemplateHead{}, inbox.Errorf(inbox.CodeNotFound, "unknown template")
 	}
 	return store.TemplateHead{Version: m.version, DefaultLocale: "en", Locales: []string{"en"}}, nil
+}
+
+func (m *oneTemplateStore) GetTemplateLocale(ctx context.Context, tenantID, id, locale string, _ int) (store.Template, error) {
+	if locale != "en" {
+		return store.Template{}, inbox.Errorf(inbox.CodeNotFound, "no version")
+	}
+	return m.GetTemplate(ctx, tenantID, id, locale, 0)
 }
 
 // TestDataBoundsAsRangeBounds: numbers of a send's data are range bounds, loop limits and
@@ -388,7 +395,7 @@ func (m *memStore) GetTemplateHead(context.Context, string, string) (store.Templ
 // other, at accept (Pin) and at render.
 func TestDataBoundsAsRangeBounds(t *testing.T) {
 	ctx := context.Background()
-	st := &memStore{}
+	st := &oneTemplateStore{}
 	s := New(st)
 	src := "{% for i in (m..n) %}{{ i }}{% endfor %}|{% for i in (1..f) limit: n offset: one %}{{ i }}{% endfor %}|{{ (1..e) | size }}|{{ big }} {{ half }} {{ huge }}"
 	if _, err := s.Put(ctx, tenant, "loop", store.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
