@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/jonboulle/clockwork"
+
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/sched"
@@ -89,9 +91,10 @@ type Options struct {
 	ClaimMargin time.Duration
 	// Logger receives one line per failed or unconfirmed send (default slog.Default()).
 	Logger *slog.Logger
-	// Now is the clock (default time.Now); Jitter returns a uniform int64 in [0, n)
-	// (default math/rand/v2's Int64N).
-	Now    func() time.Time
+	// Clock tells the time a retry is due from (default the real clock); it must agree
+	// with the store's clock (store.WithClock), which times the claims. Jitter returns a
+	// uniform int64 in [0, n) (default math/rand/v2's Int64N).
+	Clock  clockwork.Clock
 	Jitter func(n int64) int64
 }
 
@@ -120,8 +123,8 @@ func NewHandler(st Store, o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
 	}
 	if o.Jitter == nil {
 		o.Jitter = rand.Int64N
@@ -291,7 +294,7 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, job inbox.
 			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
 		})
 	}
-	at := h.o.Now().Add(max(retryAfter, h.Backoff(job.Attempt)))
+	at := h.o.Clock.Now().Add(max(retryAfter, h.Backoff(job.Attempt)))
 	log.Info("delivery: transient failure; retrying", "at", at)
 	return h.record(ctx, ref, func(wctx context.Context) error {
 		return h.st.DeliveryRetry(wctx, ref, job.UserID, job.Attempt, provider, msg, at)
