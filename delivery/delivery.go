@@ -214,7 +214,7 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 	if job.Deferred || job.Attempt > 1 {
 		reason, err := h.st.RecheckDelivery(ctx, job)
 		if err != nil {
-			return h.outcome(ctx, ref, job, "", channel.Result{}, fmt.Errorf("re-check preferences: %w", err))
+			return h.outcome(ctx, ref, t.Due, job, "", channel.Result{}, fmt.Errorf("re-check preferences: %w", err))
 		}
 		if reason != "" {
 			return h.skip(ctx, ref, reason)
@@ -250,11 +250,12 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 	sctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
 	res, sendErr := adapter.Send(sctx, m)
 	cancel()
-	return h.outcome(ctx, ref, job, adapter.Provider(), res, sendErr)
+	return h.outcome(ctx, ref, t.Due, job, adapter.Provider(), res, sendErr)
 }
 
-// outcome records what the provider answered the claimed job's send.
-func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, job inbox.DeliveryJob, provider string, res channel.Result, sendErr error) error {
+// outcome records what the provider answered the claimed job's send, made by the task
+// due at due.
+func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, due time.Time, job inbox.DeliveryJob, provider string, res channel.Result, sendErr error) error {
 	if sendErr == nil {
 		if res.Provider != "" {
 			provider = res.Provider
@@ -295,6 +296,14 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, job inbox.
 		})
 	}
 	at := h.o.Clock.Now().Add(max(retryAfter, h.Backoff(job.Attempt)))
+	// The retry's task has the running task's id (one per record), and task items are
+	// keyed by id and due millisecond: a retry due in the running task's millisecond (a
+	// backoff under a millisecond, or a clock behind the writer's) would be the same item,
+	// which the scheduler deletes as done once this run returns, leaving the record
+	// QUEUED with no task. It is due a millisecond later at the soonest.
+	if soonest := due.Truncate(time.Millisecond).Add(time.Millisecond); at.Before(soonest) {
+		at = soonest
+	}
 	log.Info("delivery: transient failure; retrying", "at", at)
 	return h.record(ctx, ref, func(wctx context.Context) error {
 		return h.st.DeliveryRetry(wctx, ref, job.UserID, job.Attempt, provider, msg, at)

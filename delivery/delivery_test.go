@@ -595,3 +595,79 @@ func TestDeliverRechecksPreferencesAfterAWait(t *testing.T) {
 		t.Fatalf("the receiver got %d requests, want only the first (503)", n)
 	}
 }
+
+// A retry's task has the id of the task that runs (one id per record) and task items are
+// keyed by id and due millisecond, so a retry due in the running task's millisecond would
+// replace it, and the scheduler, deleting the finished task, would delete the retry: the
+// record left QUEUED with no task. The retry is due after the running task whatever the
+// backoff (here 0) and the handler's clock: a first attempt run the instant it was sent,
+// a retry run exactly at its due time, a handler whose clock is behind the writer's.
+func TestDeliverRetryIsDueAfterTheTaskThatRuns(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// run returns the task to run and the handler's clock for it, after the first
+		// task of the send was written (and the fixture's clock has not moved since).
+		run func(t *testing.T, f *fixture, h func(clockwork.Clock) *delivery.Handler, first inbox.Task) (inbox.Task, clockwork.Clock)
+	}{
+		{"the first attempt at the instant of the send", func(t *testing.T, f *fixture, _ func(clockwork.Clock) *delivery.Handler, first inbox.Task) (inbox.Task, clockwork.Clock) {
+			return first, f.clk
+		}},
+		{"a retry at its due time", func(t *testing.T, f *fixture, h func(clockwork.Clock) *delivery.Handler, first inbox.Task) (inbox.Task, clockwork.Clock) {
+			f.clk.Advance(time.Second)
+			retry := runAsScheduler(t, f, h(f.clk), first)
+			f.clk.Advance(retry.Due.Sub(f.clk.Now()))
+			return retry, f.clk
+		}},
+		{"a handler whose clock is 2 s behind", func(t *testing.T, f *fixture, _ func(clockwork.Clock) *delivery.Handler, first inbox.Task) (inbox.Task, clockwork.Clock) {
+			return first, clockwork.NewFakeClockAt(f.clk.Now().Add(-2 * time.Second))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			recv, url := channeltest.StartWebhook(t, webhookSecret)
+			recv.SetDefault(channeltest.WebhookResponse{Status: 503})
+			f.withWebhook(t, url)
+			id, first := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
+			h := func(clk clockwork.Clock) *delivery.Handler {
+				return delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{Webhook: channel.NewWebhook(channel.WebhookConfig{})},
+					Logger: quiet, Clock: clk, Jitter: func(int64) int64 { return 0 }})
+			}
+			task, clk := tc.run(t, f, h, first)
+			retry := runAsScheduler(t, f, h(clk), task)
+			if !retry.Due.After(task.Due) {
+				t.Fatalf("the retry is due at %v, not after the task that wrote it (%v)", retry.Due, task.Due)
+			}
+			if c := f.record(t, id, inbox.ChannelWebhook); c.Status != inbox.DeliveryQueued {
+				t.Fatalf("record %+v, want QUEUED for the retry", c)
+			}
+		})
+	}
+}
+
+// runAsScheduler runs task with h and then deletes it as the scheduler does after a
+// handler succeeded; it returns the one deliver task of the record left, which it fails
+// without.
+func runAsScheduler(t *testing.T, f *fixture, h *delivery.Handler, task inbox.Task) inbox.Task {
+	t.Helper()
+	ctx := context.Background()
+	if err := h.Handle(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	shard := store.SchedShard(task.ID, f.st.SchedShards())
+	if _, err := f.st.CompleteTask(ctx, shard, store.SchedBucket(task.Due), task); err != nil {
+		t.Fatal(err)
+	}
+	var left []inbox.Task
+	for _, nt := range f.tasks(t, task.Token, time.Hour) {
+		if nt.Ref == task.Ref {
+			left = append(left, nt)
+		}
+	}
+	if len(left) != 1 {
+		t.Fatalf("after the run of the task due %v and its deletion, the record's tasks are %+v; want its retry", task.Due, left)
+	}
+	return left[0]
+}
