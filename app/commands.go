@@ -16,6 +16,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/auth"
 	ghimport "github.com/inboxgw/gateway/importer/github"
@@ -201,7 +202,8 @@ func relayCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	r := relay.New(relay.Options{DB: eng.db, Streams: streams, Table: cfg.Table, Publisher: broker, Lease: cfg.RelayLease, Logger: log})
+	r := relay.New(relay.Options{DB: eng.db, Streams: streams, Table: cfg.Table, Publisher: broker, Lease: cfg.RelayLease, Logger: log,
+		Clock: clockwork.NewRealClock()})
 	log.Info("relay: starting", "table", cfg.Table, "owner", r.Owner(), "lease", cfg.RelayLease)
 	runErr := r.Run(ctx)
 	relCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

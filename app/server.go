@@ -35,6 +35,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/caarlos0/env/v11"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/delivery"
@@ -586,7 +587,7 @@ func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Cl
 	deliver := newDeliveryHandler(cfg, log, st, chs)
 	// A deliver task sends once within INBOX_DELIVERY_TIMEOUT and then records the
 	// outcome: the handler deadline covers both.
-	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log,
+	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log, Clock: clockwork.NewRealClock(),
 		HandlerTimeout: max(30*time.Second, deliver.HandlerTimeout())}
 	if m := metrics.NewSched(reg); m != nil {
 		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/jonboulle/clockwork"
+
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/sched"
@@ -92,9 +94,10 @@ type Options struct {
 	ClaimMargin time.Duration
 	// Logger receives one line per failed or unconfirmed send (default slog.Default()).
 	Logger *slog.Logger
-	// Now is the clock (default time.Now); Jitter returns a uniform int64 in [0, n)
-	// (default math/rand/v2's Int64N).
-	Now    func() time.Time
+	// Clock tells the time a retry is due from (default the real clock); it must agree
+	// with the store's clock (store.WithClock), which times the claims. Jitter returns a
+	// uniform int64 in [0, n) (default math/rand/v2's Int64N).
+	Clock  clockwork.Clock
 	Jitter func(n int64) int64
 }
 
@@ -123,8 +126,8 @@ func NewHandler(st Store, o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
 	}
 	if o.Jitter == nil {
 		o.Jitter = rand.Int64N
@@ -214,7 +217,7 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 	if job.Deferred || job.Attempt > 1 {
 		reason, err := h.st.RecheckDelivery(ctx, job)
 		if err != nil {
-			return h.outcome(ctx, ref, job, "", channel.Result{}, fmt.Errorf("re-check preferences: %w", err))
+			return h.outcome(ctx, ref, t.Due, job, "", channel.Result{}, fmt.Errorf("re-check preferences: %w", err))
 		}
 		if reason != "" {
 			return h.skip(ctx, ref, reason)
@@ -259,11 +262,12 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 	sctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
 	res, sendErr := adapter.Send(sctx, m)
 	cancel()
-	return h.outcome(ctx, ref, job, adapter.Provider(), res, sendErr)
+	return h.outcome(ctx, ref, t.Due, job, adapter.Provider(), res, sendErr)
 }
 
-// outcome records what the provider answered the claimed job's send.
-func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, job inbox.DeliveryJob, provider string, res channel.Result, sendErr error) error {
+// outcome records what the provider answered the claimed job's send, made by the task
+// due at due.
+func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, due time.Time, job inbox.DeliveryJob, provider string, res channel.Result, sendErr error) error {
 	if sendErr == nil {
 		if res.Provider != "" {
 			provider = res.Provider
@@ -303,7 +307,15 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, job inbox.
 			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
 		})
 	}
-	at := h.o.Now().Add(max(retryAfter, h.Backoff(job.Attempt)))
+	at := h.o.Clock.Now().Add(max(retryAfter, h.Backoff(job.Attempt)))
+	// The retry's task has the running task's id (one per record), and task items are
+	// keyed by id and due millisecond: a retry due in the running task's millisecond (a
+	// backoff under a millisecond, or a clock behind the writer's) would be the same item,
+	// which the scheduler deletes as done once this run returns, leaving the record
+	// QUEUED with no task. It is due a millisecond later at the soonest.
+	if soonest := due.Truncate(time.Millisecond).Add(time.Millisecond); at.Before(soonest) {
+		at = soonest
+	}
 	log.Info("delivery: transient failure; retrying", "at", at)
 	return h.record(ctx, ref, func(wctx context.Context) error {
 		return h.st.DeliveryRetry(wctx, ref, job.UserID, job.Attempt, provider, msg, at)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/channel/channeltest"
@@ -20,6 +21,7 @@ import (
 	"github.com/inboxgw/gateway/delivery"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 )
@@ -35,11 +37,13 @@ const webhookSecret = "a-raw-secret-of-the-tests"
 // quiet is a logger that discards.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// fixture is a store over a fresh table whose operations are recorded.
+// fixture is a store over a fresh table whose operations are recorded, on a fake clock
+// that the handlers share: claims expire and retries fall due when a test advances it.
 type fixture struct {
 	st    *store.Store
 	db    *dynamodb.Client
 	rec   *ddbtrace.Recorder
+	clk   *clockwork.FakeClock
 	table string
 }
 
@@ -48,7 +52,8 @@ func newFixture(t *testing.T) *fixture {
 	rec := &ddbtrace.Recorder{}
 	db := dynlocaltest.Client(t, rec.Option())
 	table := dynlocaltest.TableName(t)
-	st := store.New(db, table, store.WithSweepWorkers(0), store.WithSchedShards(2))
+	clk := clocktest.New()
+	st := store.New(db, table, store.WithSweepWorkers(0), store.WithSchedShards(2), store.WithClock(clk.Now))
 	t.Cleanup(func() {
 		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
@@ -61,14 +66,14 @@ func newFixture(t *testing.T) *fixture {
 			t.Errorf("a Scan was sent: %v", rec.Ops())
 		}
 	})
-	return &fixture{st: st, db: db, rec: rec, table: table}
+	return &fixture{st: st, db: db, rec: rec, clk: clk, table: table}
 }
 
 // tasks returns the deliver tasks due from a minute ago to within ahead, for key ("" any).
 func (f *fixture) tasks(t *testing.T, key string, ahead time.Duration) []inbox.Task {
 	t.Helper()
 	ctx := context.Background()
-	now := time.Now()
+	now := f.clk.Now()
 	var out []inbox.Task
 	for shard := range f.st.SchedShards() {
 		for b := now.Add(-time.Minute).Truncate(time.Minute); !b.After(now.Add(ahead)); b = b.Add(time.Minute) {
@@ -138,13 +143,14 @@ func (f *fixture) withWebhook(t *testing.T, url string) {
 	}
 }
 
-// webhookHandler is a handler whose webhook channel is the real adapter; o's other
-// fields are kept.
+// webhookHandler is a handler on f's clock whose webhook channel is the real adapter;
+// o's other fields are kept.
 func webhookHandler(f *fixture, o delivery.Options) *delivery.Handler {
 	o.Channels.Webhook = channel.NewWebhook(channel.WebhookConfig{})
 	if o.Logger == nil {
 		o.Logger = quiet
 	}
+	o.Clock = f.clk
 	return delivery.NewHandler(f.st, o)
 }
 
@@ -159,7 +165,7 @@ func TestDeliverMarksNoProviderOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, task := f.send(t, "k", inbox.ChannelEmail, inbox.ChannelEmail)
-	h := delivery.NewHandler(f.st, delivery.Options{Logger: quiet})
+	h := delivery.NewHandler(f.st, delivery.Options{Logger: quiet, Clock: f.clk})
 	if err := h.Handle(ctx, task); err != nil {
 		t.Fatal(err)
 	}
@@ -234,9 +240,9 @@ func TestDeliverWebhookSentOnce(t *testing.T) {
 }
 
 // A 503 with Retry-After: 120 is transient: the record stays QUEUED with the error and
-// the attempt counted, and its next deliver task is due no earlier than the Retry-After
-// (longer than the backoff here); that task sends again with the same webhook-id and the
-// record ends SENT after 2 attempts.
+// the attempt counted, and its next deliver task is due after the Retry-After (longer
+// than the backoff here); that task sends again with the same webhook-id and the record
+// ends SENT after 2 attempts.
 func TestDeliverRetriesA503AfterRetryAfter(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -246,7 +252,7 @@ func TestDeliverRetriesA503AfterRetryAfter(t *testing.T) {
 	f.withWebhook(t, url)
 	id, task := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
 	h := webhookHandler(f, delivery.Options{Backoff: 10 * time.Millisecond})
-	start := time.Now()
+	start := f.clk.Now()
 	if err := h.Handle(ctx, task); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +269,7 @@ func TestDeliverRetriesA503AfterRetryAfter(t *testing.T) {
 	if len(next) != 1 {
 		t.Fatalf("retry tasks %+v, want one", next)
 	}
-	if wait := next[0].Due.Sub(start); wait < 119*time.Second || wait > 125*time.Second {
+	if wait := next[0].Due.Sub(start); wait != 120*time.Second {
 		t.Fatalf("the retry is due in %v, want the Retry-After's 120s", wait)
 	}
 	if err := h.Handle(ctx, next[0]); err != nil {
@@ -372,7 +378,11 @@ func TestDeliverOrphanedClaimIsNeverResent(t *testing.T) {
 	if err := h.Handle(ctx, task); !errors.Is(err, delivery.ErrBusy) {
 		t.Fatalf("with a live claim Handle = %v, want ErrBusy", err)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	f.clk.Advance(999 * time.Millisecond) // the claim's last millisecond
+	if err := h.Handle(ctx, task); !errors.Is(err, delivery.ErrBusy) {
+		t.Fatalf("a millisecond before the claim expires Handle = %v, want ErrBusy", err)
+	}
+	f.clk.Advance(2 * time.Millisecond)
 	if err := h.Handle(ctx, task); err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +435,7 @@ func TestDeliverPushByPlatformAndPruneOnUnregistered(t *testing.T) {
 	apnsKey, fcmKey := inbox.DeliveryKey(inbox.ChannelPush, apnsDev.ID), inbox.DeliveryKey(inbox.ChannelPush, fcmDev.ID)
 	apns := &fakePush{provider: channel.ProviderAPNs}
 	fcm := &fakePush{provider: channel.ProviderFCM, err: &channel.Error{Provider: channel.ProviderFCM, Kind: channel.Unregistered, Status: 404, Code: "UNREGISTERED"}}
-	h := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{APNs: apns, FCM: fcm}, Logger: quiet})
+	h := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{APNs: apns, FCM: fcm}, Logger: quiet, Clock: f.clk})
 
 	id, apnsTask := f.send(t, "k", apnsKey, inbox.ChannelPush)
 	if err := h.Handle(ctx, apnsTask); err != nil {
@@ -460,7 +470,7 @@ func TestDeliverPushByPlatformAndPruneOnUnregistered(t *testing.T) {
 	}
 	key2 := inbox.DeliveryKey(inbox.ChannelPush, fcm2.ID)
 	id2, task2 := f.send(t, "k2", key2, inbox.ChannelPush)
-	apnsOnly := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{APNs: apns}, Logger: quiet})
+	apnsOnly := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{APNs: apns}, Logger: quiet, Clock: f.clk})
 	if err := apnsOnly.Handle(ctx, task2); err != nil {
 		t.Fatal(err)
 	}
@@ -547,14 +557,21 @@ func TestBackoffIsFullJitterCapped(t *testing.T) {
 	}
 }
 
-// Through the real scheduler: the webhook task the send wrote runs and the record is SENT.
+// Through the real scheduler (on the fixture's clock): the webhook task the send wrote,
+// due at once, runs at the scheduler's first pass and the record is SENT.
 func TestDeliverThroughScheduler(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	recv, url := channeltest.StartWebhook(t, webhookSecret)
 	f.withWebhook(t, url)
 	id, _ := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
-	s := sched.New(f.st, sched.Options{DB: f.db, Poll: 50 * time.Millisecond, Lease: 3 * time.Second, Logger: quiet})
+	outcomes := make(chan sched.Outcome, 10)
+	s := sched.New(f.st, sched.Options{DB: f.db, Logger: quiet, Clock: f.clk,
+		Observe: func(kind string, out sched.Outcome, _ time.Duration) {
+			if kind == store.TaskDeliver {
+				outcomes <- out
+			}
+		}})
 	webhookHandler(f, delivery.Options{}).Register(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -563,19 +580,16 @@ func TestDeliverThroughScheduler(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c := f.record(t, id, inbox.ChannelWebhook)
-		if c.Status != inbox.DeliveryQueued {
-			if c.Status != inbox.DeliverySent || len(recv.Requests()) != 1 {
-				t.Fatalf("record %+v, %d requests", c, len(recv.Requests()))
-			}
-			return
+	select {
+	case out := <-outcomes:
+		if out != sched.Done {
+			t.Fatalf("the deliver task's outcome: %s, stats %+v", out, s.Stats())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the deliver task did not run: %+v, stats %+v", c, s.Stats())
-		}
-		time.Sleep(100 * time.Millisecond)
+	case <-time.After(clocktest.Within):
+		t.Fatalf("the deliver task did not run, stats %+v", s.Stats())
+	}
+	if c := f.record(t, id, inbox.ChannelWebhook); c.Status != inbox.DeliverySent || len(recv.Requests()) != 1 {
+		t.Fatalf("record %+v, %d requests", c, len(recv.Requests()))
 	}
 }
 
@@ -631,4 +645,80 @@ func TestDeliverRechecksPreferencesAfterAWait(t *testing.T) {
 	if n := len(recv.Requests()); n != 1 {
 		t.Fatalf("the receiver got %d requests, want only the first (503)", n)
 	}
+}
+
+// A retry's task has the id of the task that runs (one id per record) and task items are
+// keyed by id and due millisecond, so a retry due in the running task's millisecond would
+// replace it, and the scheduler, deleting the finished task, would delete the retry: the
+// record left QUEUED with no task. The retry is due after the running task whatever the
+// backoff (here 0) and the handler's clock: a first attempt run the instant it was sent,
+// a retry run exactly at its due time, a handler whose clock is behind the writer's.
+func TestDeliverRetryIsDueAfterTheTaskThatRuns(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// run returns the task to run and the handler's clock for it, after the first
+		// task of the send was written (and the fixture's clock has not moved since).
+		run func(t *testing.T, f *fixture, h func(clockwork.Clock) *delivery.Handler, first inbox.Task) (inbox.Task, clockwork.Clock)
+	}{
+		{"the first attempt at the instant of the send", func(t *testing.T, f *fixture, _ func(clockwork.Clock) *delivery.Handler, first inbox.Task) (inbox.Task, clockwork.Clock) {
+			return first, f.clk
+		}},
+		{"a retry at its due time", func(t *testing.T, f *fixture, h func(clockwork.Clock) *delivery.Handler, first inbox.Task) (inbox.Task, clockwork.Clock) {
+			f.clk.Advance(time.Second)
+			retry := runAsScheduler(t, f, h(f.clk), first)
+			f.clk.Advance(retry.Due.Sub(f.clk.Now()))
+			return retry, f.clk
+		}},
+		{"a handler whose clock is 2 s behind", func(t *testing.T, f *fixture, _ func(clockwork.Clock) *delivery.Handler, first inbox.Task) (inbox.Task, clockwork.Clock) {
+			return first, clockwork.NewFakeClockAt(f.clk.Now().Add(-2 * time.Second))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			recv, url := channeltest.StartWebhook(t, webhookSecret)
+			recv.SetDefault(channeltest.WebhookResponse{Status: 503})
+			f.withWebhook(t, url)
+			id, first := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
+			h := func(clk clockwork.Clock) *delivery.Handler {
+				return delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{Webhook: channel.NewWebhook(channel.WebhookConfig{})},
+					Logger: quiet, Clock: clk, Jitter: func(int64) int64 { return 0 }})
+			}
+			task, clk := tc.run(t, f, h, first)
+			retry := runAsScheduler(t, f, h(clk), task)
+			if !retry.Due.After(task.Due) {
+				t.Fatalf("the retry is due at %v, not after the task that wrote it (%v)", retry.Due, task.Due)
+			}
+			if c := f.record(t, id, inbox.ChannelWebhook); c.Status != inbox.DeliveryQueued {
+				t.Fatalf("record %+v, want QUEUED for the retry", c)
+			}
+		})
+	}
+}
+
+// runAsScheduler runs task with h and then deletes it as the scheduler does after a
+// handler succeeded; it returns the one deliver task of the record left, which it fails
+// without.
+func runAsScheduler(t *testing.T, f *fixture, h *delivery.Handler, task inbox.Task) inbox.Task {
+	t.Helper()
+	ctx := context.Background()
+	if err := h.Handle(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	shard := store.SchedShard(task.ID, f.st.SchedShards())
+	if _, err := f.st.CompleteTask(ctx, shard, store.SchedBucket(task.Due), task); err != nil {
+		t.Fatal(err)
+	}
+	var left []inbox.Task
+	for _, nt := range f.tasks(t, task.Token, time.Hour) {
+		if nt.Ref == task.Ref {
+			left = append(left, nt)
+		}
+	}
+	if len(left) != 1 {
+		t.Fatalf("after the run of the task due %v and its deletion, the record's tasks are %+v; want its retry", task.Due, left)
+	}
+	return left[0]
 }

@@ -22,7 +22,9 @@
 //     the provider's message id; a transient failure (5xx, 429, a timeout) → retried
 //     through a new deliver task at now + max(Retry-After, backoff), where backoff is
 //     exponential with full jitter (uniform in [0, min(MaxBackoff, Backoff·2^(n-1))]
-//     after the n-th attempt), until Attempts sends, then FAILED; a permanent failure →
+//     after the n-th attempt), and no sooner than a millisecond after the running task's
+//     due time (the new task has its id: in the same millisecond it would be the same
+//     item, deleted as done), until Attempts sends, then FAILED; a permanent failure →
 //     FAILED at once; an unregistered device token → the device is removed from the
 //     user's profile (store.PruneDevice) and the record FAILED.
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/channel/channeltest"
@@ -20,6 +21,7 @@ import (
 	"github.com/inboxgw/gateway/delivery"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 )
@@ -71,13 +73,13 @@ func faultyStore(t *testing.T, f *fixture, trig *opTrigger) *store.Store {
 	})
 	p := store.DefaultRetryPolicy
 	p.BaseDelay, p.MaxDelay = time.Millisecond, 5*time.Millisecond
-	st := store.New(db, f.table, store.WithSweepWorkers(0), store.WithSchedShards(2), store.WithRetryPolicy(p))
+	st := store.New(db, f.table, store.WithSweepWorkers(0), store.WithSchedShards(2), store.WithRetryPolicy(p), store.WithClock(f.clk.Now))
 	t.Cleanup(st.Close)
 	return st
 }
 
-// faultLease is the tests' attempt timeout plus claim margin: a claim left behind
-// expires after it.
+// faultTimeout plus faultMargin is what the tests' claims last: a claim left behind
+// expires when the fixture's clock moved that far.
 const (
 	faultTimeout = 600 * time.Millisecond
 	faultMargin  = 200 * time.Millisecond
@@ -96,8 +98,9 @@ type faultPoint struct {
 	check func(t *testing.T, f *fixture, e *faultEnv, runErr error)
 }
 
-// faultEnv is one case's notification and providers.
+// faultEnv is one case's notification and providers, and the fixture's clock.
 type faultEnv struct {
+	clk     *clockwork.FakeClock
 	id, key string
 	recv    *channeltest.WebhookReceiver
 	push    *fakePush
@@ -120,7 +123,7 @@ func (e *faultEnv) sent() int {
 
 func (e *faultEnv) handler(st delivery.Store) *delivery.Handler {
 	return delivery.NewHandler(st, delivery.Options{Channels: e.chans, Logger: quiet, Backoff: 10 * time.Millisecond,
-		MaxBackoff: 20 * time.Millisecond, Timeout: faultTimeout, ClaimMargin: faultMargin})
+		MaxBackoff: 20 * time.Millisecond, Timeout: faultTimeout, ClaimMargin: faultMargin, Clock: e.clk})
 }
 
 // webhookEnv sends one webhook notification (receiver answering resps, then 200).
@@ -292,7 +295,7 @@ var faultPoints = []faultPoint{
 			if _, out, err := f.st.ClaimDelivery(context.Background(), ref, 100*time.Millisecond); err != nil || out != store.ClaimOK {
 				t.Fatalf("claim: %v %v", out, err)
 			}
-			time.Sleep(150 * time.Millisecond) // the worker that claimed it died
+			f.clk.Advance(150 * time.Millisecond) // the worker that claimed it died
 			return e.first
 		},
 		check: func(t *testing.T, f *fixture, e *faultEnv, _ error) {
@@ -370,7 +373,7 @@ func TestDeliverFaultAtEachCall(t *testing.T) {
 					t.Parallel()
 					f := newFixture(t)
 					ctx := context.Background()
-					e := &faultEnv{}
+					e := &faultEnv{clk: f.clk}
 					task := fp.prepare(t, f, e)
 					trig := &opTrigger{op: fp.op, nth: fp.nth, n: n, fault: fl.f}
 					fst := faultyStore(t, f, trig)
@@ -389,7 +392,7 @@ func TestDeliverFaultAtEachCall(t *testing.T) {
 					err := runErr
 					for i := 0; err != nil && i < 5; i++ {
 						if errors.Is(err, delivery.ErrBusy) {
-							time.Sleep(faultTimeout + faultMargin)
+							f.clk.Advance(faultTimeout + faultMargin)
 						}
 						err = e.handler(f.st).Handle(ctx, task)
 					}
@@ -419,7 +422,7 @@ func mixEnv(t *testing.T, f *fixture, cfg ddbfault.Config) (*store.Store, *dynam
 		o.BaseEndpoint = aws.String(ps.URL)
 		o.Retryer = store.NewSDKRetryer()
 	})
-	st := store.New(db, f.table, store.WithSweepWorkers(0), store.WithSchedShards(2))
+	st := store.New(db, f.table, store.WithSweepWorkers(0), store.WithSchedShards(2), store.WithClock(f.clk.Now))
 	t.Cleanup(st.Close)
 	return st, db, proxy
 }
@@ -453,9 +456,14 @@ func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
 	}
 	fst, db, proxy := mixEnv(t, f, ddbfault.Config{Seed: 11, Throttle: 0.06, Outage: 0.05, LostAnswer: 0.08, Latency: 0.05, LatencySpike: 100 * time.Millisecond})
 	h := delivery.NewHandler(fst, delivery.Options{Channels: delivery.Channels{Webhook: channel.NewWebhook(channel.WebhookConfig{})},
-		Logger: quiet, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Timeout: 2 * time.Second, ClaimMargin: time.Second})
-	s := sched.New(fst, sched.Options{DB: db, Poll: 50 * time.Millisecond, Lease: 3 * time.Second, Logger: quiet,
-		RetryBase: 100 * time.Millisecond, RetryMax: time.Second, MaxAttempts: 50, HandlerTimeout: h.HandlerTimeout()})
+		Logger: quiet, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Timeout: 2 * time.Second, ClaimMargin: time.Second,
+		Clock: f.clk})
+	// On the fixture's clock: passes every 100 ms, leases of 30 s (renewed every 10 s, and
+	// again at once when a fault refused a renewal).
+	const step = 100 * time.Millisecond
+	s := sched.New(fst, sched.Options{DB: db, Poll: step, Lease: 30 * time.Second, Logger: quiet, Clock: f.clk,
+		RetryBase: 100 * time.Millisecond, RetryMax: time.Second, MaxAttempts: 50, HandlerTimeout: h.HandlerTimeout(),
+		CallTimeout: time.Minute})
 	h.Register(s)
 	proxy.SetEnabled(true)
 	sctx, cancel := context.WithCancel(ctx)
@@ -466,9 +474,16 @@ func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
 		<-done
 	}()
 
-	deadline := time.Now().Add(90 * time.Second)
+	// The scheduler's passes and the handlers' runs settle between two steps of the clock
+	// (clocktest.Settle: the fake clock stands still while the engine answers); every
+	// second of the clock, the records still QUEUED are read again.
+	settle := func() {
+		clocktest.Settle(t, f.clk, func() int { return 1 + 2*len(s.Held()) }, func() bool { return s.Stats().Running == 0 })
+	}
+	settle()
+	const rounds = 90 // seconds of the clock
 	var queued []string
-	for {
+	for round := 0; ; round++ {
 		left := queued[:0]
 		if queued == nil {
 			left = nil
@@ -480,15 +495,18 @@ func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
 			}
 		}
 		queued = left
-		if len(queued) == 0 || time.Now().After(deadline) {
+		if len(queued) == 0 || round == rounds {
 			break
 		}
-		time.Sleep(500 * time.Millisecond)
+		for range time.Second / step {
+			f.clk.Advance(step)
+			settle()
+		}
 	}
 	proxy.SetEnabled(false)
 	stats := proxy.Stats()
 	if len(queued) > 0 {
-		t.Errorf("%d records still QUEUED after 90 s (e.g. %s); scheduler %+v", len(queued), queued[0], s.Stats())
+		t.Errorf("%d records still QUEUED after %d s of the clock (e.g. %s); scheduler %+v", len(queued), rounds, queued[0], s.Stats())
 	}
 	got := map[string]int{} // accepted (200) requests by webhook-id
 	reqs := recv.Requests()
@@ -535,7 +553,7 @@ func TestProviderCallbacksUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	sms := &fakePush{provider: channel.ProviderTwilio}
-	h := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{SMS: sms}, Logger: quiet})
+	h := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{SMS: sms}, Logger: quiet, Clock: f.clk})
 	var refs []inbox.DeliveryRef
 	for _, k := range []string{"cb1", "cb2"} {
 		id, task := f.send(t, k, inbox.ChannelSMS, inbox.ChannelSMS)
@@ -563,7 +581,7 @@ func TestProviderCallbacksUnderFaults(t *testing.T) {
 		}
 	}
 	state := func(ref inbox.DeliveryRef) inbox.ChannelStatus { return f.record(t, ref.NotificationID, ref.Key) }
-	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	t0 := f.clk.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	ev := func(ref inbox.DeliveryRef, status string, at time.Time) inbox.ProviderEvent {
 		return inbox.ProviderEvent{Ref: ref, Provider: channel.ProviderTwilio, MessageID: "m1", Status: status, At: at}
 	}
@@ -618,7 +636,7 @@ func TestDeliverLongOutageAfterARefusalIsNotRecordedSent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	e := &faultEnv{}
+	e := &faultEnv{clk: f.clk}
 	webhookEnv(t, f, e, "long", channeltest.WebhookResponse{Status: 503})
 	trig := &opTrigger{op: "TransactWriteItems", nth: 1, n: 1 << 20, fault: ddbfault.Outage}
 	fst := faultyStore(t, f, trig)
@@ -628,7 +646,7 @@ func TestDeliverLongOutageAfterARefusalIsNotRecordedSent(t *testing.T) {
 	trig.proxy.FailNext(0, ddbfault.Outage)
 	err := errors.New("not run")
 	for i := 0; err != nil && i < 5; i++ {
-		time.Sleep(faultTimeout + faultMargin)
+		f.clk.Advance(faultTimeout + faultMargin)
 		err = e.handler(f.st).Handle(ctx, e.first)
 	}
 	if err != nil {

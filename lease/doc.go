@@ -20,5 +20,7 @@
 // Hold runs a function while renewing the lease every third of its duration, and cancels
 // its context when the lease is lost or cannot be renewed before it would expire.
 // Expiry compares the writer's clock with leaseUntil: owners' clocks are assumed to agree
-// to well within a lease duration.
+// to well within a lease duration. The clock is Options.Clock (the real one by default),
+// so tests expire, renew and take over leases by advancing a fake clock, never by
+// waiting.
 package lease

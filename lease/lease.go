@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/store"
 )
@@ -48,8 +49,10 @@ type Options struct {
 	// every acquisition and renewal, so DynamoDB removes the item of an owner that never
 	// comes back (membership leases). Leave it zero on items that carry checkpoints.
 	ExpireAfter time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock tells the time written to leaseUntil and compared with it, and times the
+	// waits of Acquire and Hold (default the real clock). Tests pass a
+	// clockwork.FakeClock and advance it to expire and renew leases.
+	Clock clockwork.Clock
 }
 
 // Lease is one lease item as seen by one owner. It is safe for concurrent use.
@@ -70,8 +73,8 @@ func New(db API, table string, key map[string]types.AttributeValue, o Options) *
 	if o.EntityType == "" {
 		o.EntityType = "Lease"
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
 	}
 	return &Lease{db: db, table: table, key: key, o: o}
 }
@@ -95,7 +98,7 @@ func (l *Lease) Until() time.Time {
 }
 
 // Held reports whether we hold the lease and it has not expired by our clock.
-func (l *Lease) Held() bool { return l.until.Load() > l.o.Now().UnixMilli() }
+func (l *Lease) Held() bool { return l.until.Load() > l.o.Clock.Now().UnixMilli() }
 
 // State is a lease item as read or written.
 type State struct {
@@ -144,7 +147,7 @@ func decode(item map[string]types.AttributeValue) State {
 // ours (which renews it). When another owner holds it, it returns that holder's State
 // with Held false and a nil error. An error means the outcome is unknown.
 func (l *Lease) TryAcquire(ctx context.Context) (State, error) {
-	now := l.o.Now()
+	now := l.o.Clock.Now()
 	until := now.Add(l.o.Duration)
 	set := "SET #owner = :me, #until = :until, #et = :et"
 	names := map[string]string{"#pk": store.PartitionKeyAttr, "#until": AttrLeaseUntil, "#owner": AttrOwner, "#et": AttrEntityType}
@@ -193,16 +196,16 @@ func (l *Lease) Acquire(ctx context.Context, onErr func(error)) (State, error) {
 		case s.Held:
 			return s, nil
 		default:
-			if d := s.Until.Sub(l.o.Now()) + 50*time.Millisecond; d > 0 && d < wait {
+			if d := s.Until.Sub(l.o.Clock.Now()) + 50*time.Millisecond; d > 0 && d < wait {
 				wait = d
 			}
 		}
-		t := time.NewTimer(wait)
+		t := l.o.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return State{}, ctx.Err()
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }
@@ -217,7 +220,7 @@ func (l *Lease) heldCondition(now time.Time) (string, map[string]string, map[str
 // Renew extends our lease to now + Duration; ErrLost when it is not ours any more (or
 // expired).
 func (l *Lease) Renew(ctx context.Context) error {
-	now := l.o.Now()
+	now := l.o.Clock.Now()
 	until := now.Add(l.o.Duration)
 	cond, names, values := l.heldCondition(now)
 	set := "SET #until = :until"
@@ -268,7 +271,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // unexpired. A cancellation with reason ConditionalCheckFailed on this action means the
 // lease was lost (see IsLost).
 func (l *Lease) Condition() *types.ConditionCheck {
-	cond, names, values := l.heldCondition(l.o.Now())
+	cond, names, values := l.heldCondition(l.o.Clock.Now())
 	return &types.ConditionCheck{
 		TableName:                 aws.String(l.table),
 		Key:                       copyKey(l.key),
@@ -293,7 +296,7 @@ func (l *Lease) SetAttributes(ctx context.Context, attrs map[string]types.Attrib
 	if len(attrs) == 0 {
 		return nil
 	}
-	cond, names, values := l.heldCondition(l.o.Now())
+	cond, names, values := l.heldCondition(l.o.Clock.Now())
 	set := ""
 	i := 0
 	for n, v := range attrs {
@@ -342,21 +345,25 @@ func (l *Lease) SetAttributes(ctx context.Context, attrs map[string]types.Attrib
 func (l *Lease) Hold(ctx context.Context, onErr func(error), fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	period := l.o.Duration / 3
+	// The timer is armed before the goroutine starts, so that a fake clock advanced at
+	// once already finds the renewal waiting.
+	t := l.o.Clock.NewTimer(period)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(l.o.Duration / 3)
 		defer t.Stop()
 		margin := l.o.Duration / 6
 		for {
+			var tick time.Time
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case tick = <-t.Chan():
 			}
 			for {
-				left := time.Duration(l.until.Load()-l.o.Now().UnixMilli())*time.Millisecond - margin
+				left := time.Duration(l.until.Load()-l.o.Clock.Now().UnixMilli())*time.Millisecond - margin
 				final := left <= 0
 				if final {
 					// Past our own margin: one last try, which also tells a lease
@@ -379,16 +386,20 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error), fn func(ctx context
 				if onErr != nil {
 					onErr(err)
 				}
-				if final || l.o.Now().Add(margin).UnixMilli() >= l.until.Load() {
+				if final || l.o.Clock.Now().Add(margin).UnixMilli() >= l.until.Load() {
 					cancel(fmt.Errorf("lease not renewed in time: %w", err))
 					return
 				}
+				t.Reset(l.o.Duration / 30)
 				select {
 				case <-ctx.Done():
 					return
-				case <-time.After(l.o.Duration / 30):
+				case <-t.Chan():
 				}
 			}
+			// The next renewal a period after this one was due, as a ticker would have it
+			// (at once when the renewals took longer than that).
+			t.Reset(period - l.o.Clock.Since(tick))
 		}
 	}()
 	err := fn(ctx)

@@ -3,7 +3,6 @@ package lease_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,14 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/lease"
 	"github.com/inboxgw/gateway/store"
 )
-
-type clock struct{ off atomic.Int64 }
-
-func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *clock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 func setup(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
@@ -44,10 +39,10 @@ func TestAcquireRenewTakeoverRelease(t *testing.T) {
 	t.Parallel()
 	db, table := setup(t)
 	ctx := context.Background()
-	clk := &clock{}
+	clk := clocktest.New()
 	key := store.SchedShardLeaseKey(3)
-	a := lease.New(db, table, key, lease.Options{Owner: "a", Duration: 10 * time.Second, Now: clk.now})
-	b := lease.New(db, table, key, lease.Options{Owner: "b", Duration: 10 * time.Second, Now: clk.now})
+	a := lease.New(db, table, key, lease.Options{Owner: "a", Duration: 10 * time.Second, Clock: clk})
+	b := lease.New(db, table, key, lease.Options{Owner: "b", Duration: 10 * time.Second, Clock: clk})
 
 	st, err := a.TryAcquire(ctx)
 	if err != nil || !st.Held || st.Owner != "a" || !a.Held() {
@@ -57,7 +52,7 @@ func TestAcquireRenewTakeoverRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err = b.TryAcquire(ctx)
-	if err != nil || st.Held || st.Owner != "a" || !st.Live(clk.now()) || b.Held() {
+	if err != nil || st.Held || st.Owner != "a" || !st.Live(clk.Now()) || b.Held() {
 		t.Fatalf("b while a holds it: %+v %v", st, err)
 	}
 	if err := b.Renew(ctx); !errors.Is(err, lease.ErrLost) {
@@ -74,7 +69,7 @@ func TestAcquireRenewTakeoverRelease(t *testing.T) {
 	}
 
 	// a stops renewing; after its expiry b takes over, and the checkpoint comes with it.
-	clk.advance(11 * time.Second)
+	clk.Advance(11 * time.Second)
 	st, err = b.TryAcquire(ctx)
 	if err != nil || !st.Held || st.Owner != "b" || num(st.Item, "checkpoint") != "42" {
 		t.Fatalf("b after a's expiry: %+v %v", st, err)
@@ -122,66 +117,102 @@ func TestAcquireRenewTakeoverRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := all["SHARD#3"]; got.Owner != "a" || !got.Live(clk.now()) {
+	if got := all["SHARD#3"]; got.Owner != "a" || !got.Live(clk.Now()) {
 		t.Errorf("List: %+v", all)
 	}
 }
 
+// TestHoldRenewsAndStopsWhenLost drives Hold and Acquire with a fake clock: Hold renews
+// every third of the duration, so the lease outlives several durations; a takeover ends
+// Hold with ErrLost at its next renewal; Acquire waits out the holder's expiry. The clock
+// moves only between renewals (clocktest.Settle: the renewal goroutine is back on its
+// timer), so the engine's speed changes nothing but the test's run time.
 func TestHoldRenewsAndStopsWhenLost(t *testing.T) {
 	t.Parallel()
 	db, table := setup(t)
 	ctx := context.Background()
+	clk := clocktest.New()
 	key := store.LeaseKey("test-worker")
-	// Long enough that a loaded engine (a -race run beside other packages) answers a
-	// renewal well within it.
-	const d = 3 * time.Second
-	a := lease.New(db, table, key, lease.Options{Owner: "a", Duration: d})
+	const d = 30 * time.Second
+	a := lease.New(db, table, key, lease.Options{Owner: "a", Duration: d, Clock: clk})
+	b := lease.New(db, table, key, lease.Options{Owner: "b", Duration: d, Clock: clk})
 	if _, err := a.Acquire(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Held through several durations by the renewals.
-	err := a.Hold(ctx, nil, func(ctx context.Context) error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * d):
-			return nil
-		}
-	})
-	if err != nil {
-		t.Fatalf("hold: %v", err)
+	// parked: the one goroutine of Hold (its renewals) or Acquire waits on the clock.
+	parked := func() { clocktest.Settle(t, clk, func() int { return 1 }, nil) }
+	// hold runs a.Hold until its function is told to return (end) or its context ends; the
+	// result arrives on the returned channel.
+	hold := func() (end chan struct{}, res chan error) {
+		end, res = make(chan struct{}), make(chan error, 1)
+		go func() {
+			res <- a.Hold(ctx, nil, func(ctx context.Context) error {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-end:
+					return nil
+				}
+			})
+		}()
+		return end, res
 	}
-	b := lease.New(db, table, key, lease.Options{Owner: "b", Duration: d})
-	if st, err := b.TryAcquire(ctx); err != nil || st.Held {
-		t.Fatalf("b took a lease a renewed: %+v %v", st, err)
+
+	// Held through three durations by the renewals: b finds it live at every step.
+	end, res := hold()
+	for step := range 9 {
+		parked()
+		clk.Advance(d / 3)
+		parked()
+		if st, err := b.TryAcquire(ctx); err != nil || st.Held || st.Owner != "a" {
+			t.Fatalf("after %v of holding, b: %+v %v", time.Duration(step+1)*d/3, st, err)
+		}
+		if !a.Held() || a.Until().Before(clk.Now().Add(d/2)) {
+			t.Fatalf("after %v of holding, a's lease ends %v (now %v)", time.Duration(step+1)*d/3, a.Until(), clk.Now())
+		}
+	}
+	close(end)
+	if err := <-res; err != nil {
+		t.Fatalf("hold: %v", err)
 	}
 
 	// Someone else takes the lease over (a release by a's owner name elsewhere, then b):
-	// a's Hold ends with ErrLost within a renewal period.
-	if err := lease.New(db, table, key, lease.Options{Owner: "a"}).Release(ctx); err != nil {
+	// a's Hold ends with ErrLost at its next renewal, a third of the duration on.
+	if err := lease.New(db, table, key, lease.Options{Owner: "a", Clock: clk}).Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := b.TryAcquire(ctx); err != nil || !st.Held {
 		t.Fatalf("b after the release: %+v %v", st, err)
 	}
-	start := time.Now()
-	err = a.Hold(ctx, nil, func(ctx context.Context) error {
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	if !errors.Is(err, lease.ErrLost) {
+	taken := clk.Now()
+	_, res = hold()
+	parked()
+	clk.Advance(d / 3)
+	if err := <-res; !errors.Is(err, lease.ErrLost) {
 		t.Errorf("hold after a takeover: %v", err)
 	}
-	if took := time.Since(start); took > d {
-		t.Errorf("the loss was noticed after %v", took)
-	}
 
-	// Acquire waits for b's expiry when b stops renewing.
-	start = time.Now()
-	if _, err := a.Acquire(ctx, nil); err != nil {
+	// Acquire waits for b's expiry when b stops renewing: not a moment before it.
+	got := make(chan error, 1)
+	go func() {
+		_, err := a.Acquire(ctx, nil)
+		got <- err
+	}()
+	for clk.Now().Before(taken.Add(d)) {
+		parked()
+		select {
+		case err := <-got:
+			t.Fatalf("a acquired at %v, before b's lease (taken at %v) expired: %v", clk.Now(), taken, err)
+		default:
+		}
+		clk.Advance(d / 6)
+	}
+	parked()
+	clk.Advance(d / 3)
+	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 2*d {
-		t.Errorf("acquire after b's expiry took %v", took)
+	if !a.Held() || a.Until().Before(taken.Add(d)) {
+		t.Errorf("a after b's expiry: held %v until %v", a.Held(), a.Until())
 	}
 }

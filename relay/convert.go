@@ -1,11 +1,13 @@
 package relay
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
@@ -13,51 +15,19 @@ import (
 	"github.com/inboxgw/gateway/store"
 )
 
-// convertMap converts a stream image to the DynamoDB attribute values the store decodes
-// (the two SDK packages have identical but distinct types).
-func convertMap(m map[string]types.AttributeValue) map[string]ddbtypes.AttributeValue {
+// image converts a stream image to the DynamoDB attribute values the store decodes (the
+// two SDK packages have identical but distinct types) with the SDK's own converter; an
+// absent image (an INSERT's old one, a REMOVE's new one) stays nil. A value of a type the
+// SDK does not know is an error: the record is logged as undecodable and skipped.
+func image(m map[string]types.AttributeValue) (map[string]ddbtypes.AttributeValue, error) {
 	if m == nil {
-		return nil
+		return nil, nil
 	}
-	out := make(map[string]ddbtypes.AttributeValue, len(m))
-	for k, v := range m {
-		if c := convert(v); c != nil {
-			out[k] = c
-		}
+	img, err := attributevalue.FromDynamoDBStreamsMap(m)
+	if err != nil {
+		return nil, fmt.Errorf("stream image: %w", err)
 	}
-	return out
-}
-
-func convert(v types.AttributeValue) ddbtypes.AttributeValue {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return &ddbtypes.AttributeValueMemberS{Value: v.Value}
-	case *types.AttributeValueMemberN:
-		return &ddbtypes.AttributeValueMemberN{Value: v.Value}
-	case *types.AttributeValueMemberB:
-		return &ddbtypes.AttributeValueMemberB{Value: v.Value}
-	case *types.AttributeValueMemberBOOL:
-		return &ddbtypes.AttributeValueMemberBOOL{Value: v.Value}
-	case *types.AttributeValueMemberNULL:
-		return &ddbtypes.AttributeValueMemberNULL{Value: v.Value}
-	case *types.AttributeValueMemberSS:
-		return &ddbtypes.AttributeValueMemberSS{Value: v.Value}
-	case *types.AttributeValueMemberNS:
-		return &ddbtypes.AttributeValueMemberNS{Value: v.Value}
-	case *types.AttributeValueMemberBS:
-		return &ddbtypes.AttributeValueMemberBS{Value: v.Value}
-	case *types.AttributeValueMemberM:
-		return &ddbtypes.AttributeValueMemberM{Value: convertMap(v.Value)}
-	case *types.AttributeValueMemberL:
-		l := make([]ddbtypes.AttributeValue, 0, len(v.Value))
-		for _, e := range v.Value {
-			if c := convert(e); c != nil {
-				l = append(l, c)
-			}
-		}
-		return &ddbtypes.AttributeValueMemberL{Value: l}
-	}
-	return nil
+	return img, nil
 }
 
 // Attributes of the store's items that the relay reads to name what a write did. They are
@@ -101,7 +71,14 @@ func recordChange(rec *types.Record) (inbox.Change, bool, error) {
 	if rec.Dynamodb == nil {
 		return inbox.Change{}, false, nil
 	}
-	oldImg, newImg := convertMap(rec.Dynamodb.OldImage), convertMap(rec.Dynamodb.NewImage)
+	oldImg, err := image(rec.Dynamodb.OldImage)
+	if err != nil {
+		return inbox.Change{}, false, err
+	}
+	newImg, err := image(rec.Dynamodb.NewImage)
+	if err != nil {
+		return inbox.Change{}, false, err
+	}
 	switch rec.EventName {
 	case types.OperationTypeRemove:
 		// The store decodes the removed item as the item it was.

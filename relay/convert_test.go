@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/inboxgw/gateway/inbox"
@@ -108,5 +109,49 @@ func TestRecordChangeKinds(t *testing.T) {
 				t.Fatalf("notification %+v for kind %s", c.Notification, c.Kind)
 			}
 		})
+	}
+}
+
+// TestImageConvertsEveryType: a stream image of every attribute type, nested maps and
+// lists included, becomes the same image in the dynamodb package's types (what the store
+// decodes); an absent image stays absent; a value of a type the SDK does not know makes
+// the record undecodable (an error the relay logs) rather than an image missing that
+// attribute.
+func TestImageConvertsEveryType(t *testing.T) {
+	in := map[string]types.AttributeValue{
+		"s": s("text"), "n": n("42"), "b": &types.AttributeValueMemberB{Value: []byte{1, 2}},
+		"bool": &types.AttributeValueMemberBOOL{Value: true}, "null": &types.AttributeValueMemberNULL{Value: true},
+		"ss": &types.AttributeValueMemberSS{Value: []string{"a", "b"}}, "ns": &types.AttributeValueMemberNS{Value: []string{"1", "2"}},
+		"bs": &types.AttributeValueMemberBS{Value: [][]byte{{3}, {4}}},
+		"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{s("x"), n("1"),
+				&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"deep": &types.AttributeValueMemberBOOL{}}}}},
+		}},
+	}
+	want := map[string]ddbtypes.AttributeValue{
+		"s": &ddbtypes.AttributeValueMemberS{Value: "text"}, "n": &ddbtypes.AttributeValueMemberN{Value: "42"},
+		"b": &ddbtypes.AttributeValueMemberB{Value: []byte{1, 2}}, "bool": &ddbtypes.AttributeValueMemberBOOL{Value: true},
+		"null": &ddbtypes.AttributeValueMemberNULL{Value: true}, "ss": &ddbtypes.AttributeValueMemberSS{Value: []string{"a", "b"}},
+		"ns": &ddbtypes.AttributeValueMemberNS{Value: []string{"1", "2"}}, "bs": &ddbtypes.AttributeValueMemberBS{Value: [][]byte{{3}, {4}}},
+		"m": &ddbtypes.AttributeValueMemberM{Value: map[string]ddbtypes.AttributeValue{
+			"l": &ddbtypes.AttributeValueMemberL{Value: []ddbtypes.AttributeValue{&ddbtypes.AttributeValueMemberS{Value: "x"},
+				&ddbtypes.AttributeValueMemberN{Value: "1"},
+				&ddbtypes.AttributeValueMemberM{Value: map[string]ddbtypes.AttributeValue{"deep": &ddbtypes.AttributeValueMemberBOOL{}}}}},
+		}},
+	}
+	got, err := image(in)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("image = %#v, %v; want %#v", got, err, want)
+	}
+	if got, err := image(nil); got != nil || err != nil {
+		t.Fatalf("image(nil) = %#v, %v; want nil", got, err)
+	}
+
+	unknown := notif(map[string]types.AttributeValue{"future": &types.UnknownUnionMember{Tag: "X"}})
+	if _, err := image(unknown); err == nil {
+		t.Fatal("an image with a value of an unknown type converted")
+	}
+	if _, ok, err := recordChange(&types.Record{EventName: "INSERT", Dynamodb: &types.StreamRecord{NewImage: unknown}}); err == nil || ok {
+		t.Fatalf("a record with a value of an unknown type: ok %v, err %v; want an error", ok, err)
 	}
 }

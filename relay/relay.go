@@ -35,6 +35,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/smithy-go"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/lease"
@@ -77,8 +78,10 @@ type Options struct {
 	// a shard ends).
 	Discover time.Duration
 	Logger   *slog.Logger
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock tells the time of the lease, the checkpoints and the relaying's start, and
+	// times every pause of the relay (default the real clock). Tests pass a
+	// clockwork.FakeClock and advance it.
+	Clock clockwork.Clock
 }
 
 // Relay reads the table's stream and publishes its changes; see the package doc.
@@ -92,16 +95,17 @@ type Relay struct {
 	maxPoll  time.Duration
 	discover time.Duration
 	log      *slog.Logger
-	now      func() time.Time
+	clock    clockwork.Clock
 
 	lease     *lease.Lease
 	published atomic.Int64
+	readers   atomic.Int64 // shard readers running
 }
 
 // New returns a relay; Run starts it.
 func New(o Options) *Relay {
 	r := &Relay{db: o.DB, streams: o.Streams, table: o.Table, pub: o.Publisher, owner: o.Owner,
-		leaseDur: o.Lease, maxPoll: o.MaxPoll, discover: o.Discover, log: o.Logger, now: o.Now}
+		leaseDur: o.Lease, maxPoll: o.MaxPoll, discover: o.Discover, log: o.Logger, clock: o.Clock}
 	if r.owner == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
@@ -120,11 +124,11 @@ func New(o Options) *Relay {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
-	if r.now == nil {
-		r.now = time.Now
+	if r.clock == nil {
+		r.clock = clockwork.NewRealClock()
 	}
 	r.log = r.log.With("relay", r.owner)
-	r.lease = lease.New(r.db, r.table, store.RelayLeaseKey(), lease.Options{Owner: r.owner, Duration: r.leaseDur, EntityType: entityLease, Now: r.now})
+	r.lease = lease.New(r.db, r.table, store.RelayLeaseKey(), lease.Options{Owner: r.owner, Duration: r.leaseDur, EntityType: entityLease, Clock: r.clock})
 	return r
 }
 
@@ -162,10 +166,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		if rerr := r.Release(context.WithoutCancel(ctx)); rerr != nil {
 			r.log.Warn("relay: release lease", "err", rerr)
 		}
-		select {
-		case <-ctx.Done():
+		if !r.pause(ctx, r.leaseDur) {
 			return nil
-		case <-time.After(r.leaseDur):
 		}
 	}
 }
@@ -203,14 +205,12 @@ func (r *Relay) acquire(ctx context.Context) error {
 				r.log.Info("relay: lease held by another relay; standing by", "holder", st.Owner, "until", st.Until)
 				logged = st.Owner
 			}
-			if d := time.Until(st.Until) + 50*time.Millisecond; d > 0 && d < wait {
+			if d := r.clock.Until(st.Until) + 50*time.Millisecond; d > 0 && d < wait {
 				wait = d
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if !r.pause(ctx, wait) {
 			return ctx.Err()
-		case <-time.After(wait):
 		}
 	}
 }
@@ -262,8 +262,9 @@ func (r *Relay) read(ctx context.Context) error {
 	started := make(map[string]time.Time)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	tick := time.NewTicker(r.discover)
+	tick := r.clock.NewTimer(r.discover)
 	defer tick.Stop()
+	var ticked time.Time // when the discovery timer fired; zero while it is armed
 	for {
 		shards, err := r.describeShards(ctx, arn)
 		if err != nil {
@@ -279,18 +280,20 @@ func (r *Relay) read(ctx context.Context) error {
 		}
 		for _, s := range shards {
 			id := aws.ToString(s.ShardId)
-			if running[id] || states[id].done || r.now().Before(retryAt[id]) {
+			if running[id] || states[id].done || r.clock.Now().Before(retryAt[id]) {
 				continue
 			}
 			if p := aws.ToString(s.ParentShardId); p != "" && present[p] && !states[p].done {
 				continue // parent first
 			}
 			running[id] = true
-			started[id] = r.now()
+			started[id] = r.clock.Now()
 			st := states[id]
 			wg.Add(1)
+			r.readers.Add(1)
 			go func() {
 				defer wg.Done()
+				defer r.readers.Add(-1)
 				err := r.readShard(ctx, arn, id, st.seq, since)
 				select {
 				case results <- result{id, err}:
@@ -298,10 +301,15 @@ func (r *Relay) read(ctx context.Context) error {
 				}
 			}()
 		}
+		if !ticked.IsZero() {
+			// The next discovery a period after this one was due, as a ticker would.
+			tick.Reset(r.discover - r.clock.Since(ticked))
+			ticked = time.Time{}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case ticked = <-tick.Chan():
 		case res := <-results:
 			delete(running, res.shard)
 			switch {
@@ -310,7 +318,7 @@ func (r *Relay) read(ctx context.Context) error {
 			case errors.Is(res.err, errLeaseLost):
 				return res.err
 			case ctx.Err() == nil:
-				if r.now().Sub(started[res.shard]) >= shardHealthy {
+				if r.clock.Since(started[res.shard]) >= shardHealthy {
 					failures[res.shard] = 0 // it worked for a while: a new run of failures
 				}
 				failures[res.shard]++
@@ -319,7 +327,7 @@ func (r *Relay) read(ctx context.Context) error {
 					return fmt.Errorf("relay: shard %s failed %d times in a row: %w", res.shard, n, res.err)
 				}
 				delay := min(shardRetryBase<<(n-1), shardRetryMax)
-				retryAt[res.shard] = r.now().Add(delay)
+				retryAt[res.shard] = r.clock.Now().Add(delay)
 				r.log.Warn("relay: shard reader stopped; retrying", "shard", res.shard, "in", delay, "err", res.err)
 				// Its checkpoint is in the table; reload it before the retry.
 				if fresh, err := r.loadCheckpoints(ctx, arn); err == nil {
@@ -351,7 +359,7 @@ func (r *Relay) describeShards(ctx context.Context, arn string) ([]types.Shard, 
 // records older than that (less creationSlack) are skipped, so the first start does not
 // replay the stream's 24 hours of history to live subscribers.
 func (r *Relay) startTime(ctx context.Context, arn string) (time.Time, error) {
-	now := r.now()
+	now := r.clock.Now()
 	item := store.RelayStateKey(arn)
 	item[attrEntityType] = &ddbtypes.AttributeValueMemberS{Value: "RelayState"}
 	item["since"] = ms(now)
@@ -428,7 +436,7 @@ func (r *Relay) checkpoint(ctx context.Context, arn, shard, seq string, done boo
 	}
 	item["done"] = &ddbtypes.AttributeValueMemberBOOL{Value: done}
 	item["by"] = &ddbtypes.AttributeValueMemberS{Value: r.owner}
-	item["at"] = ms(r.now())
+	item["at"] = ms(r.clock.Now())
 	_, err := r.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
 		{ConditionCheck: r.lease.Condition()},
 		{Put: &ddbtypes.Put{TableName: aws.String(r.table), Item: item}},
@@ -474,15 +482,11 @@ func (r *Relay) readShard(ctx context.Context, arn, shard, seq string, since tim
 		return err
 	}
 	pause := time.Duration(0)
-	saved, savedAt := seq, r.now()
+	saved, savedAt := seq, r.clock.Now()
 	failed := 0 // GetRecords failures in a row
 	for {
-		if pause > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(pause):
-			}
+		if pause > 0 && !r.pause(ctx, pause) {
+			return ctx.Err()
 		}
 		out, err := r.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(1000)})
 		if err != nil {
@@ -545,11 +549,11 @@ func (r *Relay) readShard(ctx context.Context, arn, shard, seq string, since tim
 			r.published.Add(1)
 		}
 		closed := out.NextShardIterator == nil
-		if seq != saved && (relevant || closed || r.now().Sub(savedAt) >= idleCheckpoint) || closed {
+		if seq != saved && (relevant || closed || r.clock.Since(savedAt) >= idleCheckpoint) || closed {
 			if err := r.checkpoint(ctx, arn, shard, seq, closed); err != nil {
 				return err
 			}
-			saved, savedAt = seq, r.now()
+			saved, savedAt = seq, r.clock.Now()
 		}
 		if closed {
 			r.log.Info("relay: shard read to its end", "shard", shard)
@@ -580,4 +584,16 @@ func (r *Relay) iterator(ctx context.Context, arn, shard, seq string) (string, e
 		return "", fmt.Errorf("relay: shard iterator %s: %w", shard, err)
 	}
 	return aws.ToString(out.ShardIterator), nil
+}
+
+// pause waits d on the relay's clock; false when ctx ended first.
+func (r *Relay) pause(ctx context.Context, d time.Duration) bool {
+	t := r.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.Chan():
+		return true
+	}
 }

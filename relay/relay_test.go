@@ -17,14 +17,24 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/jonboulle/clockwork"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/live/redistest"
 	"github.com/inboxgw/gateway/relay"
 	"github.com/inboxgw/gateway/store"
+)
+
+// The tests' relay settings, on the fake clock: an idle shard is read at least every
+// maxPoll, so one step of maxPoll reads every shard once more.
+const (
+	leaseTime = 30 * time.Second
+	maxPoll   = time.Second
+	discover  = 5 * time.Second
 )
 
 type env struct {
@@ -33,6 +43,7 @@ type env struct {
 	table   string
 	broker  *live.Local
 	log     *slog.Logger
+	clk     *clockwork.FakeClock
 }
 
 func setup(t *testing.T) *env {
@@ -53,18 +64,50 @@ func setup(t *testing.T) *env {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return &env{db: db, streams: streams, table: table, broker: live.NewLocal(), log: log}
+	return &env{db: db, streams: streams, table: table, broker: live.NewLocal(), log: log, clk: clocktest.New()}
 }
+
+// options are a relay's options on e's table, clock and test settings.
+func (e *env) options(owner string, pub inbox.Publisher) relay.Options {
+	return relay.Options{DB: e.db, Streams: e.streams, Table: e.table, Publisher: pub, Owner: owner,
+		Lease: leaseTime, MaxPoll: maxPoll, Discover: discover, Logger: e.log, Clock: e.clk}
+}
+
+// settle waits until the relays rs are back on their timers: a holder's renewals,
+// discovery and each shard reader's pause; a standby's next try for the lease.
+func (e *env) settle(t *testing.T, rs ...*relay.Relay) {
+	t.Helper()
+	clocktest.Settle(t, e.clk, func() int {
+		n := 0
+		for _, r := range rs {
+			if relay.Holding(r) {
+				n += 2 + relay.Readers(r)
+			} else {
+				n++
+			}
+		}
+		return n
+	}, nil)
+}
+
+// until advances the clock by step, settling rs after each, until cond holds (at most
+// steps times).
+func (e *env) until(t *testing.T, step time.Duration, steps int, cond func() bool, rs ...*relay.Relay) {
+	t.Helper()
+	clocktest.Until(t, e.clk, step, steps, func() { e.settle(t, rs...) }, cond)
+}
+
+// published reports whether r published at least n changes.
+func published(r *relay.Relay, n int64) func() bool { return func() bool { return r.Published() >= n } }
 
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 // start runs a relay until the returned cancel (which does not release its lease: a crash).
-func (e *env) start(t *testing.T, owner string, lease time.Duration) (*relay.Relay, context.CancelFunc) {
+func (e *env) start(t *testing.T, owner string) (*relay.Relay, context.CancelFunc) {
 	t.Helper()
-	r := relay.New(relay.Options{DB: e.db, Streams: e.streams, Table: e.table, Publisher: e.broker, Owner: owner,
-		Lease: lease, MaxPoll: 100 * time.Millisecond, Discover: 500 * time.Millisecond, Logger: e.log})
+	r := relay.New(e.options(owner, e.broker))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -116,9 +159,11 @@ func (e *env) outsideWrite(t *testing.T, v inbox.Viewer, count int) (string, int
 	return id, ver
 }
 
-// expect waits for notification id and badge version ver (count) on sub.
-func expect(t *testing.T, sub *live.Subscription, id string, ver int64, count int, within time.Duration) {
+// expect waits for notification id and badge version ver (count) on sub, once the relay
+// published them (the wait is the broker's delivery, not the relay's reading).
+func expect(t *testing.T, sub *live.Subscription, id string, ver int64, count int) {
 	t.Helper()
+	within := clocktest.Within
 	deadline := time.After(within)
 	gotN, gotB := false, false
 	for !gotN || !gotB {
@@ -148,51 +193,62 @@ func TestRelayOutsideWriteReachesSubscriber(t *testing.T) {
 	v := inbox.Viewer{TenantID: "acme", UserID: "dora"}
 	sub := e.broker.Subscribe(v)
 	defer sub.Close()
-	r, _ := e.start(t, "relay-a", 3*time.Second)
-	time.Sleep(500 * time.Millisecond) // let it take the lease and open the shards
+	r, _ := e.start(t, "relay-a")
+	e.settle(t, r) // it holds the lease and reads the shards
+	if !relay.Holding(r) {
+		t.Fatal("a lone relay does not hold the lease")
+	}
 	for i := 1; i <= 3; i++ {
-		start := time.Now()
+		start := e.clk.Now()
 		id, ver := e.outsideWrite(t, v, i)
-		expect(t, sub, id, ver, i, 5*time.Second)
-		t.Logf("outside write %d reached the subscriber in %v", i, time.Since(start))
+		// Each write is a notification and a META change: two changes published.
+		e.until(t, maxPoll, 30, published(r, int64(2*i)), r)
+		expect(t, sub, id, ver, i)
+		t.Logf("outside write %d was published %v (on the relay's clock) after it was made", i, e.clk.Now().Sub(start))
 	}
-	// The relay counts a change after its Publish returned, and the subscriber may see it
-	// first: wait briefly for the count.
-	for deadline := time.Now().Add(2 * time.Second); r.Published() < 6 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if r.Published() < 6 {
-		t.Fatalf("published %d changes, want >= 6", r.Published())
+	if n := r.Published(); n != 6 {
+		t.Fatalf("published %d changes, want 6", n)
 	}
 }
 
 func TestRelayTakeoverLosesNothing(t *testing.T) {
 	e := setup(t)
-	const lease = 2 * time.Second
 	v := inbox.Viewer{TenantID: "acme", UserID: "erin"}
 	sub := e.broker.Subscribe(v)
 	defer sub.Close()
-	_, killA := e.start(t, "relay-a", lease)
-	time.Sleep(500 * time.Millisecond)
+	a, killA := e.start(t, "relay-a")
+	e.settle(t, a)
 	id, ver := e.outsideWrite(t, v, 1)
-	expect(t, sub, id, ver, 1, 5*time.Second)
+	e.until(t, maxPoll, 30, published(a, 2), a)
+	expect(t, sub, id, ver, 1)
 
-	// B stands by while A holds the lease.
-	b, _ := e.start(t, "relay-b", lease)
-	time.Sleep(lease)
-	if b.Published() != 0 {
-		t.Fatalf("standby relay published %d changes", b.Published())
+	// B stands by for a whole lease time while A holds the lease and renews it.
+	b, _ := e.start(t, "relay-b")
+	e.settle(t, a, b)
+	for range 3 {
+		e.clk.Advance(leaseTime / 3)
+		e.settle(t, a, b)
+	}
+	if b.Published() != 0 || relay.Holding(b) || !relay.Holding(a) {
+		t.Fatalf("after a lease time: A holds %v, B holds %v and published %d changes", relay.Holding(a), relay.Holding(b), b.Published())
 	}
 
-	// A crashes (no release); writes made meanwhile must arrive through B within the lease.
+	// A crashes (no release); writes made meanwhile must arrive through B once A's lease
+	// (renewed at the last step) expired.
 	killA()
-	killed := time.Now()
+	killed := e.clk.Now()
 	var ids []string
 	for i := 2; i <= 4; i++ {
 		id, ver = e.outsideWrite(t, v, i)
 		ids = append(ids, id)
 	}
-	deadline := time.After(lease + 10*time.Second)
+	e.until(t, maxPoll, int(leaseTime/maxPoll)+10, published(b, 6), b)
+	took := e.clk.Now().Sub(killed)
+	t.Logf("B published the writes %v after A crashed (lease %v)", took, leaseTime)
+	if took < leaseTime || took > leaseTime+10*maxPoll {
+		t.Errorf("B took over %v after the crash; A's lease (%v) ended then", took, leaseTime)
+	}
+	deadline := time.After(clocktest.Within)
 	seen := map[string]bool{}
 	for len(seen) < len(ids) || sub.Latest().Version < ver {
 		select {
@@ -203,13 +259,6 @@ func TestRelayTakeoverLosesNothing(t *testing.T) {
 			t.Fatalf("after takeover: seen %v of %v, latest %+v (want version %d)", seen, ids, sub.Latest(), ver)
 		}
 	}
-	took := time.Since(killed)
-	t.Logf("takeover delivered everything %v after the crash (lease %v)", took, lease)
-	// The bound leaves room for DynamoDB Local on a loaded 2-CPU machine (make test runs
-	// four packages at once); a takeover that never happens, or only on a retry, still fails.
-	if took > lease+6*time.Second {
-		t.Fatalf("takeover took %v, lease is %v", took, lease)
-	}
 	if c := sub.Latest(); c.UnreadCount != 4 {
 		t.Fatalf("badge %+v, want 4", c)
 	}
@@ -218,8 +267,12 @@ func TestRelayTakeoverLosesNothing(t *testing.T) {
 			t.Fatalf("notification %s lost", id)
 		}
 	}
-	// B resumed after A's last checkpoint: it replayed nothing A had published.
-	time.Sleep(500 * time.Millisecond)
+	// B resumed after A's last checkpoint: it replayed nothing A had published, also
+	// after reading on for a while.
+	for range 3 {
+		e.clk.Advance(maxPoll)
+		e.settle(t, b)
+	}
 	if n := b.Published(); n != 6 {
 		t.Fatalf("relay B published %d changes, want the 6 written after A's last batch", n)
 	}
@@ -245,8 +298,7 @@ func TestRelayThroughRedis(t *testing.T) {
 	sub := gateway.Subscribe(v)
 	defer sub.Close()
 
-	r := relay.New(relay.Options{DB: e.db, Streams: e.streams, Table: e.table, Publisher: relayBroker,
-		Lease: 3 * time.Second, MaxPoll: 100 * time.Millisecond, Discover: 500 * time.Millisecond, Logger: e.log})
+	r := relay.New(e.options("", relayBroker))
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(rctx) }()
@@ -259,10 +311,11 @@ func TestRelayThroughRedis(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	time.Sleep(500 * time.Millisecond)
+	e.settle(t, r)
 	start := time.Now()
 	id, ver := e.outsideWrite(t, v, 1)
-	expect(t, sub, id, ver, 1, 5*time.Second)
+	e.until(t, maxPoll, 30, published(r, 2), r)
+	expect(t, sub, id, ver, 1)
 	t.Logf("outside write reached the other instance's subscriber in %v", time.Since(start))
 }
 
@@ -321,8 +374,8 @@ func TestRelayEventsOnceBesideTheWriter(t *testing.T) {
 	v := inbox.Viewer{TenantID: "acme", UserID: "gus"}
 	sub := e.broker.Subscribe(v, live.WithEvents())
 	defer sub.Close()
-	e.start(t, "relay-a", 3*time.Second)
-	time.Sleep(500 * time.Millisecond) // let it take the lease and open the shards
+	r, _ := e.start(t, "relay-a")
+	e.settle(t, r) // it holds the lease and reads the shards
 
 	ctx := context.Background()
 	res, err := st.Send(ctx, v.TenantID, inbox.SendInput{IdempotencyKey: "k1", Recipients: []string{v.UserID}, Type: "mention", Title: "hi"})
@@ -359,24 +412,32 @@ func TestRelayEventsOnceBesideTheWriter(t *testing.T) {
 	want := []inbox.EventKind{inbox.EventAdded, inbox.EventRead, inbox.EventUnread, inbox.EventRead,
 		inbox.EventArchived, inbox.EventSnoozed, inbox.EventWoke}
 	var got []inbox.EventKind
-	quiet := time.NewTimer(10 * time.Second)
-	for {
-		select {
-		case c := <-sub.Events():
-			if len(c.IDs) != 1 || c.IDs[0] != id {
-				t.Fatalf("event %s of %v, want of %s", c.Kind, c.IDs, id)
+	drain := func() {
+		for {
+			select {
+			case c := <-sub.Events():
+				if len(c.IDs) != 1 || c.IDs[0] != id {
+					t.Fatalf("event %s of %v, want of %s", c.Kind, c.IDs, id)
+				}
+				got = append(got, c.Kind)
+				continue
+			case <-sub.BadgeChanged():
+				continue
+			default:
 			}
-			got = append(got, c.Kind)
-			if len(got) >= len(want) {
-				quiet.Reset(1500 * time.Millisecond) // then: nothing more (no relay copy)
-			}
-			continue
-		case <-sub.BadgeChanged():
-			continue
-		case <-quiet.C:
+			return
 		}
-		break
 	}
+	// The relay reads the stream up to the last write (META at ver, the badge it brings);
+	// it published everything before that by then, copies of the writer's events included
+	// (the broker hands a change to the subscription as it is published). Then a few more
+	// reads: nothing more arrives (no relay copy).
+	e.until(t, maxPoll, 30, func() bool { drain(); return sub.Latest().Version >= ver }, r)
+	for range 3 {
+		e.clk.Advance(maxPoll)
+		e.settle(t, r)
+	}
+	drain()
 	if !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}

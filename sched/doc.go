@@ -27,4 +27,8 @@
 // backoff with jitter) until MaxAttempts, after which the task is logged and dropped
 // (counted in Stats). A task whose kind has no handler on this instance is retried the
 // same way (an instance of a newer version may know it).
+//
+// Time comes from Options.Clock (the real clock unless a test passes a fake one): the due
+// times read, the leases' expiry, the polls, the rebalancings and the retry delays. The
+// tests advance a fake clock shared with the store and never wait on a wall-clock tick.
 package sched

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/cenkalti/backoff/v5"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/lease"
@@ -76,8 +77,11 @@ type Options struct {
 	Lookback time.Duration
 	// Logger receives the scheduler's warnings (default slog.Default()).
 	Logger *slog.Logger
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock tells the time the scheduler reads tasks due by, writes its leases with and
+	// waits on between polls and rebalancings (default the real clock). It must agree
+	// with the store's clock (store.WithClock), which places tasks by their due time.
+	// Tests pass a clockwork.FakeClock and advance it.
+	Clock clockwork.Clock
 	// Observe, when set, is called after every task run with its outcome (see Outcome)
 	// and the lag from its due time to the end of the handler's run. It must not block.
 	Observe func(kind string, outcome Outcome, lag time.Duration)
@@ -98,6 +102,9 @@ type Stats struct {
 	Done, Retried, Dropped int64
 	// Errors counts DynamoDB failures of the scheduler's own calls (each retried later).
 	Errors int64
+	// Running is how many tasks are under way now (a handler running or its outcome
+	// being written): a gauge, not a count since New.
+	Running int64
 }
 
 // attrCheckpoint is the shard lease item's checkpoint: the Unix ms of the oldest minute
@@ -119,7 +126,7 @@ type Scheduler struct {
 	releasing map[int]bool      // shards given up whose worker has not finished yet
 	bg        sync.WaitGroup    // give-ups in progress
 
-	done, retried, dropped, errs atomic.Int64
+	done, retried, dropped, errs, running atomic.Int64
 }
 
 // shardRun is one held shard's worker.
@@ -163,8 +170,8 @@ func New(st *store.Store, o Options) *Scheduler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
 	}
 	return &Scheduler{st: st, o: o, shards: st.SchedShards(), log: o.Logger.With("sched", o.Owner),
 		handlers: make(map[string]Handler), held: make(map[int]*shardRun), releasing: make(map[int]bool)}
@@ -203,7 +210,7 @@ func (s *Scheduler) Register(kind string, h Handler) {
 
 // Stats returns the counts so far.
 func (s *Scheduler) Stats() Stats {
-	return Stats{Done: s.done.Load(), Retried: s.retried.Load(), Dropped: s.dropped.Load(), Errors: s.errs.Load()}
+	return Stats{Done: s.done.Load(), Retried: s.retried.Load(), Dropped: s.dropped.Load(), Errors: s.errs.Load(), Running: s.running.Load()}
 }
 
 // Held returns the shards this instance runs now, in no particular order.
@@ -232,17 +239,20 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return errors.New("sched: Options.DB is required")
 	}
 	member := lease.New(s.o.DB, s.st.Table(), store.SchedMemberLeaseKey(s.o.Owner), lease.Options{
-		Owner: s.o.Owner, Duration: s.o.Lease, EntityType: "SchedMember", ExpireAfter: 24 * time.Hour, Now: s.o.Now})
-	t := time.NewTicker(s.o.Lease / 3)
-	defer t.Stop()
+		Owner: s.o.Owner, Duration: s.o.Lease, EntityType: "SchedMember", ExpireAfter: 24 * time.Hour, Clock: s.o.Clock})
+	period := s.o.Lease / 3
 	for {
+		// Every period from the start of the previous rebalancing, as a ticker would.
+		began := s.o.Clock.Now()
 		s.rebalance(ctx, member)
+		t := s.o.Clock.NewTimer(period - s.o.Clock.Since(began))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			s.stopAll()
 			s.bg.Wait()
 			return nil
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }
@@ -259,7 +269,7 @@ func (s *Scheduler) Release(ctx context.Context) error {
 	for _, r := range runs {
 		errs = append(errs, r.l.Release(ctx))
 	}
-	member := lease.New(s.o.DB, s.st.Table(), store.SchedMemberLeaseKey(s.o.Owner), lease.Options{Owner: s.o.Owner, Now: s.o.Now})
+	member := lease.New(s.o.DB, s.st.Table(), store.SchedMemberLeaseKey(s.o.Owner), lease.Options{Owner: s.o.Owner, Clock: s.o.Clock})
 	errs = append(errs, member.Release(ctx))
 	return errors.Join(errs...)
 }
@@ -300,7 +310,7 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 		}
 		return
 	}
-	now := s.o.Now()
+	now := s.o.Clock.Now()
 	members := 0
 	shardStates := make(map[int]lease.State)
 	for sk, st := range states {
@@ -359,7 +369,7 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 			continue
 		}
 		l := lease.New(s.o.DB, s.st.Table(), store.SchedShardLeaseKey(n), lease.Options{
-			Owner: s.o.Owner, Duration: s.o.Lease, EntityType: "SchedShardLease", Now: s.o.Now})
+			Owner: s.o.Owner, Duration: s.o.Lease, EntityType: "SchedShardLease", Clock: s.o.Clock})
 		st, err := l.TryAcquire(cctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -467,13 +477,13 @@ func taskKey(t inbox.Task) string { return t.ID + "@" + strconv.FormatInt(t.Due.
 // run on hold; runShard returns after the running ones finished.
 func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lease, cp time.Time, wake <-chan struct{}) error {
 	if cp.IsZero() {
-		cp = store.SchedBucket(s.o.Now().Add(-s.o.Lookback))
+		cp = store.SchedBucket(s.o.Clock.Now().Add(-s.o.Lookback))
 	}
 	sh := &shardState{sem: make(chan struct{}, s.o.Concurrency), running: make(map[string]bool), finished: make(map[string]int64)}
 	defer sh.wg.Wait()
 	saved := cp
 	for {
-		now := s.o.Now()
+		now := s.o.Clock.Now()
 		cur := store.SchedBucket(now)
 		for b := cp; !b.After(cur); b = b.Add(time.Minute) {
 			empty, err := s.dispatchBucket(hold, dispatch, sh, n, b, now)
@@ -510,7 +520,7 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lea
 		// The next pass: after Poll, or at a Kick, but never sooner than kickGap (a tenth
 		// of Poll, at most 50 ms) after this one began: a stream of kicks under load reads
 		// the shard continuously at most, not in a tight loop.
-		t := time.NewTimer(s.o.Poll)
+		t := s.o.Clock.NewTimer(s.o.Poll)
 		select {
 		case <-dispatch.Done():
 			t.Stop()
@@ -518,11 +528,11 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lea
 				return context.Cause(hold)
 			}
 			return nil
-		case <-t.C:
+		case <-t.Chan():
 		case <-wake:
 			t.Stop()
-			if gap := min(s.o.Poll/10, maxKickGap) - s.o.Now().Sub(now); gap > 0 {
-				g := time.NewTimer(gap)
+			if gap := min(s.o.Poll/10, maxKickGap) - s.o.Clock.Since(now); gap > 0 {
+				g := s.o.Clock.NewTimer(gap)
 				select {
 				case <-dispatch.Done():
 					g.Stop()
@@ -530,7 +540,7 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lea
 						return context.Cause(hold)
 					}
 					return nil
-				case <-g.C:
+				case <-g.Chan():
 				}
 			}
 		}
@@ -589,8 +599,10 @@ func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardStat
 			sh.running[k] = true
 			sh.mu.Unlock()
 			sh.wg.Add(1)
+			s.running.Add(1)
 			go func() {
 				defer sh.wg.Done()
+				defer s.running.Add(-1)
 				left := s.runTask(hold, n, b, t)
 				sh.mu.Lock()
 				delete(sh.running, k)
@@ -617,7 +629,7 @@ func (s *Scheduler) runTask(ctx context.Context, n int, b time.Time, t inbox.Tas
 		// Lost the shard: the next holder runs the task again.
 		return false
 	}
-	lag := s.o.Now().Sub(t.Due)
+	lag := s.o.Clock.Since(t.Due)
 	// The outcome is written even if ctx ends meanwhile: a finished handler's task should
 	// not run again.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.CallTimeout)
@@ -645,7 +657,7 @@ func (s *Scheduler) runTask(ctx context.Context, n int, b time.Time, t inbox.Tas
 		outcome = Retried
 		delay := s.retryDelay(t.Attempts + 1)
 		s.log.Warn("sched: task failed; retrying", "task", t.ID, "kind", t.Kind, "attempt", t.Attempts+1, "in", delay, "err", err)
-		due := s.o.Now().Add(delay)
+		due := s.o.Clock.Now().Add(delay)
 		if due.Before(t.Due) {
 			due = t.Due
 		}

@@ -16,39 +16,48 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/ddbfault"
 	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 )
 
-// clock is a settable clock: real time plus an offset.
-type clock struct{ off atomic.Int64 }
-
-func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *clock) advance(d time.Duration) { c.off.Add(int64(d)) }
+// The tests' scheduler settings, on the fake clock: a pass a second, rebalancing every
+// ten seconds. Time moves only when a test advances the clock, so these are not bounds
+// on a loaded machine's speed: any values that order the events as the test means would
+// do.
+const (
+	poll      = time.Second
+	leaseTime = 30 * time.Second
+	rebalance = leaseTime / 3
+)
 
 type env struct {
 	db    *dynamodb.Client
 	st    *store.Store
-	clk   *clock
+	clk   *clockwork.FakeClock
 	rec   *ddbtrace.Recorder
 	log   *slog.Logger
 	table string
+	// step is how far advance moves the clock at a time (default poll): the Poll of the
+	// test's schedulers, so that each step is one pass of every shard.
+	step time.Duration
 }
 
-// setup makes a store over a fresh table with shards shards; at the end it fails if any
-// call was a Scan.
+// setup makes a store over a fresh table with shards shards, on a fake clock; at the end
+// it fails if any call was a Scan.
 func setup(t *testing.T, shards int) *env {
 	t.Helper()
 	rec := &ddbtrace.Recorder{}
 	db := dynlocaltest.Client(t, rec.Option())
-	clk := &clock{}
+	clk := clocktest.New()
 	table := dynlocaltest.TableName(t)
-	st := store.New(db, table, store.WithSweepWorkers(0), store.WithSchedShards(shards), store.WithClock(clk.now))
+	st := store.New(db, table, store.WithSweepWorkers(0), store.WithSchedShards(shards), store.WithClock(clk.Now))
 	t.Cleanup(st.Close)
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
@@ -62,7 +71,7 @@ func setup(t *testing.T, shards int) *env {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	return &env{db: db, st: st, clk: clk, rec: rec, log: log, table: table}
+	return &env{db: db, st: st, clk: clk, rec: rec, log: log, table: table, step: poll}
 }
 
 type testWriter struct{ t *testing.T }
@@ -71,9 +80,10 @@ func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 
 // recorder is a handler that records every run.
 type recorder struct {
-	mu   sync.Mutex
-	runs map[string][]run
-	fail func(t inbox.Task) error // nil: succeed
+	mu      sync.Mutex
+	runs    map[string][]run
+	changed chan struct{}            // closed (and replaced) at each run
+	fail    func(t inbox.Task) error // nil: succeed
 }
 
 type run struct {
@@ -82,13 +92,17 @@ type run struct {
 	by   string
 }
 
-func newRecorder() *recorder { return &recorder{runs: make(map[string][]run)} }
+func newRecorder() *recorder {
+	return &recorder{runs: make(map[string][]run), changed: make(chan struct{})}
+}
 
 // handler returns the handler of one instance (by names it in the record).
 func (r *recorder) handler(e *env, by string) sched.Handler {
 	return sched.HandlerFunc(func(ctx context.Context, t inbox.Task) error {
 		r.mu.Lock()
-		r.runs[t.ID] = append(r.runs[t.ID], run{task: t, at: e.clk.now(), by: by})
+		r.runs[t.ID] = append(r.runs[t.ID], run{task: t, at: e.clk.Now(), by: by})
+		close(r.changed)
+		r.changed = make(chan struct{})
 		fail := r.fail
 		r.mu.Unlock()
 		if fail != nil {
@@ -98,7 +112,7 @@ func (r *recorder) handler(e *env, by string) sched.Handler {
 	})
 }
 
-// succeeded counts the tasks whose last run succeeded, with runs and runs by instance.
+// snapshot returns a copy of the runs so far, by task id.
 func (r *recorder) snapshot() map[string][]run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -109,22 +123,38 @@ func (r *recorder) snapshot() map[string][]run {
 	return out
 }
 
-// start runs a scheduler until the returned stop, which cancels it without releasing
-// its leases (a crash, as far as the others can tell).
+// waitFor waits until cond holds of the runs, woken by each run (for a handler that the
+// scheduler started, without the clock's moving, after some I/O); it fails after
+// clocktest.Within.
+func (r *recorder) waitFor(t *testing.T, what string, cond func(map[string][]run) bool) {
+	t.Helper()
+	deadline := time.NewTimer(clocktest.Within)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		r.mu.Unlock()
+		if cond(r.snapshot()) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("not reached within %v: %s", clocktest.Within, what)
+		}
+	}
+}
+
+// start runs a scheduler on the fake clock until the returned stop, which cancels it
+// without releasing its leases (a crash, as far as the others can tell).
 func (e *env) start(t *testing.T, owner string, r *recorder, o sched.Options) (*sched.Scheduler, func()) {
 	t.Helper()
-	o.DB, o.Owner, o.Logger, o.Now = e.db, owner, e.log, e.clk.now
+	o.DB, o.Owner, o.Logger, o.Clock = e.db, owner, e.log, e.clk
 	if o.Poll == 0 {
-		// Every held shard Queries its bucket once a poll: 16 shards at 50 ms were 320
-		// Queries a second per scheduler on the DynamoDB Local that the whole suite
-		// shares, and slowed every package.
-		o.Poll = 100 * time.Millisecond
+		o.Poll = poll
 	}
 	if o.Lease == 0 {
-		// Every lease renewal in the suite goes to the one shared DynamoDB Local: 3 s
-		// leases kept being lost under a full make test (145 of 600 tasks unrun after
-		// 90 s); renewals now get the lease's remaining time less a sixth (lease.Hold).
-		o.Lease = 6 * time.Second
+		o.Lease = leaseTime
 	}
 	if o.Lookback == 0 {
 		// A fresh table: each shard's first pass Queries every minute from now -
@@ -135,9 +165,13 @@ func (e *env) start(t *testing.T, owner string, r *recorder, o sched.Options) (*
 		o.Grace = time.Second
 	}
 	if o.RetryBase == 0 {
-		// A handler write that timed out on a loaded engine is retried within the
-		// tests' waits (the default backoff reaches minutes after a few failures).
-		o.RetryBase, o.RetryMax = 50*time.Millisecond, time.Second
+		o.RetryBase, o.RetryMax = 100*time.Millisecond, time.Second
+	}
+	if o.CallTimeout == 0 {
+		// A deadline in real time on each DynamoDB call: the shared engine of a loaded
+		// machine has taken more than the default 5 s to delete a task, which then ran
+		// again. The fake clock does not move meanwhile, so a long bound costs nothing.
+		o.CallTimeout = time.Minute
 	}
 	s := sched.New(e.st, o)
 	s.Register("test", r.handler(e, owner))
@@ -155,6 +189,48 @@ func (e *env) start(t *testing.T, owner string, r *recorder, o sched.Options) (*
 	return s, stop
 }
 
+// settle waits until the schedulers ss finished what the clock's last move started: each
+// one's rebalancing loop and, for every shard it holds, the lease's renewals and the
+// shard's passes are back on their timers, and no task is under way.
+func (e *env) settle(t *testing.T, ss ...*sched.Scheduler) {
+	t.Helper()
+	e.settleRunning(t, 0, ss...)
+}
+
+// settleRunning is settle with running tasks left under way (handlers the test holds).
+func (e *env) settleRunning(t *testing.T, running int64, ss ...*sched.Scheduler) {
+	t.Helper()
+	clocktest.Settle(t, e.clk, func() int {
+		n := 0
+		for _, s := range ss {
+			n += 1 + 2*len(s.Held())
+		}
+		return n
+	}, func() bool {
+		var n int64
+		for _, s := range ss {
+			n += s.Stats().Running
+		}
+		return n == running
+	})
+}
+
+// advance moves the clock d forward a step (a pass) at a time, settling ss after each.
+func (e *env) advance(t *testing.T, d time.Duration, ss ...*sched.Scheduler) {
+	t.Helper()
+	for end := e.clk.Now().Add(d); e.clk.Now().Before(end); {
+		e.clk.Advance(min(e.step, end.Sub(e.clk.Now())))
+		e.settle(t, ss...)
+	}
+}
+
+// until advances the clock by step, settling ss after each, until cond holds (at most
+// steps times).
+func (e *env) until(t *testing.T, step time.Duration, steps int, cond func() bool, ss ...*sched.Scheduler) {
+	t.Helper()
+	clocktest.Until(t, e.clk, step, steps, func() { e.settle(t, ss...) }, cond)
+}
+
 // schedule writes n tasks test-{prefix}-{i}, due at due(i).
 func (e *env) schedule(t *testing.T, prefix string, n int, due func(i int) time.Time) []inbox.Task {
 	t.Helper()
@@ -170,61 +246,16 @@ func (e *env) schedule(t *testing.T, prefix string, n int, due func(i int) time.
 	return out
 }
 
-// waitSlack stretches waitRuns' deadlines (see there).
-const waitSlack = 3
-
-// waitRuns waits until every task ran (a run that returned nil when ok says so) or
-// the deadline passes; it returns the runs. The deadline is within times waitSlack: these
-// are bounds on correctness (nothing lost), not on speed, and a loaded shared machine
-// (make test runs several packages at once) slows DynamoDB Local several times over. On
-// failure it names the first missing tasks with their due times and runs.
-func waitRuns(t *testing.T, r *recorder, tasks []inbox.Task, within time.Duration, done func([]run) bool) map[string][]run {
-	t.Helper()
-	deadline := time.Now().Add(within * waitSlack)
-	for {
+// ran reports whether every task of tasks ran at least n times.
+func ran(r *recorder, tasks []inbox.Task, n int) func() bool {
+	return func() bool {
 		runs := r.snapshot()
-		missing := 0
 		for _, tk := range tasks {
-			if !done(runs[tk.ID]) {
-				missing++
+			if len(runs[tk.ID]) < n {
+				return false
 			}
 		}
-		if missing == 0 {
-			return runs
-		}
-		if time.Now().After(deadline) {
-			var named []string
-			for _, tk := range tasks {
-				if !done(runs[tk.ID]) && len(named) < 10 {
-					named = append(named, fmt.Sprintf("%s due %s (%d runs)", tk.ID, tk.Due.Format("15:04:05.000"), len(runs[tk.ID])))
-				}
-			}
-			t.Fatalf("%d of %d tasks not done after %v: %v", missing, len(tasks), within*waitSlack, named)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func ranOnce(rs []run) bool { return len(rs) >= 1 }
-
-// waitDone waits until the schedulers' Done+Dropped counts reach n (the tasks are deleted
-// once counted).
-func waitDone(t *testing.T, n int64, ss ...*sched.Scheduler) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second * waitSlack)
-	for {
-		var got int64
-		for _, s := range ss {
-			st := s.Stats()
-			got += st.Done + st.Dropped
-		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d tasks done", got, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return true
 	}
 }
 
@@ -256,7 +287,7 @@ func (e *env) remaining(t *testing.T, tasks []inbox.Task) int {
 	}
 	seen := make(map[key]bool)
 	n := 0
-	now := e.clk.now()
+	now := e.clk.Now()
 	for _, tk := range tasks {
 		for _, b := range []time.Time{store.SchedBucket(tk.Due), store.SchedBucket(now)} {
 			k := key{store.SchedShard(tk.ID, e.st.SchedShards()), b}
@@ -278,16 +309,24 @@ func TestDueTasksRunOnceWithToken(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 4)
 	r := newRecorder()
-	now := e.clk.now()
+	now := e.clk.Now()
 	past := e.schedule(t, "past", 5, func(i int) time.Time { return now.Add(-time.Duration(i+1) * time.Second) })
 	soon := e.schedule(t, "soon", 5, func(i int) time.Time { return now.Add(time.Second + time.Duration(i)*200*time.Millisecond) })
 	s, _ := e.start(t, "a", r, sched.Options{})
+	e.settle(t, s)
+	// The first passes ran what was due, and nothing that was not.
+	checkOnce(t, past, r.snapshot())
+	for _, tk := range soon {
+		if n := len(r.snapshot()[tk.ID]); n != 0 {
+			t.Errorf("task %s, due in %v, ran %d times already", tk.ID, tk.Due.Sub(now), n)
+		}
+	}
+	e.advance(t, 2*time.Second, s)
 	all := append(past, soon...)
-	waitRuns(t, r, all, 10*time.Second, ranOnce)
-	waitDone(t, int64(len(all)), s)
-	time.Sleep(300 * time.Millisecond) // a second run would show up by now
 	checkOnce(t, all, r.snapshot())
-	if st := s.Stats(); st.Done != int64(len(all)) || st.Retried != 0 || st.Dropped != 0 {
+	e.advance(t, 3*poll, s) // three more passes: a task run again would show up
+	checkOnce(t, all, r.snapshot())
+	if st := s.Stats(); st.Done != int64(len(all)) || st.Retried != 0 || st.Dropped != 0 || st.Running != 0 {
 		t.Errorf("stats %+v", st)
 	}
 	if n := e.remaining(t, all); n != 0 {
@@ -302,48 +341,57 @@ func TestManyTasksInOneMinute(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 16)
 	r := newRecorder()
-	base := e.clk.now().Add(time.Second)
+	base := e.clk.Now().Add(time.Second)
 	tasks := e.schedule(t, "many", 600, func(i int) time.Time { return base.Add(time.Duration(i%50) * 10 * time.Millisecond) })
-	a, _ := e.start(t, "a", r, sched.Options{})
-	runs := waitRuns(t, r, tasks, 30*time.Second, ranOnce)
-	waitDone(t, int64(len(tasks)), a)
+	// Passes every 100 ms: about 120 tasks fall due between two of them.
+	e.step = 100 * time.Millisecond
+	a, _ := e.start(t, "a", r, sched.Options{Poll: e.step})
+	e.settle(t, a)
+	e.clk.Advance(base.Sub(e.clk.Now())) // nothing falls due before base: one pass
+	e.settle(t, a)
+	e.advance(t, 600*time.Millisecond, a)
+	runs := r.snapshot()
+	checkOnce(t, tasks, runs)
 	var worst time.Duration
 	for _, rs := range runs {
 		worst = max(worst, rs[0].at.Sub(rs[0].task.Due))
 	}
-	t.Logf("600 tasks within half a second: worst lag %v", worst)
-	time.Sleep(300 * time.Millisecond)
-	checkOnce(t, tasks, r.snapshot())
+	// Each ran at the first pass after it was due.
+	if worst > e.step {
+		t.Errorf("a task ran %v after it was due; passes are %v apart", worst, e.step)
+	}
+	if st := a.Stats(); st.Done != int64(len(tasks)) {
+		t.Errorf("stats %+v", st)
+	}
 }
 
 func TestTwoInstancesShareShards(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 8)
 	r := newRecorder()
-	a, _ := e.start(t, "a", r, sched.Options{Lease: 3 * time.Second})
-	b, _ := e.start(t, "b", r, sched.Options{Lease: 3 * time.Second})
-	// Wait until they split the shards: four each.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ha, hb := a.Held(), b.Held()
-		if len(ha) == 4 && len(hb) == 4 {
-			for _, n := range ha {
-				if slices.Contains(hb, n) {
-					t.Fatalf("shard %d held by both: %v %v", n, ha, hb)
-				}
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shards not shared: a %v, b %v", ha, hb)
-		}
-		time.Sleep(50 * time.Millisecond)
+	// Passes every 100 ms: about 20 of the tasks below fall due between two of them.
+	e.step = poll / 10
+	o := sched.Options{Poll: e.step}
+	a, _ := e.start(t, "a", r, o)
+	e.settle(t, a)
+	if n := len(a.Held()); n != 8 {
+		t.Fatalf("a alone holds %d shards, want 8", n)
 	}
-	base := e.clk.now().Add(500 * time.Millisecond)
+	b, _ := e.start(t, "b", r, o)
+	e.settle(t, a, b)
+	// Rebalancing by rebalancing, they split the shards: four each.
+	e.until(t, rebalance, 12, func() bool { return len(a.Held()) == 4 && len(b.Held()) == 4 }, a, b)
+	ha, hb := a.Held(), b.Held()
+	for _, n := range ha {
+		if slices.Contains(hb, n) {
+			t.Fatalf("shard %d held by both: %v %v", n, ha, hb)
+		}
+	}
+	base := e.clk.Now().Add(500 * time.Millisecond)
 	tasks := e.schedule(t, "two", 200, func(i int) time.Time { return base.Add(time.Duration(i) * 5 * time.Millisecond) })
-	waitRuns(t, r, tasks, 20*time.Second, ranOnce)
-	waitDone(t, int64(len(tasks)), a, b)
-	time.Sleep(300 * time.Millisecond)
+	e.clk.Advance(base.Sub(e.clk.Now())) // nothing falls due before base: one pass
+	e.settle(t, a, b)
+	e.advance(t, 1100*time.Millisecond, a, b)
 	runs := r.snapshot()
 	checkOnce(t, tasks, runs)
 	by := map[string]int{}
@@ -358,45 +406,37 @@ func TestTwoInstancesShareShards(t *testing.T) {
 	}
 }
 
+// TestKilledInstanceIsTakenOver: an instance crashes (no release) while tasks fall due;
+// another takes its shards once their leases expired, not before, and runs them.
 func TestKilledInstanceIsTakenOver(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 4)
 	r := newRecorder()
-	const lease = 2 * time.Second
-	a, killA := e.start(t, "a", r, sched.Options{Lease: lease})
-	deadline := time.Now().Add(10 * time.Second)
-	for len(a.Held()) != 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a holds %v", a.Held())
-		}
-		time.Sleep(20 * time.Millisecond)
+	a, killA := e.start(t, "a", r, sched.Options{})
+	e.settle(t, a)
+	if len(a.Held()) != 4 {
+		t.Fatalf("a holds %v", a.Held())
 	}
-	// a crashes (no release); tasks fall due while its leases have not expired yet.
+	// a crashes; its leases were written now and last until now + leaseTime.
 	killA()
-	killed := time.Now()
-	base := e.clk.now()
-	tasks := e.schedule(t, "kill", 100, func(i int) time.Time { return base.Add(time.Duration(i) * 5 * time.Millisecond) })
-	b, _ := e.start(t, "b", r, sched.Options{Lease: lease})
-	waitRuns(t, r, tasks, lease+15*time.Second, ranOnce)
-	took := time.Since(killed)
-	waitDone(t, int64(len(tasks)), b)
-	t.Logf("b finished a's tasks %v after the crash (lease %v)", took, lease)
-	if took < lease/2 {
-		t.Errorf("b ran a's tasks after %v, before a's lease (%v) could expire", took, lease)
-	}
+	killed := e.clk.Now()
+	tasks := e.schedule(t, "kill", 100, func(i int) time.Time { return killed.Add(time.Duration(i) * 5 * time.Millisecond) })
+	b, _ := e.start(t, "b", r, sched.Options{})
+	e.settle(t, b)
+	e.until(t, poll, int((leaseTime+rebalance)/poll)+2, ran(r, tasks, 1), b)
 	runs := r.snapshot()
 	checkOnce(t, tasks, runs)
 	for id, rs := range runs {
 		if rs[0].by != "b" {
 			t.Errorf("task %s ran on %s", id, rs[0].by)
 		}
-	}
-	deadline = time.Now().Add(10 * time.Second)
-	for len(b.Held()) != 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("b holds %v after a died", b.Held())
+		if rs[0].at.Before(killed.Add(leaseTime)) {
+			t.Errorf("task %s ran %v after the crash, before a's leases (%v) expired", id, rs[0].at.Sub(killed), leaseTime)
 		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("b ran a's tasks %v after the crash (lease %v)", e.clk.Now().Sub(killed), leaseTime)
+	if len(b.Held()) != 4 {
+		t.Errorf("b holds %v after a died", b.Held())
 	}
 	if n := e.remaining(t, tasks); n != 0 {
 		t.Errorf("%d tasks left", n)
@@ -404,38 +444,31 @@ func TestKilledInstanceIsTakenOver(t *testing.T) {
 }
 
 // TestRestartCatchesUpPastMinutes: every instance is down while tasks fall due over
-// several minutes; a new instance, long after, runs them all, from the shards'
-// checkpoints (its Lookback alone would not reach them).
+// several minutes; a new instance, twenty minutes later, runs them all in its first pass,
+// from the shards' checkpoints (its Lookback alone would not reach them).
 func TestRestartCatchesUpPastMinutes(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 2)
 	r := newRecorder()
-	o := sched.Options{Lookback: time.Minute, Lease: 2 * time.Second}
+	o := sched.Options{Lookback: time.Minute}
 	a, stopA := e.start(t, "a", r, o)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(a.Held()) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a holds %v", a.Held())
-		}
-		time.Sleep(20 * time.Millisecond)
+	e.settle(t, a) // a's first passes checkpoint its shards
+	if len(a.Held()) != 2 {
+		t.Fatalf("a holds %v", a.Held())
 	}
-	time.Sleep(300 * time.Millisecond) // a checkpoints its shards
 	stopA()
 	if err := a.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	start := e.clk.now()
+	start := e.clk.Now()
 	tasks := e.schedule(t, "down", 40, func(i int) time.Time { return start.Add(30*time.Second + time.Duration(i)*6*time.Second) })
-	e.clk.advance(20 * time.Minute)
+	e.clk.Advance(20 * time.Minute)
 	b, _ := e.start(t, "b", r, o)
-	waitRuns(t, r, tasks, 20*time.Second, ranOnce)
-	waitDone(t, int64(len(tasks)), b)
-	time.Sleep(300 * time.Millisecond)
+	e.settle(t, b)
 	checkOnce(t, tasks, r.snapshot())
 	if st := b.Stats(); st.Done != int64(len(tasks)) {
 		t.Errorf("b stats %+v", st)
 	}
-
 	// A third instance with a fresh table would start at now - Lookback and miss them:
 	// the catch-up above came from the checkpoints.
 	if got := e.remaining(t, tasks); got != 0 {
@@ -460,17 +493,20 @@ func TestFailingHandlerIsRetriedThenDropped(t *testing.T) {
 		return errors.New("never") // flaky-0002
 	}
 	var observed sync.Map
-	o := sched.Options{RetryBase: 100 * time.Millisecond, RetryMax: 300 * time.Millisecond, MaxAttempts: 3,
+	// Passes every 20 ms (of the fake clock), so that a retry runs within 20 ms of its due
+	// time and the runs' spacing shows the backoff: 100 ms ±50%, then 200 ms ±50%.
+	const step = 20 * time.Millisecond
+	o := sched.Options{Poll: step, RetryBase: 100 * time.Millisecond, RetryMax: 300 * time.Millisecond, MaxAttempts: 3,
 		Observe: func(kind string, out sched.Outcome, lag time.Duration) {
 			v, _ := observed.LoadOrStore(out, &atomic.Int32{})
 			v.(*atomic.Int32).Add(1)
 		}}
-	now := e.clk.now()
+	now := e.clk.Now()
 	tasks := e.schedule(t, "flaky", 3, func(int) time.Time { return now })
 	s, _ := e.start(t, "a", r, o)
-	waitRuns(t, r, tasks, 20*time.Second, func(rs []run) bool { return len(rs) >= 3 })
-	waitDone(t, 3, s)
-	time.Sleep(500 * time.Millisecond)
+	e.settle(t, s)
+	e.until(t, step, 50, ran(r, tasks, 3), s)
+	e.advance(t, 3*poll, s) // a fourth run would show up
 	runs := r.snapshot()
 	for _, tk := range tasks {
 		rs := runs[tk.ID]
@@ -482,8 +518,15 @@ func TestFailingHandlerIsRetriedThenDropped(t *testing.T) {
 			if x.task.Attempts != i || x.task.Token != tk.Token {
 				t.Errorf("%s run %d: attempts %d token %q", tk.ID, i, x.task.Attempts, x.task.Token)
 			}
-			if i > 0 && x.at.Sub(rs[i-1].at) < 50*time.Millisecond {
-				t.Errorf("%s run %d came %v after the previous one: no backoff", tk.ID, i, x.at.Sub(rs[i-1].at))
+			if x.at.Before(x.task.Due) {
+				t.Errorf("%s run %d at %v, before its due time %v", tk.ID, i, x.at, x.task.Due)
+			}
+			if i == 0 {
+				continue
+			}
+			// Retry i comes at least half its base delay after the failure.
+			if least := (50 * time.Millisecond) << (i - 1); x.at.Sub(rs[i-1].at) < least {
+				t.Errorf("%s run %d came %v after the previous one, want >= %v: no backoff", tk.ID, i, x.at.Sub(rs[i-1].at), least)
 			}
 		}
 	}
@@ -504,53 +547,61 @@ func TestFailingHandlerIsRetriedThenDropped(t *testing.T) {
 	}
 }
 
+// A task whose kind has no handler here is rescheduled (after RetryBase, an hour), not
+// dropped or run in a loop.
 func TestTaskWithoutHandlerWaits(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 1)
 	r := newRecorder()
-	now := e.clk.now()
-	tk := inbox.Task{ID: "orphan", Kind: "unknown", Due: now}
+	tk := inbox.Task{ID: "orphan", Kind: "unknown", Due: e.clk.Now()}
 	if err := e.st.Schedule(context.Background(), tk); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := e.start(t, "a", r, sched.Options{RetryBase: time.Hour})
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().Retried == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the task of an unknown kind was not rescheduled: %+v", s.Stats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if st := s.Stats(); st.Done != 0 || st.Dropped != 0 {
-		t.Errorf("stats %+v", st)
+	s, _ := e.start(t, "a", r, sched.Options{RetryBase: time.Hour, RetryMax: 2 * time.Hour})
+	e.settle(t, s)
+	e.advance(t, 5*poll, s)
+	if st := s.Stats(); st.Retried != 1 || st.Done != 0 || st.Dropped != 0 {
+		t.Errorf("stats %+v, want the task of an unknown kind rescheduled once", st)
 	}
 }
 
 // TestHandoverWhileRunningRunsOnce: a second instance joins while the first is running
-// slow tasks; the first gives up half of its shards, letting the running handlers finish,
-// so no task runs twice.
+// tasks (held in their handlers); the first gives up half of its shards, letting the
+// running handlers finish, and the second runs the rest of those shards' tasks: no task
+// runs twice.
 func TestHandoverWhileRunningRunsOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 4)
 	r := newRecorder()
-	r.fail = func(inbox.Task) error { time.Sleep(400 * time.Millisecond); return nil }
-	o := sched.Options{Lease: 3 * time.Second, Concurrency: 2}
+	gate := make(chan struct{})
+	r.fail = func(inbox.Task) error { <-gate; return nil }
+	o := sched.Options{Concurrency: 2}
 	a, _ := e.start(t, "a", r, o)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(a.Held()) != 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a holds %v", a.Held())
-		}
-		time.Sleep(20 * time.Millisecond)
+	e.settle(t, a)
+	if len(a.Held()) != 4 {
+		t.Fatalf("a holds %v", a.Held())
 	}
-	// 60 tasks due now, 400 ms each, 8 at a time: 3 s of work for a alone. b joins at
-	// once, and a hands two shards over within a rebalancing period (1 s).
-	now := e.clk.now()
+	// 60 tasks due now, 15 a shard: at a's next poll each shard starts two (its
+	// Concurrency), which wait at the gate, and waits for a slot for the third.
+	now := e.clk.Now()
 	tasks := e.schedule(t, "hand", 60, func(int) time.Time { return now })
+	e.clk.Advance(poll)
+	r.waitFor(t, "8 tasks started", func(runs map[string][]run) bool { return len(runs) == 8 })
+	// b joins. On the clock wait a's rebalancing and four renewals, and b's rebalancing
+	// (a's shard workers are in their passes, waiting for slots).
 	b, _ := e.start(t, "b", r, o)
-	waitRuns(t, r, tasks, 30*time.Second, ranOnce)
-	waitDone(t, int64(len(tasks)), a, b)
-	time.Sleep(300 * time.Millisecond)
+	parked := func() { clocktest.Settle(t, e.clk, func() int { return 6 }, nil) }
+	parked()
+	e.clk.Advance(rebalance)
+	parked()
+	if n := len(a.Held()); n != 2 {
+		t.Fatalf("a holds %v after b joined, want 2 shards", a.Held())
+	}
+	// The handlers finish; a releases the two shards it gave up once their running tasks
+	// are done, and b takes them at its next rebalancing.
+	close(gate)
+	e.until(t, rebalance, 6, func() bool { return len(b.Held()) == 2 && ran(r, tasks, 1)() }, a, b)
+	e.advance(t, 3*poll, a, b)
 	runs := r.snapshot()
 	checkOnce(t, tasks, runs)
 	by := map[string]int{}
@@ -564,36 +615,30 @@ func TestHandoverWhileRunningRunsOnce(t *testing.T) {
 }
 
 // TestReleaseHandsOverAtOnce: after Run and Release, another instance takes every shard
-// without waiting for the leases to expire.
+// at its first rebalancing, without waiting for the leases to expire (no time passes).
 func TestReleaseHandsOverAtOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 4)
 	r := newRecorder()
-	o := sched.Options{Lease: 30 * time.Second}
-	a, stopA := e.start(t, "a", r, o)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(a.Held()) != 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a holds %v", a.Held())
-		}
-		time.Sleep(20 * time.Millisecond)
+	a, stopA := e.start(t, "a", r, sched.Options{})
+	e.settle(t, a)
+	if len(a.Held()) != 4 {
+		t.Fatalf("a holds %v", a.Held())
 	}
 	stopA()
 	if err := a.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := e.start(t, "b", r, o)
-	deadline = time.Now().Add(5 * time.Second) // far below the 30s lease
-	for len(b.Held()) != 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("b holds %v 5s after a released", b.Held())
-		}
-		time.Sleep(20 * time.Millisecond)
+	b, _ := e.start(t, "b", r, sched.Options{})
+	e.settle(t, b)
+	if len(b.Held()) != 4 {
+		t.Fatalf("b holds %v right after a released", b.Held())
 	}
 }
 
 // TestSlowHandlerHoldsOneSlot: a handler that takes long holds one of the shard's slots,
-// not the shard: tasks due after it run on time, and it runs once.
+// not the shard: tasks due after it run at the first pass after their due time, and it
+// runs once.
 func TestSlowHandlerHoldsOneSlot(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 1)
@@ -606,25 +651,31 @@ func TestSlowHandlerHoldsOneSlot(t *testing.T) {
 		return nil
 	}
 	a, _ := e.start(t, "a", r, sched.Options{Concurrency: 2})
-	now := e.clk.now()
+	e.settle(t, a)
+	now := e.clk.Now()
 	slow := e.schedule(t, "slow", 1, func(int) time.Time { return now })
-	waitRuns(t, r, slow, 10*time.Second, ranOnce)
-	quick := e.schedule(t, "quick", 20, func(i int) time.Time { return e.clk.now().Add(time.Duration(i) * 20 * time.Millisecond) })
-	runs := waitRuns(t, r, quick, 10*time.Second, ranOnce)
+	e.clk.Advance(poll)
+	r.waitFor(t, "the slow task started", func(runs map[string][]run) bool { return len(runs[slow[0].ID]) == 1 })
+	e.settleRunning(t, 1, a)
+	start := e.clk.Now()
+	quick := e.schedule(t, "quick", 20, func(i int) time.Time { return start.Add(time.Duration(i) * 20 * time.Millisecond) })
+	clocktest.Until(t, e.clk, poll, 5, func() { e.settleRunning(t, 1, a) }, ran(r, quick, 1))
+	runs := r.snapshot()
 	var worst time.Duration
 	for _, tk := range quick {
 		worst = max(worst, runs[tk.ID][0].at.Sub(runs[tk.ID][0].task.Due))
 	}
-	t.Logf("worst lag of the quick tasks beside a stuck one: %v", worst)
-	// The slow one is stuck until release: had it blocked the shard, the quick ones
-	// would not have run at all. The bound leaves room for a loaded machine.
-	if worst > 8*time.Second {
-		t.Errorf("quick tasks waited %v behind a slow one", worst)
+	// Had the slow one blocked the shard, the quick ones would not have run at all.
+	if worst > poll {
+		t.Errorf("quick tasks waited %v behind a slow one; passes are %v apart", worst, poll)
 	}
 	close(release)
-	waitDone(t, 21, a)
-	time.Sleep(300 * time.Millisecond)
+	e.settle(t, a)
+	e.advance(t, 3*poll, a)
 	checkOnce(t, append(slow, quick...), r.snapshot())
+	if st := a.Stats(); st.Done != 21 {
+		t.Errorf("stats %+v", st)
+	}
 }
 
 // TestUnderFaults: with DynamoDB throttling, failing and losing answers after commits
@@ -639,12 +690,13 @@ func TestUnderFaults(t *testing.T) {
 		o.BaseEndpoint = aws.String(ps.URL)
 		o.Retryer = store.NewSDKRetryer()
 	})
-	fst := store.New(faulty, e.table, store.WithSweepWorkers(0), store.WithSchedShards(4), store.WithClock(e.clk.now))
+	fst := store.New(faulty, e.table, store.WithSweepWorkers(0), store.WithSchedShards(4), store.WithClock(e.clk.Now))
 	t.Cleanup(fst.Close)
 	r := newRecorder()
 	start := func(owner string) *sched.Scheduler {
-		s := sched.New(fst, sched.Options{DB: faulty, Owner: owner, Logger: e.log, Now: e.clk.now, Poll: 50 * time.Millisecond,
-			Lease: 3 * time.Second, Grace: time.Second, RetryBase: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond, MaxAttempts: 100})
+		s := sched.New(fst, sched.Options{DB: faulty, Owner: owner, Logger: e.log, Clock: e.clk, Poll: poll,
+			Lease: leaseTime, Grace: time.Second, RetryBase: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond, MaxAttempts: 100,
+			CallTimeout: time.Minute})
 		s.Register("test", r.handler(e, owner))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -654,18 +706,16 @@ func TestUnderFaults(t *testing.T) {
 	}
 	proxy.SetEnabled(true)
 	a, b := start("a"), start("b")
-	now := e.clk.now()
+	e.settle(t, a, b)
+	now := e.clk.Now()
 	tasks := e.schedule(t, "fault", 200, func(i int) time.Time { return now.Add(time.Duration(i) * 10 * time.Millisecond) })
-	waitRuns(t, r, tasks, 60*time.Second, ranOnce)
-	waitDone(t, int64(len(tasks)), a, b)
-	proxy.SetEnabled(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for e.remaining(t, tasks) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d tasks left after the faults stopped", e.remaining(t, tasks))
-		}
-		time.Sleep(100 * time.Millisecond)
+	done := func() bool {
+		st := a.Stats().Done + a.Stats().Dropped + b.Stats().Done + b.Stats().Dropped
+		return ran(r, tasks, 1)() && st >= int64(len(tasks))
 	}
+	e.until(t, poll, 200, done, a, b)
+	proxy.SetEnabled(false)
+	e.until(t, poll, 60, func() bool { return e.remaining(t, tasks) == 0 }, a, b)
 	extra := 0
 	for _, rs := range r.snapshot() {
 		extra += len(rs) - 1
@@ -684,7 +734,7 @@ func TestTaskFromATransactionRuns(t *testing.T) {
 	e := setup(t, 2)
 	r := newRecorder()
 	ctx := context.Background()
-	due := e.clk.now().Add(300 * time.Millisecond)
+	due := e.clk.Now().Add(300 * time.Millisecond)
 	kept := inbox.Task{ID: "tx-kept", Kind: "test", Due: due, Token: "k"}
 	lost := inbox.Task{ID: "tx-lost", Kind: "test", Due: due, Token: "l"}
 	marker := func(cond string) types.TransactWriteItem {
@@ -702,42 +752,42 @@ func TestTaskFromATransactionRuns(t *testing.T) {
 		t.Fatal("the second transaction committed")
 	}
 	a, _ := e.start(t, "a", r, sched.Options{})
-	waitRuns(t, r, []inbox.Task{kept}, 10*time.Second, ranOnce)
-	waitDone(t, 1, a)
-	time.Sleep(500 * time.Millisecond)
+	e.settle(t, a)
+	e.advance(t, 4*poll, a)
 	runs := r.snapshot()
 	if len(runs[kept.ID]) != 1 || runs[kept.ID][0].task.Token != "k" || len(runs[lost.ID]) != 0 {
 		t.Errorf("runs: %+v", runs)
 	}
+	if st := a.Stats(); st.Done != 1 {
+		t.Errorf("stats %+v", st)
+	}
 }
 
 // Kick starts a task due now at once, not at the next poll: with a 10 min poll, a task
-// written after the shards' first passes runs within a minute only because it was kicked.
-// A kick of a shard the scheduler does not hold, or many kicks at once, do nothing else.
+// written after the shards' first passes runs after the kick's 50 ms gap, with no poll in
+// between. A kick of a shard the scheduler does not hold, or many kicks at once, do
+// nothing else.
 func TestKickRunsADueTaskBeforeThePoll(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 2)
 	r := newRecorder()
 	s, _ := e.start(t, "a", r, sched.Options{Poll: 10 * time.Minute})
-	// Wait for the first passes to end: both shards held and no Query for a second.
-	deadline := time.Now().Add(60 * time.Second)
-	for last := -1; ; {
-		n := e.rec.Count("Query")
-		if len(s.Held()) == 2 && n > 0 && n == last {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the scheduler holds %v, %d Queries, after 60 s", s.Held(), n)
-		}
-		last = n
-		time.Sleep(time.Second)
+	e.settle(t, s)
+	if len(s.Held()) != 2 {
+		t.Fatalf("the scheduler holds %v", s.Held())
 	}
-	tasks := e.schedule(t, "kicked", 1, func(int) time.Time { return e.clk.now() })
+	tasks := e.schedule(t, "kicked", 1, func(int) time.Time { return e.clk.Now() })
 	s.Kick(99) // not a shard it holds: nothing
 	for range 5 {
 		s.Kick(store.SchedShard(tasks[0].ID, 2))
 	}
-	waitRuns(t, r, tasks, 15*time.Second, ranOnce)
-	waitDone(t, 1, s)
+	// The kicked pass waits out the gap since the shard's last pass began (no time has
+	// passed on the clock), then runs.
+	e.clk.Advance(50 * time.Millisecond)
+	r.waitFor(t, "the kicked task ran", func(runs map[string][]run) bool { return len(runs[tasks[0].ID]) == 1 })
+	e.settle(t, s)
 	checkOnce(t, tasks, r.snapshot())
+	if st := s.Stats(); st.Done != 1 {
+		t.Errorf("stats %+v", st)
+	}
 }
