@@ -239,7 +239,7 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 		// (or one unregistered since) is not pushed to, whatever the record says.
 		reason, err := h.st.RecheckDevice(ctx, job)
 		if err != nil {
-			return h.outcome(ctx, ref, job, "", channel.Result{}, fmt.Errorf("re-check device: %w", err))
+			return h.outcome(ctx, ref, t.Due, job, "", channel.Result{}, fmt.Errorf("re-check device: %w", err))
 		}
 		if reason != "" {
 			return h.skip(ctx, ref, reason)
