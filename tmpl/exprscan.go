@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Parse-time checks of Liquid expressions (the arguments of tags and outputs), on tokens
@@ -21,6 +22,10 @@ func checkExpr(src string) (int, error) {
 	rangeAt := map[int]int{} // the ")" ending a range (maybe in parentheses) → its "("
 	for i, t := range toks {
 		switch {
+		case t.is("|") && i+1 < len(toks) && (toks[i+1].kind == tkIdent || toks[i+1].kind == tkKeyword):
+			if name := strings.TrimSuffix(toks[i+1].text, ":"); !isFilter(name) {
+				return 0, fmt.Errorf("undefined filter %q", name)
+			}
 		case t.is("("):
 			open = append(open, group{i, -1})
 		case t.kind == tkDotDot && len(open) > 0:
@@ -158,3 +163,18 @@ func scanExpr(src string) []token {
 
 // isAlpha reports whether c starts a Liquid name.
 func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' }
+
+// filterNames are the names of the filters a render has (boundedFilters), and the loops'
+// own (loopItemsFilter).
+var filterNames = sync.OnceValue(func() map[string]bool {
+	names := map[string]bool{loopItemsFilter: true}
+	for name := range boundedFilters() {
+		names[name] = true
+	}
+	return names
+})
+
+// isFilter reports whether name is a filter a render knows: an unknown one is refused at
+// the template's PUT (Liquid itself only finds it when a render reaches it, so a template
+// with a misspelt filter was stored and failed every send).
+func isFilter(name string) bool { return filterNames()[name] }

@@ -420,3 +420,42 @@ func TestDataBoundsAsRangeBounds(t *testing.T) {
 }
 
 const tenant = "acme"
+
+// TestUnknownFiltersRefusedAtPut: a filter no render has is refused when the template is
+// stored, wherever it is written (an output, a tag's expression, a filter with
+// parameters, an HTML part); Liquid itself found it only when a render reached it, so such
+// a template was stored and every send of it failed. Known filters, and text that only
+// looks like a filter, parse.
+func TestUnknownFiltersRefusedAtPut(t *testing.T) {
+	s := &Service{en: newEngine()}
+	for _, src := range []string{
+		"{{ x | nosuchfilter }}",
+		"{{ x | upcase | nosuchfilter: 1, 2 }}",
+		"{% assign y = x | frobnicate %}",
+		"{% for i in list | sort | shuffle %}{% endfor %}",
+		"{% if x | bogus %}{% endif %}",
+		"{{x|nope}}",
+	} {
+		for _, part := range []string{"body", "email.html"} {
+			in := store.TemplateInput{Locale: "en", Title: "t", Body: "b"}
+			if part == "body" {
+				in.Body = src
+			} else {
+				in.Email = &store.TemplateEmail{Subject: "s", HTML: src, Text: "x"}
+			}
+			if _, err := s.parse(in); inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "undefined filter") {
+				t.Errorf("%s in %s: err = %v; want BAD_USER_INPUT undefined filter", src, part, err)
+			}
+		}
+	}
+	for _, src := range []string{
+		"{{ x | upcase | append: 'a|b' | default: 'none' }}",
+		"{{ 'a | nosuchfilter' }} a | nosuchfilter",
+		"{% assign y = x | split: ',' | sort | join: '-' %}{{ n | plus: 1 | minus: 2 | times: 3 | modulo: 2 }}",
+		"{{ x | escape | raw }}{{ d | date: '%Y' }}",
+	} {
+		if _, err := s.parse(store.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+}
