@@ -206,27 +206,11 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 		}
 		t.add(okey, types.TransactWriteItem{Put: put})
 
-		m, err := attributevalue.Marshal(devs)
+		act, err := s.devicesAction(pkey, it, id, stored, have, len(evicted) > 0, devs)
 		if err != nil {
-			return inbox.Device{}, fmt.Errorf("encode devices: %w", err)
+			return inbox.Device{}, err
 		}
-		cond := "attribute_not_exists(#rev)"
-		vals := map[string]types.AttributeValue{
-			":devs": m, ":next": numAV(it.DevicesRev + 1),
-			":et": &types.AttributeValueMemberS{Value: entityUserProfile}, ":zero": numAV(0),
-		}
-		if it.DevicesRev != 0 {
-			cond = "#rev = :rev"
-			vals[":rev"] = numAV(it.DevicesRev)
-		}
-		t.add(pkey, types.TransactWriteItem{Update: &types.Update{
-			TableName:                 aws.String(s.table),
-			Key:                       pkey.av(),
-			UpdateExpression:          aws.String("SET #devs = :devs, #rev = :next, #et = if_not_exists(#et, :et), #up = if_not_exists(#up, :zero)"),
-			ConditionExpression:       aws.String(cond),
-			ExpressionAttributeNames:  map[string]string{"#devs": attrDevices, "#rev": attrDevicesRev, "#et": "entityType", "#up": "updatedAt"},
-			ExpressionAttributeValues: vals,
-		}})
+		t.add(pkey, act)
 
 		if moving {
 			pit, err := decodeProfileItem(got2[prevKey])
@@ -255,6 +239,54 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 		}
 		return storedDevice(id, stored), nil
 	})
+}
+
+// devicesAction is the action of a registration of device id (stored) on the PROFILE
+// item k whose read state is it, so that the map holds it at commit:
+//   - have (the map read holds it already): a ConditionCheck that it still does;
+//   - an eviction (or no map yet): the whole map devs written on condition that
+//     devicesRev is the one read (no map: that there is none);
+//   - else the device alone added, on condition that it is not there and the map has
+//     room: registrations of different devices by one user commute instead of
+//     conflicting on devicesRev.
+//
+// Every change of the map adds one to devicesRev.
+func (s *Store) devicesAction(k itemKey, it userProfileItem, id string, stored deviceAttr, have, evict bool, devs map[string]deviceAttr) (types.TransactWriteItem, error) {
+	names := map[string]string{"#devs": attrDevices, "#rev": attrDevicesRev, "#et": "entityType", "#up": "updatedAt"}
+	vals := map[string]types.AttributeValue{
+		":one": numAV(1), ":et": &types.AttributeValueMemberS{Value: entityUserProfile}, ":zero": numAV(0),
+	}
+	const touch = "#et = if_not_exists(#et, :et), #up = if_not_exists(#up, :zero)"
+	switch {
+	case have:
+		return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: k.av(),
+			ConditionExpression:      aws.String("attribute_exists(#devs.#id)"),
+			ExpressionAttributeNames: map[string]string{"#devs": attrDevices, "#id": id}}}, nil
+	case evict || it.Devices == nil:
+		m, err := attributevalue.Marshal(devs)
+		if err != nil {
+			return types.TransactWriteItem{}, fmt.Errorf("encode devices: %w", err)
+		}
+		vals[":devs"] = m
+		cond := "attribute_not_exists(#devs) AND attribute_not_exists(#rev)"
+		if it.Devices != nil || it.DevicesRev != 0 {
+			cond = "#rev = :rev"
+			vals[":rev"] = numAV(it.DevicesRev)
+		}
+		return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: k.av(),
+			UpdateExpression:    aws.String("SET #devs = :devs, " + touch + " ADD #rev :one"),
+			ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: vals}}, nil
+	}
+	dev, err := attributevalue.Marshal(stored)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("encode device: %w", err)
+	}
+	names["#id"] = id
+	vals[":dev"], vals[":max"] = dev, numAV(inbox.MaxDevices)
+	return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: k.av(),
+		UpdateExpression:         aws.String("SET #devs.#id = :dev, " + touch + " ADD #rev :one"),
+		ConditionExpression:      aws.String("attribute_not_exists(#devs.#id) AND size(#devs) < :max"),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: vals}}, nil
 }
 
 // removeDeviceUpdate is the Update taking device id out of the devices map of the PROFILE
