@@ -22,8 +22,8 @@ import (
 // A device belongs to one user of its tenant: its ownership item (deviceOwnerPK, sk
 // OWNER) names the user whose PROFILE holds it. Every change of a device writes the
 // PROFILE items it touches and the ownership item in ONE TransactWriteItems, each action
-// on condition that the item is as read (devicesRev, the owner named, the device present),
-// and is re-read and retried on a conflict: so a registration by another user moves the
+// on condition that the item is as read (the owner named; the device present, or absent
+// with room in the map; devicesRev for an eviction), and is re-read and retried on a conflict: so a registration by another user moves the
 // device (out of the previous owner's map, into the new one's) and no committed state
 // leaves two users holding it, whatever the interleaving. Devices registered before
 // ownership items existed have none; their first registration by anyone writes one.
@@ -127,8 +127,9 @@ func storedDevice(id string, d deviceAttr) inbox.Device {
 // One strongly consistent BatchGetItem of v's PROFILE and the token's ownership item
 // (AP24), and a second one, only when there are any, of the previous owner's PROFILE and
 // the evicted devices' ownership items; then ONE TransactWriteItems: Put the ownership
-// item (condition: the owner read, or none), Update v's devices map (condition:
-// devicesRev as read), REMOVE the device from the previous owner's map (condition: it is
+// item (condition: the owner read, or none), add the device to v's devices map
+// (devicesAction: on condition that it has room, or, for an eviction, that devicesRev is
+// as read), REMOVE the device from the previous owner's map (condition: it is
 // there), Delete the evicted devices' ownership items that name v (condition: they still
 // do). A conflict re-reads and retries. Errors: BAD_USER_INPUT for an invalid viewer,
 // token or platform (inbox.CheckDevice); THROTTLED when concurrent changes kept winning.
