@@ -22,8 +22,8 @@ import (
 // A device belongs to one user of its tenant: its ownership item (deviceOwnerPK, sk
 // OWNER) names the user whose PROFILE holds it. Every change of a device writes the
 // PROFILE items it touches and the ownership item in ONE TransactWriteItems, each action
-// on condition that the item is as read (devicesRev, the owner named, the device present),
-// and is re-read and retried on a conflict: so a registration by another user moves the
+// on condition that the item is as read (the owner named; the device present, or absent
+// with room in the map; devicesRev for an eviction), and is re-read and retried on a conflict: so a registration by another user moves the
 // device (out of the previous owner's map, into the new one's) and no committed state
 // leaves two users holding it, whatever the interleaving. Devices registered before
 // ownership items existed have none; their first registration by anyone writes one.
@@ -127,8 +127,9 @@ func storedDevice(id string, d deviceAttr) inbox.Device {
 // One strongly consistent BatchGetItem of v's PROFILE and the token's ownership item
 // (AP24), and a second one, only when there are any, of the previous owner's PROFILE and
 // the evicted devices' ownership items; then ONE TransactWriteItems: Put the ownership
-// item (condition: the owner read, or none), Update v's devices map (condition:
-// devicesRev as read), REMOVE the device from the previous owner's map (condition: it is
+// item (condition: the owner read, or none), add the device to v's devices map
+// (devicesAction: on condition that it has room, or, for an eviction, that devicesRev is
+// as read), REMOVE the device from the previous owner's map (condition: it is
 // there), Delete the evicted devices' ownership items that name v (condition: they still
 // do). A conflict re-reads and retries. Errors: BAD_USER_INPUT for an invalid viewer,
 // token or platform (inbox.CheckDevice); THROTTLED when concurrent changes kept winning.
@@ -206,27 +207,11 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 		}
 		t.add(okey, types.TransactWriteItem{Put: put})
 
-		m, err := attributevalue.Marshal(devs)
+		act, err := s.devicesAction(pkey, it, id, stored, have, len(evicted) > 0, devs)
 		if err != nil {
-			return inbox.Device{}, fmt.Errorf("encode devices: %w", err)
+			return inbox.Device{}, err
 		}
-		cond := "attribute_not_exists(#rev)"
-		vals := map[string]types.AttributeValue{
-			":devs": m, ":next": numAV(it.DevicesRev + 1),
-			":et": &types.AttributeValueMemberS{Value: entityUserProfile}, ":zero": numAV(0),
-		}
-		if it.DevicesRev != 0 {
-			cond = "#rev = :rev"
-			vals[":rev"] = numAV(it.DevicesRev)
-		}
-		t.add(pkey, types.TransactWriteItem{Update: &types.Update{
-			TableName:                 aws.String(s.table),
-			Key:                       pkey.av(),
-			UpdateExpression:          aws.String("SET #devs = :devs, #rev = :next, #et = if_not_exists(#et, :et), #up = if_not_exists(#up, :zero)"),
-			ConditionExpression:       aws.String(cond),
-			ExpressionAttributeNames:  map[string]string{"#devs": attrDevices, "#rev": attrDevicesRev, "#et": "entityType", "#up": "updatedAt"},
-			ExpressionAttributeValues: vals,
-		}})
+		t.add(pkey, act)
 
 		if moving {
 			pit, err := decodeProfileItem(got2[prevKey])
@@ -255,6 +240,54 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 		}
 		return storedDevice(id, stored), nil
 	})
+}
+
+// devicesAction is the action of a registration of device id (stored) on the PROFILE
+// item k whose read state is it, so that the map holds it at commit:
+//   - have (the map read holds it already): a ConditionCheck that it still does;
+//   - an eviction (or no map yet): the whole map devs written on condition that
+//     devicesRev is the one read (no map: that there is none);
+//   - else the device alone added, on condition that it is not there and the map has
+//     room: registrations of different devices by one user commute instead of
+//     conflicting on devicesRev.
+//
+// Every change of the map adds one to devicesRev.
+func (s *Store) devicesAction(k itemKey, it userProfileItem, id string, stored deviceAttr, have, evict bool, devs map[string]deviceAttr) (types.TransactWriteItem, error) {
+	names := map[string]string{"#devs": attrDevices, "#rev": attrDevicesRev, "#et": "entityType", "#up": "updatedAt"}
+	vals := map[string]types.AttributeValue{
+		":one": numAV(1), ":et": &types.AttributeValueMemberS{Value: entityUserProfile}, ":zero": numAV(0),
+	}
+	const touch = "#et = if_not_exists(#et, :et), #up = if_not_exists(#up, :zero)"
+	switch {
+	case have:
+		return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: k.av(),
+			ConditionExpression:      aws.String("attribute_exists(#devs.#id)"),
+			ExpressionAttributeNames: map[string]string{"#devs": attrDevices, "#id": id}}}, nil
+	case evict || it.Devices == nil:
+		m, err := attributevalue.Marshal(devs)
+		if err != nil {
+			return types.TransactWriteItem{}, fmt.Errorf("encode devices: %w", err)
+		}
+		vals[":devs"] = m
+		cond := "attribute_not_exists(#devs) AND attribute_not_exists(#rev)"
+		if it.Devices != nil || it.DevicesRev != 0 {
+			cond = "#rev = :rev"
+			vals[":rev"] = numAV(it.DevicesRev)
+		}
+		return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: k.av(),
+			UpdateExpression:    aws.String("SET #devs = :devs, " + touch + " ADD #rev :one"),
+			ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: vals}}, nil
+	}
+	dev, err := attributevalue.Marshal(stored)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("encode device: %w", err)
+	}
+	names["#id"] = id
+	vals[":dev"], vals[":max"] = dev, numAV(inbox.MaxDevices)
+	return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: k.av(),
+		UpdateExpression:         aws.String("SET #devs.#id = :dev, " + touch + " ADD #rev :one"),
+		ConditionExpression:      aws.String("attribute_not_exists(#devs.#id) AND size(#devs) < :max"),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: vals}}, nil
 }
 
 // removeDeviceUpdate is the Update taking device id out of the devices map of the PROFILE

@@ -263,8 +263,8 @@ func concurrentOwners(t *testing.T, f *fixture) {
 			}()
 		}
 		close(start)
+		wg.Wait() // one token's race at a time
 	}
-	wg.Wait()
 	close(errs)
 	for err := range errs {
 		if err != nil {

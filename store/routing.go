@@ -107,7 +107,7 @@ func (it *statusItem) key() string { return strings.TrimPrefix(it.SK, skDelivery
 
 // userProfileItem is a user's channel profile (AP24) and push devices: Devices maps a
 // device id to the device (at most inbox.MaxDevices); DevicesRev counts the changes of
-// Devices (RegisterDevice writes the map on condition that it is the one read).
+// Devices (an eviction rewrites the map on condition that it is the one read).
 type userProfileItem struct {
 	PK         string                `dynamodbav:"pk"`
 	SK         string                `dynamodbav:"sk"`
