@@ -45,6 +45,14 @@ const (
 	// of a when) of one output, tag, or block with its clauses: each costs up to the size
 	// of its operands (MaxArrayItems items), with no check of the deadline in between.
 	MaxComparisons = 64
+	// MaxExprTokens is the most tokens of one tag's or output's expression, checked before
+	// Liquid parses it: the library's grammar copies a list at each of its commas (a when or
+	// a cycle of 32,000 values, 64 KiB of source, took gigabytes to parse).
+	MaxExprTokens = 512
+	// MaxMarkups is the most tags and outputs of one part, checked before Liquid parses it
+	// (each output of an HTML part is compiled twice, to escape it: 13,000 {{1}} cost 337 MiB
+	// and a second to parse).
+	MaxMarkups = 4_000
 	// RenderTimeout bounds one render of a template: all of its parts, which share the
 	// budget (MaxIterations too). It is checked at every loop iteration, write, assign,
 	// filter and block, so one single filter or operator (its values bounded by
@@ -191,13 +199,31 @@ func (en *engine) tagNode(name string) *render.TagNode {
 	return n
 }
 
-// compile parses src, whose first line is line.
-func (en *engine) compile(src string, line int) (render.Node, error) {
-	root, err := en.cfg.Compile(src, parser.SourceLoc{LineNo: line})
-	if err != nil {
-		return nil, err
+// compile parses src, whose first line is line. Before Liquid parses anything it counts
+// src's tags and outputs (at most MaxMarkups) and the tokens of each one's expression (at
+// most MaxExprTokens), so a parse costs time and memory linear in a bounded source; a
+// panic of the library's parser (its number literals: {{ 99999999999999999999 }}) is an
+// error, not a dropped connection or a dead worker.
+func (en *engine) compile(src string, line int) (root render.Node, err error) {
+	loc := parser.SourceLoc{LineNo: line}
+	markups := 0
+	for _, tok := range parser.Scan(src, loc, nil) {
+		if tok.Type != parser.TagTokenType && tok.Type != parser.ObjTokenType {
+			continue
+		}
+		if markups++; markups > MaxMarkups {
+			return nil, fmt.Errorf("more than %d tags and outputs", MaxMarkups)
+		}
+		if n := len(scanExpr(tok.Args)); n > MaxExprTokens {
+			return nil, fmt.Errorf("line %d: more than %d tokens in %.40s", tok.SourceLoc.LineNo, MaxExprTokens, tok.Source)
+		}
 	}
-	return root, nil
+	defer func() {
+		if r := recover(); r != nil {
+			root, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	return en.cfg.Compile(src, loc)
 }
 
 // assignTag is Liquid's assign with its value bounded (MaxValueBytes, MaxArrayItems) and

@@ -459,3 +459,60 @@ func TestUnknownFiltersRefusedAtPut(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCostBounded: what Liquid's parser does before any of our checks is bounded by
+// counting first: a when or a cycle of thousands of values (its grammar copies the list at
+// each comma: 32,000 values took gigabytes), thousands of outputs (each compiled twice in
+// an HTML part), and number literals its parser panics on are refused with
+// BAD_USER_INPUT, quickly and in little memory, at the template's PUT.
+func TestParseCostBounded(t *testing.T) {
+	list := func(n int, v string) string { return strings.TrimSuffix(strings.Repeat(v+",", n), ",") }
+	s := &Service{en: newEngine()}
+	for name, src := range map[string]string{
+		"when of 32,000 values":   "{% case 1 %}{% when " + list(32000, "1") + " %}y{% endcase %}",
+		"when of 600 values":      "{% case x %}{% when " + list(600, "'a'") + " %}y{% endcase %}",
+		"cycle of 16,000 values":  "{% for i in (1..3) %}{% cycle " + list(16000, `"a"`) + " %}{% endfor %}",
+		"output of 2,000 filters": "{{ x" + strings.Repeat(" | upcase", 2000) + " }}",
+		"13,000 outputs":          strings.Repeat("{{1}}", 13000),
+		"5,000 empty loops":       strings.Repeat("{% for i in (1..2) %}{% endfor %}", 5000)[:MaxPartBytes-10],
+		"a 20-digit number":       "{{ 99999999999999999999 }}",
+		"a 20-digit range bound":  "{% for i in (1..99999999999999999999) %}{% endfor %}",
+		"a 20-digit date":         "{{ 99999999999999999999 | date: '%Y' }}",
+	} {
+		for _, part := range []string{"body", "email.html"} {
+			in := store.TemplateInput{Locale: "en", Title: "t", Body: "b"}
+			if len(src) > MaxPartBytes {
+				t.Fatalf("%s: %d bytes, over a part's limit", name, len(src))
+			}
+			if part == "body" {
+				in.Body = src
+			} else {
+				in.Email = &store.TemplateEmail{Subject: "s", HTML: src, Text: "x"}
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			_, err := s.parse(in)
+			d := time.Since(start)
+			runtime.ReadMemStats(&after)
+			if inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+				t.Errorf("%s in %s: err = %v; want BAD_USER_INPUT", name, part, err)
+			}
+			if alloc := (after.TotalAlloc - before.TotalAlloc) >> 20; alloc > 64 || d > 2*time.Second {
+				t.Errorf("%s in %s: %d MiB allocated, %v; want little", name, part, alloc, d)
+			}
+		}
+	}
+	// At the limits, templates still parse.
+	for name, src := range map[string]string{
+		"when of 60 values":   "{% case x %}{% when " + list(60, "'a'") + " %}y{% endcase %}",
+		"a cycle of 50":       "{% for i in (1..3) %}{% cycle " + list(50, `"a"`) + " %}{% endfor %}",
+		"3,000 outputs":       strings.Repeat("{{ x }}", 3000),
+		"a 19-digit number":   "{{ 999999999999999999 }}",
+		"100 chained filters": "{{ x" + strings.Repeat(" | upcase", 100) + " }}",
+	} {
+		if _, err := s.parse(store.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
