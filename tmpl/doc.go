@@ -19,8 +19,10 @@
 //     most MaxOutputBytes, runs at most MaxIterations loop iterations and RenderTimeout
 //     (checked at every iteration, write, assign, filter and block); every string a filter
 //     takes or makes, an assign stores or a capture makes is at most MaxValueBytes, every
-//     array at most MaxArrayItems items. Past any of them the render fails with
-//     BAD_USER_INPUT.
+//     array at most MaxArrayItems items; an array or object holds at most MaxValueBytes
+//     bytes of strings and MaxArrayItems items in all, nested ones and every reference
+//     counted (so no variable, filter argument or comparison operand is more text than
+//     that). Past any of them the render fails with BAD_USER_INPUT.
 //   - Ranges: (a..b) has at most MaxArrayItems items wherever it is written (a loop, an
 //     assign, a filter's input or parameter), counted from its bounds, whatever they are,
 //     before any item is made; with integer bounds written in the template, over that is

@@ -27,10 +27,14 @@ const (
 	// BAD_USER_INPUT.
 	MaxOutputBytes = 256 << 10
 	// MaxValueBytes bounds every string a filter takes or produces, an assign stores or a
-	// capture produces, so no expression can grow memory without bound before anything is
-	// written.
+	// capture produces, and the bytes of strings (object keys included) an array or object
+	// a filter takes or produces or an assign stores holds in all, nested ones included and
+	// each reference counted (checkValue), so no expression can grow memory without bound
+	// before anything is written and no variable, filter argument or comparison operand
+	// is more than this much text.
 	MaxValueBytes = 256 << 10
-	// MaxArrayItems bounds every array a filter takes or produces or an assign stores, and
+	// MaxArrayItems bounds every array a filter takes or produces or an assign stores (its
+	// items and those of the arrays and objects it holds, in all), and
 	// every range ((a..b), wherever it is written: a loop, an assign, a filter's input or
 	// parameter), counted from its bounds before any item is made. A range written with
 	// integer bounds over it is refused when the template is put.

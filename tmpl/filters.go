@@ -18,7 +18,14 @@ import (
 	"github.com/osteele/liquid/values"
 )
 
-// checkValue refuses strings over MaxValueBytes and arrays over MaxArrayItems items.
+// checkValue refuses a string over MaxValueBytes and an array or object (a map) that holds,
+// nested arrays and objects included, more than MaxValueBytes bytes of strings (object
+// keys counted) or more than MaxArrayItems items and entries in all. Every reference
+// counts: an array of 65 536 references to one string of 256 KiB holds 16 GiB of text
+// once a filter converts it (json, upcase, join, ...; Liquid converts a filter's
+// arguments before the filter runs) or a comparison walks it, though it takes 4 MiB of
+// memory. The walk stops as soon as a bound is passed, so it costs at most MaxArrayItems
+// steps whatever the value; nothing is converted.
 func checkValue(v any) error {
 	switch v := v.(type) {
 	case nil:
@@ -34,18 +41,98 @@ func checkValue(v any) error {
 		}
 		return nil
 	}
-	if rv := reflect.ValueOf(v); (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) && rv.Len() > MaxArrayItems {
+	s := valueSize{bytes: MaxValueBytes, items: MaxArrayItems}
+	s.add(v)
+	switch {
+	case s.bytes < 0:
+		return errTooLong()
+	case s.items < 0:
 		return errTooMany()
 	}
 	return nil
 }
 
-// errTooLong is the error of a value over MaxValueBytes.
+// valueSize is what a value may still hold while checkValue walks it: bytes of strings and
+// items (array items, object entries). Either is negative once the value holds more.
+type valueSize struct{ bytes, items int }
+
+// over reports whether a bound is passed.
+func (s *valueSize) over() bool { return s.bytes < 0 || s.items < 0 }
+
+// add charges v, its nested arrays and objects included, and stops at the first bound
+// passed. The types of a render's values (a send's data, Liquid's literals, our filters'
+// results) are walked without reflection; any other slice, array or map with it. Other
+// values (numbers, booleans, times) hold no string.
+func (s *valueSize) add(v any) {
+	switch v := v.(type) {
+	case nil, bool, int, int64, float64:
+	case string:
+		s.bytes -= len(v)
+	case []byte:
+		s.bytes -= len(v)
+	case []any:
+		for _, item := range v {
+			if s.items--; s.over() {
+				return
+			}
+			s.add(item)
+		}
+	case []string:
+		for _, item := range v {
+			if s.items, s.bytes = s.items-1, s.bytes-len(item); s.over() {
+				return
+			}
+		}
+	case map[string]any:
+		for k, item := range v {
+			if s.items, s.bytes = s.items-1, s.bytes-len(k); s.over() {
+				return
+			}
+			s.add(item)
+		}
+	default:
+		s.addReflect(reflect.ValueOf(v))
+	}
+}
+
+// addReflect is add for a value of any other type.
+func (s *valueSize) addReflect(rv reflect.Value) {
+	switch rv.Kind() {
+	case reflect.String:
+		s.bytes -= rv.Len()
+	case reflect.Interface, reflect.Pointer:
+		if !rv.IsNil() {
+			s.addReflect(rv.Elem())
+		}
+	case reflect.Slice, reflect.Array:
+		if rv.Type().Elem().Kind() == reflect.Uint8 {
+			s.bytes -= rv.Len()
+			return
+		}
+		for i := 0; i < rv.Len(); i++ {
+			if s.items--; s.over() {
+				return
+			}
+			s.addReflect(rv.Index(i))
+		}
+	case reflect.Map:
+		for it := rv.MapRange(); it.Next(); {
+			if s.items--; s.over() {
+				return
+			}
+			s.addReflect(it.Key())
+			s.addReflect(it.Value())
+		}
+	}
+}
+
+// errTooLong is the error of a value over MaxValueBytes (a string, or the strings an array
+// or object holds).
 func errTooLong() error {
 	return fmt.Errorf("%w: a value over %d bytes", errBudget, MaxValueBytes)
 }
 
-// errTooMany is the error of an array over MaxArrayItems items.
+// errTooMany is the error of an array over MaxArrayItems items (nested ones counted).
 func errTooMany() error {
 	return fmt.Errorf("%w: an array over %d items", errBudget, MaxArrayItems)
 }

@@ -434,7 +434,10 @@ func (p *parsed) render(vars map[string]any, deadline time.Time) (Rendered, erro
 
 // decodeData decodes a send's data (a JSON object; nil, empty or null = no variables)
 // into Liquid bindings. Whole numbers become int (see numbers), others float64. An array
-// or an object of more than MaxArrayItems items is BAD_USER_INPUT.
+// or an object of more than MaxArrayItems items is BAD_USER_INPUT, and so is a variable
+// (a key of data) holding more than MaxValueBytes bytes of strings or MaxArrayItems items
+// in all (checkValue: a send's payload is far smaller, but no variable may hold more,
+// whatever the transport).
 func decodeData(data inbox.JSON) (map[string]any, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
@@ -453,7 +456,13 @@ func decodeData(data inbox.JSON) (map[string]any, error) {
 	if tooBig(m) {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "data has an array or an object of more than %d items", MaxArrayItems)
 	}
-	return numbers(m).(map[string]any), nil
+	vars := numbers(m).(map[string]any)
+	for k, v := range vars {
+		if checkValue(v) != nil {
+			return nil, inbox.Errorf(inbox.CodeBadUserInput, "data.%.40s holds more than %d bytes of strings or %d items in all", k, MaxValueBytes, MaxArrayItems)
+		}
+	}
+	return vars, nil
 }
 
 // tooBig reports whether v has an array or an object of more than MaxArrayItems items: a
