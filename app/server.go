@@ -636,17 +636,7 @@ func (t inboxTemplates) Render(ctx context.Context, tenant, id string, version i
 	if err != nil {
 		return inbox.Rendered{}, err
 	}
-	out := inbox.Rendered{Title: r.Title, Body: r.Body, Channels: r.Channels}
-	if r.Email != nil {
-		out.Email = &inbox.EmailContent{Subject: r.Email.Subject, HTML: r.Email.HTML, Text: r.Email.Text}
-	}
-	if r.Push != nil {
-		out.Push = &inbox.PushContent{Title: r.Push.Title, Body: r.Push.Body}
-	}
-	if r.SMS != nil {
-		out.SMS = &inbox.SMSContent{Text: r.SMS.Text}
-	}
-	return out, nil
+	return r.Inbox(), nil
 }
 
 // Close stops the service's lanes.

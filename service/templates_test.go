@@ -33,11 +33,7 @@ func (t *templates) Render(ctx context.Context, tenant, id string, version int, 
 	if err != nil {
 		return inbox.Rendered{}, err
 	}
-	out := inbox.Rendered{Title: r.Title, Body: r.Body, Channels: r.Channels}
-	if r.Email != nil {
-		out.Email = &inbox.EmailContent{Subject: r.Email.Subject, HTML: r.Email.HTML, Text: r.Email.Text}
-	}
-	return out, nil
+	return r.Inbox(), nil
 }
 
 // templateReads counts the DynamoDB reads of template id's items (HEAD and versions) in

@@ -372,10 +372,7 @@ func (s *Store) GetTemplateHead(ctx context.Context, tenantID, id string) (Templ
 // locale tried (AP17): usually one. Errors: BAD_USER_INPUT for a bad id, locale or version;
 // NOT_FOUND for an unknown template or a version it does not have.
 func (s *Store) GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (Template, error) {
-	if err := inbox.CheckID("tenant", tenantID); err != nil {
-		return Template{}, err
-	}
-	if err := inbox.CheckID("template id", id); err != nil {
+	if err := checkTemplateRef(tenantID, id); err != nil {
 		return Template{}, err
 	}
 	if version < 0 || version > MaxTemplateVersion {
@@ -458,10 +455,7 @@ func TemplateLocaleCandidates(want string, locales []string, def string) []strin
 // version; NOT_FOUND when locale has no version at or below version (or the template does
 // not exist).
 func (s *Store) GetTemplateLocale(ctx context.Context, tenantID, id, locale string, version int) (Template, error) {
-	if err := inbox.CheckID("tenant", tenantID); err != nil {
-		return Template{}, err
-	}
-	if err := inbox.CheckID("template id", id); err != nil {
+	if err := checkTemplateRef(tenantID, id); err != nil {
 		return Template{}, err
 	}
 	if version < 1 || version > MaxTemplateVersion {
@@ -512,4 +506,12 @@ func (s *Store) templateVersionAtMost(ctx context.Context, pk, locale string, v 
 		return nil, fmt.Errorf("decode template version: %w", err)
 	}
 	return &it, nil
+}
+
+// checkTemplateRef checks a template's tenant and id (BAD_USER_INPUT naming the bad one).
+func checkTemplateRef(tenantID, id string) error {
+	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return err
+	}
+	return inbox.CheckID("template id", id)
 }

@@ -180,6 +180,22 @@ type Rendered struct {
 	Channels []string
 }
 
+// Inbox returns r as the send service takes it (inbox.Rendered: the same parts, nil where
+// the template has none).
+func (r Rendered) Inbox() inbox.Rendered {
+	out := inbox.Rendered{Title: r.Title, Body: r.Body, Channels: r.Channels}
+	if r.Email != nil {
+		out.Email = &inbox.EmailContent{Subject: r.Email.Subject, HTML: r.Email.HTML, Text: r.Email.Text}
+	}
+	if r.Push != nil {
+		out.Push = &inbox.PushContent{Title: r.Push.Title, Body: r.Push.Body}
+	}
+	if r.SMS != nil {
+		out.SMS = &inbox.SMSContent{Text: r.SMS.Text}
+	}
+	return out
+}
+
 // EmailContent is a rendered email: HTML with every output escaped (see the package doc).
 type EmailContent struct{ Subject, HTML, Text string }
 
