@@ -1,6 +1,8 @@
 package tmpl
 
 import (
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/inboxgw/gateway/inbox"
@@ -60,6 +62,44 @@ func TestArithmeticKeepsIntegers(t *testing.T) {
 	for _, src := range []string{"{{ n | modulo: 0 }}", "{{ n | plus: 'x' }}"} {
 		if got, err := renderPart(t, src, false, vars); err == nil {
 			t.Errorf("%s = %q; want an error", src, got)
+		}
+	}
+}
+
+// TestDateSliceDivideBounded: the filters an attack on the budget found outside it: date's
+// width (%0999999d padded each directive to a megabyte inside the filter, before any
+// check: 100 of them allocated about 1 GiB), slice's overflowing end (a panic whose
+// runtime text reached the client) and divided_by's MinInt64 / -1 (wrapped around).
+func TestDateSliceDivideBounded(t *testing.T) {
+	vars := map[string]any{}
+	for _, src := range []string{
+		`{{ "2020-01-01" | date: "%0999999d" }}`,
+		`{{ "2020-01-01" | date: "` + strings.Repeat("%0999999d", 100) + `" }}`,
+		`{{ "2020-01-01" | date: "%-_0999Y" }}`,
+		`{{ "2020-01-01" | date: "%99999999999999999999N" }}`,
+		`{{ "2020-01-01" | date: "x %65d" }}`,
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		got, err := renderPart(t, src, false, vars)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), "width") {
+			t.Errorf("%.60s = %.40q, %v; want an error about the width", src, got, err)
+		}
+		if alloc := (after.TotalAlloc - before.TotalAlloc) >> 20; alloc > 16 {
+			t.Errorf("%.60s: %d MiB allocated", src, alloc)
+		}
+	}
+	for src, want := range map[string]string{
+		`{{ "2020-01-02" | date: "%Y-%m-%d %010d %%" }}`:              "2020-01-02 0000000002 %",
+		`{{ "abcdef" | slice: 2, 9223372036854775807 }}`:              "cdef",
+		`{{ "abcdef" | slice: -2 }}|{{ "abcdef" | slice: 9, 2 }}`:     "e|",
+		`{{ "abcdef" | slice: 1, 3 }}|{{ "abcdef" | slice: 1, -3 }}|`: "bcd||",
+		`{{ -9223372036854775807 | minus: 1 | divided_by: -1 }}`:      "9.223372036854776e+18",
+		`{{ 7 | divided_by: 2 }} {{ 7.0 | divided_by: 2.0 }}`:         "3 3.5",
+	} {
+		if got, err := renderPart(t, src, false, vars); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", src, got, err, want)
 		}
 	}
 }

@@ -11,11 +11,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/osteele/liquid/filters"
 	"github.com/osteele/liquid/values"
+	"github.com/osteele/tuesday"
 )
 
 // checkValue refuses a string over MaxValueBytes and an array or object (a map) that holds,
@@ -221,6 +223,28 @@ func boundedFilters() map[string]reflect.Value {
 	}
 	fs.AddFilter("json", jsonFilter)
 	fs.AddFilter("inspect", jsonFilter)
+	// date is Liquid's (strftime through tuesday) with each directive's width bounded
+	// first: tuesday hands "%0999999d" to fmt, which pads it to a million bytes, so a
+	// format of a hundred such directives allocated about 1 GiB before any check.
+	fs.AddFilter("date", func(t time.Time, format func(string) string) (string, error) {
+		f := format("%a, %b %d, %y")
+		if err := checkStrftimeWidths(f); err != nil {
+			return "", err
+		}
+		return tuesday.Strftime(f, t)
+	})
+	fs.AddFilter("slice", sliceFilter)
+	// divided_by of two integers is integer division (Liquid's own, which it delegates to
+	// for anything else), except MinInt64 / -1, which wrapped around to MinInt64.
+	divided := reflect.ValueOf(fs["divided_by"])
+	fs.AddFilter("divided_by", func(a, b any) (any, error) {
+		if ia, aInt := toInt(a); aInt && a != nil {
+			if ib, bInt := toInt(b); bInt && b != nil && ia == math.MinInt64 && ib == -1 {
+				return -float64(ia), nil
+			}
+		}
+		return values.Call(divided, []any{a, b})
+	})
 	fs.AddFilter("plus", func(a, b any) (any, error) { return arith('+', a, b) })
 	fs.AddFilter("minus", func(a, b any) (any, error) { return arith('-', a, b) })
 	fs.AddFilter("times", func(a, b any) (any, error) { return arith('*', a, b) })
@@ -500,4 +524,47 @@ func toFloat(v any) (float64, error) {
 		return rv.Float(), nil
 	}
 	return 0, fmt.Errorf("%v is not a number", v)
+}
+
+// MaxStrftimeWidth is the widest padding a date directive may ask for (%010d is 10).
+const MaxStrftimeWidth = 64
+
+// checkStrftimeWidths refuses a strftime format with a directive wider than
+// MaxStrftimeWidth: %, then flags (-_0^#:), then a width of digits.
+func checkStrftimeWidths(f string) error {
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' {
+			continue
+		}
+		j := i + 1
+		for j < len(f) && strings.IndexByte("-_0^#:", f[j]) >= 0 {
+			j++
+		}
+		k := j
+		for k < len(f) && f[k] >= '0' && f[k] <= '9' {
+			k++
+		}
+		if k > j {
+			if w, err := strconv.Atoi(f[j:k]); err != nil || w > MaxStrftimeWidth {
+				return fmt.Errorf("the date format's width %s is over %d", f[j:k], MaxStrftimeWidth)
+			}
+		}
+		i = k - 1
+	}
+	return nil
+}
+
+// sliceFilter is Liquid's slice of a string (runes from start, negative from the end, n of
+// them; n defaults to 1) without its overflow: start + n past MaxInt wrapped around and
+// panicked ("slice bounds out of range").
+func sliceFilter(s string, start int, length func(int) int) string {
+	rs := []rune(s)
+	n := length(1)
+	if start < 0 {
+		start += len(rs)
+	}
+	if start < 0 || start >= len(rs) || n <= 0 {
+		return ""
+	}
+	return string(rs[start : start+min(n, len(rs)-start)])
 }
