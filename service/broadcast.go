@@ -101,6 +101,8 @@ type BroadcastStore interface {
 	MarkBroadcastRunning(ctx context.Context, tenantID, id string) (bool, error)
 	FinishBroadcast(ctx context.Context, tenantID, id, status string) (bool, error)
 	Schedule(ctx context.Context, t inbox.Task) error
+	// BroadcastPage is the most recipients of one page (store.WithBroadcastPageSize).
+	BroadcastPage() int
 }
 
 // BroadcastSendFunc writes one page: store.Send's shape (idempotent by in.IdempotencyKey;
@@ -430,7 +432,7 @@ func (b *Broadcasts) fixPage(ctx context.Context, tenant string, bc store.Broadc
 	default:
 		var more bool
 		var err error
-		members, more, err = b.o.Store.SegmentShardPage(ctx, tenant, bc.Segment, shard, sh.Cursor, store.BroadcastPageSize)
+		members, more, err = b.o.Store.SegmentShardPage(ctx, tenant, bc.Segment, shard, sh.Cursor, b.o.Store.BroadcastPage())
 		if err != nil {
 			return false, err
 		}

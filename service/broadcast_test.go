@@ -32,6 +32,11 @@ type bcEnv struct {
 	log *slog.Logger
 }
 
+// testPage is the broadcast page of these tests: a tenth of production's, so that
+// every path through pages, shards and runs is walked with a tenth of the recipients
+// (each one a transaction on DynamoDB Local).
+const testPage = store.BroadcastPageSize / 10
+
 // setup makes a store over a fresh table; at the end it fails on any Scan.
 func bcSetup(t *testing.T, opts ...store.Option) *bcEnv {
 	t.Helper()
@@ -39,7 +44,8 @@ func bcSetup(t *testing.T, opts ...store.Option) *bcEnv {
 	rec.KeepInputs()
 	db := dynlocaltest.Client(t, rec.Option())
 	table := dynlocaltest.TableName(t)
-	st := store.New(db, table, append([]store.Option{store.WithSweepWorkers(0), store.WithSchedShards(4)}, opts...)...)
+	st := store.New(db, table, append([]store.Option{store.WithSweepWorkers(0), store.WithSchedShards(4),
+		store.WithBroadcastPageSize(testPage)}, opts...)...)
 	t.Cleanup(func() {
 		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
@@ -159,7 +165,7 @@ func spec(key, seg string) service.BroadcastSpec {
 
 func done(bc store.Broadcast) bool { return bc.Status == store.BroadcastDone }
 
-// A broadcast to an 800-member followers segment reaches done with exactly one
+// A broadcast to a 160-member followers segment (pages of 10) reaches done with exactly one
 // notification each and exact counters; its reads spread over every segment shard.
 func TestBroadcastToFollowers(t *testing.T) {
 	// Not parallel: a broadcast writes hundreds of recipients' transactions, and
@@ -167,7 +173,7 @@ func TestBroadcastToFollowers(t *testing.T) {
 	// (leases lost, every broadcast past its wait in a full run).
 	e := bcSetup(t)
 	seg := "followers:actor-42"
-	users := e.fill(t, seg, "fan-", 800)
+	users := e.fill(t, seg, "fan-", 160)
 	e.rec.Reset()
 	in := e.start(t, "a", 5, nil)
 	id, err := in.b.Start(context.Background(), tenant, spec("launch-1", seg))
@@ -175,7 +181,7 @@ func TestBroadcastToFollowers(t *testing.T) {
 		t.Fatal(err)
 	}
 	bc := e.wait(t, id, 2*time.Minute, done)
-	if bc.Recipients != 800 || bc.Written != 800 || bc.Skipped != 0 || bc.Failed != 0 || bc.FinishedAt.IsZero() || bc.StartedAt.IsZero() {
+	if bc.Recipients != 160 || bc.Written != 160 || bc.Skipped != 0 || bc.Failed != 0 || bc.FinishedAt.IsZero() || bc.StartedAt.IsZero() {
 		t.Fatalf("progress %+v", bc)
 	}
 	// Reads: every segment shard was Queried, none more than twice the mean.
@@ -199,8 +205,8 @@ func TestBroadcastToFollowers(t *testing.T) {
 			t.Errorf("shard %s was Queried %d times of %d", pk, n, total)
 		}
 	}
-	if h := e.notified(t, users); h[1] != 800 {
-		t.Fatalf("notifications per user: %v, want 800 with one", h)
+	if h := e.notified(t, users); h[1] != 160 {
+		t.Fatalf("notifications per user: %v, want 160 with one", h)
 	}
 	// A repeated start is the same broadcast; the same key with another spec a CONFLICT.
 	again, err := in.b.Start(context.Background(), tenant, spec("launch-1", seg))
@@ -224,32 +230,36 @@ func TestBroadcastResumesAfterCrashes(t *testing.T) {
 	// Not parallel: a broadcast writes hundreds of recipients' transactions, and
 	// beside the package's other broadcasts it saturated the shared DynamoDB Local
 	// (leases lost, every broadcast past its wait in a full run).
-	// 4 shards of about 250: 3 pages each, runs of 2 pages and a continuation.
+	// 4 shards of about 25: 3 pages of 10 each, runs of 2 pages and a continuation.
 	e := bcSetup(t, store.WithSegmentShards(4))
 	seg := "everyone"
-	users := e.fill(t, seg, "u-", 1000)
-	// crashAfter is a Send that kills instance *in after its n-th page, once that page
-	// is written: its checkpoint never happens.
-	crashAfter := func(n int64, in **instance) service.BroadcastSendFunc {
+	users := e.fill(t, seg, "u-", 100)
+	// crashAfter returns a Send that kills its instance after its n-th page, once that
+	// page is written (its checkpoint never happens), and the func that names the
+	// instance (the page may be written before start returns: the kill waits for it).
+	crashAfter := func(n int64) (service.BroadcastSendFunc, func(*instance)) {
 		var pages atomic.Int64
+		named := make(chan *instance, 1)
 		return func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
 			res, err := e.st.Send(ctx, tenantID, si)
 			if pages.Add(1) == n {
-				(*in).kill()
+				(<-named).kill()
 			}
 			return res, err
-		}
+		}, func(in *instance) { named <- in }
 	}
-	var first *instance
-	first = e.start(t, "a", 2, crashAfter(3, &first))
+	send1, name1 := crashAfter(3)
+	first := e.start(t, "a", 2, send1)
+	name1(first)
 	id, err := first.b.Start(context.Background(), tenant, spec("crash-1", seg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-first.done
 	bc1, _ := e.st.GetBroadcast(context.Background(), tenant, id)
-	var second *instance
-	second = e.start(t, "b", 2, crashAfter(3, &second))
+	send2, name2 := crashAfter(3)
+	second := e.start(t, "b", 2, send2)
+	name2(second)
 	<-second.done
 	bc2, _ := e.st.GetBroadcast(context.Background(), tenant, id)
 	if bc1.Status == store.BroadcastDone || bc2.Status == store.BroadcastDone || bc2.Written < bc1.Written {
@@ -258,11 +268,11 @@ func TestBroadcastResumesAfterCrashes(t *testing.T) {
 	third := e.start(t, "c", 2, nil)
 	_ = third
 	bc := e.wait(t, id, 3*time.Minute, done)
-	if bc.Recipients != 1000 || bc.Written != 1000 || bc.Skipped != 0 || bc.Failed != 0 || bc.ShardsDone != bc.Shards {
+	if bc.Recipients != 100 || bc.Written != 100 || bc.Skipped != 0 || bc.Failed != 0 || bc.ShardsDone != bc.Shards {
 		t.Fatalf("progress after the crashes %+v (first crash at %d written, second at %d)", bc, bc1.Written, bc2.Written)
 	}
-	if h := e.notified(t, users); h[1] != 1000 {
-		t.Fatalf("notifications per user: %v, want 1000 with one", h)
+	if h := e.notified(t, users); h[1] != 100 {
+		t.Fatalf("notifications per user: %v, want 100 with one", h)
 	}
 }
 
@@ -272,10 +282,10 @@ func TestBroadcastCancel(t *testing.T) {
 	// Not parallel: a broadcast writes hundreds of recipients' transactions, and
 	// beside the package's other broadcasts it saturated the shared DynamoDB Local
 	// (leases lost, every broadcast past its wait in a full run).
-	// One shard: 10 pages one after the other, slow enough to cancel in the middle.
+	// One shard: 6 pages one after the other, slow enough to cancel in the middle.
 	e := bcSetup(t, store.WithSegmentShards(1))
 	seg := "slow"
-	users := e.fill(t, seg, "s-", 600)
+	users := e.fill(t, seg, "s-", 60)
 	slow := func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
 		time.Sleep(300 * time.Millisecond)
 		return e.st.Send(ctx, tenantID, si)
@@ -285,7 +295,7 @@ func TestBroadcastCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.wait(t, id, time.Minute, func(bc store.Broadcast) bool { return bc.Written >= 200 })
+	e.wait(t, id, time.Minute, func(bc store.Broadcast) bool { return bc.Written >= 20 })
 	bc, err := in.b.Cancel(context.Background(), tenant, id)
 	if err != nil || bc.Status != store.BroadcastCancelled {
 		t.Fatalf("cancel: %+v, %v", bc, err)
@@ -321,11 +331,11 @@ func TestBroadcastCancel(t *testing.T) {
 		}
 		last = cur
 	}
-	if last.Status != store.BroadcastCancelled || last.Written >= 600 || last.FinishedAt.IsZero() {
+	if last.Status != store.BroadcastCancelled || last.Written >= 60 || last.FinishedAt.IsZero() {
 		t.Fatalf("after cancel: %+v", last)
 	}
 	h := e.notified(t, users)
-	if h[1] != last.Written || h[0] != 600-last.Written {
+	if h[1] != last.Written || h[0] != 60-last.Written {
 		t.Fatalf("notifications per user %v, written %d", h, last.Written)
 	}
 	// Cancelling again changes nothing.
@@ -344,7 +354,7 @@ func TestBroadcastListAndBadInput(t *testing.T) {
 	in := e.start(t, "a", 20, nil)
 	ctx := context.Background()
 	var list []string
-	for i := range 250 {
+	for i := range 25 {
 		list = append(list, fmt.Sprintf("l-%03d", i))
 	}
 	s := service.BroadcastSpec{IdempotencyKey: "list-1", Recipients: append(slices.Clone(list), list[:10]...),
@@ -354,10 +364,10 @@ func TestBroadcastListAndBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	bc := e.wait(t, id, time.Minute, done)
-	if bc.Recipients != 250 || bc.Written != 250 || bc.Shards != 3 {
+	if bc.Recipients != 25 || bc.Written != 25 || bc.Shards != 3 {
 		t.Fatalf("list broadcast %+v", bc)
 	}
-	if h := e.notified(t, list); h[1] != 250 {
+	if h := e.notified(t, list); h[1] != 25 {
 		t.Fatalf("notifications per user %v", h)
 	}
 	e.rec.Reset()
@@ -401,7 +411,7 @@ func TestBroadcastCancelledMidPageCountsItsPage(t *testing.T) {
 	// Not parallel, as the other broadcast tests (its retry waited past a minute beside
 	// the package's parallel tests in CI).
 	e := bcSetup(t, store.WithSegmentShards(1))
-	users := e.fill(t, "mid", "p-", 150)
+	users := e.fill(t, "mid", "p-", 15)
 	var (
 		first atomic.Bool
 		in    *instance
@@ -425,10 +435,10 @@ func TestBroadcastCancelledMidPageCountsItsPage(t *testing.T) {
 	}
 	bc := e.wait(t, id, 3*time.Minute, func(bc store.Broadcast) bool { return bc.Written > 0 })
 	time.Sleep(time.Second) // nothing more moves
-	if bc, _ = in.b.Get(context.Background(), tenant, id); bc.Status != store.BroadcastCancelled || bc.Written != 100 {
+	if bc, _ = in.b.Get(context.Background(), tenant, id); bc.Status != store.BroadcastCancelled || bc.Written != 10 {
 		t.Fatalf("after the cancel: %+v", bc)
 	}
-	if h := e.notified(t, users); h[1] != 100 || h[0] != 50 {
+	if h := e.notified(t, users); h[1] != 10 || h[0] != 5 {
 		t.Fatalf("notifications per user %v, written %d", h, bc.Written)
 	}
 }

@@ -202,9 +202,10 @@ func (s *Service) process(ctx context.Context, tenant string, doc *document) (Re
 		}
 	} else {
 		res.Duplicate = true
-		chunks := (len(r.Recipients) + inbox.MaxRecipients - 1) / inbox.MaxRecipients
+		size := s.o.Chunk
+		chunks := (len(r.Recipients) + size - 1) / size
 		for c := range chunks {
-			lo, hi := c*inbox.MaxRecipients, min((c+1)*inbox.MaxRecipients, len(r.Recipients))
+			lo, hi := c*size, min((c+1)*size, len(r.Recipients))
 			in := s.Input(tenant, r, doc.TemplateVersion)
 			in.IdempotencyKey = chunkKey(r.IdempotencyKey, c, chunks)
 			in.Recipients = r.Recipients[lo:hi]

@@ -95,6 +95,11 @@ type Options struct {
 	// RecoveryDelay is how long after an accept its recovery task is due (default
 	// DefaultRecoveryDelay): it should exceed the usual processing time.
 	RecoveryDelay time.Duration
+	// Chunk is the most recipients of one store send (default and most
+	// inbox.MaxRecipients). Every instance on a table must use the same value: a chunk's
+	// idempotency key names its place among the request's chunks. Tests use a small chunk
+	// to walk many chunks with few recipients.
+	Chunk int
 	// AcceptOnly leaves every request to its recovery task (no processing in this
 	// process: the scheduler's workers run them).
 	AcceptOnly bool
@@ -126,6 +131,9 @@ func New(st Store, o Options) *Service {
 	}
 	if o.IdempotencyTTL <= 0 {
 		o.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if o.Chunk <= 0 || o.Chunk > inbox.MaxRecipients {
+		o.Chunk = inbox.MaxRecipients
 	}
 	if o.RecoveryDelay <= 0 {
 		o.RecoveryDelay = DefaultRecoveryDelay

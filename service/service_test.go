@@ -202,16 +202,16 @@ func TestRejectedWritesNothing(t *testing.T) {
 func TestCrashAfterAccept(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	dead := service.New(e.st, service.Options{AcceptOnly: true, RecoveryDelay: 500 * time.Millisecond})
-	rs := users(250) // three chunks
+	dead := service.New(e.st, service.Options{AcceptOnly: true, RecoveryDelay: 500 * time.Millisecond, Chunk: 10})
+	rs := users(25) // three chunks of 10
 	acc, err := dead.Accept(context.Background(), tenant, service.SendRequest{IdempotencyKey: "crash", Recipients: rs,
 		Type: "t", Priority: service.Bulk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dead.Close()
-	e.newService(t, service.Options{RecoveryDelay: 500 * time.Millisecond}, true)
-	waitDone(t, e, "crash", 90*time.Second) // 250 recipients on a loaded shared engine
+	e.newService(t, service.Options{RecoveryDelay: 500 * time.Millisecond, Chunk: 10}, true)
+	waitDone(t, e, "crash", 30*time.Second)
 	for i, u := range rs {
 		ids, unread := e.inboxOf(t, u)
 		if !slices.Equal(ids, []string{acc.NotificationIDs[i]}) || unread != 1 {

@@ -53,6 +53,17 @@ const (
 // BroadcastPageSize is the most recipients of one broadcast page (one Store.Send).
 const BroadcastPageSize = inbox.MaxRecipients
 
+// WithBroadcastPageSize sets the most recipients of one broadcast page (default and
+// most BroadcastPageSize; at least 1): a list broadcast is cut into shards of this many,
+// and a segment broadcast reads its shards' members this many at a time. Tests use a
+// small page to walk many pages and shards with few recipients.
+func WithBroadcastPageSize(n int) Option {
+	return func(s *Store) { s.bcPage = min(max(n, 1), BroadcastPageSize) }
+}
+
+// BroadcastPage returns the recipients of one broadcast page (WithBroadcastPageSize).
+func (s *Store) BroadcastPage() int { return s.bcPage }
+
 // codeConflict is the error code of an idempotency key reused with other content
 // (REST 409). inbox has no constant for it yet; the service layer's CONFLICT is the same
 // string.
@@ -209,8 +220,8 @@ func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb NewBroa
 		if len(nb.List) > MaxSegmentChange {
 			return Broadcast{}, false, inbox.Errorf(inbox.CodeBadUserInput, "at most %d recipients per broadcast list", MaxSegmentChange)
 		}
-		for i := 0; i < len(nb.List); i += BroadcastPageSize {
-			lists = append(lists, nb.List[i:min(len(nb.List), i+BroadcastPageSize)])
+		for i := 0; i < len(nb.List); i += s.bcPage {
+			lists = append(lists, nb.List[i:min(len(nb.List), i+s.bcPage)])
 		}
 	}
 	now := s.now()

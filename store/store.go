@@ -55,6 +55,7 @@ type Store struct {
 	retryObs        RetryObserver
 	schedShards     int
 	segShards       int
+	bcPage          int
 	tenantPrefs     func(tenantID string) inbox.TenantPreferences
 	retention       time.Duration
 	settings        *settingsCache
@@ -116,6 +117,7 @@ func New(db API, table string, opts ...Option) *Store {
 		retry:           DefaultRetryPolicy,
 		schedShards:     DefaultSchedShards,
 		segShards:       DefaultSegmentShards,
+		bcPage:          BroadcastPageSize,
 		settings:        newSettingsCache(DefaultSettingsCacheTTL),
 		statusTTL:       DefaultStatusTTL,
 	}
