@@ -25,11 +25,13 @@ import (
 // work from what the table holds: every recipient has exactly one notification, the
 // badges are exact, the request or broadcast is done.
 
-// crashEnv is the environment of the crash tests' gateways: the scheduler on, with short
-// leases so that a restarted gateway takes the dead one's shards within seconds.
+// crashEnv is the environment of the crash tests' gateways: the scheduler on two shards,
+// with leases short enough that a restarted gateway takes the dead one's shards within
+// seconds (6 s) and long enough that renewals ride out an engine busy for a second or two
+// (with 2 s leases, renewals timed out on a loaded machine and shards stopped).
 func crashEnv(t *testing.T, table string, extra ...string) []string {
-	return gwEnv(t, table, append([]string{"INBOX_SCHEDULER=true", "INBOX_SCHED_POLL=100ms", "INBOX_SCHED_LEASE=2s",
-		"INBOX_SCHED_SHARDS=4"}, extra...)...)
+	return gwEnv(t, table, append([]string{"INBOX_SCHEDULER=true", "INBOX_SCHED_POLL=250ms", "INBOX_SCHED_LEASE=6s",
+		"INBOX_SCHED_SHARDS=2"}, extra...)...)
 }
 
 // restBase is the service API's base URL of a gateway process (its URL without /graphql).

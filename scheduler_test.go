@@ -22,7 +22,7 @@ func TestSnoozeAndExpiryOutliveACrashOfEveryInstance(t *testing.T) {
 		t.Skip("starts gateway processes")
 	}
 	table := dynlocaltest.TableName(t)
-	env := gwEnv(t, table, "INBOX_SCHEDULER=true", "INBOX_SCHED_POLL=100ms", "INBOX_SCHED_LEASE=2s", "INBOX_SCHED_SHARDS=4")
+	env := gwEnv(t, table, "INBOX_SCHEDULER=true", "INBOX_SCHED_POLL=250ms", "INBOX_SCHED_LEASE=6s", "INBOX_SCHED_SHARDS=2")
 	pa, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
 	sender := a.Token("t1", "svc", auth.ScopeSend)
 	alice := a.Token("t1", "alice")
