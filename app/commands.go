@@ -14,11 +14,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/dynlocal"
 	ghimport "github.com/inboxgw/gateway/importer/github"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/relay"
@@ -233,10 +233,5 @@ func streamsClient(ctx context.Context, cfg Config, eng *engine) (*dynamodbstrea
 			}
 		}), nil
 	}
-	return dynamodbstreams.New(dynamodbstreams.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(eng.endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
-		Retryer:      store.NewSDKRetryer(),
-	}), nil
+	return dynlocal.StreamsClient(eng.endpoint, func(o *dynamodbstreams.Options) { o.Retryer = store.NewSDKRetryer() }), nil
 }

@@ -32,7 +32,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/caarlos0/env/v11"
 	"github.com/jonboulle/clockwork"
@@ -530,13 +529,9 @@ func WithPooledHTTP() func(*dynamodb.Options) {
 	}
 }
 
-// LocalClient is a DynamoDB client for DynamoDB Local (any static credentials do).
+// LocalClient is a DynamoDB client for DynamoDB Local: dynlocal.Client.
 func LocalClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
-	return dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
-	}, optFns...)
+	return dynlocal.Client(endpoint, optFns...)
 }
 
 // openStore connects to the engine (with dbOpts on the client, e.g. the metrics

@@ -41,14 +41,8 @@ func start(t *testing.T, opts dynlocal.Options) *dynlocal.Server {
 	return srv
 }
 
-// client returns an SDK client for srv with dummy credentials.
-func client(endpoint string) *dynamodb.Client {
-	return dynamodb.NewFromConfig(aws.Config{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
-		BaseEndpoint: aws.String(endpoint),
-	})
-}
+// client returns an SDK client for srv: dynlocal.Client.
+func client(endpoint string) *dynamodb.Client { return dynlocal.Client(endpoint) }
 
 // testWriter sends log output to t.Log.
 type testWriter struct{ t *testing.T }

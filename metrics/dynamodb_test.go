@@ -10,13 +10,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/inboxgw/gateway/ddbfault"
+	"github.com/inboxgw/gateway/dynlocal"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/store"
@@ -39,15 +39,12 @@ func newFaultProxy(t *testing.T) (*ddbfault.Proxy, string) {
 func TestDynamoDBOutcomes(t *testing.T) {
 	p, proxyURL := newFaultProxy(t)
 	r := New()
-	db := dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(proxyURL),
-		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
-		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+	db := dynlocal.Client(proxyURL, func(o *dynamodb.Options) {
+		o.Retryer = retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = 3
 			o.RateLimiter = ratelimit.None
 			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
-		}),
+		})
 	}, r.DynamoDB())
 	ctx := context.Background()
 	list := func() error {
@@ -188,12 +185,7 @@ func TestNilRegistry(t *testing.T) {
 func TestStoreRetriesAndConflicts(t *testing.T) {
 	p, proxyURL := newFaultProxy(t)
 	r := New()
-	db := dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(proxyURL),
-		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
-		Retryer:      store.NewSDKRetryer(),
-	}, r.DynamoDB())
+	db := dynlocal.Client(proxyURL, func(o *dynamodb.Options) { o.Retryer = store.NewSDKRetryer() }, r.DynamoDB())
 	table := dynlocaltest.TableName(t)
 	st := store.New(db, table, store.WithSweepWorkers(0), store.WithRetryObserver(r),
 		store.WithRetryPolicy(store.RetryPolicy{Attempts: 4, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond}))

@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/jonboulle/clockwork"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/inboxgw/gateway/dynlocal"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/clocktest"
@@ -49,11 +49,7 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	db := dynlocaltest.Client(t)
-	streams := dynamodbstreams.New(dynamodbstreams.Options{
-		Region:       dynlocaltest.Region,
-		BaseEndpoint: aws.String(dynlocaltest.Endpoint(t)),
-		Credentials:  credentials.NewStaticCredentialsProvider("dynlocaltest", "dynlocaltest", ""),
-	})
+	streams := dynlocal.StreamsClient(dynlocaltest.Endpoint(t))
 	table := dynlocaltest.TableName(t)
 	st := store.New(db, table, store.WithSweepWorkers(0))
 	t.Cleanup(st.Close)

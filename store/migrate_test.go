@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -48,11 +47,7 @@ func quietClient(t *testing.T, optFns ...func(*dynamodb.Options)) *dynamodb.Clie
 	if quietEngine.err != nil {
 		t.Fatalf("start a DynamoDB Local of its own: %v", quietEngine.err)
 	}
-	return dynamodb.New(dynamodb.Options{
-		Region:       dynlocaltest.Region,
-		BaseEndpoint: aws.String(quietEngine.endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("migrate", "migrate", ""),
-	}, optFns...)
+	return dynlocal.Client(quietEngine.endpoint, optFns...)
 }
 
 // createBareTable creates table as a first version would have: the primary key only, no

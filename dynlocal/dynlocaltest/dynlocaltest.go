@@ -17,7 +17,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
@@ -30,9 +29,8 @@ import (
 // empty, the first test that needs DynamoDB starts an in-memory engine.
 const EndpointEnv = "INBOX_TEST_DYNAMODB_ENDPOINT"
 
-// Region is the region of every client Client returns; with -sharedDb it does
-// not matter which one, but it must be set.
-const Region = "us-east-1"
+// Region is the region of every client Client returns (dynlocal.Region).
+const Region = dynlocal.Region
 
 // startTimeout is generous: under `go test ./...` several test binaries may
 // start their JVMs at once on a small CI machine.
@@ -113,15 +111,10 @@ func moduleRoot() (string, error) {
 // started.
 func Client(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	t.Helper()
-	cfg := aws.Config{
-		Region:       Region,
-		Credentials:  credentials.NewStaticCredentialsProvider("dynlocaltest", "dynlocaltest", ""),
-		BaseEndpoint: aws.String(Endpoint(t)),
-	}
 	if os.Getenv(CallsEnv) != "" {
 		optFns = append(optFns, countCalls(t))
 	}
-	return dynamodb.NewFromConfig(cfg, optFns...)
+	return dynlocal.Client(Endpoint(t), optFns...)
 }
 
 // CallsEnv names the environment variable that, when set, has every Client log at the
@@ -217,11 +210,7 @@ func dropTable(t testing.TB, table string) {
 		}
 		ep = shared.endpoint
 	}
-	client := dynamodb.NewFromConfig(aws.Config{
-		Region:       Region,
-		Credentials:  credentials.NewStaticCredentialsProvider("dynlocaltest", "dynlocaltest", ""),
-		BaseEndpoint: aws.String(ep),
-	})
+	client := dynlocal.Client(ep)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
