@@ -10,11 +10,11 @@ import (
 	"github.com/inboxgw/gateway/rest/gen"
 )
 
-// Codes of the service API that the GraphQL API does not answer: a reused idempotency
-// key with another body, and a body over its operation's limit (inbox's code, which the
-// provider hooks answer too).
+// Codes the service API answers with their own status (inbox's codes, named here for the
+// handlers): a reused idempotency key with another body (409), and a body over its
+// operation's limit (413, which the provider hooks answer too).
 const (
-	CodeConflict        = "CONFLICT"
+	CodeConflict        = inbox.CodeConflict
 	CodePayloadTooLarge = inbox.CodePayloadTooLarge
 )
 

@@ -38,9 +38,6 @@ const (
 	broadcastLaneTransactional = "transactional"
 )
 
-// broadcastConflict is the code of a reused idempotency key with another request.
-const broadcastConflict = "CONFLICT"
-
 // BroadcastSpec is a broadcast to start: Send goes to every member of Segment, or to
 // Recipients (a list broadcast, at most 1,000 distinct users; repeats count once).
 // Exactly one of Segment and Recipients is set.
@@ -285,7 +282,7 @@ func (b *Broadcasts) Begin(ctx context.Context, tenant string, spec BroadcastSpe
 			// A replay of a broadcast whose segment has emptied since still finds it.
 			if bc, err := b.o.Store.GetBroadcast(ctx, tenant, id); err == nil {
 				if bc.Hash != nb.Hash {
-					return "", false, inbox.Errorf(broadcastConflict, "this idempotency key was already used for a different broadcast (a retry must repeat the same body; new content needs a new key)")
+					return "", false, inbox.Errorf(inbox.CodeConflict, "this idempotency key was already used for a different broadcast (a retry must repeat the same body; new content needs a new key)")
 				}
 				return id, false, nil
 			}

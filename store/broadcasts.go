@@ -64,11 +64,6 @@ func WithBroadcastPageSize(n int) Option {
 // BroadcastPage returns the recipients of one broadcast page (WithBroadcastPageSize).
 func (s *Store) BroadcastPage() int { return s.bcPage }
 
-// codeConflict is the error code of an idempotency key reused with other content
-// (REST 409). inbox has no constant for it yet; the service layer's CONFLICT is the same
-// string.
-const codeConflict = "CONFLICT"
-
 // Attribute names of the broadcast items (expressions use them through #names).
 const (
 	attrStatus     = "status"
@@ -261,7 +256,7 @@ func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb NewBroa
 			return Broadcast{}, false, gerr
 		}
 		if b.Hash != nb.Hash {
-			return Broadcast{}, false, inbox.Errorf(codeConflict, "this idempotency key was already used for a different broadcast (a retry must repeat the same body; new content needs a new key)")
+			return Broadcast{}, false, inbox.Errorf(inbox.CodeConflict, "this idempotency key was already used for a different broadcast (a retry must repeat the same body; new content needs a new key)")
 		}
 		return b, false, nil
 	}

@@ -434,7 +434,7 @@ func TestGroupFullUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(w), 7))
-			for range 30 {
+			for range 15 {
 				if ids := p.pick(r, 2); len(ids) > 0 {
 					_, err := f.s.ApplyState(ctx, v, inbox.StateChange{Op: ops[r.IntN(len(ops))], IDs: ids})
 					report(err)
