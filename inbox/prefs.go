@@ -240,19 +240,6 @@ func (p Preferences) Critical(category string) bool {
 	return false
 }
 
-// InAppAllowed reports whether a notification of category about target (nil for none)
-// goes to the inbox of a user with preferences p: always for a critical category;
-// otherwise not when the target is muted or in-app is off for the category.
-func (p Preferences) InAppAllowed(category string, target *ProfileRef) bool {
-	if category != "" && p.Critical(category) {
-		return true
-	}
-	if target != nil && slices.Contains(p.MutedTargets, *target) {
-		return false
-	}
-	return p.ChannelsFor(category).InApp
-}
-
 // PreferencesUpdate is a partial change of a user's preferences (updatePreferences):
 // what is left unset keeps its value.
 type PreferencesUpdate struct {

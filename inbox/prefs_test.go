@@ -48,35 +48,6 @@ func TestResolveOverlay(t *testing.T) {
 	}
 }
 
-func TestInAppAllowed(t *testing.T) {
-	d := inbox.DefaultTenantPreferences()
-	d.Critical = []string{"security"}
-	thread := inbox.ProfileRef{TargetKind: "issue", ID: "42"}
-	other := inbox.ProfileRef{TargetKind: "issue", ID: "7"}
-	p := d.Resolve(inbox.OwnPreferences{
-		Categories:   map[string]inbox.SwitchChanges{"marketing": {InApp: off()}},
-		MutedTargets: []inbox.ProfileRef{thread},
-	})
-	for _, c := range []struct {
-		category string
-		target   *inbox.ProfileRef
-		want     bool
-	}{
-		{"", nil, true}, {"social", &other, true}, {"marketing", nil, false}, {"", &thread, false},
-		{"security", &thread, true}, {"security", nil, true},
-	} {
-		if got := p.InAppAllowed(c.category, c.target); got != c.want {
-			t.Errorf("InAppAllowed(%q, %v) = %v", c.category, c.target, got)
-		}
-	}
-	// Global in-app off: only categories with their own in-app switch on, and critical ones.
-	p = d.Resolve(inbox.OwnPreferences{Channels: inbox.SwitchChanges{InApp: off()},
-		Categories: map[string]inbox.SwitchChanges{"social": {InApp: on()}}})
-	if p.InAppAllowed("", nil) || p.InAppAllowed("marketing", nil) || !p.InAppAllowed("social", nil) || !p.InAppAllowed("security", nil) {
-		t.Errorf("global off: %+v", p)
-	}
-}
-
 func TestPreferencesUpdateValidate(t *testing.T) {
 	ok := []inbox.PreferencesUpdate{
 		{},

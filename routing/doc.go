@@ -8,7 +8,17 @@
 // It imports only the standard library, package inbox and golang.org/x/text; never an
 // AWS package, never the store.
 //
-// Today it holds the quiet-hours window (quiet.go): whether an instant lies in a
-// recipient's daily quiet hours in their time zone, and the instant they end, exact
-// across daylight-saving changes.
+// It holds:
+//   - decide.go: which channels a recipient of a send gets (Decide: template ∩ hint ∩
+//     preferences ∩ what the recipient has, the critical bypass, quiet-hours deferral),
+//     one Decision per delivery record; the in-app rule (InApp); the same preferences
+//     rule again at delivery time (Recheck); which channel lists a send may carry
+//     (CheckChannels) and what a send's decisions need read (NeedsProfile).
+//   - notification.go: the group key, the expiry, the recipient's locale and the
+//     template locales to try for it, the channels of a rendered template.
+//   - quiet.go: whether an instant lies in a recipient's daily quiet hours in their
+//     time zone, and the instant they end, exact across daylight-saving changes.
+//
+// The skip reasons a decision gives are inbox's Reason constants (inbox/routing.go),
+// the one list that status records, skip counts and the APIs share.
 package routing

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/routing"
 )
 
 // Delivery records (AP22) through a delivery: the deliver task claims its QUEUED record
@@ -207,7 +208,7 @@ func (s *Store) RecheckDelivery(ctx context.Context, job inbox.DeliveryJob) (str
 		return "", err
 	}
 	cfg := s.config(v.TenantID, set)
-	if cfg.prefs.IsCritical(job.Category) {
+	if cfg.Critical(job.Category) {
 		return "", nil
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
@@ -223,8 +224,7 @@ func (s *Store) RecheckDelivery(ctx context.Context, job inbox.DeliveryJob) (str
 	if job.TargetKind != "" || job.TargetID != "" {
 		target = &inbox.ProfileRef{TargetKind: job.TargetKind, ID: job.TargetID}
 	}
-	p := cfg.prefs.Resolve(own)
-	return prefsReason(p, p.ChannelsFor(job.Category), job.Channel, target), nil
+	return routing.Recheck(cfg, own, job.Category, job.Channel, target), nil
 }
 
 // claimCond is the condition of an outcome of claim attempt :attempt: the record is

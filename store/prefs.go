@@ -57,7 +57,7 @@ func (s *Store) tenantDefaults(ctx context.Context, tenantID string) (inbox.Tena
 	if err != nil {
 		return inbox.TenantPreferences{}, err
 	}
-	return s.config(tenantID, set).prefs, nil
+	return s.config(tenantID, set).Prefs, nil
 }
 
 // Preferences returns v's effective preferences: the tenant's defaults overlaid by what
@@ -97,7 +97,7 @@ func (s *Store) Preferences(ctx context.Context, v inbox.Viewer) (inbox.Preferen
 	if err != nil {
 		return inbox.Preferences{}, err
 	}
-	return s.config(v.TenantID, set).prefs.Resolve(own), nil
+	return s.config(v.TenantID, set).Prefs.Resolve(own), nil
 }
 
 // UpdatePreferences changes what v set (fields of upd left unset keep their value) and

@@ -18,18 +18,14 @@ import (
 	"github.com/inboxgw/gateway/routing"
 )
 
-// Routing: which channels each recipient of a send gets (decide), the status records
+// Routing: which channels each recipient of a send gets (decided by package routing,
+// routing.Decide, over what routeRecipients reads), the status records
 // that keep each decision (AP22: written in the recipient's send transaction), the
 // scheduler tasks that deliver the queued channels (TaskDeliver), and the status read.
 //
-// The final channels of a recipient are the template's channels (in-app only without a
-// template), within the send's hint, within the recipient's preferences (channel and
-// category switches over the tenant's defaults, muted targets; a critical category
-// bypasses both) and within what the recipient has (an email address for EMAIL, a phone
-// number for SMS, a device for PUSH, the tenant's webhook URL for WEBHOOK). Quiet hours
-// in the recipient's timezone defer the EMAIL, PUSH and SMS deliveries of a non-critical
-// notification to the window's end (the webhook goes to the tenant, not to the user; the
-// inbox is written at once).
+// The rules (which channels, which skip reason, which deferral) are package routing's
+// and nothing here repeats them: the store reads what they need in one BatchGetItem,
+// calls routing.Decide per recipient, and writes each decision as a status record.
 
 // TaskDeliver is the scheduler task kind of one channel delivery of a notification
 // (package delivery handles it): Viewer is the recipient, Ref the notification id,
@@ -121,102 +117,32 @@ type userProfileItem struct {
 	DevicesRev int64                 `dynamodbav:"devicesRev,omitempty"`
 }
 
-// decision is one delivery's outcome for one recipient: queued (deferred to a time, or
-// not) or skipped with a reason. key is its record's key (inbox.DeliveryKey); to is the
-// address (email, phone) and device the push device of a queued delivery.
-type decision struct {
-	channel  string
-	key      string
-	reason   string // "" when queued
-	deferred time.Time
-	to       string
-	device   *inbox.Device
-}
-
 // route is what a send does for one recipient: the decisions of the channels it
-// considered (in inbox.Channels order, a push decision per device; in-app always among
-// them), when in-app is queued the recipient's group as read, and the content rendered
-// for the recipient (nil: the send's title and body).
+// considered (routing.Decide's: in inbox.Channels order, a push decision per device;
+// in-app always among them), when in-app is queued the recipient's group as read, and
+// the content rendered for the recipient (nil: the send's title and body).
 type route struct {
-	decisions []decision
+	decisions []routing.Decision
 	grp       *groupItem
 	content   *inbox.Rendered
 }
 
-// inApp returns the in-app decision of r.
-func (r *route) inApp() decision {
-	for _, d := range r.decisions {
-		if d.channel == inbox.ChannelInApp {
-			return d
-		}
-	}
-	return decision{channel: inbox.ChannelInApp, reason: inbox.ReasonNotInTemplate}
-}
-
-// checkChannels checks a send's template channels and hint: known channels only.
-func checkChannels(in inbox.SendInput) error {
-	for _, l := range []struct {
-		name string
-		cs   []string
-	}{{"templateChannels", in.TemplateChannels}, {"channels", in.Channels}} {
-		if len(l.cs) > 4*len(inbox.Channels) {
-			return inbox.Errorf(inbox.CodeBadUserInput, "%s lists too many channels", l.name)
-		}
-		for _, c := range l.cs {
-			if !inbox.ValidChannel(c) {
-				return inbox.Errorf(inbox.CodeBadUserInput, "%s: unknown channel %q (one of %s)", l.name, c, strings.Join(inbox.Channels, ", "))
-			}
-		}
-	}
-	return nil
-}
-
-// candidates are the channels a send considers for every recipient, in inbox.Channels
-// order: in-app, the template's, the hint's, and WEBHOOK when the tenant has a webhook
-// URL (webhookURL non-empty).
-func candidates(in inbox.SendInput, webhookURL string) []string {
-	var out []string
-	for _, c := range inbox.Channels {
-		if c == inbox.ChannelInApp || slices.Contains(in.TemplateChannels, c) || slices.Contains(in.Channels, c) ||
-			(c == inbox.ChannelWebhook && webhookURL != "") {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// inTemplate reports whether the send's template defines channel (nil: in-app only).
-// WEBHOOK needs no template part (its body is the notification itself): every send
-// defines it, and the tenant's webhook URL decides.
-func inTemplate(in inbox.SendInput, channel string) bool {
-	if channel == inbox.ChannelWebhook {
-		return true
-	}
-	if in.TemplateChannels == nil {
-		return channel == inbox.ChannelInApp
-	}
-	return slices.Contains(in.TemplateChannels, channel)
-}
-
-// inHint reports whether the send's hint lets channel through (nil: every channel).
-func inHint(in inbox.SendInput, channel string) bool {
-	return in.Channels == nil || slices.Contains(in.Channels, channel)
-}
+// inApp returns the in-app decision of r (routing.InApp).
+func (r *route) inApp() routing.Decision { return routing.InApp(r.decisions) }
 
 // routeRecipients reads what the send's decisions need of users, in ONE strongly
 // consistent BatchGetItem (AP13): each user's PREFS (not for a critical category), their
 // PROFILE (AP24, with their push devices; only when EMAIL, PUSH or SMS may be sent),
 // their group gk (AP15; the send's
 // transactions are conditioned on it), and the tenant's settings (AP23) when this
-// instance has not cached them; then decides every user's channels (decide) at the
-// store's now. The group is that of each user whose in-app is queued (a new one, not
+// instance has not cached them; then decides every user's channels (routing.Decide) at
+// the store's now. The group is that of each user whose in-app is queued (a new one, not
 // stored, where none exists). It returns the tenant's configuration too.
-func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []string, in inbox.SendInput, gk string) (map[string]*route, tenantConfig, error) {
+func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []string, in inbox.SendInput, gk string) (map[string]*route, routing.Tenant, error) {
 	set, cached := s.settings.get(tenantID)
 	cfg := s.config(tenantID, set)
-	critical := cached && cfg.prefs.IsCritical(in.Category)
-	wanted := func(c string) bool { return inTemplate(in, c) && inHint(in, c) }
-	needProfile := wanted(inbox.ChannelEmail) || wanted(inbox.ChannelSMS) || wanted(inbox.ChannelPush)
+	critical := cached && cfg.Critical(in.Category)
+	needProfile := routing.NeedsProfile(in)
 	setKey := itemKey{settingsPK(tenantID), skSettings}
 	keys := make([]itemKey, 0, 3*len(users)+1)
 	if !cached {
@@ -234,19 +160,15 @@ func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []st
 	}
 	got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
 	if err != nil {
-		return nil, tenantConfig{}, err
+		return nil, routing.Tenant{}, err
 	}
 	if !cached {
 		if set, err = decodeSettings(got[setKey]); err != nil {
-			return nil, tenantConfig{}, err
+			return nil, routing.Tenant{}, err
 		}
 		s.settings.put(tenantID, set)
 		cfg = s.config(tenantID, set)
-		critical = cfg.prefs.IsCritical(in.Category)
-	}
-	var target *inbox.ProfileRef
-	if in.Target != nil {
-		target = &inbox.ProfileRef{TargetKind: in.Target.Kind, ID: in.Target.TargetID}
+		critical = cfg.Critical(in.Category)
 	}
 	now := s.now()
 	routes := make(map[string]*route, len(users))
@@ -255,16 +177,16 @@ func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []st
 		var own inbox.OwnPreferences
 		if !critical {
 			if own, err = decodePrefs(got[itemKey{pk, skPrefs}]); err != nil {
-				return nil, tenantConfig{}, err
+				return nil, routing.Tenant{}, err
 			}
 		}
 		prof, devices, err := decodeUserDevices(got[itemKey{pk, skUserProfile}])
 		if err != nil {
-			return nil, tenantConfig{}, err
+			return nil, routing.Tenant{}, err
 		}
-		r := &route{decisions: decide(in, target, cfg, critical, own, prof, devices, now)}
+		r := &route{decisions: routing.Decide(in, cfg, routing.Recipient{Own: own, Profile: prof, Devices: devices}, now)}
 		routes[u] = r
-		if r.inApp().reason != "" {
+		if !r.inApp().Queued() {
 			continue
 		}
 		raw, ok := got[itemKey{pk, groupSK(gk)}]
@@ -273,98 +195,10 @@ func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []st
 			continue
 		}
 		if r.grp, err = decodeGroup(raw); err != nil {
-			return nil, tenantConfig{}, fmt.Errorf("decode group: %w", err)
+			return nil, routing.Tenant{}, fmt.Errorf("decode group: %w", err)
 		}
 	}
 	return routes, cfg, nil
-}
-
-// decide returns the decisions of one recipient who set own and has profile prof and
-// push devices, for a notification of in about target (nil: none) at now, under the
-// tenant's cfg (critical: in's category is critical). Each candidate channel is checked
-// in this order, the first that applies deciding it: not in the template, not in the
-// hint; unless critical, the target muted, the channel switched off (globally:
-// opted_out; for the category only: category_opted_out; the webhook has no switch);
-// what the recipient lacks (no email, no phone, no device, no webhook URL). A channel
-// that passes is queued (PUSH: one decision per device, keyed "PUSH#{deviceId}", in
-// devices' order); unless critical, an EMAIL, PUSH or SMS delivery inside the
-// recipient's quiet hours is deferred to their end.
-func decide(in inbox.SendInput, target *inbox.ProfileRef, cfg tenantConfig, critical bool, own inbox.OwnPreferences, prof inbox.UserProfile, devices []inbox.Device, now time.Time) []decision {
-	p := cfg.prefs.Resolve(own)
-	sw := p.ChannelsFor(in.Category)
-	var quietEnd time.Time
-	if !critical {
-		quietEnd = routing.QuietUntil(now, p.QuietHours, routing.Zone(own.Timezone, prof.Timezone, cfg.prefs.Timezone))
-	}
-	var out []decision
-	for _, c := range candidates(in, cfg.webhookURL) {
-		d := decision{channel: c, key: c}
-		switch {
-		case !inTemplate(in, c):
-			d.reason = inbox.ReasonNotInTemplate
-		case !inHint(in, c):
-			d.reason = inbox.ReasonNotInHint
-		case !critical && prefsReason(p, sw, c, target) != "":
-			d.reason = prefsReason(p, sw, c, target)
-		case c == inbox.ChannelEmail && prof.Email == "":
-			d.reason = inbox.ReasonNoEmail
-		case c == inbox.ChannelSMS && prof.Phone == "":
-			d.reason = inbox.ReasonNoPhone
-		case c == inbox.ChannelPush && len(devices) == 0:
-			d.reason = inbox.ReasonNoDevice
-		case c == inbox.ChannelWebhook && cfg.webhookURL == "":
-			d.reason = inbox.ReasonNoWebhook
-		case c == inbox.ChannelEmail || c == inbox.ChannelPush || c == inbox.ChannelSMS:
-			d.deferred = quietEnd
-		}
-		switch {
-		case d.reason != "":
-		case c == inbox.ChannelEmail:
-			d.to = prof.Email
-		case c == inbox.ChannelSMS:
-			d.to = prof.Phone
-		case c == inbox.ChannelPush:
-			for i := range devices {
-				dev := &devices[i]
-				out = append(out, decision{channel: c, key: inbox.DeliveryKey(c, dev.ID), deferred: d.deferred, to: dev.Token, device: dev})
-			}
-			continue
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
-// prefsReason is why the preferences p (sw: p's switches for the notification's
-// category) keep channel from a notification about target (nil: none): ReasonMuted,
-// ReasonCategoryOptedOut, ReasonOptedOut, or "" when they let it through. The webhook
-// has no switch (it goes to the tenant): only a mute keeps it. Critical categories never
-// get here (decide, RecheckDelivery).
-func prefsReason(p inbox.Preferences, sw inbox.ChannelSwitches, channel string, target *inbox.ProfileRef) string {
-	switch {
-	case target != nil && slices.Contains(p.MutedTargets, *target):
-		return inbox.ReasonMuted
-	case channel == inbox.ChannelWebhook || switchOn(sw, channel):
-		return ""
-	case !switchOn(p.Channels, channel):
-		return inbox.ReasonOptedOut
-	}
-	return inbox.ReasonCategoryOptedOut
-}
-
-// switchOn returns sw's switch of channel (IN_APP, EMAIL, PUSH or SMS).
-func switchOn(sw inbox.ChannelSwitches, channel string) bool {
-	switch channel {
-	case inbox.ChannelInApp:
-		return sw.InApp
-	case inbox.ChannelEmail:
-		return sw.Email
-	case inbox.ChannelPush:
-		return sw.Push
-	case inbox.ChannelSMS:
-		return sw.SMS
-	}
-	return true
 }
 
 // maxTxnActions is TransactWriteItems' limit of actions. One recipient's send holds at
@@ -386,15 +220,15 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 	pk := notifStatusPK(v.TenantID, id)
 	last := now
 	for _, d := range r.decisions {
-		if d.deferred.After(last) {
-			last = d.deferred
+		if d.Deferred.After(last) {
+			last = d.Deferred
 		}
 	}
 	ttl := last.Add(s.statusTTL).Unix()
 	ms := now.UnixMilli()
 	sum := statusItem{PK: pk, SK: skStatusSummary, EntityType: entityStatusSummary, UserID: v.UserID,
 		Status: inbox.NotificationWritten, CreatedAt: ms, UpdatedAt: ms, TTL: ttl}
-	if reason := r.inApp().reason; reason != "" {
+	if reason := r.inApp().Reason; reason != "" {
 		sum.Status, sum.Reason = inbox.NotificationSkipped, reason
 	}
 	rendered := inbox.Rendered{Title: in.Title, Body: in.Body}
@@ -404,27 +238,27 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 	email, push, sms := rendered.ChannelContent()
 	items := []statusItem{sum}
 	for _, d := range r.decisions {
-		it := statusItem{PK: pk, SK: deliverySK(d.key), EntityType: entityDelivery, UserID: v.UserID,
-			Channel: d.channel, Status: inbox.DeliveryQueued, CreatedAt: ms, UpdatedAt: ms, TTL: ttl}
+		it := statusItem{PK: pk, SK: deliverySK(d.Key), EntityType: entityDelivery, UserID: v.UserID,
+			Channel: d.Channel, Status: inbox.DeliveryQueued, CreatedAt: ms, UpdatedAt: ms, TTL: ttl}
 		switch {
-		case d.reason != "":
-			it.Status, it.Reason = inbox.DeliverySkipped, d.reason
-		case d.channel == inbox.ChannelInApp:
+		case d.Reason != "":
+			it.Status, it.Reason = inbox.DeliverySkipped, d.Reason
+		case d.Channel == inbox.ChannelInApp:
 			it.Status, it.Provider, it.Attempts, it.SentAt, it.DeliveredAt = inbox.DeliveryDelivered, inbox.ProviderInbox, 1, ms, lenientMillis(ms)
 		default:
-			if !d.deferred.IsZero() {
-				it.DeferredUntil = d.deferred.UnixMilli()
+			if !d.Deferred.IsZero() {
+				it.DeferredUntil = d.Deferred.UnixMilli()
 			}
-			it.To = d.to
+			it.To = d.To
 			it.Category = in.Category
 			if in.Target != nil {
 				it.TargetKind, it.TargetID = in.Target.Kind, in.Target.TargetID
 			}
-			switch d.channel {
+			switch d.Channel {
 			case inbox.ChannelEmail:
 				it.Subject, it.Text, it.HTML = email.Subject, email.Text, email.HTML
 			case inbox.ChannelPush:
-				it.DeviceID, it.Platform = d.device.ID, d.device.Platform
+				it.DeviceID, it.Platform = d.Device.ID, d.Device.Platform
 				it.Title, it.Body = push.Title, push.Body
 			case inbox.ChannelSMS:
 				it.Text = sms.Text
@@ -446,17 +280,17 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 		t.add(itemKey{it.PK, it.SK}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: av}})
 	}
 	for _, d := range r.decisions {
-		if d.reason != "" || d.channel == inbox.ChannelInApp {
+		if d.Reason != "" || d.Channel == inbox.ChannelInApp {
 			continue
 		}
 		due := now
-		if !d.deferred.IsZero() {
-			due = d.deferred
+		if !d.Deferred.IsZero() {
+			due = d.Deferred
 		}
-		task := newTask(TaskDeliver, v, id, due, d.key)
+		task := newTask(TaskDeliver, v, id, due, d.Key)
 		pk, sk := s.taskPlacement(task)
 		t.add(itemKey{pk, sk}, s.ScheduleAction(task))
-		if d.deferred.IsZero() {
+		if d.Deferred.IsZero() {
 			t.dueShards = append(t.dueShards, SchedShard(task.ID, s.schedShards))
 		}
 	}

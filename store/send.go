@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/routing"
 )
 
 // Send fans in out to its recipients of tenantID (AP8), idempotently.
@@ -34,7 +34,7 @@ import (
 // (ADD unreadCount 1, condition: the notification's id is above the markAllRead watermark;
 // when it is not, the notification is written already read and the count is left alone).
 // Recipients run concurrently, a bounded number at a time. Each recipient's channels are
-// decided first (routeRecipients and decide in routing.go: the template's channels within
+// decided first (routeRecipients in routing.go, routing.Decide: the template's channels within
 // the hint, the preferences and what the recipient has; quiet hours defer) and every
 // decision is written in the recipient's transaction as the notification's status
 // records (AP22), with a TaskDeliver for each queued channel but in-app. Recipients whose
@@ -139,16 +139,8 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		}
 	}
 	if in.Render != nil && in.TemplateChannels == nil {
-		// The template's channels: those of any locale rendered (a part given in one
-		// locale is a channel of the template).
-		in.TemplateChannels = []string{}
-		for _, c := range content {
-			for _, ch := range c.Channels {
-				if !slices.Contains(in.TemplateChannels, ch) {
-					in.TemplateChannels = append(in.TemplateChannels, ch)
-				}
-			}
-		}
+		// The template's channels: those of any locale rendered.
+		in.TemplateChannels = routing.TemplateChannels(content)
 	}
 	skipped := inbox.SkipCounts{}
 	statusIDs := make(map[string]string, len(recipients))
@@ -160,7 +152,7 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 		}
 	}
 	if len(pending) > 0 {
-		routes, cfg, err := s.routeRecipients(ctx, tenantID, pending, in, groupKey(in))
+		routes, cfg, err := s.routeRecipients(ctx, tenantID, pending, in, routing.GroupKey(in))
 		if err != nil {
 			return inbox.SendResult{}, err
 		}
@@ -194,8 +186,8 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 			}
 			if results[i].wrote {
 				for _, d := range routes[r].decisions {
-					if d.reason != "" {
-						skipped.Add(d.channel, d.reason)
+					if d.Reason != "" {
+						skipped.Add(d.Channel, d.Reason)
 					}
 				}
 			}
@@ -273,10 +265,10 @@ func (s *Store) guards(ctx context.Context, tenantID, key string) (map[string]gu
 // (decided by rt) in one transaction, retrying conflicts; rt.grp is the recipient's group
 // as read (re-read after a conflict on it). When another call holds the guard already,
 // its notification is returned with New false.
-func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, rt *route, cfg tenantConfig) (sent, error) {
+func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, rt *route, cfg routing.Tenant) (sent, error) {
 	var wrote bool
 	v := inbox.Viewer{TenantID: tenantID, UserID: user}
-	muted := rt.inApp().reason != ""
+	muted := !rt.inApp().Queued()
 	grp := rt.grp
 	floor := ""
 	statusID := ""                  // the id of a recipient without a notification: its status only
@@ -285,11 +277,11 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 	d, err := retryConflicts(ctx, func() (inbox.Delivery, error) {
 		wrote = false
 		if grp == nil && !muted {
-			gs, err := s.readGroups(ctx, v, []string{groupKey(in)})
+			gs, err := s.readGroups(ctx, v, []string{routing.GroupKey(in)})
 			if err != nil {
 				return inbox.Delivery{}, err
 			}
-			grp = gs[groupKey(in)]
+			grp = gs[routing.GroupKey(in)]
 		}
 		now := s.now()
 		guard := guardItem{PK: guardPK(tenantID, in.IdempotencyKey), SK: guardSK(user), EntityType: entityGuard,
@@ -314,7 +306,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 			guard.NotificationID = id
 			it = &notificationItem{PK: userPK(v), SK: notifSK(id), EntityType: entityNotification, ID: id,
 				Type: in.Type, Category: in.Category, Title: in.Title, Body: in.Body, Payload: string(in.Payload),
-				CreatedAt: now.UnixMilli(), GSI1PK: unreadPK(v), GSI1SK: notifSK(id), GroupKey: groupKey(in),
+				CreatedAt: now.UnixMilli(), GSI1PK: unreadPK(v), GSI1SK: notifSK(id), GroupKey: routing.GroupKey(in),
 				Counted: countersV2}
 			if in.Actor != nil {
 				it.ActorID = in.Actor.ActorID
@@ -325,7 +317,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 			for _, a := range in.Actions {
 				it.Actions = append(it.Actions, actionItem{Label: a.Label, URL: a.URL})
 			}
-			if exp := expiry(in, now, cfg.retention); !exp.IsZero() {
+			if exp := routing.Expiry(in, now, cfg.Retention); !exp.IsZero() {
 				it.ExpireAt = exp.UnixMilli()
 				it.TTL = exp.Add(ttlGrace).Unix()
 			}
@@ -473,29 +465,6 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, 
 	return t, nil
 }
 
-// expiry is when a notification of in expires: in.ExpiresAt, else now + the tenant's
-// retention (its settings' or WithRetention's), else never (zero).
-func expiry(in inbox.SendInput, now time.Time, retention time.Duration) time.Time {
-	if !in.ExpiresAt.IsZero() {
-		return in.ExpiresAt
-	}
-	if retention > 0 {
-		return now.Add(retention)
-	}
-	return time.Time{}
-}
-
-// groupKey is in's group key: as given, else "type|targetKind:targetId", else the type.
-func groupKey(in inbox.SendInput) string {
-	switch {
-	case in.GroupKey != "":
-		return in.GroupKey
-	case in.Target != nil:
-		return in.Type + "|" + in.Target.Kind + ":" + in.Target.TargetID
-	}
-	return in.Type
-}
-
 // Limits of a notification's actions.
 const (
 	maxActionLabel = 100
@@ -585,9 +554,9 @@ func belowWatermarks(m *metaItem, cat, id string) bool {
 }
 
 // renderByLocale renders in for each of users (Render once per distinct locale). A
-// user's locale is their preferences' locale, else their channel profile's (PUT
-// /v1/users/{id}), else in.Locale, else the tenant's default preferences' locale; ""
-// leaves the choice to the template (its default locale). The preferences and profile
+// user's locale is routing.Locale's: their preferences' locale, else their channel
+// profile's (PUT /v1/users/{id}), else in.Locale, else the tenant's default preferences'
+// locale; "" leaves the choice to the template (its default locale). The preferences and profile
 // items (and the tenant's settings when this instance has not cached them) are read in
 // one eventually consistent BatchGetItem.
 func (s *Store) renderByLocale(ctx context.Context, tenantID string, users []string, in inbox.SendInput) (map[string]inbox.Rendered, error) {
@@ -611,7 +580,7 @@ func (s *Store) renderByLocale(ctx context.Context, tenantID string, users []str
 		}
 		s.settings.put(tenantID, set)
 	}
-	tenantLocale := s.config(tenantID, set).prefs.Locale
+	tenantLocale := s.config(tenantID, set).Prefs.Locale
 	byLocale := map[string]inbox.Rendered{}
 	out := make(map[string]inbox.Rendered, len(users))
 	for _, u := range users {
@@ -624,7 +593,7 @@ func (s *Store) renderByLocale(ctx context.Context, tenantID string, users []str
 		if err != nil {
 			return nil, err
 		}
-		loc := cmp.Or(own.Locale, prof.Locale, in.Locale, tenantLocale)
+		loc := routing.Locale(own.Locale, prof.Locale, in.Locale, tenantLocale)
 		r, ok := byLocale[loc]
 		if !ok {
 			if r, err = in.Render(ctx, loc); err != nil {
@@ -641,9 +610,9 @@ func (s *Store) renderByLocale(ctx context.Context, tenantID string, users []str
 // the category (checkCategory), groupKey (like an id), the actions (at most
 // inbox.MaxActions; label 1..100 characters; url absolute http or https, at most 2048
 // bytes), expiresAt (in the future, at most inbox.MaxSnooze ahead) and the channels
-// (checkChannels).
+// (routing.CheckChannels).
 func (s *Store) checkSendV2(in inbox.SendInput) error {
-	if err := checkChannels(in); err != nil {
+	if err := routing.CheckChannels(in); err != nil {
 		return err
 	}
 	if in.Category != "" {

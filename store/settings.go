@@ -14,6 +14,7 @@ import (
 	"golang.org/x/text/language"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/routing"
 )
 
 // Tenant settings (AP23): one item per tenant, T#{t}#SETTINGS / SETTINGS, holding what
@@ -49,40 +50,33 @@ type settingsItem struct {
 	UpdatedAt   int64  `dynamodbav:"updatedAt"`
 }
 
-// tenantConfig is what a tenant's sends and preferences use: its settings over the
-// store's configured defaults.
-type tenantConfig struct {
-	prefs      inbox.TenantPreferences
-	webhookURL string
-	retention  time.Duration
-}
-
 // ConfiguredPreferences returns the preference defaults this store is configured with
 // for tenantID (WithTenantPreferences; inbox.DefaultTenantPreferences without it): what a
 // tenant without stored settings has, and what a settings PUT leaves out falls back to.
 func (s *Store) ConfiguredPreferences(tenantID string) inbox.TenantPreferences {
-	return s.config(tenantID, nil).prefs
+	return s.config(tenantID, nil).Prefs
 }
 
 // config returns the effective configuration of tenantID whose stored settings are set
-// (nil: none stored).
-func (s *Store) config(tenantID string, set *inbox.TenantSettings) tenantConfig {
-	c := tenantConfig{retention: s.retention}
+// (nil: none stored), as the routing decisions read it: the stored settings over the
+// store's configured defaults.
+func (s *Store) config(tenantID string, set *inbox.TenantSettings) routing.Tenant {
+	c := routing.Tenant{Retention: s.retention}
 	if s.tenantPrefs == nil {
-		c.prefs = inbox.DefaultTenantPreferences()
+		c.Prefs = inbox.DefaultTenantPreferences()
 	} else {
-		c.prefs = s.tenantPrefs(tenantID)
+		c.Prefs = s.tenantPrefs(tenantID)
 	}
 	if set == nil {
 		return c
 	}
 	if set.Preferences != nil {
-		c.prefs = *set.Preferences
+		c.Prefs = *set.Preferences
 	}
 	if set.Retention != nil {
-		c.retention = *set.Retention
+		c.Retention = *set.Retention
 	}
-	c.webhookURL = set.WebhookURL
+	c.WebhookURL = set.WebhookURL
 	return c
 }
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/text/language"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/routing"
 )
 
 // Templates (README AP16, AP17). A template is one item collection, T#{t}#TPL#{id}:
@@ -401,7 +402,7 @@ func (s *Store) GetTemplate(ctx context.Context, tenantID, id, locale string, ve
 		return Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
 	}
 	var it *templateVersionItem
-	for _, l := range TemplateLocaleCandidates(want, head.Locales, head.DefaultLocale) {
+	for _, l := range routing.LocaleCandidates(want, head.Locales, head.DefaultLocale) {
 		if it, err = s.templateVersionAtMost(ctx, pk, l, version); err != nil {
 			return Template{}, err
 		}
@@ -422,35 +423,10 @@ func (s *Store) GetTemplate(ctx context.Context, tenantID, id, locale string, ve
 	}, nil
 }
 
-// TemplateLocaleCandidates are the stored locales of a template to try for want (a
-// canonical BCP 47 tag, CanonicalLocale; "" = the default), in order: want itself when
-// locales has it, its base language when locales has it ("de-CH-x-abc" → "de"), then the
-// default def. locales are the template's stored locales (TemplateHead.Locales), def its
-// default locale. The first candidate that has a version at or below the one asked for
-// serves want (GetTemplate, GetTemplateLocale); which one does never changes for a version
-// once written (later versions are above it). Pure and in memory: every candidate is a
-// stored locale, so however many tags are asked for, they resolve to at most
-// MaxTemplateLocales stored ones.
-func TemplateLocaleCandidates(want string, locales []string, def string) []string {
-	var out []string
-	if want != "" && slices.Contains(locales, want) {
-		out = append(out, want)
-	}
-	if tag, err := language.Parse(want); want != "" && err == nil {
-		if base, conf := tag.Base(); conf != language.No && base.String() != want && slices.Contains(locales, base.String()) {
-			out = append(out, base.String())
-		}
-	}
-	if !slices.Contains(out, def) {
-		out = append(out, def)
-	}
-	return out
-}
-
 // GetTemplateLocale returns the content of exactly stored locale of template id at
 // version: its newest version at or below version (1..MaxTemplateVersion), with no
 // fallback and without reading HEAD, so Latest, DefaultLocale and Locales are zero. It is
-// what a caller that resolved a locale itself (TemplateLocaleCandidates over a
+// what a caller that resolved a locale itself (routing.LocaleCandidates over a
 // TemplateHead) reads: one Query (AP17). Errors: BAD_USER_INPUT for a bad id, locale or
 // version; NOT_FOUND when locale has no version at or below version (or the template does
 // not exist).

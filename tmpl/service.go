@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/routing"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -39,7 +40,7 @@ const resolutionsPerVersion = 16
 // A locale asked for is resolved to the stored content that serves it (a stored locale
 // and its version) before anything is parsed or rendered, in memory: the template's HEAD
 // is cached (heads) and so is, per stored locale and pinned version, which version of it
-// serves (versions); the BCP 47 fallback is store.TemplateLocaleCandidates. Parsed content
+// serves (versions); the BCP 47 fallback is routing.LocaleCandidates. Parsed content
 // is cached per stored (tenant, id, locale, version) (parsed). So however many distinct
 // tags recipients choose (en-x-aaaa, en-x-aaab, ...), a template is read and parsed at
 // most once per stored locale, and no cache holds an entry per tag asked for.
@@ -273,7 +274,7 @@ type parsed struct {
 }
 
 // resolve returns the parsed content that serves locale at version (0 = the latest) of
-// template id (Resolve): the candidates of store.TemplateLocaleCandidates, in turn, until
+// template id (Resolve): the candidates of routing.LocaleCandidates, in turn, until
 // one has a version at or below version.
 func (s *Service) resolve(ctx context.Context, tenantID, id, locale string, version int) (*parsed, error) {
 	if version < 0 || version > store.MaxTemplateVersion {
@@ -297,7 +298,7 @@ func (s *Service) resolve(ctx context.Context, tenantID, id, locale string, vers
 	if version > head.Version {
 		return nil, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
 	}
-	for _, l := range store.TemplateLocaleCandidates(want, head.Locales, head.DefaultLocale) {
+	for _, l := range routing.LocaleCandidates(want, head.Locales, head.DefaultLocale) {
 		p, err := s.stored(ctx, tenantID, id, l, version)
 		if err != nil {
 			return nil, err

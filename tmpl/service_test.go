@@ -186,7 +186,7 @@ func TestPutRefusesWhatDoesNotParse(t *testing.T) {
 }
 
 // TestResolveAnswersAsTheStoreFallback: resolving a locale in memory (the cached HEAD and
-// stored locales' versions, store.TemplateLocaleCandidates) answers what store.GetTemplate
+// stored locales' versions, routing.LocaleCandidates) answers what store.GetTemplate
 // answers for every kind of tag at every pinned version, while the store is read once per
 // stored locale and version and each stored version is parsed once, however many tags.
 func TestResolveAnswersAsTheStoreFallback(t *testing.T) {
