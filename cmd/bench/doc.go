@@ -134,7 +134,8 @@
 //
 // -only runs the named scenarios alone (the complement of -skip).
 //
-// It prints a table and writes bench/results/latest.{json,md} plus a dated copy.
+// It prints a table and writes bench/results/latest.{json,md} plus a dated copy. The
+// recorded runs, their tables and what they mean are in bench/README.md.
 //
 //	go run ./cmd/bench                                  DynamoDB Local, in memory (started here)
 //	go run ./cmd/bench -duration 5s -users 50           smaller and faster
