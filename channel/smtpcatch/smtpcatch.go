@@ -92,9 +92,10 @@ func New(cfg Config) *Catcher {
 	s.MaxRecipients = 100
 	s.ReadTimeout = time.Minute
 	s.WriteTimeout = time.Minute
-	s.ErrorLog = cfg.ErrorLog
-	if s.ErrorLog == nil {
-		s.ErrorLog = log.New(io.Discard, "", 0)
+	// go-smtp's ErrorLog is an interface: a nil *log.Logger in it would be called.
+	s.ErrorLog = log.New(io.Discard, "", 0)
+	if cfg.ErrorLog != nil {
+		s.ErrorLog = cfg.ErrorLog
 	}
 	c.srv = s
 	return c

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -188,5 +189,36 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := smtpcatch.Parse([]byte("no header")); err == nil {
 		t.Fatal("Parse of garbage succeeded")
+	}
+}
+
+// A client that drops its connection with an error (a reset, mid-command or mid-DATA)
+// is logged to Config.ErrorLog, discarded when nil: the zero Config (the dev catcher's)
+// must not crash the process then, and the server keeps serving.
+func TestCatcherSurvivesBrokenClients(t *testing.T) {
+	t.Parallel()
+	c := start(t, smtpcatch.Config{})
+	for _, script := range []string{
+		"",
+		"EHLO x\r\n",
+		"EHLO x\r\nMAIL FROM:<a@example.com>\r\nRCPT TO:<b@example.com>\r\nDATA\r\nSubject: cut\r\n\r\npartial",
+		"EHLO x\r\nSTARTTLS\r\n",
+		strings.Repeat("x", 4096) + "\r\n",
+	} {
+		conn, err := net.Dial("tcp", c.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = conn.Write([]byte(script))
+		time.Sleep(20 * time.Millisecond)
+		_ = conn.(*net.TCPConn).SetLinger(0) // close with RST: the server's read fails
+		_ = conn.Close()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := send(t, c, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c.Received() != 1 {
+		t.Fatalf("received %d", c.Received())
 	}
 }
