@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,5 +221,48 @@ func TestCatcherSurvivesBrokenClients(t *testing.T) {
 	}
 	if c.Received() != 1 {
 		t.Fatalf("received %d", c.Received())
+	}
+}
+
+// KeepNone (the bench's sink) keeps and decodes nothing but counts every message and
+// hands OnMessage the envelope, the raw message and its header, before the DATA reply.
+func TestCatcherKeepNoneCountsAndReports(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []smtpcatch.Message
+	c := start(t, smtpcatch.Config{MaxMessages: smtpcatch.KeepNone, OnMessage: func(m smtpcatch.Message) {
+		mu.Lock()
+		got = append(got, m)
+		mu.Unlock()
+	}})
+	for i := 1; i <= 3; i++ {
+		if err := send(t, c, i, "<p>x</p>"); err != nil {
+			t.Fatal(err)
+		}
+		// OnMessage ran before the reply, so before Send returned.
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n != i {
+			t.Fatalf("after send %d: OnMessage called %d times", i, n)
+		}
+	}
+	if c.Received() != 3 || len(c.Messages()) != 0 {
+		t.Fatalf("received %d, kept %d", c.Received(), len(c.Messages()))
+	}
+	for i, m := range got {
+		if m.ID != uint64(i+1) || m.From != "dev@inbox.test" || m.Header.Get("Subject") != fmt.Sprintf("Subject %d", i+1) ||
+			len(m.Raw) == 0 || m.Text != "" || m.HTML != "" {
+			t.Fatalf("message %d: %+v", i, m)
+		}
+	}
+}
+
+func TestCatcherImplicitTLSNeedsAConfig(t *testing.T) {
+	t.Parallel()
+	c := smtpcatch.New(smtpcatch.Config{ImplicitTLS: true})
+	if err := c.Listen("127.0.0.1:0"); err == nil {
+		_ = c.Close()
+		t.Fatal("Listen with ImplicitTLS and no TLSConfig succeeded")
 	}
 }
