@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,5 +190,79 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := smtpcatch.Parse([]byte("no header")); err == nil {
 		t.Fatal("Parse of garbage succeeded")
+	}
+}
+
+// A client that drops its connection with an error (a reset, mid-command or mid-DATA)
+// is logged to Config.ErrorLog, discarded when nil: the zero Config (the dev catcher's)
+// must not crash the process then, and the server keeps serving.
+func TestCatcherSurvivesBrokenClients(t *testing.T) {
+	t.Parallel()
+	c := start(t, smtpcatch.Config{})
+	for _, script := range []string{
+		"",
+		"EHLO x\r\n",
+		"EHLO x\r\nMAIL FROM:<a@example.com>\r\nRCPT TO:<b@example.com>\r\nDATA\r\nSubject: cut\r\n\r\npartial",
+		"EHLO x\r\nSTARTTLS\r\n",
+		strings.Repeat("x", 4096) + "\r\n",
+	} {
+		conn, err := net.Dial("tcp", c.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = conn.Write([]byte(script))
+		time.Sleep(20 * time.Millisecond)
+		_ = conn.(*net.TCPConn).SetLinger(0) // close with RST: the server's read fails
+		_ = conn.Close()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := send(t, c, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c.Received() != 1 {
+		t.Fatalf("received %d", c.Received())
+	}
+}
+
+// KeepNone (the bench's sink) keeps and decodes nothing but counts every message and
+// hands OnMessage the envelope, the raw message and its header, before the DATA reply.
+func TestCatcherKeepNoneCountsAndReports(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []smtpcatch.Message
+	c := start(t, smtpcatch.Config{MaxMessages: smtpcatch.KeepNone, OnMessage: func(m smtpcatch.Message) {
+		mu.Lock()
+		got = append(got, m)
+		mu.Unlock()
+	}})
+	for i := 1; i <= 3; i++ {
+		if err := send(t, c, i, "<p>x</p>"); err != nil {
+			t.Fatal(err)
+		}
+		// OnMessage ran before the reply, so before Send returned.
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n != i {
+			t.Fatalf("after send %d: OnMessage called %d times", i, n)
+		}
+	}
+	if c.Received() != 3 || len(c.Messages()) != 0 {
+		t.Fatalf("received %d, kept %d", c.Received(), len(c.Messages()))
+	}
+	for i, m := range got {
+		if m.ID != uint64(i+1) || m.From != "dev@inbox.test" || m.Header.Get("Subject") != fmt.Sprintf("Subject %d", i+1) ||
+			len(m.Raw) == 0 || m.Text != "" || m.HTML != "" {
+			t.Fatalf("message %d: %+v", i, m)
+		}
+	}
+}
+
+func TestCatcherImplicitTLSNeedsAConfig(t *testing.T) {
+	t.Parallel()
+	c := smtpcatch.New(smtpcatch.Config{ImplicitTLS: true})
+	if err := c.Listen("127.0.0.1:0"); err == nil {
+		_ = c.Close()
+		t.Fatal("Listen with ImplicitTLS and no TLSConfig succeeded")
 	}
 }

@@ -1,23 +1,20 @@
 package main
 
-// Local providers for scenarios 16 and 17: an SMTP server (go-smtp, the library the
-// project's own catcher and tests use) and a webhook receiver (net/http), both on
+// Local providers for scenarios 16 and 17: an SMTP server (the project's smtpcatch, the
+// server of the dev catcher and of the tests) and a webhook receiver (net/http), both on
 // loopback listeners, that accept everything, count what they received and tell a
 // waiter when a message it expects arrives. They keep no message: a 100,000-message
 // run holds only counters and the keys somebody waits for.
 
 import (
-	"bufio"
-	"errors"
 	"io"
 	"net"
 	"net/http"
-	"net/textproto"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/emersion/go-smtp"
+	"github.com/inboxgw/gateway/channel/smtpcatch"
 )
 
 // sinkLatency is how long both sinks wait before answering a message (the SMTP DATA
@@ -70,70 +67,31 @@ func (r *receipts) got(key string, size int) {
 	}
 }
 
-// smtpSink is a local SMTP server that accepts every message (no auth, no TLS).
+// smtpSink is a local SMTP server that accepts every message (no auth, no TLS): the
+// project's smtpcatch server keeping no message, its OnMessage counting and reporting
+// the Subject (raw, as the sender wrote it: the bench's subjects are ASCII, never
+// encoded) before the DATA reply.
 type smtpSink struct {
 	receipts
 	addr string
-	srv  *smtp.Server
+	srv  *smtpcatch.Catcher
 }
 
 // startSMTPSink starts an SMTP server on a loopback port.
 func startSMTPSink() (*smtpSink, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	s := &smtpSink{}
+	s.srv = smtpcatch.New(smtpcatch.Config{MaxMessages: smtpcatch.KeepNone, OnMessage: func(m smtpcatch.Message) {
+		s.got(m.Header.Get("Subject"), len(m.Raw))
+		time.Sleep(sinkLatency)
+	}})
+	if err := s.srv.Listen("127.0.0.1:0"); err != nil {
 		return nil, err
 	}
-	s := &smtpSink{addr: ln.Addr().String()}
-	s.srv = smtp.NewServer(smtpBackend{s})
-	s.srv.Domain = "localhost"
-	s.srv.ReadTimeout = 30 * time.Second
-	s.srv.WriteTimeout = 30 * time.Second
-	s.srv.MaxMessageBytes = 1 << 20
-	s.srv.MaxRecipients = 10
-	s.srv.AllowInsecureAuth = true
-	go func() { _ = s.srv.Serve(ln) }()
+	s.addr = s.srv.Addr()
 	return s, nil
 }
 
 func (s *smtpSink) close() { _ = s.srv.Close() }
-
-type smtpBackend struct{ s *smtpSink }
-
-func (b smtpBackend) NewSession(*smtp.Conn) (smtp.Session, error) { return &smtpSession{s: b.s}, nil }
-
-type smtpSession struct{ s *smtpSink }
-
-func (*smtpSession) Reset()                               {}
-func (*smtpSession) Logout() error                        { return nil }
-func (*smtpSession) Mail(string, *smtp.MailOptions) error { return nil }
-func (*smtpSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
-
-// Data reads the message: its header's Subject is the key a waiter expects (raw, as
-// the sender wrote it: the bench's subjects are ASCII, never encoded).
-func (x *smtpSession) Data(r io.Reader) error {
-	cr := &countingReader{r: r}
-	h, err := textproto.NewReader(bufio.NewReader(cr)).ReadMIMEHeader()
-	if err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
-	if _, err := io.Copy(io.Discard, cr); err != nil {
-		return err
-	}
-	x.s.got(h.Get("Subject"), cr.n)
-	time.Sleep(sinkLatency)
-	return nil
-}
-
-type countingReader struct {
-	r io.Reader
-	n int
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += n
-	return n, err
-}
 
 // webhookSink is a local HTTP server that answers 204 to every POST; the webhook-id
 // header is the key a waiter expects.
