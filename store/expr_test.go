@@ -181,3 +181,41 @@ func TestPrefsUpdateConditions(t *testing.T) {
 		})
 	}
 }
+
+// TestDeviceUpdatesNameTheIDWhole: the device id is a key of the devices map, so the
+// path is devices.<id> with the id one name however it reads (dots, brackets), in the
+// update and the condition of each of the three device actions and of the removal.
+func TestDeviceUpdatesNameTheIDWhole(t *testing.T) {
+	s := &Store{table: "t"}
+	k := itemKey{"pk", "sk"}
+	path := regexp.MustCompile(`(#\d+)\.(#\d+)`)
+	for _, id := range []string{"0123456789abcdef", "a.b", "x[1]", "a[b]", "]", "a.b[0].c"} {
+		check := func(what string, exprs []*string, names map[string]string) {
+			t.Helper()
+			for _, e := range exprs {
+				if e == nil {
+					t.Fatalf("%s %q: expression missing", what, id)
+				}
+				m := path.FindStringSubmatch(*e)
+				if m == nil || names[m[1]] != attrDevices || names[m[2]] != id {
+					t.Errorf("%s %q: %q with %v does not name devices.<id>", what, id, *e, names)
+				}
+			}
+		}
+		have, err := s.devicesAction(k, userProfileItem{}, id, deviceAttr{}, true, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("check", []*string{have.ConditionCheck.ConditionExpression}, have.ConditionCheck.ExpressionAttributeNames)
+		add, err := s.devicesAction(k, userProfileItem{Devices: map[string]deviceAttr{}}, id, deviceAttr{}, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("add", []*string{add.Update.UpdateExpression, add.Update.ConditionExpression}, add.Update.ExpressionAttributeNames)
+		rm, err := removeDeviceUpdate("t", k, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("remove", []*string{rm.UpdateExpression, rm.ConditionExpression}, rm.ExpressionAttributeNames)
+	}
+}
