@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -221,7 +222,11 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 			// Without the device in their map (never the case for a device registered
 			// since ownership items exist) only the ownership item moves.
 			if _, ok := pit.Devices[id]; ok {
-				t.add(prevKey, types.TransactWriteItem{Update: removeDeviceUpdate(s.table, prevKey, id)})
+				rm, err := removeDeviceUpdate(s.table, prevKey, id)
+				if err != nil {
+					return inbox.Device{}, err
+				}
+				t.add(prevKey, types.TransactWriteItem{Update: rm})
 			}
 		}
 		for _, e := range evicted {
@@ -253,54 +258,73 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 //
 // Every change of the map adds one to devicesRev.
 func (s *Store) devicesAction(k itemKey, it userProfileItem, id string, stored deviceAttr, have, evict bool, devs map[string]deviceAttr) (types.TransactWriteItem, error) {
-	names := map[string]string{"#devs": attrDevices, "#rev": attrDevicesRev, "#et": "entityType", "#up": "updatedAt"}
-	vals := map[string]types.AttributeValue{
-		":one": numAV(1), ":et": &types.AttributeValueMemberS{Value: entityUserProfile}, ":zero": numAV(0),
+	var names exprNames
+	devsName, rev := expression.Name(attrDevices), expression.Name(attrDevicesRev)
+	dev := devsName.AppendName(names.name(id))
+	et, upAt := expression.Name("entityType"), expression.Name("updatedAt")
+	touch := func(up expression.UpdateBuilder) expression.UpdateBuilder {
+		return up.Set(et, et.IfNotExists(expression.Value(entityUserProfile))).
+			Set(upAt, upAt.IfNotExists(expression.Value(0))).
+			Add(rev, expression.Value(1))
 	}
-	const touch = "#et = if_not_exists(#et, :et), #up = if_not_exists(#up, :zero)"
 	switch {
 	case have:
+		x, err := names.build(expression.NewBuilder().WithCondition(dev.AttributeExists()))
+		if err != nil {
+			return types.TransactWriteItem{}, fmt.Errorf("device condition: %w", err)
+		}
 		return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: k.av(),
-			ConditionExpression:      aws.String("attribute_exists(#devs.#id)"),
-			ExpressionAttributeNames: map[string]string{"#devs": attrDevices, "#id": id}}}, nil
+			ConditionExpression: x.Condition(), ExpressionAttributeNames: x.Names()}}, nil
 	case evict || it.Devices == nil:
 		m, err := attributevalue.Marshal(devs)
 		if err != nil {
 			return types.TransactWriteItem{}, fmt.Errorf("encode devices: %w", err)
 		}
-		vals[":devs"] = m
-		cond := "attribute_not_exists(#devs) AND attribute_not_exists(#rev)"
+		cond := devsName.AttributeNotExists().And(rev.AttributeNotExists())
 		if it.Devices != nil || it.DevicesRev != 0 {
-			cond = "#rev = :rev"
-			vals[":rev"] = numAV(it.DevicesRev)
+			cond = rev.Equal(expression.Value(it.DevicesRev))
+		}
+		x, err := buildUpdate(touch(expression.Set(devsName, expression.Value(m))), []expression.ConditionBuilder{cond}, &names)
+		if err != nil {
+			return types.TransactWriteItem{}, fmt.Errorf("devices update: %w", err)
 		}
 		return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: k.av(),
-			UpdateExpression:    aws.String("SET #devs = :devs, " + touch + " ADD #rev :one"),
-			ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: vals}}, nil
+			UpdateExpression: x.Update(), ConditionExpression: x.Condition(),
+			ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values()}}, nil
 	}
-	dev, err := attributevalue.Marshal(stored)
+	av, err := attributevalue.Marshal(stored)
 	if err != nil {
 		return types.TransactWriteItem{}, fmt.Errorf("encode device: %w", err)
 	}
-	names["#id"] = id
-	vals[":dev"], vals[":max"] = dev, numAV(inbox.MaxDevices)
+	x, err := buildUpdate(touch(expression.Set(dev, expression.Value(av))),
+		[]expression.ConditionBuilder{dev.AttributeNotExists(), devsName.Size().LessThan(expression.Value(inbox.MaxDevices))}, &names)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("device update: %w", err)
+	}
 	return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: k.av(),
-		UpdateExpression:         aws.String("SET #devs.#id = :dev, " + touch + " ADD #rev :one"),
-		ConditionExpression:      aws.String("attribute_not_exists(#devs.#id) AND size(#devs) < :max"),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: vals}}, nil
+		UpdateExpression: x.Update(), ConditionExpression: x.Condition(),
+		ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values()}}, nil
 }
 
 // removeDeviceUpdate is the Update taking device id out of the devices map of the PROFILE
-// item k (and counting a change), on condition that it is there.
-func removeDeviceUpdate(table string, k itemKey, id string) *types.Update {
+// item k (and counting a change), on condition that it is there. The error is the
+// builder's, for an id it cannot name (the empty one).
+func removeDeviceUpdate(table string, k itemKey, id string) (*types.Update, error) {
+	var names exprNames
+	dev := expression.Name(attrDevices).AppendName(names.name(id))
+	x, err := buildUpdate(expression.Remove(dev).Add(expression.Name(attrDevicesRev), expression.Value(1)),
+		[]expression.ConditionBuilder{dev.AttributeExists()}, &names)
+	if err != nil {
+		return nil, fmt.Errorf("device removal: %w", err)
+	}
 	return &types.Update{
 		TableName:                 aws.String(table),
 		Key:                       k.av(),
-		UpdateExpression:          aws.String("REMOVE #devs.#id ADD #rev :one"),
-		ConditionExpression:       aws.String("attribute_exists(#devs.#id)"),
-		ExpressionAttributeNames:  map[string]string{"#devs": attrDevices, "#id": id, "#rev": attrDevicesRev},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numAV(1)},
-	}
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
+	}, nil
 }
 
 // ownerDelete is the Delete of the ownership item k on condition that it names userID.
@@ -388,8 +412,12 @@ func (s *Store) removeDevice(ctx context.Context, v inbox.Viewer, d inbox.Device
 		if err != nil {
 			return false, err
 		}
+		rm, err := removeDeviceUpdate(s.table, pkey, d.ID)
+		if err != nil {
+			return false, err
+		}
 		t := &txn{}
-		t.add(pkey, types.TransactWriteItem{Update: removeDeviceUpdate(s.table, pkey, d.ID)})
+		t.add(pkey, types.TransactWriteItem{Update: rm})
 		switch owner {
 		case v.UserID:
 			t.add(okey, types.TransactWriteItem{Delete: ownerDelete(s.table, okey, v.UserID)})

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/text/language"
@@ -153,65 +153,23 @@ func (s *Store) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox
 	// The UpdateItem is built by build: already are members of mute known to be muted,
 	// which the bound does not count (their contains() is part of the condition).
 	zoneRule := "" // what a failed zone condition means
+	key := itemKey{userPK(v), skPrefs}
 	build := func(already []string) (*dynamodb.UpdateItemInput, error) {
-		b := newUpdateBuilder()
-		b.set(b.name(prefsAttrEntityType), entityPrefs)
-		for i, c := range switchPtrs(upd.Channels) {
-			if c != nil {
-				b.set(b.name(prefsChannelAttrs[i]), *c)
-			}
+		x, rule, err := prefsUpdate(upd, d.Timezone, mute, unmute, already)
+		if err != nil {
+			return nil, err
 		}
-		for _, c := range upd.Categories {
-			for i, sw := range switchPtrs(c.Channels) {
-				if sw != nil {
-					b.set(b.name(prefsAttrCategorySwitch(c.Category, prefsChannelAttrs[i])), *sw)
-				}
-			}
-		}
-		if upd.QuietHours != nil {
-			b.set(b.name(prefsAttrQuietHours), quietHoursAttr{Start: upd.QuietHours.Start, End: upd.QuietHours.End})
-		}
-		if upd.ClearQuietHours {
-			b.remove(b.name(prefsAttrQuietHours))
-		}
-		for _, f := range []struct {
-			attr string
-			val  *string
-		}{{prefsAttrTimezone, upd.Timezone}, {prefsAttrLocale, upd.Locale}} {
-			switch {
-			case f.val == nil:
-			case *f.val == "":
-				b.remove(b.name(f.attr))
-			default:
-				b.set(b.name(f.attr), *f.val)
-			}
-		}
-		if len(mute) > 0 {
-			n := b.name(prefsAttrMutedTargets)
-			b.adds = append(b.adds, n+" "+b.value(&types.AttributeValueMemberSS{Value: mute}))
-			room := b.value(&types.AttributeValueMemberN{Value: strconv.Itoa(inbox.MaxMutedTargets - (len(mute) - len(already)))})
-			if len(already) == 0 {
-				b.conds = append(b.conds, fmt.Sprintf("(attribute_not_exists(%s) OR size(%s) <= %s)", n, n, room))
-			} else {
-				b.conds = append(b.conds, fmt.Sprintf("size(%s) <= %s", n, room))
-				for _, m := range already {
-					b.conds = append(b.conds, fmt.Sprintf("contains(%s, %s)", n, b.value(&types.AttributeValueMemberS{Value: m})))
-				}
-			}
-		} else if len(unmute) > 0 {
-			b.deletes = append(b.deletes, b.name(prefsAttrMutedTargets)+" "+b.value(&types.AttributeValueMemberSS{Value: unmute}))
-		}
-		if d.Timezone == "" {
-			switch {
-			case upd.QuietHours != nil && upd.Timezone == nil:
-				b.conds = append(b.conds, "attribute_exists("+b.name(prefsAttrTimezone)+")")
-				zoneRule = "quietHours need a timezone"
-			case zoneCleared && !upd.ClearQuietHours:
-				b.conds = append(b.conds, "attribute_not_exists("+b.name(prefsAttrQuietHours)+")")
-				zoneRule = "the timezone cannot be cleared while quiet hours are set"
-			}
-		}
-		return b.input(s.table, itemKey{userPK(v), skPrefs})
+		zoneRule = rule
+		return &dynamodb.UpdateItemInput{
+			TableName:                           aws.String(s.table),
+			Key:                                 key.av(),
+			UpdateExpression:                    x.Update(),
+			ConditionExpression:                 x.Condition(),
+			ExpressionAttributeNames:            x.Names(),
+			ExpressionAttributeValues:           x.Values(),
+			ReturnValues:                        types.ReturnValueAllNew,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}, nil
 	}
 	in, err := build(nil)
 	if err != nil {
@@ -240,7 +198,7 @@ func (s *Store) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox
 	if len(unmute) > 0 {
 		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(s.table),
-			Key:                       itemKey{userPK(v), skPrefs}.av(),
+			Key:                       key.av(),
 			UpdateExpression:          aws.String("DELETE #mt :unmute"),
 			ExpressionAttributeNames:  map[string]string{"#mt": prefsAttrMutedTargets},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":unmute": &types.AttributeValueMemberSS{Value: unmute}},
@@ -370,78 +328,77 @@ func decodePrefs(item map[string]types.AttributeValue) (inbox.OwnPreferences, er
 	return own, nil
 }
 
-// updateBuilder collects the clauses of one UpdateItem whose attribute names are data
-// (categories): the expression package would split a name at its dots, so names and
-// values are placeholders numbered here.
-type updateBuilder struct {
-	names                        map[string]string
-	byName                       map[string]string
-	values                       map[string]types.AttributeValue
-	sets, removes, adds, deletes []string
-	conds                        []string
-	err                          error
-}
-
-func newUpdateBuilder() *updateBuilder {
-	return &updateBuilder{names: map[string]string{}, byName: map[string]string{}, values: map[string]types.AttributeValue{}}
-}
-
-// name returns the placeholder of attribute name (the same one each time).
-func (b *updateBuilder) name(name string) string {
-	if p, ok := b.byName[name]; ok {
-		return p
-	}
-	p := "#n" + strconv.Itoa(len(b.names))
-	b.names[p], b.byName[name] = name, p
-	return p
-}
-
-// value returns a new placeholder for av.
-func (b *updateBuilder) value(av types.AttributeValue) string {
-	p := ":v" + strconv.Itoa(len(b.values))
-	b.values[p] = av
-	return p
-}
-
-// set adds "SET name = v" (v marshalled by attributevalue).
-func (b *updateBuilder) set(name string, v any) {
-	av, err := attributevalue.Marshal(v)
-	if err != nil {
-		b.err = errors.Join(b.err, fmt.Errorf("encode preferences: %w", err))
-		return
-	}
-	b.sets = append(b.sets, name+" = "+b.value(av))
-}
-
-// remove adds "REMOVE name".
-func (b *updateBuilder) remove(name string) { b.removes = append(b.removes, name) }
-
-// input returns the UpdateItem of key, answering the item after the update (and the item
-// before it when a condition fails).
-func (b *updateBuilder) input(table string, key itemKey) (*dynamodb.UpdateItemInput, error) {
-	if b.err != nil {
-		return nil, b.err
-	}
-	var expr []string
-	for _, c := range []struct {
-		verb    string
-		clauses []string
-	}{{"SET", b.sets}, {"REMOVE", b.removes}, {"ADD", b.adds}, {"DELETE", b.deletes}} {
-		if len(c.clauses) > 0 {
-			expr = append(expr, c.verb+" "+strings.Join(c.clauses, ", "))
+// prefsUpdate is the expression of the preferences UpdateItem of upd (see
+// UpdatePreferences): SET entityType, the switches set (a category's named
+// prefsAttrCategorySwitch, kept whole whatever it holds: exprNames), quiet hours,
+// timezone and locale; REMOVE what upd clears; ADD mute to mutedTargets on condition that
+// it stays within inbox.MaxMutedTargets (already: members of mute known to be muted,
+// which the bound does not count, on condition that they still are) or else DELETE
+// unmute from it; and, when the tenant has no timezone (tenantZone ""), the zone
+// conditions, with zoneRule saying what a failed one means.
+func prefsUpdate(upd inbox.PreferencesUpdate, tenantZone string, mute, unmute, already []string) (x expression.Expression, zoneRule string, err error) {
+	var names exprNames
+	up := expression.Set(expression.Name(prefsAttrEntityType), expression.Value(entityPrefs))
+	for i, c := range switchPtrs(upd.Channels) {
+		if c != nil {
+			up = up.Set(expression.Name(prefsChannelAttrs[i]), expression.Value(*c))
 		}
 	}
-	in := &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(table),
-		Key:                                 key.av(),
-		UpdateExpression:                    aws.String(strings.Join(expr, " ")),
-		ExpressionAttributeNames:            b.names,
-		ExpressionAttributeValues:           b.values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	for _, c := range upd.Categories {
+		for i, sw := range switchPtrs(c.Channels) {
+			if sw != nil {
+				up = up.Set(names.name(prefsAttrCategorySwitch(c.Category, prefsChannelAttrs[i])), expression.Value(*sw))
+			}
+		}
 	}
-	if len(b.conds) > 0 {
-		in.ConditionExpression = aws.String(strings.Join(b.conds, " AND "))
+	quiet := expression.Name(prefsAttrQuietHours)
+	if upd.QuietHours != nil {
+		up = up.Set(quiet, expression.Value(quietHoursAttr{Start: upd.QuietHours.Start, End: upd.QuietHours.End}))
 	}
-	return in, nil
+	if upd.ClearQuietHours {
+		up = up.Remove(quiet)
+	}
+	for _, f := range []struct {
+		attr string
+		val  *string
+	}{{prefsAttrTimezone, upd.Timezone}, {prefsAttrLocale, upd.Locale}} {
+		switch {
+		case f.val == nil:
+		case *f.val == "":
+			up = up.Remove(expression.Name(f.attr))
+		default:
+			up = up.Set(expression.Name(f.attr), expression.Value(*f.val))
+		}
+	}
+	var conds []expression.ConditionBuilder
+	muted := expression.Name(prefsAttrMutedTargets)
+	if len(mute) > 0 {
+		up = up.Add(muted, expression.Value(&types.AttributeValueMemberSS{Value: mute}))
+		room := expression.Value(inbox.MaxMutedTargets - (len(mute) - len(already)))
+		if len(already) == 0 {
+			conds = append(conds, muted.AttributeNotExists().Or(muted.Size().LessThanEqual(room)))
+		} else {
+			conds = append(conds, muted.Size().LessThanEqual(room))
+			for _, m := range already {
+				conds = append(conds, muted.Contains(m))
+			}
+		}
+	} else if len(unmute) > 0 {
+		up = up.Delete(muted, expression.Value(&types.AttributeValueMemberSS{Value: unmute}))
+	}
+	if tenantZone == "" {
+		zoneCleared := upd.Timezone != nil && *upd.Timezone == ""
+		switch {
+		case upd.QuietHours != nil && upd.Timezone == nil:
+			conds = append(conds, expression.Name(prefsAttrTimezone).AttributeExists())
+			zoneRule = "quietHours need a timezone"
+		case zoneCleared && !upd.ClearQuietHours:
+			conds = append(conds, quiet.AttributeNotExists())
+			zoneRule = "the timezone cannot be cleared while quiet hours are set"
+		}
+	}
+	if x, err = buildUpdate(up, conds, &names); err != nil {
+		return x, "", fmt.Errorf("encode preferences: %w", err)
+	}
+	return x, zoneRule, nil
 }

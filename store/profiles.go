@@ -3,12 +3,12 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/hashicorp/golang-lru/v2/expirable"
@@ -130,27 +130,22 @@ func (s *Store) upsertTarget(ctx context.Context, tenantID string, t *inbox.Targ
 
 func (s *Store) upsertProfile(ctx context.Context, pk, entity string, fields map[string]string) error {
 	defer s.profiles.remove(pk)
-	names := map[string]string{"#et": "entityType"}
-	values := map[string]types.AttributeValue{":et": &types.AttributeValueMemberS{Value: entity}}
-	sets := []string{"#et = :et"}
-	i := 0
+	up := expression.Set(expression.Name("entityType"), expression.Value(entity))
 	for _, name := range []string{"actorId", "targetId", "kind", "name", "avatarUrl", "url", "title"} {
-		val, ok := fields[name]
-		if !ok || val == "" {
-			continue
+		if val := fields[name]; val != "" {
+			up = up.Set(expression.Name(name), expression.Value(val))
 		}
-		n, v := fmt.Sprintf("#f%d", i), fmt.Sprintf(":f%d", i)
-		i++
-		names[n] = name
-		values[v] = &types.AttributeValueMemberS{Value: val}
-		sets = append(sets, n+" = "+v)
 	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	x, err := buildUpdate(up, nil, nil)
+	if err != nil {
+		return fmt.Errorf("upsert profile: %w", err)
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       itemKey{pk, skProfile}.av(),
-		UpdateExpression:          aws.String("SET " + strings.Join(sets, ", ")),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
+		UpdateExpression:          x.Update(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
 	})
 	if err != nil {
 		return fmt.Errorf("upsert profile: %w", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"golang.org/x/text/language"
 
@@ -33,16 +34,21 @@ func (s *Store) PutUserProfile(ctx context.Context, v inbox.Viewer, p inbox.User
 		p.Locale = tag.String()
 	}
 	// An UpdateItem, not a Put: the item also holds the user's push devices.
-	u := newRecordUpdate(s.now()).set("entityType", entityUserProfile)
+	up := expression.Set(expression.Name("entityType"), expression.Value(entityUserProfile)).
+		Set(expression.Name(statusAttrUpdatedAt), expression.Value(s.now().UnixMilli()))
 	for _, f := range []struct{ attr, v string }{{"email", p.Email}, {"phone", p.Phone}, {"locale", p.Locale}, {"timezone", p.Timezone}} {
 		if f.v == "" {
-			u.remove(f.attr)
+			up = up.Remove(expression.Name(f.attr))
 		} else {
-			u.set(f.attr, f.v)
+			up = up.Set(expression.Name(f.attr), expression.Value(f.v))
 		}
 	}
-	in := u.input(s.table, itemKey{userPK(v), skUserProfile}, "", nil)
-	in.ConditionExpression = nil
+	x, err := buildUpdate(up, nil, nil)
+	if err != nil {
+		return inbox.UserProfile{}, fmt.Errorf("put user profile: %w", err)
+	}
+	in := &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: itemKey{userPK(v), skUserProfile}.av(),
+		UpdateExpression: x.Update(), ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values()}
 	if _, err := s.db.UpdateItem(ctx, in); err != nil {
 		return inbox.UserProfile{}, fmt.Errorf("put user profile: %w", err)
 	}
