@@ -1,4 +1,4 @@
-// Package rest is the service API under /v1 (DESIGN.md "Service API (v2)"), spec first:
+// Package rest is the service API under /v1 (README "Service API (REST /v1)"), spec first:
 // openapi.yaml is the hand-written OpenAPI 3.1 document (embedded, served as JSON at
 // GET /v1/openapi.json), package gen is generated from it by oapi-codegen (go generate
 // ./...), and this package implements gen.StrictServerInterface as thin handlers over a

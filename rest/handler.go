@@ -19,7 +19,7 @@ import (
 	"github.com/inboxgw/gateway/rest/gen"
 )
 
-// Scopes of service tokens (DESIGN.md "Service API (v2)").
+// Scopes of service tokens (README "Service API (REST /v1)").
 const (
 	// ScopeSend grants sends, broadcasts, status and feeds.
 	ScopeSend = auth.ScopeSend
