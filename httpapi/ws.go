@@ -202,6 +202,7 @@ type wsConn struct {
 	inited  bool            // connection_init received
 	opCtx   context.Context // ctx with the verified claims, once acknowledged
 	closing bool
+	expired bool             // the token expired (closing too)
 	ops     map[string]*wsOp // running operations by id
 	queue   []*wsOp          // subscriptions with events to write
 	// starting counts operations in run: being read and dispatched, and queries and
@@ -423,20 +424,33 @@ func (c *wsConn) keepAliveTick() {
 	_ = c.ws.Ping(ctx)
 }
 
-// expire ends the connection when its token expires. It takes no new operation; the
-// queries and mutations already running finish and answer (a mutation that started
-// commits: telling its client "token expired" would hide a write that happened), for at
-// most the mutation deadline (wsTransport.drain); then every operation left (the subscriptions) gets an
-// UNAUTHENTICATED "token expired" error, and the socket closes with 4403 "token expired".
+// expire ends the connection when its token expires. It takes no new operation and ends
+// the subscriptions at once with an UNAUTHENTICATED "token expired" error (they commit
+// nothing, and an event must not reach a client whose token expired); the queries and
+// mutations already running finish and answer (a mutation that started commits: telling
+// its client "token expired" would hide a write that happened), for at most the mutation
+// deadline (wsTransport.drain); then every operation left gets the same error, and the
+// socket closes with 4403 "token expired".
 func (c *wsConn) expire() {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return
 	}
-	c.closing = true
+	c.closing, c.expired = true, true
 	c.stopTimersLocked()
+	var subs []*wsOp
+	for _, op := range c.ops {
+		if op.subscription {
+			subs = append(subs, op)
+		}
+	}
 	c.mu.Unlock()
+	// A subscription has nothing to commit: it ends now, so that no event reaches a
+	// client whose token expired while a mutation drains.
+	for _, op := range subs {
+		op.end(func() { c.sendErrors(op.id, tokenExpiredErrors()) })
+	}
 	drained := make(chan struct{})
 	go func() {
 		c.starting.Wait()
@@ -455,11 +469,16 @@ func (c *wsConn) expire() {
 	if c.legacy {
 		c.sendConnectionError(closeReasonTokenExpired)
 	}
-	errs := gqlerror.List{{Message: closeReasonTokenExpired, Extensions: map[string]any{"code": inbox.CodeUnauthenticated}}}
 	for _, op := range ops {
-		op.end(func() { c.sendErrors(op.id, errs) })
+		op.end(func() { c.sendErrors(op.id, tokenExpiredErrors()) })
 	}
 	go func() { _ = c.ws.Close(CloseForbidden, closeReasonTokenExpired) }()
+}
+
+// tokenExpiredErrors is the UNAUTHENTICATED "token expired" error an operation ends with
+// when its connection's token expires.
+func tokenExpiredErrors() gqlerror.List {
+	return gqlerror.List{{Message: closeReasonTokenExpired, Extensions: map[string]any{"code": inbox.CodeUnauthenticated}}}
 }
 
 // start handles subscribe (graphql-ws: start): a new operation under id.
@@ -541,8 +560,11 @@ type wsOp struct {
 	responses  graphql.ResponseHandler // set once dispatched
 	rctx       context.Context         // the context the responses are read with
 	dispatched bool
-	pending    int  // Ready calls not yet consumed
-	queued     bool // in c.queue
+	// subscription: the operation is a subscription (known once parsed), which the
+	// token's expiry ends at once instead of draining.
+	subscription bool
+	pending      int  // Ready calls not yet consumed
+	queued       bool // in c.queue
 }
 
 // run parses, validates and dispatches the operation. A query or mutation is answered
@@ -571,6 +593,22 @@ func (op *wsOp) run(payload json.RawMessage) {
 		op.sendNext(resp)
 		op.finish()
 		return
+	}
+	if rc.Operation.Operation == ast.Subscription {
+		// Marked before it subscribes: expire ends it at once, or, when the token
+		// expired first, it ends here without subscribing.
+		c.mu.Lock()
+		op.subscription = true
+		closing, expired := c.closing, c.expired
+		c.mu.Unlock()
+		if closing {
+			var last func()
+			if expired {
+				last = func() { c.sendErrors(op.id, tokenExpiredErrors()) }
+			}
+			op.end(last)
+			return
+		}
 	}
 	ctx = graphql.WithOperationContext(ctx, rc)
 	ctx = live.WithStreamHook(ctx, &op.hook)

@@ -4,8 +4,8 @@
 // tests (channeltest.StartSMTP wraps it: AUTH, TLS, scripted failures and held
 // replies) and the bench's sink (it keeps nothing and counts, OnMessage reports).
 //
-// Memory is bounded: it keeps the last Config.MaxMessages messages (older ones are
-// dropped) and refuses a message larger than Config.MaxMessageBytes with SMTP 552. It
+// Memory is bounded: it keeps the last Config.MaxMessages messages, and of them no more
+// than Config.MaxKeptBytes in all (older ones are dropped), and refuses a message larger than Config.MaxMessageBytes with SMTP 552. It
 // accepts any sender and recipient, and asks for authentication only when
 // Config.Username is set.
 package smtpcatch
@@ -33,6 +33,10 @@ import (
 const (
 	DefaultMaxMessages     = 200
 	DefaultMaxMessageBytes = 1 << 20
+	// DefaultMaxKeptBytes bounds what the kept messages hold in all (raw message, decoded
+	// parts, header): 200 messages of 1 MiB with a text and an HTML part of half a MiB
+	// each held 385 MiB without it.
+	DefaultMaxKeptBytes = 32 << 20
 )
 
 // Values of Config.MaxMessages beside a count.
@@ -52,6 +56,10 @@ type Config struct {
 	// MaxMessageBytes is the largest message accepted, in bytes; DefaultMaxMessageBytes
 	// when 0.
 	MaxMessageBytes int64
+	// MaxKeptBytes bounds the bytes the kept messages hold in all (Message.size: raw,
+	// decoded text and HTML, header), dropping the oldest beyond it (the newest message
+	// is always kept); DefaultMaxKeptBytes when 0.
+	MaxKeptBytes int64
 	// Domain is the name the server greets with; "localhost" when "".
 	Domain string
 	// ErrorLog receives the server's connection errors; discarded when nil.
@@ -114,6 +122,7 @@ type Catcher struct {
 
 	mu       sync.Mutex
 	msgs     []Message // ring: the last cfg.MaxMessages, oldest first
+	kept     int64     // the size of msgs' messages in all (Message.size)
 	received uint64    // messages accepted since New (kept or dropped)
 	changed  chan struct{}
 	addr     net.Addr
@@ -136,6 +145,9 @@ func New(cfg Config) *Catcher {
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.MaxKeptBytes <= 0 {
+		cfg.MaxKeptBytes = DefaultMaxKeptBytes
 	}
 	if cfg.Domain == "" {
 		cfg.Domain = "localhost"
@@ -270,7 +282,7 @@ func (c *Catcher) WaitReceived(ctx context.Context, n uint64) error {
 // Reset forgets the kept messages (Received keeps counting).
 func (c *Catcher) Reset() {
 	c.mu.Lock()
-	c.msgs = nil
+	c.msgs, c.kept = nil, 0
 	c.mu.Unlock()
 }
 
@@ -347,16 +359,35 @@ func (c *Catcher) add(m Message) Message {
 	c.received++
 	m.ID = c.received
 	if keep := c.cfg.MaxMessages; keep > 0 {
-		if len(c.msgs) >= keep {
-			n := copy(c.msgs, c.msgs[len(c.msgs)-keep+1:])
+		c.msgs = append(c.msgs, m)
+		c.kept += m.size()
+		drop := 0 // the oldest, beyond the count or the bytes
+		for ; drop < len(c.msgs)-1 && (len(c.msgs)-drop > keep || c.kept > c.cfg.MaxKeptBytes); drop++ {
+			c.kept -= c.msgs[drop].size()
+		}
+		if drop > 0 {
+			n := copy(c.msgs, c.msgs[drop:])
 			clear(c.msgs[n:])
 			c.msgs = c.msgs[:n]
 		}
-		c.msgs = append(c.msgs, m)
 	}
 	close(c.changed)
 	c.changed = make(chan struct{})
 	return m
+}
+
+// size is about the bytes m holds: its raw message, decoded parts, header and envelope.
+func (m Message) size() int64 {
+	n := len(m.Raw) + len(m.Text) + len(m.HTML) + len(m.Subject) + len(m.MessageID) + len(m.From)
+	for _, to := range m.To {
+		n += len(to)
+	}
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v)
+		}
+	}
+	return int64(n)
 }
 
 // session is one connection's state and its transaction's envelope.
