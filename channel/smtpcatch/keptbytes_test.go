@@ -28,7 +28,7 @@ func TestKeptBytesBounded(t *testing.T) {
 		maxKept   int64 // bytes
 		wantCount int   // messages kept, when known
 	}{
-		{name: "defaults, large messages", n: 220, kib: 480, maxKept: smtpcatch.DefaultMaxKeptBytes},
+		{name: "defaults, large messages", n: 40, kib: 480, maxKept: smtpcatch.DefaultMaxKeptBytes},
 		{name: "small budget", cfg: smtpcatch.Config{MaxKeptBytes: 1 << 20}, n: 20, kib: 100, maxKept: 1 << 20},
 		{name: "one message over the budget is kept", cfg: smtpcatch.Config{MaxKeptBytes: 1 << 10}, n: 3, kib: 8, maxKept: 1 << 20, wantCount: 1},
 		{name: "count bound first", cfg: smtpcatch.Config{MaxMessages: 5}, n: 12, kib: 1, maxKept: smtpcatch.DefaultMaxKeptBytes, wantCount: 5},
