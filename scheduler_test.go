@@ -28,8 +28,9 @@ func TestSnoozeAndExpiryOutliveACrashOfEveryInstance(t *testing.T) {
 	alice := a.Token("t1", "alice")
 	ids := a.Seed(sender, "alice", 2)
 
-	// Far enough ahead for a loaded machine to seed, snooze, send and kill before it.
-	wake := time.Now().Add(10 * time.Second).UTC()
+	// Far enough ahead for a loaded machine to seed, snooze, send and kill before it (10 s
+	// was not, once).
+	wake := time.Now().Add(20 * time.Second).UTC()
 	var sn struct {
 		Snooze struct {
 			Badge struct{ Unread int } `json:"badge"`

@@ -199,8 +199,22 @@ func Once[V any](ctx context.Context, key string, fn func(context.Context) (V, e
 // level of a query enqueue their keys within microseconds of each other.
 const Wait = 500 * time.Microsecond
 
+// Option adjusts New.
+type Option func(*options)
+
+type options struct{ wait time.Duration }
+
+// WithWait sets how long a batch waits for more keys after its first one (default Wait).
+// Tests that start their loads from goroutines use a longer wait: on a loaded machine
+// the goroutines may not all run within 500 µs, and the loads split into two batches.
+func WithWait(d time.Duration) Option { return func(o *options) { o.wait = d } }
+
 // New returns the loaders for one operation of tenantID.
-func New(src ProfileSource, tenantID string) *Loaders {
+func New(src ProfileSource, tenantID string, opts ...Option) *Loaders {
+	o := options{wait: Wait}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	l := &Loaders{badge: &BadgeShare{done: make(chan struct{})}, sem: make(chan struct{}, MaxConcurrent)}
 	batch := func(ctx context.Context, refs []inbox.ProfileRef) []*dataloader.Result[*inbox.Profile] {
 		out := make([]*dataloader.Result[*inbox.Profile], len(refs))
@@ -218,7 +232,7 @@ func New(src ProfileSource, tenantID string) *Loaders {
 	}
 	l.Profiles = dataloader.NewBatchedLoader(batch,
 		dataloader.WithBatchCapacity[inbox.ProfileRef, *inbox.Profile](100),
-		dataloader.WithWait[inbox.ProfileRef, *inbox.Profile](Wait),
+		dataloader.WithWait[inbox.ProfileRef, *inbox.Profile](o.wait),
 	)
 	if ns, ok := src.(NodeSource); ok {
 		nodeBatch := func(ctx context.Context, refs []inbox.NodeRef) []*dataloader.Result[inbox.NodeResult] {
@@ -237,7 +251,7 @@ func New(src ProfileSource, tenantID string) *Loaders {
 		}
 		l.nodes = dataloader.NewBatchedLoader(nodeBatch,
 			dataloader.WithBatchCapacity[inbox.NodeRef, inbox.NodeResult](100),
-			dataloader.WithWait[inbox.NodeRef, inbox.NodeResult](Wait),
+			dataloader.WithWait[inbox.NodeRef, inbox.NodeResult](o.wait),
 		)
 	}
 	return l
