@@ -131,7 +131,9 @@ func TestRangeBombsEndWithinBudget(t *testing.T) {
 			case c.want == "" && (inbox.ErrorCode(r.err) != inbox.CodeBadUserInput || !strings.Contains(r.err.Error(), "render budget exceeded")):
 				t.Errorf("out %.40q, err = %.200v; want BAD_USER_INPUT render budget exceeded", r.out, r.err)
 			}
-			if r.took > 2*time.Second || r.alloc > maxRenderAlloc {
+			// Loose on time (a loaded 2-core machine under -race): what it tells apart is a
+			// bounded render from one that loops over its range.
+			if r.took > 4*time.Second || r.alloc > maxRenderAlloc {
 				t.Errorf("took %v and allocated %d MiB; want well under a second and %d MiB", r.took, r.alloc>>20, maxRenderAlloc>>20)
 			}
 		})
@@ -174,7 +176,11 @@ func TestLongChainsEndWithinBudget(t *testing.T) {
 			if r.err != nil && strings.Contains(r.err.Error(), "inbox_") {
 				t.Errorf("%v names an internal tag", r.err)
 			}
-			if r.took > RenderTimeout+time.Second {
+			// The deadline is checked between clauses, so the render ends within a clause of
+			// it; under -race on a loaded 2-core machine a clause took over a second (a fresh
+			// clone's make test: 2.07 s), so the bound is loose: it tells a render that
+			// stopped at its deadline from one that ran the whole chain.
+			if r.took > 4*RenderTimeout {
 				t.Errorf("took %v; want about RenderTimeout (%v)", r.took, RenderTimeout)
 			}
 		})
@@ -418,7 +424,7 @@ func TestDataBoundsAsRangeBounds(t *testing.T) {
 		d := inbox.JSON(fmt.Sprintf(`{"m": 1, "n": %s, "f": 1, "one": 0, "e": 1, "big": 1, "half": 1, "huge": 1}`, n))
 		start := time.Now()
 		_, err := s.Pin(ctx, tenant, "loop", "", d)
-		if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "range") || time.Since(start) > time.Second {
+		if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "range") || time.Since(start) > 5*time.Second {
 			t.Errorf("pin with n = %s: %v after %v; want BAD_USER_INPUT about the range", n, err, time.Since(start))
 		}
 	}
