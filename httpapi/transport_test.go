@@ -261,20 +261,7 @@ func TestWebSocketTokenExpiryEndsConnection(t *testing.T) {
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		t.Run(protocol, func(t *testing.T) {
 			s := s.WithT(t)
-			// Issued by a clock 30s behind, so its exp is 28s ago: the server's 30s leeway
-			// still accepts it, for 2 more seconds.
-			behind, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Now: func() time.Time { return time.Now().Add(-30 * time.Second) }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tok, err := behind.Sign(auth.Claims{TenantID: "t1", UserID: "alice"}, 2*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			claims, err := s.Verifier.Verify(tok)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tok, claims := expiringToken(t, s, auth.Claims{TenantID: "t1", UserID: "alice"})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			c := s.DialWS(ctx, protocol)
@@ -598,18 +585,7 @@ func TestWebSocketMessagesPipelinedAndLarge(t *testing.T) {
 func TestWebSocketTokenExpiryLetsRunningMutationsAnswer(t *testing.T) {
 	t.Parallel()
 	s := testgw.New(t)
-	behind, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Now: func() time.Time { return time.Now().Add(-30 * time.Second) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := behind.Sign(auth.Claims{TenantID: "t1", UserID: "svc", Scopes: []string{auth.ScopeSend}}, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, err := s.Verifier.Verify(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, claims := expiringToken(t, s, auth.Claims{TenantID: "t1", UserID: "svc", Scopes: []string{auth.ScopeSend}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := s.DialWS(ctx, "graphql-transport-ws")
@@ -674,4 +650,24 @@ func TestWebSocketTokenExpiryLetsRunningMutationsAnswer(t *testing.T) {
 		t.Fatalf("%d of %d mutations answered: the sends did not straddle the expiry", len(answered), sent)
 	}
 	t.Logf("%d mutations sent across the expiry: %d answered and written, the rest not started", sent, len(answered))
+}
+
+// expiringToken signs c with a clock 30 s behind, for 2 s: its exp is 28 s ago, and the
+// server's 30 s leeway accepts it for 2 more seconds. It returns the token and its claims
+// as the server verifies them (ValidUntil: when the server's connection expires it).
+func expiringToken(t *testing.T, s *testgw.Server, c auth.Claims) (string, auth.Claims) {
+	t.Helper()
+	behind, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Now: func() time.Time { return time.Now().Add(-30 * time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := behind.Sign(c, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := s.Verifier.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, claims
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,22 +16,44 @@ import (
 	"github.com/inboxgw/gateway/internal/testgw"
 )
 
-// slowCategory is a preferences category whose UpdateItem slowPrefs holds for slowFor.
-const (
-	slowCategory = "slow-at-expiry"
-	slowFor      = 6 * time.Second
-)
+// slowCategory is a preferences category whose UpdateItem prefsGate holds.
+const slowCategory = "slow-at-expiry"
 
-// slowPrefs is a DynamoDB client option holding every UpdateItem that names slowCategory
-// for slowFor: a mutation still running when its connection's token expires.
-func slowPrefs(o *dynamodb.Options) {
+// prefsGate holds every UpdateItem that names slowCategory until the test releases it:
+// a mutation still running when its connection's token expires, for exactly as long as
+// the test needs, with no sleep.
+type prefsGate struct {
+	mu      sync.Mutex
+	entered chan struct{} // closed when a held UpdateItem arrives
+	release chan struct{} // closed by the test: the held UpdateItem goes on
+}
+
+// arm makes the next UpdateItem naming slowCategory wait; it returns the channel closed
+// when that call arrives and the func that lets it go.
+func (g *prefsGate) arm() (entered <-chan struct{}, release func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.entered, g.release = make(chan struct{}), make(chan struct{})
+	r := g.release
+	var once sync.Once
+	return g.entered, func() { once.Do(func() { close(r) }) }
+}
+
+// option is the DynamoDB client option that applies the gate.
+func (g *prefsGate) option(o *dynamodb.Options) {
 	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
-		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("slowprefs",
+		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("prefsgate",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				if u, ok := in.Parameters.(*dynamodb.UpdateItemInput); ok {
-					for _, n := range u.ExpressionAttributeNames {
-						if strings.Contains(n, slowCategory) {
-							time.Sleep(slowFor)
+				if u, ok := in.Parameters.(*dynamodb.UpdateItemInput); ok && namesSlowCategory(u) {
+					g.mu.Lock()
+					entered, release := g.entered, g.release
+					g.entered = nil // one held call per arm
+					g.mu.Unlock()
+					if entered != nil {
+						close(entered)
+						select {
+						case <-release:
+						case <-ctx.Done():
 						}
 					}
 				}
@@ -39,32 +62,31 @@ func slowPrefs(o *dynamodb.Options) {
 	})
 }
 
+func namesSlowCategory(u *dynamodb.UpdateItemInput) bool {
+	for _, n := range u.ExpressionAttributeNames {
+		if strings.Contains(n, slowCategory) {
+			return true
+		}
+	}
+	return false
+}
+
 // TestWebSocketTokenExpiryEndsSubscriptionsAtOnce: at token expiry the connection waits
 // for running queries and mutations (up to the mutation deadline) before it closes, but a
 // subscription has nothing to commit: it ends with "token expired" at expiry, and no event
 // published during the drain reaches it. (A client holding a slow mutation open at expiry
 // kept its subscriptions, and received their events, up to the mutation deadline + 1 s
-// after its token had expired.) Both protocols; the slow mutation is still answered.
+// after its token had expired.) Both protocols; the held mutation is still answered.
 func TestWebSocketTokenExpiryEndsSubscriptionsAtOnce(t *testing.T) {
 	t.Parallel()
-	s := testgw.NewWith(t, testgw.Options{DynamoDB: []func(*dynamodb.Options){slowPrefs}})
+	gate := &prefsGate{}
+	s := testgw.NewWith(t, testgw.Options{DynamoDB: []func(*dynamodb.Options){gate.option}})
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		t.Run(protocol, func(t *testing.T) {
 			s := s.WithT(t)
 			user := "expiring-" + protocol
-			behind, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Now: func() time.Time { return time.Now().Add(-30 * time.Second) }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tok, err := behind.Sign(auth.Claims{TenantID: "t1", UserID: user}, 2*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			claims, err := s.Verifier.Verify(tok)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tok, _ := expiringToken(t, s, auth.Claims{TenantID: "t1", UserID: user})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			c := s.DialWS(ctx, protocol)
@@ -73,54 +95,64 @@ func TestWebSocketTokenExpiryEndsSubscriptionsAtOnce(t *testing.T) {
 			if got := c.NextCount("sub"); got != 0 {
 				t.Fatalf("first value %d", got)
 			}
-			// A mutation that runs past the expiry.
-			time.Sleep(time.Until(claims.ValidUntil.Add(-500 * time.Millisecond)))
+			// A mutation held in its write across the expiry.
+			entered, release := gate.arm()
+			defer release()
 			typ := "subscribe"
 			if protocol == "graphql-ws" {
 				typ = "start"
 			}
 			payload, _ := json.Marshal(map[string]any{"query": `mutation { updatePreferences(input: {categories: [{category: "` + slowCategory + `", channels: {sms: false}}]}) { locale } }`})
 			c.Send(testgw.WSMessage{ID: "mut", Type: typ, Payload: payload})
-			// During the drain: an event for the subscription.
-			time.Sleep(time.Until(claims.ValidUntil.Add(time.Second)))
-			s.Send(sender, s.SendInput("after expiry", user))
-			var subEnded time.Time // when its "token expired" error was read
-			mutAnswered := false
-			deadline := time.After(2 * slowFor)
-		read:
-			for {
-				var m testgw.WSMessage
+			select {
+			case <-entered:
+			case <-ctx.Done():
+				t.Fatal("the mutation never reached its write")
+			}
+			// The token expires (the server's timer, within 2 s): the subscription ends
+			// while the mutation is still held. Before the fix it ended only after the
+			// drain, which the held mutation makes last until the timeout below.
+			next := func(what string) testgw.WSMessage {
 				select {
-				case got, ok := <-c.Msgs:
+				case m, ok := <-c.Msgs:
 					if !ok {
-						break read
+						t.Fatalf("the connection closed while waiting for %s", what)
 					}
-					m = got
-				case <-deadline:
-					t.Fatal("the connection did not close")
+					return m
+				case <-time.After(20 * time.Second):
+					t.Fatalf("no %s within 20 s of a 2 s token", what)
 				}
-				switch {
-				case m.ID == "sub" && (m.Type == "next" || m.Type == "data"):
-					if subEnded.IsZero() {
-						t.Errorf("subscription event after the token expired: %s", m.Payload)
-					}
-				case m.ID == "sub" && m.Type == "error":
-					subEnded = time.Now()
+				return testgw.WSMessage{}
+			}
+			for {
+				m := next("the subscription's token expired error")
+				if m.ID == "sub" && m.Type == "error" {
 					if !strings.Contains(string(m.Payload), "token expired") {
 						t.Errorf("subscription error %s", m.Payload)
 					}
+					break
+				}
+				if m.ID == "sub" {
+					t.Fatalf("subscription message %s %s before its end", m.Type, m.Payload)
+				}
+				if m.ID == "mut" {
+					t.Fatalf("the held mutation answered before the subscription ended: %s %s", m.Type, m.Payload)
+				}
+			}
+			// During the drain: an event for the user, published before the mutation goes on.
+			s.Send(sender, s.SendInput("after expiry", user))
+			release()
+			mutAnswered := false
+			for m := range c.Msgs {
+				switch {
+				case m.ID == "sub":
+					t.Errorf("subscription message after its end: %s %s", m.Type, m.Payload)
 				case m.ID == "mut" && (m.Type == "next" || m.Type == "data"):
-					if subEnded.IsZero() {
-						t.Error("the subscription outlived the token until the drained mutation answered")
-					}
 					mutAnswered = !strings.Contains(string(m.Payload), `"errors"`)
 				}
 			}
 			if code := websocket.CloseStatus(<-c.ReadErr); code != 4403 {
 				t.Fatalf("closed with %d, want 4403", code)
-			}
-			if subEnded.IsZero() {
-				t.Fatal("the subscription never got its token expired error")
 			}
 			if !mutAnswered {
 				t.Error("the mutation running at expiry was not answered")

@@ -202,16 +202,26 @@ const Wait = 500 * time.Microsecond
 // Option adjusts New.
 type Option func(*options)
 
-type options struct{ wait time.Duration }
+type options struct {
+	wait     time.Duration
+	capacity int
+}
 
-// WithWait sets how long a batch waits for more keys after its first one (default Wait).
-// Tests that start their loads from goroutines use a longer wait: on a loaded machine
-// the goroutines may not all run within 500 µs, and the loads split into two batches.
-func WithWait(d time.Duration) Option { return func(o *options) { o.wait = d } }
+// WithBatch sets how long a batch waits for more keys after its first one (default Wait)
+// and how many distinct keys close it at once (default and most BatchCapacity). A test
+// that starts its loads from goroutines closes the batch by its keys, not by a clock: a
+// long wait and a capacity of the keys it loads (with the 500 µs default, on a loaded
+// machine the goroutines did not all run in time and the loads split into two batches).
+func WithBatch(wait time.Duration, capacity int) Option {
+	return func(o *options) { o.wait, o.capacity = wait, min(max(capacity, 1), BatchCapacity) }
+}
+
+// BatchCapacity is the most keys of one batch: one BatchGetItem reads at most 100 items.
+const BatchCapacity = 100
 
 // New returns the loaders for one operation of tenantID.
 func New(src ProfileSource, tenantID string, opts ...Option) *Loaders {
-	o := options{wait: Wait}
+	o := options{wait: Wait, capacity: BatchCapacity}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -231,7 +241,7 @@ func New(src ProfileSource, tenantID string, opts ...Option) *Loaders {
 		return out
 	}
 	l.Profiles = dataloader.NewBatchedLoader(batch,
-		dataloader.WithBatchCapacity[inbox.ProfileRef, *inbox.Profile](100),
+		dataloader.WithBatchCapacity[inbox.ProfileRef, *inbox.Profile](o.capacity),
 		dataloader.WithWait[inbox.ProfileRef, *inbox.Profile](o.wait),
 	)
 	if ns, ok := src.(NodeSource); ok {
@@ -250,7 +260,7 @@ func New(src ProfileSource, tenantID string, opts ...Option) *Loaders {
 			return out
 		}
 		l.nodes = dataloader.NewBatchedLoader(nodeBatch,
-			dataloader.WithBatchCapacity[inbox.NodeRef, inbox.NodeResult](100),
+			dataloader.WithBatchCapacity[inbox.NodeRef, inbox.NodeResult](o.capacity),
 			dataloader.WithWait[inbox.NodeRef, inbox.NodeResult](o.wait),
 		)
 	}

@@ -39,7 +39,7 @@ func (s *countingSource) Profiles(_ context.Context, tenant string, refs []inbox
 
 func TestLoaderBatchesAndAligns(t *testing.T) {
 	src := &countingSource{}
-	ctx := loader.With(context.Background(), loader.New(src, "acme", loader.WithWait(100*time.Millisecond))) // the goroutines below may start up to 100 ms apart on a loaded machine
+	ctx := loader.With(context.Background(), loader.New(src, "acme", loader.WithBatch(time.Hour, 4))) // the batch closes at its 4 distinct keys, whenever the goroutines run
 	refs := []inbox.ProfileRef{{ID: "a"}, {ID: "b"}, {ID: "a"}, {ID: "missing"}, {TargetKind: "issue", ID: "a"}}
 	got := make([]*inbox.Profile, len(refs))
 	errs := make([]error, len(refs))
