@@ -2,6 +2,7 @@ package tmpl
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,44 +16,45 @@ import (
 // render (and Pin renders every locale: 50 × that per accept). One render of all parts
 // now shares one budget.
 func TestOneRenderIsBoundedAcrossParts(t *testing.T) {
-	s := &Service{en: newEngine()}
-	vars := map[string]any{"s": strings.Repeat("a", 8<<10)}
-	part := func(n int) string {
-		return "{% for i in (1.." + itoa(n) + ") %}{% assign u = s | upcase %}{% endfor %}x"
+	// A virtual clock that moves step at each look: the test never depends on how fast
+	// this machine renders at the moment (under -race beside DynamoDB Local a calibration
+	// on the wall clock once took a whole RenderTimeout for 1,000 iterations).
+	var looks atomic.Int64
+	var step atomic.Int64
+	t0 := time.Now()
+	en := newEngine()
+	en.now = func() time.Time { return t0.Add(time.Duration(looks.Add(1) * step.Load())) }
+	s := &Service{en: en}
+	vars := map[string]any{"s": strings.Repeat("a", 64)}
+	const n = MaxIterations / 8
+	src := "{% for i in (1.." + itoa(n) + ") %}{% assign u = s | upcase %}{% endfor %}x"
+	one, err := en.parse("body", src, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Calibrate: n iterations that take about 0.4 × RenderTimeout in one part.
-	n := 1000
-	for {
-		c, err := s.en.parse("body", part(n), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		if _, err := c.render("body", vars); err != nil {
-			t.Fatalf("calibration at %d: %v", n, err)
-		}
-		if d := time.Since(start); d > RenderTimeout/5 || n*2 > MaxIterations {
-			n = int(float64(n) * float64(RenderTimeout) * 0.4 / float64(d))
-			break
-		}
-		n *= 2
+	// One part alone: count the clock's looks, then make them add up to 0.4 RenderTimeout.
+	if _, err := one.render("body", vars); err != nil {
+		t.Fatal(err)
 	}
-	n = min(n, MaxIterations/8)
-	src := part(n)
+	perPart := looks.Swap(0)
+	step.Store(int64(RenderTimeout) * 4 / 10 / perPart)
+	if out, err := one.render("body", vars); err != nil || out != "x" {
+		t.Fatalf("one part within its budget: %q, %v", out, err)
+	}
+	// Eight such parts in one template: each alone fits, the render does not.
 	p, err := s.parse(store.TemplateInput{Locale: "en", Title: src, Body: src,
 		Email: &store.TemplateEmail{Subject: src, HTML: src, Text: src},
 		Push:  &store.TemplatePush{Title: src, Body: src}, SMS: &store.TemplateSMS{Text: src}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	_, err = p.render(vars, time.Now().Add(RenderTimeout))
-	d := time.Since(start)
-	if err == nil {
-		t.Fatalf("8 parts of %d iterations each rendered in %v: one render is not bounded by RenderTimeout (%v)", n, d, RenderTimeout)
+	looks.Store(0)
+	_, err = p.render(vars, en.clockNow().Add(RenderTimeout))
+	if err == nil || !strings.Contains(err.Error(), "render budget exceeded: rendering took longer") {
+		t.Fatalf("8 parts of 0.4 RenderTimeout each: %v; want the render's deadline exceeded", err)
 	}
-	if !strings.Contains(err.Error(), "render budget exceeded") || d > 4*RenderTimeout {
-		t.Fatalf("after %v: %v", d, err)
+	if used := looks.Load(); used > 3*perPart+perPart/2 {
+		t.Errorf("the render stopped after %d looks at the clock, %d a part: want it to stop within the third part", used, perPart)
 	}
 }
 

@@ -92,7 +92,10 @@ var errBudget = errors.New("render budget exceeded")
 type budget struct {
 	iterations int
 	deadline   time.Time
-	cfg        *render.Config
+	// now reads the clock the deadline is checked against (nil: time.Now; a test's
+	// engine may advance a virtual clock at each check instead: engine.now).
+	now func() time.Time
+	cfg *render.Config
 }
 
 // config returns en's configuration with en's filters bound to b (filter), made on the
@@ -121,7 +124,11 @@ func (b *budget) tick() error {
 }
 
 func (b *budget) clock() error {
-	if time.Now().After(b.deadline) {
+	now := time.Now
+	if b.now != nil {
+		now = b.now
+	}
+	if now().After(b.deadline) {
 		return fmt.Errorf("%w: rendering took longer than %v", errBudget, RenderTimeout)
 	}
 	return nil
@@ -156,6 +163,28 @@ type engine struct {
 	filters map[string]reflect.Value
 	// tick and clock are the nodes of tickTag and clockTag.
 	tick, clock *render.TagNode
+	// now is the clock of this engine's renders (nil: time.Now); tests set a virtual one,
+	// so that what they tell apart (a render that stops at its deadline from one that
+	// does not) never depends on how fast this machine is at the moment.
+	now func() time.Time
+}
+
+// newBudget is a render's budget that ends RenderTimeout from now on en's clock.
+func (en *engine) newBudget() *budget {
+	return en.budgetUntil(en.clockNow().Add(RenderTimeout))
+}
+
+// budgetUntil is a render's budget that ends at deadline on en's clock.
+func (en *engine) budgetUntil(deadline time.Time) *budget {
+	return &budget{deadline: deadline, now: en.now}
+}
+
+// clockNow is the time on en's clock.
+func (en *engine) clockNow() time.Time {
+	if en.now != nil {
+		return en.now()
+	}
+	return time.Now()
 }
 
 // includeTags are the tags that read other templates (files): refused at parse time.
@@ -477,7 +506,7 @@ func firstNode[T render.Node](n render.Node) T {
 // An undefined variable, a budget exceeded, a filter's failure: BAD_USER_INPUT naming the
 // part and line (and the variable's output expression).
 func (c *compiled) render(part string, vars map[string]any) (out string, err error) {
-	return c.renderWithin(part, vars, &budget{deadline: time.Now().Add(RenderTimeout)})
+	return c.renderWithin(part, vars, c.en.newBudget())
 }
 
 // renderWithin is render charging b, which the caller may share between the parts of one

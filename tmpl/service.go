@@ -421,7 +421,7 @@ func (s *Service) parse(in store.TemplateInput) (*parsed, error) {
 // deadline (RenderTimeout from now for one render; Pin's budget may end sooner).
 func (p *parsed) render(vars map[string]any, deadline time.Time) (Rendered, error) {
 	var err error
-	b := &budget{deadline: deadline}
+	b := p.title.en.budgetUntil(deadline)
 	one := func(c *compiled, part string) string {
 		if err != nil {
 			return ""
