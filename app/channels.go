@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/channel/smtpcatch"
 	"github.com/inboxgw/gateway/delivery"
@@ -171,12 +169,6 @@ func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
 		chs.SMS = channel.Limit(tw, cfg.RateSMS, burst(cfg.RateSMS))
 	}
 	return chs, nil
-}
-
-// newDeliveryHandler is the deliver task handler over st with chs, configured from cfg.
-func newDeliveryHandler(cfg Config, log *slog.Logger, st delivery.Store, chs delivery.Channels) *delivery.Handler {
-	return delivery.NewHandler(st, delivery.Options{Channels: chs, Attempts: cfg.DeliveryAttempts,
-		Backoff: cfg.DeliveryBackoff, Timeout: cfg.DeliveryTimeout, Logger: log, Clock: clockwork.NewRealClock()})
 }
 
 // devMail is dev mode's SMTP catcher: the mail the gateway sent, served at DevMailPath.

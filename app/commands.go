@@ -61,16 +61,14 @@ func importCommand(ctx context.Context, cfg Config, log *slog.Logger, args []str
 	if fs.NArg() != 1 {
 		return fmt.Errorf("import-github: want one FILE (node_modules/@octokit/webhooks-examples/api.github.com/index.json)")
 	}
-	st, _, closeStore, err := openStore(ctx, cfg, log, nil)
+	g, err := Build(ctx, cfg, Deps{Log: log, Worker: true})
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer g.Close()
 	// Through the send service, as every send: durable accept, then the transactional
 	// lane (a recovery task finishes what an interrupted import accepted).
-	pipe := newPipeline(cfg, log, st)
-	defer pipe.Close()
-	res, stats, err := importFile(ctx, service.Sender{S: pipe.svc}, *tenant, fs.Arg(0))
+	res, stats, err := importFile(ctx, service.Sender{S: g.Service}, *tenant, fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -148,30 +146,13 @@ func ImportDemo(ctx context.Context, cfg Config, log *slog.Logger, s inbox.Sende
 // of every inbox, shared with the other instances through leases. Its changes reach
 // subscriptions through the broker (INBOX_BROKER=redis for gateways in other processes).
 func workerCommand(ctx context.Context, cfg Config, log *slog.Logger) error {
-	broker, err := newBroker(ctx, cfg, log, nil)
+	g, err := Build(ctx, cfg, Deps{Log: log, Worker: true})
 	if err != nil {
 		return err
 	}
-	defer broker.Close()
-	st, db, closeStore, err := openStore(ctx, cfg, log, nil, store.WithPublisher(broker), store.WithSweepWorkers(0))
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	pipe := newPipeline(cfg, log, st)
-	defer pipe.Close()
-	// In dev mode without INBOX_SMTP_URL a worker's mail goes to the catcher the dev
-	// gateway runs on INBOX_DEV_SMTP_ADDR.
-	devSMTP := ""
-	if cfg.Dev && cfg.SMTPURL == "" {
-		devSMTP = cfg.DevSMTPAddr
-	}
-	chs, err := deliveryChannels(cfg, devSMTP)
-	if err != nil {
-		return err
-	}
-	logChannels(log, cfg, chs)
-	return runScheduler(ctx, log, newScheduler(cfg, log, st, db, nil, pipe, chs))
+	defer g.Close()
+	logChannels(log, cfg, g.Channels)
+	return g.RunScheduler(ctx)
 }
 
 // relayCommand runs the DynamoDB Streams relay (package relay) until ctx ends, then

@@ -1,9 +1,10 @@
-// Package app is the gateway's one composition root: configuration from the environment
-// (Config, LoadConfig) -> DynamoDB client -> store -> broker -> the HTTP surface of package
-// httpapi (NewHandler) -> http.Server, and the commands beside serve (token, import-github,
-// relay). Command inbox-gateway (the module root) calls Run; the tests' harness
-// (internal/testgw) builds its gateway with the same functions (LocalClient, WithPooledHTTP,
-// HandlerOptions, WithMetricsRoute), so tests serve what production serves.
+// Package app is the gateway's one composition root. Build composes an instance from the
+// configuration (Config, LoadConfig) and what a caller hands in (Deps): DynamoDB client ->
+// store -> broker -> send service, templates, broadcasts -> delivery channels ->
+// scheduler -> the HTTP surface of packages httpapi and rest. serve, the worker and
+// import-github commands, the tests' harness (internal/testgw) and cmd/bench all call
+// Build, so tests and benchmarks run what production runs. The relay (package relay) and
+// token commands stand beside it. Command inbox-gateway (the module root) calls Run.
 //
 //	go run . [serve]                          the gateway (configuration from INBOX_* variables)
 //	go run . token --user U [--tenant T] [--scope S] [--ttl D]
@@ -34,18 +35,13 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/caarlos0/env/v11"
-	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/auth"
-	"github.com/inboxgw/gateway/delivery"
 	"github.com/inboxgw/gateway/dynlocal"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
-	"github.com/inboxgw/gateway/rest"
-	"github.com/inboxgw/gateway/sched"
-	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 	"github.com/inboxgw/gateway/tmpl"
 )
@@ -534,92 +530,6 @@ func LocalClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.C
 	return dynlocal.Client(endpoint, optFns...)
 }
 
-// openStore connects to the engine (with dbOpts on the client, e.g. the metrics
-// middleware) and, when configured, creates the table.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger, dbOpts []func(*dynamodb.Options), opts ...store.Option) (*store.Store, *dynamodb.Client, func(), error) {
-	eng, err := openEngine(ctx, cfg, log, dbOpts...)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	base := []store.Option{store.WithLogger(log), store.WithProfileCache(cfg.ProfileCacheSize, cfg.ProfileCacheTTL),
-		store.WithTenantPreferences(func(string) inbox.TenantPreferences { return cfg.TenantPreferences }),
-		store.WithSchedShards(cfg.SchedShards), store.WithRetention(cfg.Retention)}
-	st := store.New(eng.db, cfg.Table, append(base, opts...)...)
-	if *cfg.CreateTable {
-		if err := st.CreateTable(ctx); err != nil {
-			st.Close()
-			eng.close()
-			return nil, nil, nil, err
-		}
-	}
-	return st, eng.db, func() { st.Close(); eng.close() }, nil
-}
-
-// NewScheduler is the durable scheduler of st's tasks with the inbox's handlers
-// (sched.NewInbox: a snooze's wake-up and an expiry), the channel deliveries (package
-// delivery), and a send pipeline's requests (service.TaskSend: recovery after a crash,
-// scheduled sends) and broadcasts' shard runs (store.TaskBroadcast), configured from
-// cfg; reg may be nil (no metrics). Broadcasts and sends accepted anywhere (REST,
-// GraphQL, another instance) run wherever a scheduler runs. The channels' adapters are
-// built from cfg (in dev mode without INBOX_SMTP_URL, email goes to INBOX_DEV_SMTP_ADDR);
-// a provider whose configuration cannot be used (an unreadable key file) is logged and
-// left off, its records SKIPPED no_provider (serve and worker refuse to start instead).
-func NewScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry) *sched.Scheduler {
-	devSMTP := ""
-	if cfg.Dev && cfg.SMTPURL == "" {
-		devSMTP = cfg.DevSMTPAddr
-	}
-	chs, err := deliveryChannels(cfg, devSMTP)
-	if err != nil {
-		log.Error("deliveries: the channels' providers are off", "err", err)
-	}
-	return newScheduler(cfg, log, st, db, reg, newPipeline(cfg, log, st), chs)
-}
-
-// newScheduler is NewScheduler with the pipeline p whose requests and broadcasts it runs
-// and the channels' adapters chs.
-func newScheduler(cfg Config, log *slog.Logger, st *store.Store, db *dynamodb.Client, reg *metrics.Registry, p *pipeline, chs delivery.Channels) *sched.Scheduler {
-	deliver := newDeliveryHandler(cfg, log, st, chs)
-	// A deliver task sends once within INBOX_DELIVERY_TIMEOUT and then records the
-	// outcome: the handler deadline covers both.
-	o := sched.Options{DB: db, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log, Clock: clockwork.NewRealClock(),
-		HandlerTimeout: max(30*time.Second, deliver.HandlerTimeout())}
-	if m := metrics.NewSched(reg); m != nil {
-		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
-	}
-	s := sched.NewInbox(st, o)
-	deliver.Register(s)
-	s.Register(service.TaskSend, sched.HandlerFunc(p.svc.Handler()))
-	s.Register(store.TaskBroadcast, sched.HandlerFunc(p.broadcasts.Handle))
-	// A delivery due at once is read by its shard's worker when its send commits, not at
-	// the next poll (on this instance; a shard held by another waits for its poll).
-	st.NotifyDue(s.Kick)
-	return s
-}
-
-// pipeline is the send pipeline over one store: templates, broadcasts and the send
-// service that uses both (GraphQL sendNotification and REST share it).
-type pipeline struct {
-	svc        *service.Service
-	templates  *tmpl.Service
-	broadcasts *service.Broadcasts
-}
-
-// newPipeline builds the send pipeline over st, configured from cfg. Broadcasts write
-// their pages in the service's lanes; their tasks and the service's run on the
-// scheduler (newScheduler registers them). Close it after the transports and the
-// scheduler stopped.
-func newPipeline(cfg Config, log *slog.Logger, st *store.Store) *pipeline {
-	p := &pipeline{templates: tmpl.New(st)}
-	p.broadcasts = service.NewBroadcasts(service.BroadcastOptions{Store: st, Send: st.Send, Templates: inboxTemplates{p.templates},
-		Lane: func(ctx context.Context, lane string, work func(context.Context) error) error {
-			return p.svc.RunInLane(ctx, lane, work)
-		}, Logger: log})
-	p.svc = service.New(st, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
-		IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Templates: inboxTemplates{p.templates}, Broadcaster: p.broadcasts})
-	return p
-}
-
 // inboxTemplates gives the send service a template rendered for a locale: the in-app
 // title and body, the email, push and SMS parts (written into the delivery records) and
 // the template's channels.
@@ -634,104 +544,38 @@ func (t inboxTemplates) Render(ctx context.Context, tenant, id string, version i
 	return r.Inbox(), nil
 }
 
-// Close stops the service's lanes.
-func (p *pipeline) Close() { p.svc.Close() }
-
-// runScheduler runs s until ctx ends, then hands its shards over (Release) so another
-// instance takes them at once rather than after the leases expire. It returns when s has
-// stopped.
-func runScheduler(ctx context.Context, log *slog.Logger, s *sched.Scheduler) error {
-	log.Info("scheduler: starting", "owner", s.Owner())
-	err := s.Run(ctx)
-	relCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if rerr := s.Release(relCtx); rerr != nil {
-		log.Warn("scheduler: release shards", "err", rerr)
-	}
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
-}
-
+// serve runs the gateway (Build) until ctx ends: its HTTP surface on Config.Addr and,
+// with Config.Scheduler, its scheduler; then it closes subscriptions, drains requests and
+// hands the scheduler's shards over.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
-	verifier, err := newVerifier(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer verifier.Close()
 	// One metrics registry, given to what reports to it: every DynamoDB call of the
-	// client (an SDK middleware), the broker's publish lag, the HTTP handler.
+	// client (an SDK middleware), the broker's publish lag, the HTTP handler, the scheduler.
 	reg := metrics.New()
-	broker, err := newBroker(ctx, cfg, log, reg.ObservePublishLag)
+	g, err := Build(ctx, cfg, Deps{Log: log, Metrics: reg})
 	if err != nil {
 		return err
 	}
-	defer broker.Close()
-	cursorSecret, err := cursorKey(cfg)
-	if err != nil {
-		return err
-	}
-	st, db, closeStore, err := openStore(ctx, cfg, log, []func(*dynamodb.Options){reg.DynamoDB()}, store.WithPublisher(broker),
-		store.WithCursorKey(cursorSecret), store.WithRetryObserver(reg))
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	pipe := newPipeline(cfg, log, st)
-	defer pipe.Close()
-	// Dev mode without an SMTP server: mail goes to an in-process catcher, read at /dev/mail.
-	devMail, err := startDevMail(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer devMail.close()
-	chs, err := deliveryChannels(cfg, devMail.smtpAddr())
-	if err != nil {
-		return err
-	}
-	logChannels(log, cfg, chs)
+	defer g.Close()
+	logChannels(log, cfg, g.Channels)
 	if cfg.Scheduler {
 		schedCtx, stopSched := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := runScheduler(schedCtx, log, newScheduler(cfg, log, st, db, reg, pipe, chs)); err != nil {
+			if err := g.RunScheduler(schedCtx); err != nil {
 				log.Error("scheduler stopped", "err", err)
 			}
 		}()
-		// Stopped before the store closes: running handlers finish first.
+		// Stopped before the gateway closes: running handlers finish first.
 		defer func() { stopSched(); <-done }()
-	}
-
-	var demoToken string
-	if cfg.DemoImport != "" {
-		user, err := ImportDemo(ctx, cfg, log, service.Sender{S: pipe.svc})
-		if err != nil {
-			return err
-		}
-		if user != "" {
-			// The demo token (30 days, the demo user's own: no service scope, which would
-			// make it a service token without an inbox) is a dev-mode convenience:
-			// GraphiQL is pre-filled with it only in dev mode, and outside it the token
-			// would be signed with the production secret and printed to the log stream.
-			if cfg.Dev {
-				demoToken, err = verifier.Sign(auth.Claims{TenantID: cfg.DemoTenant, UserID: user}, 30*24*time.Hour)
-				if err != nil {
-					return err
-				}
-			}
-			log.Info("demo user", "tenant", cfg.DemoTenant, "user", user)
-		}
 	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
-	hopts := handlerOptions(cfg, log, verifier, st, broker, demoToken, reg, pipe)
-	h := httpapi.NewHandler(hopts)
-	srv := httpapi.NewServer(devMail.with(WithMetricsRoute(cfg, h, reg)), httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
+	h := g.Handler
+	srv := httpapi.NewServer(g.HTTP, httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
 	_, stopMetrics, err := ServeMetrics(cfg, log, reg)
 	if err != nil {
 		return err
@@ -739,15 +583,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer stopMetrics()
 	url := "http://" + displayAddr(ln.Addr())
 	log.Info("inbox gateway listening", "graphiql", url+"/", "graphql", url+"/graphql")
-	if devMail != nil {
+	if g.DevSMTP != "" {
 		log.Info("dev mail: the gateway's email goes to its SMTP catcher; read it in the browser",
-			"mail", url+DevMailPath, "smtp", devMail.smtpAddr())
+			"mail", url+DevMailPath, "smtp", g.DevSMTP)
 	}
-	if demoToken != "" {
-		fmt.Fprintf(os.Stderr, "\nGraphiQL: %s/\nDemo token (pre-filled in GraphiQL):\n  Authorization: Bearer %s\n\n", url, demoToken)
+	if g.DemoToken != "" {
+		fmt.Fprintf(os.Stderr, "\nGraphiQL: %s/\nDemo token (pre-filled in GraphiQL):\n  Authorization: Bearer %s\n\n", url, g.DemoToken)
 	}
-	if devMail != nil {
-		fmt.Fprintf(os.Stderr, "Dev mail: the email the gateway sends is caught (SMTP %s); read it at %s%s\n\n", devMail.smtpAddr(), url, DevMailPath)
+	if g.DevSMTP != "" {
+		fmt.Fprintf(os.Stderr, "Dev mail: the email the gateway sends is caught (SMTP %s); read it at %s%s\n\n", g.DevSMTP, url, DevMailPath)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -838,61 +682,4 @@ func displayAddr(a net.Addr) string {
 		host = "localhost"
 	}
 	return net.JoinHostPort(host, port)
-}
-
-// NewHandler builds the HTTP surface: /graphql (every transport), GraphiQL at /, health
-// (see package httpapi, which cmd/bench builds too), with HandlerOptions.
-func NewHandler(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string, reg *metrics.Registry) *httpapi.Handler {
-	return httpapi.NewHandler(HandlerOptions(cfg, log, verifier, st, broker, demoToken, reg))
-}
-
-// HandlerOptions are the handler's options for cfg and the built dependencies: reg may be
-// nil (no metrics), demoToken "" (GraphiQL without a pre-filled token).
-func HandlerOptions(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string, reg *metrics.Registry) httpapi.Options {
-	return handlerOptions(cfg, log, verifier, st, broker, demoToken, reg, newPipeline(cfg, log, st))
-}
-
-// handlerOptions is HandlerOptions over the send pipeline p: GraphQL sendNotification and
-// the service API share p's service, templates and broadcasts.
-func handlerOptions(cfg Config, log *slog.Logger, verifier *auth.Verifier, st *store.Store, broker live.Broker, demoToken string, reg *metrics.Registry, p *pipeline) httpapi.Options {
-	headers := ""
-	if cfg.Dev && demoToken != "" {
-		headers = `{"Authorization": "Bearer ` + demoToken + `"}`
-	}
-	// The service API over the store and the send pipeline (its requests' recovery and
-	// broadcasts' shard runs are the scheduler's: NewScheduler).
-	backend := newRESTBackend(st, p)
-	hooks, err := providerHooks(cfg)
-	if err != nil { // LoadConfig refuses such a configuration; a test's Config may not
-		log.Error("provider callbacks are off", "err", err)
-	}
-	restHandler, err := rest.NewHandler(rest.Options{Backend: backend, Auth: verifier, Log: log, Providers: hooks})
-	if err != nil { // only a document that does not match the generated code, which rest's tests catch
-		log.Error("the service API /v1 is off", "err", err)
-	}
-	var restAPI http.Handler
-	if restHandler != nil {
-		restAPI = restHandler
-	}
-	return httpapi.Options{
-		REST:                 restAPI,
-		Sender:               p.svc,
-		Log:                  log,
-		Verifier:             verifier,
-		Store:                st,
-		Broker:               broker,
-		AllowedOrigins:       cfg.AllowedOrigins,
-		ComplexityLimit:      cfg.ComplexityLimit,
-		MaxMutations:         cfg.MaxMutations,
-		AnonymousConcurrency: cfg.AnonymousConcurrency,
-		GraphiQLHeaders:      headers,
-		InitTimeout:          cfg.WSInitTimeout,
-		KeepAlive:            cfg.KeepAlive,
-		Introspection:        cfg.Dev || cfg.Introspection == "on",
-		QueryCacheBytes:      cfg.QueryCacheBytes,
-		APQCacheBytes:        cfg.APQCacheBytes,
-		QueryTimeout:         cfg.QueryTimeout,
-		MutationTimeout:      cfg.MutationTimeout,
-		Metrics:              reg,
-	}
 }

@@ -31,7 +31,6 @@ import (
 	"github.com/inboxgw/gateway/loader"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/resolvers"
-	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/web"
 )
 
@@ -40,12 +39,11 @@ type Options struct {
 	Log      *slog.Logger
 	Verifier *auth.Verifier
 	// Store is what the resolvers, the per-request loaders and /readyz use (implemented by
-	// *store.Store; server.go, the composition root, passes it).
+	// *store.Store; app.Build, the composition root, hands it in).
 	Store  resolvers.Store
 	Broker resolvers.Broker
-	// Sender is the send service sendNotification calls (server.go passes the one it
-	// built, with its scheduler); nil: a service.New over Store with default options
-	// (processing in this process; recovery tasks left to whichever scheduler runs).
+	// Sender is the send service sendNotification calls (app.Build hands in the one its
+	// scheduler and the service API share); nil: sendNotification answers UNAVAILABLE.
 	Sender resolvers.Sender
 	// AllowedOrigins are the host patterns WebSocket upgrades and CORS (withCORS) accept
 	// besides same origin.
@@ -144,13 +142,7 @@ func NewHandler(o Options) *Handler {
 	if newLoaders == nil {
 		newLoaders = func(tenantID string) *loader.Loaders { return loader.New(st, tenantID) }
 	}
-	sender := o.Sender
-	if sender == nil {
-		if ss, ok := st.(service.Store); ok {
-			sender = service.New(ss, service.Options{Logger: log})
-		}
-	}
-	res := &resolvers.Resolver{Store: st, Sender: sender, Broker: o.Broker, Log: log}
+	res := &resolvers.Resolver{Store: st, Sender: o.Sender, Broker: o.Broker, Log: log}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: res.Root(), Complexity: Complexity()}))
 	initTimeout, keepAlive := o.InitTimeout, o.KeepAlive
 	if initTimeout <= 0 {

@@ -97,7 +97,7 @@ func (r *mutationResolver) SendNotification(ctx context.Context, input model.Sen
 	}
 	defer cancel()
 	if r.Sender == nil {
-		return nil, errors.New("resolvers: no send service configured")
+		return nil, inbox.Errorf(inbox.CodeUnavailable, "sending is not available on this gateway")
 	}
 	sent, err := r.Sender.Send(wctx, c.TenantID, sendRequest(input))
 	if err != nil {

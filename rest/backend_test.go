@@ -17,7 +17,7 @@ import (
 	"github.com/inboxgw/gateway/service"
 )
 
-// The REST suite over the gateway's real backend (app.RESTBackend, as app.HandlerOptions
+// The REST suite over the gateway's real backend (rest.Gateway, as app.Build
 // composes it) and, where broadcasts run, its real scheduler; every answer is validated
 // against the document by call.
 

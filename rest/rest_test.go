@@ -19,7 +19,7 @@ import (
 const tenant = "acme"
 
 // newServer starts the gateway as served: its REST backend is the composition's
-// (app.HandlerOptions), so sends go through the send service's real Accept.
+// (app.Build), so sends go through the send service's real Accept.
 func newServer(t *testing.T) *testgw.Server {
 	t.Helper()
 	return testgw.New(t)
@@ -342,7 +342,7 @@ func TestRoutesMethodsTokensAndScopes(t *testing.T) {
 	expectProblem(t, call(t, s, http.MethodGet, "/v1/notifications?userId=alice", s.Token(tenant, "alice"), nil, nil), 403, "FORBIDDEN")
 	expectProblem(t, call(t, s, http.MethodPut, "/v1/tenant/settings", svc, nil, `{}`), 403, "FORBIDDEN")
 	expectProblem(t, call(t, s, http.MethodPut, "/v1/users/alice", s.Token(tenant, "alice"), nil, `{}`), 403, "FORBIDDEN")
-	// The gateway's backend (app.RESTBackend, composed with the send service as app
+	// The gateway's backend (rest.Gateway, composed with the send service as app.Build
 	// composes it): every operation answers for real, sends included.
 	if a := call(t, s, http.MethodPost, "/v1/notifications", svc, key, sendBody()); a.Status != http.StatusAccepted {
 		t.Fatalf("send through the gateway's backend: status %d, want 202: %s", a.Status, a.Body)

@@ -26,7 +26,7 @@ import (
 )
 
 // The send suite: POST /v1/notifications through the gateway as composed
-// (app.HandlerOptions: the send service's real Accept, its lanes, the store), every
+// (app.Build: the send service's real Accept, its lanes, the store), every
 // answer validated against the document by call.
 
 // send posts body to /v1/notifications under key with token.

@@ -4,7 +4,7 @@ package main
 // (issue 10's goal: p50 ≤ 1.5×, side by side in one run, same client, same concurrency).
 //
 // The gateway side is the real HTTP surface, built as package app builds it
-// (app.HandlerOptions: the REST service API over the send pipeline, httpapi.NewHandler)
+// (app.Build: the REST service API over the send pipeline, as serve serves it)
 // on a loopback listener, over a store on one DynamoDB client; requests carry a real
 // HS256 service token (scope notifications:send), a fresh Idempotency-Key each, one
 // recipient (recipientUserId, a distinct user of 1,000) and priority bulk, so the
@@ -47,9 +47,7 @@ import (
 
 	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
-	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/live"
-	"github.com/inboxgw/gateway/store"
 )
 
 // acceptGoal is issue 10's bound on POST p50 / raw PutItem p50.
@@ -100,11 +98,12 @@ func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 	// processing has finished.
 	meter := &capacityMeter{}
 	db := dynamodb.New(b.eng.db.Options(), meter.option())
-	broker := live.NewLocal()
-	st := store.New(db, c.table, store.WithLogger(b.log), store.WithPublisher(broker))
-	defer st.Close()
-	h := httpapi.NewHandler(app.HandlerOptions(app.Config{ComplexityLimit: 5000}, b.log, b.verifier, st, broker, "", nil))
-	gw, err := startGateway(h)
+	g, err := build(ctx, db, c.table, b.log, b.verifier, nil, app.Deps{Broker: live.NewLocal()})
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	gw, err := startGateway(g.HTTP)
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +290,7 @@ func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 func (x *AcceptResult) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## 15. accept: POST /v1/notifications vs one raw PutItem of the request\n\n")
-	fmt.Fprintf(&b, "Engine: %s. The gateway's HTTP surface as app builds it (app.HandlerOptions, httpapi.NewHandler) on a loopback listener; "+
+	fmt.Fprintf(&b, "Engine: %s. The gateway's HTTP surface as serve builds it (app.Build) on a loopback listener; "+
 		"a service token, a fresh Idempotency-Key each call, one recipient, priority bulk (202 at accept; processed afterwards in the bulk lane, "+
 		"which is left to finish after each gateway half: %s s). Raw: one PutItem of an item holding the request body (%d bytes; item %d bytes), same DynamoDB client. "+
 		"Concurrency %d in this process, %s each side in halves (gateway, raw, raw, gateway), after two warm-ups each.\n\n",

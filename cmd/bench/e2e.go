@@ -5,8 +5,8 @@ package main
 // (issue 11's "Measured": p50/p99, the broadcast of 100,000 recipients).
 //
 // One gateway as the serve command builds it, in this process: the HTTP surface
-// (app.HandlerOptions, httpapi.NewHandler) on a loopback listener, and the scheduler
-// (app.NewScheduler: the deliver handler with the adapters the configuration names, the
+// of app.Build on a loopback listener, and its scheduler (Gateway.RunScheduler: the
+// deliver handler with the adapters the configuration names, the
 // broadcasts' shards, the sends' recovery) running on the same store, on a table of the
 // scenario's own. Its email provider is a local SMTP server (sinks.go) named by the
 // configuration's SMTP URL, at the gateway's default rate limit. The request: a service
@@ -47,11 +47,9 @@ import (
 
 	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
-	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/store"
-	"github.com/inboxgw/gateway/tmpl"
 )
 
 // e2eConfig holds scenario 17's flags.
@@ -135,16 +133,16 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The store as serve opens it (app's openStore: these options and the publisher).
-	db := dynamodb.New(b.eng.db.Options())
-	broker := live.NewLocal()
-	st := store.New(db, table, store.WithLogger(b.log), store.WithProfileCache(cfg.ProfileCacheSize, cfg.ProfileCacheTTL),
-		store.WithTenantPreferences(func(string) inbox.TenantPreferences { return cfg.TenantPreferences }),
-		store.WithSchedShards(cfg.SchedShards), store.WithRetention(cfg.Retention), store.WithPublisher(broker))
-	defer st.Close()
-	if err := st.CreateTable(ctx); err != nil {
+	// One gateway as serve composes it (app.Build: its store creates the table, its
+	// scheduler runs below).
+	createTable := true
+	cfg.CreateTable = &createTable
+	g, err := build(ctx, dynamodb.New(b.eng.db.Options()), table, b.log, b.verifier, func(c *app.Config) { *c = cfg }, app.Deps{Broker: live.NewLocal()})
+	if err != nil {
 		return nil, err
 	}
+	defer g.Close()
+	st := g.Store
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -160,7 +158,7 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 			return nil, fmt.Errorf("profile: %w", err)
 		}
 	}
-	if _, err := tmpl.New(st).Put(ctx, tenant, "bench-e2e", store.TemplateInput{
+	if _, err := g.Templates.Put(ctx, tenant, "bench-e2e", store.TemplateInput{
 		Title: "Grace Hopper replied to your comment ({{ seq }})",
 		Body:  "Have you tried the compiler? It saves a great deal of work.",
 		Email: &store.TemplateEmail{Subject: "e2e {{ seq }}",
@@ -171,24 +169,20 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	}
 
 	// The gateway: its HTTP surface and its scheduler.
-	gw, err := startGateway(httpapi.NewHandler(app.HandlerOptions(cfg, b.log, b.verifier, st, broker, "", nil)))
+	gw, err := startGateway(g.HTTP)
 	if err != nil {
 		return nil, err
 	}
 	defer gw.close()
-	s := app.NewScheduler(cfg, b.log, st, db, nil)
 	sctx, stopSched := context.WithCancel(ctx)
 	schedDone := make(chan struct{})
 	go func() {
 		defer close(schedDone)
-		_ = s.Run(sctx)
+		_ = g.RunScheduler(sctx) // releases its shards when stopped
 	}()
 	defer func() {
 		stopSched()
 		<-schedDone
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = s.Release(rctx)
 	}()
 	base := strings.TrimSuffix(gw.url, "/graphql")
 	token, err := b.verifier.Sign(auth.Claims{TenantID: tenant, Subject: "bench-service", Scopes: []string{auth.ScopeSend}}, 24*time.Hour)
@@ -215,9 +209,9 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	// The fill keeps the engine so busy that lease renewals time out: the idle phase
 	// starts on a scheduler holding every shard again (a task on a shard nobody holds
 	// waits for its lease to be taken back).
-	for deadline := time.Now().Add(time.Minute); len(s.Held()) < cfg.SchedShards; {
+	for deadline := time.Now().Add(time.Minute); len(g.Scheduler.Held()) < cfg.SchedShards; {
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the gateway's scheduler holds %d of %d shards 1m after the fill", len(s.Held()), cfg.SchedShards)
+			return nil, fmt.Errorf("the gateway's scheduler holds %d of %d shards 1m after the fill", len(g.Scheduler.Held()), cfg.SchedShards)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -451,7 +445,7 @@ func e2ePhaseOf(ws ...e2eWindow) E2EPhase {
 func (x *E2EResult) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## 17. e2e: POST /v1/notifications (202) to the SMTP server's receipt, idle and during a %d-member broadcast\n\n", x.Members)
-	fmt.Fprintf(&b, "Engine: %s. One gateway in this process as serve builds it (app.HandlerOptions on a loopback listener; app.NewScheduler on the same store, poll %s), "+
+	fmt.Fprintf(&b, "Engine: %s. One gateway in this process as serve builds it (app.Build: its HTTP surface on a loopback listener, its scheduler on the same store, poll %s), "+
 		"its email provider a local SMTP server (go-smtp) at the default rate limit (%.0f/s). Transactional requests at %.0f/s (open loop): service token, one recipient "+
 		"with an email address, template bench-e2e (title, body, email subject/text/HTML), priority transactional; each timed from just before the request to its 202 and to the "+
 		"end of DATA of its email at the SMTP server; written and record SENT are the store's clock (milliseconds) at the send's transaction (the status summary's createdAt) and at the EMAIL record's SENT, read back after each phase. Idle: %s in halves before and after the broadcast; busy: %s while an in-app broadcast (POST /v1/broadcasts, priority bulk) "+

@@ -4,7 +4,7 @@ package main
 // accept→stored p99 while a bulk broadcast runs ≤ 2× its p99 idle, both measured in one
 // run on one engine).
 //
-// One send pipeline in this process, built as package app's newPipeline builds it: a
+// One send pipeline in this process, built as app.Build builds it: a
 // service.Service (default lanes: 16 transactional workers, 4 bulk) and
 // service.Broadcasts whose pages run through the service's RunInLane, so a broadcast
 // only ever takes bulk workers; the broadcast rig's scheduler (broadcast.go) runs the
@@ -214,9 +214,9 @@ func (b *bench) lanesScenario(ctx context.Context) (*LanesResult, error) {
 	}
 	timer := &callTimer{marker: lanesMarker}
 	var svc *service.Service
-	// The pipeline as app's newPipeline builds it: the broadcasts' pages in the
+	// The pipeline as app.Build builds it: the broadcasts' pages in the
 	// service's lanes, the service starting the broadcasts; and the service's recovery
-	// tasks on the scheduler, as app's NewScheduler registers them.
+	// tasks on the scheduler, as app.Build registers them.
 	rig, err := b.startBroadcastRig(ctx, broadcastRigOptions{owner: "bench-lanes",
 		lane: func(ctx context.Context, lane string, work func(context.Context) error) error {
 			return svc.RunInLane(ctx, lane, work)

@@ -43,6 +43,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/live"
@@ -289,22 +290,27 @@ type liveGateway struct {
 	slowURL string // the same handler behind small send buffers (local only)
 	st      *store.Store
 	h       *httpapi.Handler
+	gw      *app.Gateway
 	srvs    []*http.Server
 }
 
 func (b *bench) startLiveGateway(broker live.Broker, slowListener bool) (*liveGateway, error) {
-	st := store.New(b.eng.db, b.c.table, store.WithLogger(b.log), store.WithSweepWorkers(0), store.WithPublisher(broker))
-	h := httpapi.NewHandler(httpapi.Options{Log: b.log, Verifier: b.verifier, Store: st, Broker: broker, ComplexityLimit: 5000})
-	g := &liveGateway{st: st, h: h}
+	gw, err := build(context.Background(), b.eng.db, b.c.table, b.log, b.verifier, nil,
+		app.Deps{Broker: broker, Store: []store.Option{store.WithSweepWorkers(0)}})
+	if err != nil {
+		return nil, err
+	}
+	st, h := gw.Store, gw.Handler
+	g := &liveGateway{st: st, h: h, gw: gw}
 	serve := func(ln net.Listener) string {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: gw.HTTP, ReadHeaderTimeout: 10 * time.Second}
 		g.srvs = append(g.srvs, srv)
 		go func() { _ = srv.Serve(ln) }()
 		return "http://" + ln.Addr().String() + "/graphql"
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		st.Close()
+		gw.Close()
 		return nil, err
 	}
 	g.url = serve(ln)
@@ -326,7 +332,7 @@ func (g *liveGateway) close() {
 	for _, s := range g.srvs {
 		_ = s.Close()
 	}
-	g.st.Close()
+	g.gw.Close()
 }
 
 func wsURL(u string) string { return "ws" + strings.TrimPrefix(u, "http") }

@@ -20,7 +20,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/inboxgw/gateway/httpapi"
+	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/store"
@@ -82,9 +82,14 @@ func (b *bench) liveEvents(ctx context.Context, u liveUser, sender string, round
 			"to the arrival of the inboxEvents `next` frame naming it (ADDED, READ), one monotonic clock"}
 	broker := live.NewLocal()
 	clock := &publishClock{Broker: broker}
-	st := store.New(b.eng.db, b.c.table, store.WithLogger(b.log), store.WithSweepWorkers(0), store.WithPublisher(clock))
-	defer st.Close()
-	h := httpapi.NewHandler(httpapi.Options{Log: b.log, Verifier: b.verifier, Store: st, Broker: broker, ComplexityLimit: 5000})
+	// The gateway as serve composes it (app.Build); its store publishes through clock.
+	gw, err := build(ctx, b.eng.db, b.c.table, b.log, b.verifier, nil,
+		app.Deps{Broker: broker, Store: []store.Option{store.WithSweepWorkers(0), store.WithPublisher(clock)}})
+	if err != nil {
+		return nil, err
+	}
+	defer gw.Close()
+	h := gw.Handler
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
+	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/dynlocal"
@@ -264,6 +265,24 @@ type gateway struct {
 	close func()
 }
 
+// build composes a gateway as serve does (app.Build) over db and the bench's table,
+// with its own store; cfg adjusts app.Config{ComplexityLimit: 5000}, deps are given the
+// bench's log and verifier when they have none. Close it when done.
+func build(ctx context.Context, db *dynamodb.Client, table string, log *slog.Logger, v *auth.Verifier, set func(*app.Config), deps app.Deps) (*app.Gateway, error) {
+	cfg := app.Config{ComplexityLimit: 5000, Table: table}
+	if set != nil {
+		set(&cfg)
+	}
+	deps.DB = db
+	if deps.Log == nil {
+		deps.Log = log
+	}
+	if deps.Verifier == nil {
+		deps.Verifier = v
+	}
+	return app.Build(ctx, cfg, deps)
+}
+
 func startGateway(h http.Handler) (*gateway, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -320,28 +339,49 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("seed: %w", err)
 	}
 
+	// The gateways under test, each composed as serve composes it (app.Build) with a store
+	// of its own over the seeded table (sweep off, as above): with dataloaders, without
+	// them (every profile read on its own), and with the shared profile cache (scenario
+	// 6; only that gateway's store has the cache).
 	broker := live.NewLocal()
-	batched, err := startGateway(httpapi.NewHandler(httpapi.Options{Log: log, Verifier: verifier, Store: st, Broker: broker, ComplexityLimit: 5000}))
+	sweepOff := []store.Option{store.WithSweepWorkers(0)}
+	var gateways []*gateway
+	defer func() {
+		for _, g := range gateways {
+			g.close()
+		}
+	}()
+	serveBuilt := func(set func(*app.Config), deps app.Deps) (*gateway, *app.Gateway, error) {
+		deps.Broker, deps.Store = broker, sweepOff
+		g, err := build(ctx, eng.db, c.table, log, verifier, set, deps)
+		if err != nil {
+			return nil, nil, err
+		}
+		gw, err := startGateway(g.HTTP)
+		if err != nil {
+			g.Close()
+			return nil, nil, err
+		}
+		stop := gw.close
+		gw.close = func() { stop(); g.Close() }
+		gateways = append(gateways, gw)
+		return gw, g, nil
+	}
+	batched, _, err := serveBuilt(nil, app.Deps{})
 	if err != nil {
 		return err
 	}
-	defer batched.close()
-	naive, err := startGateway(httpapi.NewHandler(httpapi.Options{Log: log, Verifier: verifier, Store: st, Broker: broker, ComplexityLimit: 5000,
-		Loaders: func(string) *loader.Loaders { return nil }}))
+	naive, _, err := serveBuilt(nil, app.Deps{Handler: func(o *httpapi.Options) {
+		o.Loaders = func(string) *loader.Loaders { return nil }
+	}})
 	if err != nil {
 		return err
 	}
-	defer naive.close()
-
-	// The same gateway on a store with the shared profile cache (scenario 6). It has a
-	// store of its own, so the other gateways never see the cache.
-	cachedSt := store.New(eng.db, c.table, store.WithLogger(log), store.WithSweepWorkers(0), store.WithProfileCache(c.cacheSize, c.cacheTTL))
-	defer cachedSt.Close()
-	cached, err := startGateway(httpapi.NewHandler(httpapi.Options{Log: log, Verifier: verifier, Store: cachedSt, Broker: broker, ComplexityLimit: 5000}))
+	cached, cachedGW, err := serveBuilt(func(cfg *app.Config) { cfg.ProfileCacheSize, cfg.ProfileCacheTTL = c.cacheSize, c.cacheTTL }, app.Deps{})
 	if err != nil {
 		return err
 	}
-	defer cached.close()
+	cachedSt := cachedGW.Store
 
 	b := &bench{c: c, eng: eng, st: st, verifier: verifier, ds: ds, batched: batched, naive: naive, cached: cached, cachedSt: cachedSt, log: log}
 	res := &Results{

@@ -59,7 +59,7 @@ type Options struct {
 	// Config adjusts the configuration; it starts as app.Config{ComplexityLimit: 5000}
 	// (the zero value of every other setting: no bounds beyond the handler's defaults).
 	Config func(*app.Config)
-	// Handler adjusts the handler options app.HandlerOptions made from the configuration.
+	// Handler adjusts the handler options app.Build made from the configuration.
 	Handler func(*httpapi.Options)
 	// DynamoDB are more client options: every call of the store is also seen by them.
 	DynamoDB []func(*dynamodb.Options)
@@ -76,8 +76,8 @@ type Options struct {
 	// Verifier, when set, verifies the gateway's tokens (and Token signs with it) instead
 	// of one with Secret and the gateway's 30 s leeway.
 	Verifier *auth.Verifier
-	// Scheduler runs the gateway's scheduler (app.NewScheduler: wake-ups, expiries,
-	// deliveries, broadcasts) over the store until the test ends, polling every 50 ms.
+	// Scheduler runs the gateway's scheduler (Gateway.RunScheduler: wake-ups, expiries,
+	// deliveries, broadcasts) until the test ends, polling every 200 ms.
 	Scheduler bool
 }
 
@@ -141,21 +141,7 @@ func NewWith(t *testing.T, o Options) *Server {
 		broker = live.NewLocal()
 	}
 	table := dynlocaltest.TableName(t)
-	st := store.New(db, table, append([]store.Option{store.WithPublisher(broker), store.WithLogger(log), store.WithSchedShards(4)}, o.Store...)...)
-	t.Cleanup(func() {
-		st.Close()
-		lw.mu.Lock()
-		lw.done = true
-		lw.mu.Unlock()
-		// The engine is shared by the whole run: a finished test's table is dropped so
-		// that its items stop costing the engine memory.
-		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer dcancel()
-		_, _ = db.DeleteTable(dctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	})
-	if err := st.CreateTable(ctx); err != nil {
-		t.Fatalf("create table: %v", err)
-	}
+	cfg.Table = table
 	v := o.Verifier
 	if v == nil {
 		var err error
@@ -163,37 +149,48 @@ func NewWith(t *testing.T, o Options) *Server {
 			t.Fatal(err)
 		}
 	}
-	var reg *metrics.Registry
-	if o.Metrics != nil {
-		reg = o.Metrics
+	if cfg.SchedShards == 0 {
+		// Every shard is Queried once a poll: 16 shards at 50 ms were 320 Queries a second
+		// per test gateway on one DynamoDB Local, which then answered lease renewals too
+		// late (3 s leases were lost, broadcasts stalled). 4 shards at 200 ms: 20 a second.
+		cfg.SchedShards = 4
 	}
 	if o.Scheduler {
-		scfg := cfg
-		// Every shard is Queried once a poll: 16 shards at 50 ms were 320 Queries a second
-		// per test gateway on the one DynamoDB Local the suite shares, which then answered
-		// lease renewals too late (3 s leases were lost, broadcasts stalled). 4 shards
-		// (store.WithSchedShards in Options.Store changes it) at 200 ms: 20 a second.
-		scfg.SchedPoll, scfg.SchedLease = 200*time.Millisecond, 6*time.Second
-		sch := app.NewScheduler(scfg, log, st, db, nil)
+		cfg.SchedPoll, cfg.SchedLease = 200*time.Millisecond, 6*time.Second
+	}
+	createTable := true
+	cfg.CreateTable = &createTable
+	// The gateway as serve composes it (app.Build), over this test's client, broker and
+	// verifier.
+	g, err := app.Build(ctx, cfg, app.Deps{Log: log, DB: db, Broker: broker, Verifier: v, Metrics: o.Metrics,
+		Store: o.Store, Handler: o.Handler})
+	if err != nil {
+		t.Fatalf("build the gateway: %v", err)
+	}
+	st, h := g.Store, g.Handler
+	t.Cleanup(func() {
+		g.Close()
+		lw.mu.Lock()
+		lw.done = true
+		lw.mu.Unlock()
+		// A finished test's table is dropped so that its items stop costing the engine
+		// memory (and time: see package dynlocaltest).
+		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer dcancel()
+		_, _ = db.DeleteTable(dctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	if o.Scheduler {
 		sctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = sch.Run(sctx)
+			_ = g.RunScheduler(sctx)
 		}()
-		// Registered after the store's cleanup, so it runs first: the scheduler stops
-		// (its running handlers finish) before the store closes and the table goes.
+		// Registered after the gateway's cleanup, so it runs first: the scheduler stops
+		// (its running handlers finish) before the gateway closes and the table goes.
 		t.Cleanup(func() { stop(); <-done })
 	}
-	opts := app.HandlerOptions(cfg, log, v, st, broker, "", reg)
-	if o.Handler != nil {
-		o.Handler(&opts)
-	}
-	h := httpapi.NewHandler(opts)
-	var served http.Handler = h
-	if reg != nil {
-		served = app.WithMetricsRoute(cfg, h, reg)
-	}
+	served := g.HTTP
 	srv := httptest.NewUnstartedServer(served)
 	if o.Timeouts != nil {
 		srv.Config = httpapi.NewServer(served, *o.Timeouts)

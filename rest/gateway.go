@@ -1,17 +1,18 @@
-package app
+package rest
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
 	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
@@ -22,10 +23,10 @@ import (
 // (rest.Backend.Accept's shape): the send service's, mapped onto the document's types.
 type AcceptFunc func(ctx context.Context, tenant, key string, req gen.SendRequest) (res gen.Accepted, replayed bool, err error)
 
-// RESTStore is what RESTBackend needs of the store beyond feeds and preferences
+// GatewayStore is what Gateway needs of the store beyond feeds and preferences
 // (*store.Store has it).
-type RESTStore interface {
-	rest.InboxStore
+type GatewayStore interface {
+	InboxStore
 	Status(ctx context.Context, tenantID, notificationID string) (inbox.NotificationStatus, error)
 	UpdateSegment(ctx context.Context, tenantID, id string, add, remove []string) (store.SegmentChange, error)
 	SegmentCount(ctx context.Context, tenantID, id string) (int, error)
@@ -38,24 +39,25 @@ type RESTStore interface {
 	ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) (bool, error)
 }
 
-// RESTBackend is the service API's rest.Backend over the gateway's pieces: the store
-// (feeds, preferences, status, segments, user profiles, tenant settings), the templates
-// service and broadcasts. Sends go to Sends, which the composition root sets to the send
-// service; while it is nil, POST /v1/notifications answers UNAVAILABLE (503).
-type RESTBackend struct {
-	Store      RESTStore
+// Gateway is the service API's Backend over the gateway's pieces, and the mapping of the
+// document's types onto theirs: the store (feeds, preferences, status, segments, user
+// profiles, tenant settings, devices, provider events), the templates service and
+// broadcasts. Sends go to Sends (NewGateway sets it to the send service's Accept); while
+// it is nil, POST /v1/notifications answers UNAVAILABLE (503). app.Build composes it.
+type Gateway struct {
+	Store      GatewayStore
 	Templates  *tmpl.Service
 	Broadcasts *service.Broadcasts
 	// Sends accepts POST /v1/notifications; nil: UNAVAILABLE.
 	Sends AcceptFunc
 }
 
-var _ rest.Backend = (*RESTBackend)(nil)
+var _ Backend = (*Gateway)(nil)
 
-// newRESTBackend is the backend over st and the send pipeline p: templates, broadcasts
-// (whose shard tasks run on the scheduler, NewScheduler) and sends through p's service.
-func newRESTBackend(st *store.Store, p *pipeline) *RESTBackend {
-	return &RESTBackend{Store: st, Templates: p.templates, Broadcasts: p.broadcasts, Sends: serviceAccept(p.svc)}
+// NewGateway is the Backend over st, the templates service, the broadcasts (whose shard
+// runs are the scheduler's) and the send service svc, which accepts every send.
+func NewGateway(st GatewayStore, templates *tmpl.Service, broadcasts *service.Broadcasts, svc *service.Service) *Gateway {
+	return &Gateway{Store: st, Templates: templates, Broadcasts: broadcasts, Sends: serviceAccept(svc)}
 }
 
 // serviceAccept maps POST /v1/notifications onto the send service's Accept: the 202 body
@@ -110,7 +112,7 @@ func serviceAccept(svc *service.Service) AcceptFunc {
 }
 
 // Accept hands the send to Sends, or answers UNAVAILABLE while there is none.
-func (b *RESTBackend) Accept(ctx context.Context, tenant, key string, req gen.SendRequest) (gen.Accepted, bool, error) {
+func (b *Gateway) Accept(ctx context.Context, tenant, key string, req gen.SendRequest) (gen.Accepted, bool, error) {
 	if b.Sends == nil {
 		return gen.Accepted{}, false, inbox.Errorf(inbox.CodeUnavailable, "sending is not available on this gateway")
 	}
@@ -118,17 +120,17 @@ func (b *RESTBackend) Accept(ctx context.Context, tenant, key string, req gen.Se
 }
 
 // Feed reads a page of the user's inbox.
-func (b *RESTBackend) Feed(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*inbox.Page, error) {
+func (b *Gateway) Feed(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*inbox.Page, error) {
 	return b.Store.Inbox(ctx, v, q)
 }
 
 // GetPreferences reads the user's effective preferences.
-func (b *RESTBackend) GetPreferences(ctx context.Context, v inbox.Viewer) (inbox.Preferences, error) {
+func (b *Gateway) GetPreferences(ctx context.Context, v inbox.Viewer) (inbox.Preferences, error) {
 	return b.Store.Preferences(ctx, v)
 }
 
 // UpdatePreferences changes the user's own preferences.
-func (b *RESTBackend) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox.PreferencesUpdate) (inbox.Preferences, error) {
+func (b *Gateway) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox.PreferencesUpdate) (inbox.Preferences, error) {
 	return b.Store.UpdatePreferences(ctx, v, upd)
 }
 
@@ -136,7 +138,7 @@ func (b *RESTBackend) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd
 // summary, and per record (one per channel, and per device for push) its key, device,
 // provider and provider message id, times, with the document's lower-case channel and
 // status names; error is the skip reason of a skipped record, else the failure.
-func (b *RESTBackend) Status(ctx context.Context, tenant, id string) (gen.NotificationStatus, error) {
+func (b *Gateway) Status(ctx context.Context, tenant, id string) (gen.NotificationStatus, error) {
 	st, err := b.Store.Status(ctx, tenant, id)
 	if err != nil {
 		return gen.NotificationStatus{}, err
@@ -148,10 +150,10 @@ func (b *RESTBackend) Status(ctx context.Context, tenant, id string) (gen.Notifi
 		if key == "" { // a record written before records had keys: its key was its channel
 			key = c.Channel
 		}
-		rec := gen.DeliveryRecord{Channel: gen.Channel(strings.ToLower(c.Channel)), Key: key, DeviceId: nonEmpty(c.DeviceID),
-			Status: gen.DeliveryRecordStatus(strings.ToLower(c.Status)), Attempts: c.Attempts, Provider: nonEmpty(c.Provider),
-			ProviderMessageId: nonEmpty(c.ProviderMessageID), SentAt: nonZero(c.SentAt), DeliveredAt: nonZero(c.DeliveredAt),
-			OpenedAt: nonZero(c.OpenedAt), UpdatedAt: nonZero(c.UpdatedAt), DeferredUntil: nonZero(c.DeferredUntil), Error: nonEmpty(c.Error)}
+		rec := gen.DeliveryRecord{Channel: gen.Channel(strings.ToLower(c.Channel)), Key: key, DeviceId: ptr(c.DeviceID),
+			Status: gen.DeliveryRecordStatus(strings.ToLower(c.Status)), Attempts: c.Attempts, Provider: ptr(c.Provider),
+			ProviderMessageId: ptr(c.ProviderMessageID), SentAt: nonZero(c.SentAt), DeliveredAt: nonZero(c.DeliveredAt),
+			OpenedAt: nonZero(c.OpenedAt), UpdatedAt: nonZero(c.UpdatedAt), DeferredUntil: nonZero(c.DeferredUntil), Error: ptr(c.Error)}
 		if c.Reason != "" {
 			rec.Error = &c.Reason
 		}
@@ -164,7 +166,7 @@ func (b *RESTBackend) Status(ctx context.Context, tenant, id string) (gen.Notifi
 // broadcastSpec). A replay of the key with the same body answers the broadcast's id
 // without rendering again (even after its sendAt has passed); with another body it is
 // CONFLICT. A new request with a sendAt in the past is BAD_USER_INPUT.
-func (b *RESTBackend) StartBroadcast(ctx context.Context, tenant, key string, req gen.BroadcastRequest) (gen.BroadcastAccepted, bool, error) {
+func (b *Gateway) StartBroadcast(ctx context.Context, tenant, key string, req gen.BroadcastRequest) (gen.BroadcastAccepted, bool, error) {
 	hash, err := requestHash(req)
 	if err != nil {
 		return gen.BroadcastAccepted{}, false, err
@@ -176,7 +178,7 @@ func (b *RESTBackend) StartBroadcast(ctx context.Context, tenant, key string, re
 	case err == nil && bc.Hash == hash:
 		return gen.BroadcastAccepted{BroadcastId: id}, true, nil
 	case err == nil:
-		return gen.BroadcastAccepted{}, false, inbox.Errorf(rest.CodeConflict, "Idempotency-Key %q was used for another broadcast", key)
+		return gen.BroadcastAccepted{}, false, inbox.Errorf(CodeConflict, "Idempotency-Key %q was used for another broadcast", key)
 	case inbox.ErrorCode(err) != inbox.CodeNotFound:
 		return gen.BroadcastAccepted{}, false, err
 	}
@@ -214,7 +216,7 @@ func requestHash(req gen.BroadcastRequest) (string, error) {
 // broadcast keeps the template, its pinned version and data: each page renders it in each
 // recipient's locale (their preferences' locale, else the template's default), after a
 // restart too.
-func (b *RESTBackend) broadcastSpec(ctx context.Context, tenant, key string, req gen.BroadcastRequest) (service.BroadcastSpec, error) {
+func (b *Gateway) broadcastSpec(ctx context.Context, tenant, key string, req gen.BroadcastRequest) (service.BroadcastSpec, error) {
 	spec := service.BroadcastSpec{IdempotencyKey: key, Segment: deref(req.Segment), Recipients: deref(req.Recipients),
 		Lane: string(deref(req.Priority)), SendAt: deref(req.SendAt)}
 	in := inbox.SendInput{Type: req.Type, Category: deref(req.Category), Title: deref(req.Title), Body: deref(req.Body)}
@@ -238,7 +240,7 @@ func (b *RESTBackend) broadcastSpec(ctx context.Context, tenant, key string, req
 }
 
 // GetBroadcast reads a broadcast's progress.
-func (b *RESTBackend) GetBroadcast(ctx context.Context, tenant, id string) (gen.Broadcast, error) {
+func (b *Gateway) GetBroadcast(ctx context.Context, tenant, id string) (gen.Broadcast, error) {
 	bc, err := b.Broadcasts.Get(ctx, tenant, id)
 	if err != nil {
 		return gen.Broadcast{}, err
@@ -247,7 +249,7 @@ func (b *RESTBackend) GetBroadcast(ctx context.Context, tenant, id string) (gen.
 }
 
 // CancelBroadcast cancels a broadcast and answers it as it stands.
-func (b *RESTBackend) CancelBroadcast(ctx context.Context, tenant, id string) (gen.Broadcast, error) {
+func (b *Gateway) CancelBroadcast(ctx context.Context, tenant, id string) (gen.Broadcast, error) {
 	bc, err := b.Broadcasts.Cancel(ctx, tenant, id)
 	if err != nil {
 		return gen.Broadcast{}, err
@@ -263,7 +265,7 @@ func broadcast(bc store.Broadcast) gen.Broadcast {
 }
 
 // UpdateSegment adds and removes members, then reads the count (one BatchGetItem).
-func (b *RESTBackend) UpdateSegment(ctx context.Context, tenant, id string, add, remove []string) (gen.SegmentMembersChanged, error) {
+func (b *Gateway) UpdateSegment(ctx context.Context, tenant, id string, add, remove []string) (gen.SegmentMembersChanged, error) {
 	ch, err := b.Store.UpdateSegment(ctx, tenant, id, add, remove)
 	if err != nil {
 		return gen.SegmentMembersChanged{}, err
@@ -278,7 +280,7 @@ func (b *RESTBackend) UpdateSegment(ctx context.Context, tenant, id string, add,
 // GetSegment reads the count and a page of members. A segment without members is
 // NOT_FOUND: as for broadcasts, which refuse it as an unknown segment, a segment exists
 // while it has members.
-func (b *RESTBackend) GetSegment(ctx context.Context, tenant, id string, limit int, cursor string) (gen.Segment, error) {
+func (b *Gateway) GetSegment(ctx context.Context, tenant, id string, limit int, cursor string) (gen.Segment, error) {
 	p, err := b.Store.GetSegment(ctx, tenant, id, limit, cursor)
 	if err != nil {
 		return gen.Segment{}, err
@@ -286,11 +288,11 @@ func (b *RESTBackend) GetSegment(ctx context.Context, tenant, id string, limit i
 	if p.Count == 0 && len(p.Members) == 0 {
 		return gen.Segment{}, inbox.Errorf(inbox.CodeNotFound, "unknown segment %q (it has no members)", id)
 	}
-	return gen.Segment{Id: id, Count: int64(p.Count), Members: p.Members, NextCursor: nonEmpty(p.NextCursor)}, nil
+	return gen.Segment{Id: id, Count: int64(p.Count), Members: p.Members, NextCursor: ptr(p.NextCursor)}, nil
 }
 
 // PutTemplate stores a new version (tmpl.Service.Put: every part must parse).
-func (b *RESTBackend) PutTemplate(ctx context.Context, tenant, id string, in gen.TemplateInput) (gen.TemplateVersion, error) {
+func (b *Gateway) PutTemplate(ctx context.Context, tenant, id string, in gen.TemplateInput) (gen.TemplateVersion, error) {
 	ti := store.TemplateInput{Locale: in.Locale, Title: deref(in.Title), Body: deref(in.Body)}
 	if e := in.Email; e != nil {
 		ti.Email = &store.TemplateEmail{Subject: deref(e.Subject), HTML: deref(e.Html), Text: deref(e.Text)}
@@ -310,7 +312,7 @@ func (b *RESTBackend) PutTemplate(ctx context.Context, tenant, id string, in gen
 
 // GetTemplate reads the sources at version for locale (with the store's fallback); the
 // answer's version and locale are those of the content found.
-func (b *RESTBackend) GetTemplate(ctx context.Context, tenant, id, locale string, version int64) (gen.Template, error) {
+func (b *Gateway) GetTemplate(ctx context.Context, tenant, id, locale string, version int64) (gen.Template, error) {
 	if version > store.MaxTemplateVersion {
 		return gen.Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
 	}
@@ -318,8 +320,8 @@ func (b *RESTBackend) GetTemplate(ctx context.Context, tenant, id, locale string
 	if err != nil {
 		return gen.Template{}, err
 	}
-	out := gen.Template{Id: id, Version: int64(t.Version), Locale: t.Locale, DefaultLocale: nonEmpty(t.DefaultLocale),
-		Title: &t.Title, Body: nonEmpty(t.Body)}
+	out := gen.Template{Id: id, Version: int64(t.Version), Locale: t.Locale, DefaultLocale: ptr(t.DefaultLocale),
+		Title: &t.Title, Body: ptr(t.Body)}
 	if e := t.Email; e != nil {
 		out.Email = &gen.EmailContent{Subject: &e.Subject, Html: &e.HTML, Text: &e.Text}
 	}
@@ -333,13 +335,13 @@ func (b *RESTBackend) GetTemplate(ctx context.Context, tenant, id, locale string
 }
 
 // PutUser replaces the user's channel profile.
-func (b *RESTBackend) PutUser(ctx context.Context, tenant, id string, in gen.UserProfileInput) (gen.UserProfile, error) {
+func (b *Gateway) PutUser(ctx context.Context, tenant, id string, in gen.UserProfileInput) (gen.UserProfile, error) {
 	p, err := b.Store.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: id}, inbox.UserProfile{
 		Email: deref(in.Email), Phone: deref(in.Phone), Locale: deref(in.Locale), Timezone: deref(in.Timezone)})
 	if err != nil {
 		return gen.UserProfile{}, err
 	}
-	return gen.UserProfile{Id: id, Email: nonEmpty(p.Email), Phone: nonEmpty(p.Phone), Locale: nonEmpty(p.Locale), Timezone: nonEmpty(p.Timezone)}, nil
+	return gen.UserProfile{Id: id, Email: ptr(p.Email), Phone: ptr(p.Phone), Locale: ptr(p.Locale), Timezone: ptr(p.Timezone)}, nil
 }
 
 // PutTenantSettings replaces the tenant's settings. The settings are whole: a member left
@@ -347,7 +349,7 @@ func (b *RESTBackend) PutUser(ctx context.Context, tenant, id string, in gen.Use
 // retention; no webhook). defaultPreferences' channels change the configured channel
 // defaults; its categories, quiet hours, timezone and locale, and criticalCategories,
 // replace the configured ones when given. The answer leaves the webhook secret out.
-func (b *RESTBackend) PutTenantSettings(ctx context.Context, tenant string, in gen.TenantSettingsInput) (gen.TenantSettings, error) {
+func (b *Gateway) PutTenantSettings(ctx context.Context, tenant string, in gen.TenantSettingsInput) (gen.TenantSettings, error) {
 	var set inbox.TenantSettings
 	if in.DefaultPreferences != nil || in.CriticalCategories != nil {
 		p := b.Store.ConfiguredPreferences(tenant)
@@ -400,7 +402,7 @@ func tenantSettings(s inbox.TenantSettings) gen.TenantSettings {
 		crit := append([]string{}, p.Critical...)
 		out.CriticalCategories = &crit
 		d := gen.DefaultPreferences{Channels: &gen.ChannelSwitchesInput{InApp: &p.Channels.InApp, Email: &p.Channels.Email,
-			Push: &p.Channels.Push, Sms: &p.Channels.SMS}, Timezone: nonEmpty(p.Timezone), Locale: nonEmpty(p.Locale)}
+			Push: &p.Channels.Push, Sms: &p.Channels.SMS}, Timezone: ptr(p.Timezone), Locale: ptr(p.Locale)}
 		cats := make([]gen.CategoryPreferenceInput, 0, len(p.Categories))
 		for _, c := range p.Categories {
 			cats = append(cats, gen.CategoryPreferenceInput{Category: c.Category, Channels: gen.ChannelSwitchesInput{
@@ -424,31 +426,6 @@ func tenantSettings(s inbox.TenantSettings) gen.TenantSettings {
 	return out
 }
 
-// switchChanges converts partial channel switches.
-func switchChanges(in *gen.ChannelSwitchesInput) inbox.SwitchChanges {
-	if in == nil {
-		return inbox.SwitchChanges{}
-	}
-	return inbox.SwitchChanges{InApp: in.InApp, Email: in.Email, Push: in.Push, SMS: in.Sms}
-}
-
-// deref returns *p, or the zero value for nil.
-func deref[T any](p *T) T {
-	if p == nil {
-		var zero T
-		return zero
-	}
-	return *p
-}
-
-// nonEmpty returns &s, or nil for "" (a member the answer leaves out).
-func nonEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 // nonZero returns &t, or nil for the zero time.
 func nonZero(t time.Time) *time.Time {
 	if t.IsZero() {
@@ -457,8 +434,53 @@ func nonZero(t time.Time) *time.Time {
 	return &t
 }
 
-// NewRESTBackend is the backend over st with a send pipeline of its own (default lanes
-// and idempotency window), for tests that build the service API around a store.
-func NewRESTBackend(st *store.Store) *RESTBackend {
-	return newRESTBackend(st, newPipeline(Config{}, slog.Default(), st))
+// callbackParallelism bounds the records one callback updates at once (a SendGrid batch
+// holds up to providerhook.MaxEvents events, each one UpdateItem).
+const callbackParallelism = 8
+
+// RegisterDevice registers a push device of the user (store.RegisterDevice).
+func (b *Gateway) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platform string) (inbox.Device, error) {
+	return b.Store.RegisterDevice(ctx, v, token, platform)
+}
+
+// UnregisterDevice removes the user's device by token or id (store.UnregisterDevice).
+func (b *Gateway) UnregisterDevice(ctx context.Context, v inbox.Viewer, tokenOrID string) (bool, error) {
+	return b.Store.UnregisterDevice(ctx, v, tokenOrID)
+}
+
+// ApplyProviderEvents applies a callback's events (store.ApplyProviderEvent: one
+// conditional UpdateItem each, at most callbackParallelism at once) and counts those that
+// changed a record. Events of one record are applied in the callback's order (a
+// "delivered" before an "open" of the same mail); the first error fails the callback,
+// which the provider then retries (applying an event twice changes nothing).
+func (b *Gateway) ApplyProviderEvents(ctx context.Context, events []inbox.ProviderEvent) (int, error) {
+	byRef := map[inbox.DeliveryRef][]inbox.ProviderEvent{}
+	var refs []inbox.DeliveryRef
+	for _, ev := range events {
+		if _, ok := byRef[ev.Ref]; !ok {
+			refs = append(refs, ev.Ref)
+		}
+		byRef[ev.Ref] = append(byRef[ev.Ref], ev)
+	}
+	var applied atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(callbackParallelism)
+	for _, ref := range refs {
+		g.Go(func() error {
+			for _, ev := range byRef[ref] {
+				changed, err := b.Store.ApplyProviderEvent(gctx, ev)
+				if err != nil {
+					return err
+				}
+				if changed {
+					applied.Add(1)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	return int(applied.Load()), nil
 }

@@ -1,0 +1,354 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/delivery"
+	"github.com/inboxgw/gateway/httpapi"
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/metrics"
+	"github.com/inboxgw/gateway/rest"
+	"github.com/inboxgw/gateway/sched"
+	"github.com/inboxgw/gateway/service"
+	"github.com/inboxgw/gateway/store"
+	"github.com/inboxgw/gateway/tmpl"
+)
+
+// Deps are what a caller of Build hands in instead of having it built from the
+// configuration. The zero value builds everything from Config, as serve does.
+type Deps struct {
+	// Log receives every component's logs (nil: slog.Default()).
+	Log *slog.Logger
+	// DB is the DynamoDB client the store calls (nil: the engine Config names, opened by
+	// Build with DBOptions and closed by Close: DynamoDB Local started as a child process,
+	// or AWS).
+	DB *dynamodb.Client
+	// DBOptions are options of the client Build opens (ignored with DB).
+	DBOptions []func(*dynamodb.Options)
+	// Broker carries committed changes to subscriptions (nil: Config.Broker's, closed by
+	// Close; a caller's broker is the caller's to close).
+	Broker live.Broker
+	// Verifier verifies tokens (nil: Config's JWT secret and JWKS, closed by Close). With
+	// a Verifier and neither INBOX_CURSOR_SECRET nor INBOX_JWT_SECRET configured, cursors
+	// are signed with a random key of this process (a test gateway's).
+	Verifier *auth.Verifier
+	// Metrics, when set, receives every DynamoDB call of the client Build opens, the
+	// broker's publish lag (for a broker Build opens), the HTTP surface's operations and
+	// the scheduler's tasks; /metrics is routed beside the surface (WithMetricsRoute).
+	Metrics *metrics.Registry
+	// Store are more store options, applied after those from Config (a test's clock, a
+	// bench's publisher).
+	Store []store.Option
+	// Handler adjusts the HTTP surface's options made from Config (a bench's naive
+	// dataloaders); nil: none.
+	Handler func(*httpapi.Options)
+	// Worker builds an instance without an HTTP surface (the worker and import-github
+	// commands): no verifier (no token is read), no dev mail catcher (a dev worker's mail
+	// goes to the dev gateway's, at INBOX_DEV_SMTP_ADDR), no demo import, no background
+	// sweep.
+	Worker bool
+	// Clock drives the scheduler, its leases and the delivery worker (nil: the real clock).
+	Clock clockwork.Clock
+}
+
+// Gateway is one instance as Build composed it: what it serves and what it runs, over one
+// store. Serve HTTP with HTTP (nil for a worker), run the scheduler with RunScheduler,
+// and Close it after both stopped.
+type Gateway struct {
+	Config Config
+	Log    *slog.Logger
+	// DB is the store's DynamoDB client; Table is in Config.
+	DB       *dynamodb.Client
+	Store    *store.Store
+	Broker   live.Broker
+	Verifier *auth.Verifier
+	// Metrics is Deps.Metrics (nil: none).
+	Metrics *metrics.Registry
+	// Service is the send service (GraphQL sendNotification, REST, broadcasts' pages and
+	// the scheduler's send tasks all use it); Templates and Broadcasts are its own.
+	Service    *service.Service
+	Templates  *tmpl.Service
+	Broadcasts *service.Broadcasts
+	// Channels are the delivery adapters Config names (a nil channel has no provider).
+	Channels delivery.Channels
+	// Scheduler runs wake-ups, expiries, deliveries, sends' recovery and broadcasts'
+	// shards (sched.NewInbox and every task kind registered); it runs only in RunScheduler.
+	Scheduler *sched.Scheduler
+	// Handler is the HTTP surface (/graphql, /v1/, GraphiQL, health); nil for a worker.
+	Handler *httpapi.Handler
+	// HTTP is Handler with /metrics (Deps.Metrics, when it has no listener of its own)
+	// and, in dev mode, the mail catcher at DevMailPath; nil for a worker.
+	HTTP http.Handler
+	// DemoUser is the demo import's busiest recipient and DemoToken a 30-day token of
+	// theirs (dev mode only, pre-filled in GraphiQL); both "" without an import.
+	DemoUser, DemoToken string
+	// DevSMTP is the dev mail catcher's SMTP address ("" when there is none).
+	DevSMTP string
+
+	closers []func() // in the order they run
+}
+
+// Build composes one gateway from cfg and deps: the only composition of the gateway, used
+// by serve, the worker command, the tests' harness (internal/testgw) and cmd/bench, so that
+// what is tested and measured is what production serves. It opens the engine (unless
+// deps.DB), creates the table when Config.CreateTable says so, and in dev mode starts
+// the mail catcher and imports the demo file (Config.DemoImport). Errors: an unusable
+// configuration (secrets, providers' settings, the catcher's address), the engine, the
+// table, the demo import; whatever was opened is closed again.
+func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
+	log := deps.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	clock := deps.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	g = &Gateway{Config: cfg, Log: log, Metrics: deps.Metrics, Verifier: deps.Verifier, Broker: deps.Broker, DB: deps.DB}
+	defer func() {
+		if err != nil {
+			g.Close()
+			g = nil
+		}
+	}()
+
+	if g.Verifier == nil && !deps.Worker {
+		if g.Verifier, err = newVerifier(cfg, log); err != nil {
+			return g, err
+		}
+		g.onClose(g.Verifier.Close)
+	}
+	var lag live.LagObserver
+	if deps.Metrics != nil {
+		lag = deps.Metrics.ObservePublishLag
+	}
+	if g.Broker == nil {
+		if g.Broker, err = newBroker(ctx, cfg, log, lag); err != nil {
+			return g, err
+		}
+		g.onClose(func() { _ = g.Broker.Close() })
+	}
+	opts := []store.Option{store.WithLogger(log), store.WithPublisher(g.Broker),
+		store.WithProfileCache(cfg.ProfileCacheSize, cfg.ProfileCacheTTL), store.WithRetention(cfg.Retention)}
+	if !deps.Worker && (deps.Verifier == nil || cfg.CursorSecret != "" || cfg.JWTSecret != "") {
+		key, err := cursorKey(cfg)
+		if err != nil {
+			return g, err
+		}
+		opts = append(opts, store.WithCursorKey(key))
+	}
+	if prefs := cfg.TenantPreferences; !reflect.ValueOf(prefs).IsZero() {
+		opts = append(opts, store.WithTenantPreferences(func(string) inbox.TenantPreferences { return prefs }))
+	}
+	if cfg.SchedShards > 0 {
+		opts = append(opts, store.WithSchedShards(cfg.SchedShards))
+	}
+	if deps.Metrics != nil {
+		opts = append(opts, store.WithRetryObserver(deps.Metrics))
+	}
+	if deps.Worker {
+		opts = append(opts, store.WithSweepWorkers(0))
+	}
+	if g.DB == nil {
+		dbOpts := deps.DBOptions
+		if deps.Metrics != nil {
+			dbOpts = append([]func(*dynamodb.Options){deps.Metrics.DynamoDB()}, dbOpts...)
+		}
+		eng, err := openEngine(ctx, cfg, log, dbOpts...)
+		if err != nil {
+			return g, err
+		}
+		g.DB = eng.db
+		g.onClose(eng.close)
+	}
+	g.Store = store.New(g.DB, cfg.Table, append(opts, deps.Store...)...)
+	g.onClose(g.Store.Close)
+	if cfg.CreateTable != nil && *cfg.CreateTable {
+		if err := g.Store.CreateTable(ctx); err != nil {
+			return g, err
+		}
+	}
+
+	// The send pipeline: templates, broadcasts (their pages run in the service's lanes)
+	// and the send service that uses both.
+	g.Templates = tmpl.New(g.Store)
+	g.Broadcasts = service.NewBroadcasts(service.BroadcastOptions{Store: g.Store, Send: g.Store.Send, Templates: inboxTemplates{g.Templates},
+		Lane: func(ctx context.Context, lane string, work func(context.Context) error) error {
+			return g.Service.RunInLane(ctx, lane, work)
+		}, Logger: log})
+	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
+		IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Templates: inboxTemplates{g.Templates}, Broadcaster: g.Broadcasts})
+	g.onClose(g.Service.Close)
+
+	// Dev mode without an SMTP server: mail goes to an in-process catcher (a worker's to
+	// the dev gateway's, at INBOX_DEV_SMTP_ADDR).
+	var devMail *devMail
+	devSMTP := ""
+	if deps.Worker {
+		if cfg.Dev && cfg.SMTPURL == "" {
+			devSMTP = cfg.DevSMTPAddr
+		}
+	} else {
+		if devMail, err = startDevMail(cfg, log); err != nil {
+			return g, err
+		}
+		g.onClose(devMail.close)
+		devSMTP = devMail.smtpAddr()
+		g.DevSMTP = devSMTP
+	}
+	if g.Channels, err = deliveryChannels(cfg, devSMTP); err != nil {
+		return g, err
+	}
+	g.Scheduler = newScheduler(cfg, log, g, clock)
+
+	if deps.Worker {
+		return g, nil
+	}
+	if cfg.DemoImport != "" {
+		if err := g.importDemo(ctx); err != nil {
+			return g, err
+		}
+	}
+	hopts, err := handlerOptions(cfg, log, g)
+	if err != nil {
+		return g, err
+	}
+	if deps.Handler != nil {
+		deps.Handler(&hopts)
+	}
+	g.Handler = httpapi.NewHandler(hopts)
+	g.HTTP = g.Handler
+	if deps.Metrics != nil {
+		g.HTTP = WithMetricsRoute(cfg, g.HTTP, deps.Metrics)
+	}
+	g.HTTP = devMail.with(g.HTTP)
+	return g, nil
+}
+
+// onClose adds f to what Close runs, after what was added before it.
+func (g *Gateway) onClose(f func()) { g.closers = append(g.closers, f) }
+
+// Close closes what Build opened, in the reverse order: the send service's lanes, the
+// store's sweep, the engine, the mail catcher, the broker and the verifier it built.
+// Stop the HTTP server and the scheduler first.
+func (g *Gateway) Close() {
+	for i := len(g.closers) - 1; i >= 0; i-- {
+		g.closers[i]()
+	}
+	g.closers = nil
+}
+
+// RunScheduler runs the scheduler until ctx ends, then hands its shards over (Release)
+// so that another instance takes them at once rather than after the leases expire. It
+// returns when the scheduler has stopped: nil after ctx ended, else its error.
+func (g *Gateway) RunScheduler(ctx context.Context) error {
+	s := g.Scheduler
+	g.Log.Info("scheduler: starting", "owner", s.Owner())
+	err := s.Run(ctx)
+	relCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if rerr := s.Release(relCtx); rerr != nil {
+		g.Log.Warn("scheduler: release shards", "err", rerr)
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// importDemo imports Config.DemoImport as the demo tenant's notifications and, in dev
+// mode, signs the demo user's token (30 days, the user's own: no service scope, which
+// would make it a service token without an inbox). Outside dev mode the token would be
+// signed with the production secret and printed to the log stream, so there is none.
+func (g *Gateway) importDemo(ctx context.Context) error {
+	cfg := g.Config
+	user, err := ImportDemo(ctx, cfg, g.Log, service.Sender{S: g.Service})
+	if err != nil || user == "" {
+		return err
+	}
+	g.DemoUser = user
+	if cfg.Dev {
+		if g.DemoToken, err = g.Verifier.Sign(auth.Claims{TenantID: cfg.DemoTenant, UserID: user}, 30*24*time.Hour); err != nil {
+			return err
+		}
+	}
+	g.Log.Info("demo user", "tenant", cfg.DemoTenant, "user", user)
+	return nil
+}
+
+// newScheduler is the durable scheduler of g's store with the inbox's handlers
+// (sched.NewInbox: a snooze's wake-up and an expiry), the channel deliveries (package
+// delivery, over g.Channels), the send service's requests (service.TaskSend: recovery
+// after a crash, scheduled sends) and broadcasts' shard runs (store.TaskBroadcast),
+// configured from cfg. Sends and broadcasts accepted anywhere (REST, GraphQL, another
+// instance) run wherever a scheduler runs.
+func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Clock) *sched.Scheduler {
+	deliver := delivery.NewHandler(g.Store, delivery.Options{Channels: g.Channels, Attempts: cfg.DeliveryAttempts,
+		Backoff: cfg.DeliveryBackoff, Timeout: cfg.DeliveryTimeout, Logger: log, Clock: clock})
+	// A deliver task sends once within INBOX_DELIVERY_TIMEOUT and then records the
+	// outcome: the handler deadline covers both.
+	o := sched.Options{DB: g.DB, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log, Clock: clock,
+		HandlerTimeout: max(30*time.Second, deliver.HandlerTimeout())}
+	if m := metrics.NewSched(g.Metrics); m != nil {
+		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
+	}
+	s := sched.NewInbox(g.Store, o)
+	deliver.Register(s)
+	s.Register(service.TaskSend, sched.HandlerFunc(g.Service.Handler()))
+	s.Register(store.TaskBroadcast, sched.HandlerFunc(g.Broadcasts.Handle))
+	// A delivery due at once is read by its shard's worker when its send commits, not at
+	// the next poll (on this instance; a shard held by another waits for its poll).
+	g.Store.NotifyDue(s.Kick)
+	return s
+}
+
+// handlerOptions are the HTTP surface's options for cfg over g: GraphQL and the service
+// API (package rest, over rest.NewGateway) share g's send service, templates and
+// broadcasts. Errors: provider callbacks whose settings cannot be used (LoadConfig
+// refuses them first), or the service API's document not matching its generated code.
+func handlerOptions(cfg Config, log *slog.Logger, g *Gateway) (httpapi.Options, error) {
+	headers := ""
+	if cfg.Dev && g.DemoToken != "" {
+		headers = `{"Authorization": "Bearer ` + g.DemoToken + `"}`
+	}
+	hooks, err := providerHooks(cfg)
+	if err != nil {
+		return httpapi.Options{}, err
+	}
+	restHandler, err := rest.NewHandler(rest.Options{Backend: rest.NewGateway(g.Store, g.Templates, g.Broadcasts, g.Service),
+		Auth: g.Verifier, Log: log, Providers: hooks})
+	if err != nil {
+		return httpapi.Options{}, err
+	}
+	return httpapi.Options{
+		REST:                 restHandler,
+		Sender:               g.Service,
+		Log:                  log,
+		Verifier:             g.Verifier,
+		Store:                g.Store,
+		Broker:               g.Broker,
+		AllowedOrigins:       cfg.AllowedOrigins,
+		ComplexityLimit:      cfg.ComplexityLimit,
+		MaxMutations:         cfg.MaxMutations,
+		AnonymousConcurrency: cfg.AnonymousConcurrency,
+		GraphiQLHeaders:      headers,
+		InitTimeout:          cfg.WSInitTimeout,
+		KeepAlive:            cfg.KeepAlive,
+		Introspection:        cfg.Dev || cfg.Introspection == "on",
+		QueryCacheBytes:      cfg.QueryCacheBytes,
+		APQCacheBytes:        cfg.APQCacheBytes,
+		QueryTimeout:         cfg.QueryTimeout,
+		MutationTimeout:      cfg.MutationTimeout,
+		Metrics:              g.Metrics,
+	}, nil
+}
