@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -19,10 +20,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/ddbfault"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
-	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/store"
@@ -69,15 +70,20 @@ func newSuite(t *testing.T, users []string) *suite {
 		o.BaseEndpoint = aws.String(ps.URL)
 		o.Retryer = store.NewSDKRetryer()
 	})
-	broker := live.NewLocal()
-	st := store.New(faulty, table, store.WithSweepWorkers(1), store.WithPublisher(broker))
-	t.Cleanup(st.Close)
 	v, err := auth.NewVerifier(auth.Config{Secret: []byte("fault-suite-secret-0123456789abcdef")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := httpapi.NewHandler(httpapi.Options{Verifier: v, Store: st, Broker: broker, ComplexityLimit: 100000})
-	srv := httptest.NewServer(h)
+	// The gateway as serve composes it (app.Build), its client behind the proxy.
+	g, err := app.Build(context.Background(), app.Config{Table: table, ComplexityLimit: 100000},
+		app.Deps{Log: slog.New(slog.DiscardHandler), DB: faulty, Broker: live.NewLocal(), Verifier: v,
+			Store: []store.Option{store.WithSweepWorkers(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	st := g.Store
+	srv := httptest.NewServer(g.HTTP)
 	t.Cleanup(srv.Close)
 	s := &suite{t: t, proxy: proxy, srv: srv, v: v, truth: truth, st: st, tenant: "acme", tokens: map[string]string{}}
 	for _, u := range users {
