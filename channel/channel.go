@@ -22,6 +22,7 @@ const (
 	ProviderAPNs    = "apns"
 	ProviderTwilio  = "twilio"
 	ProviderWebhook = "webhook"
+	ProviderSlack   = "slack"
 )
 
 // Platforms of a push device (REST `platform`).
@@ -118,6 +119,9 @@ type Error struct {
 	Code string
 	// RetryAfter is the wait the provider asked for (Retry-After), 0 when none.
 	RetryAfter time.Duration
+	// Config is set when the provider refused the gateway's own credentials (a revoked or
+	// wrong token): no message will pass until an operator fixes the configuration.
+	Config bool
 	// Err is the underlying error or the provider's message.
 	Err error
 }
