@@ -462,7 +462,6 @@ func openEngine(ctx context.Context, cfg Config, log *slog.Logger, optFns ...fun
 	if err != nil {
 		return nil, err
 	}
-	log.Info("DynamoDB Local started", "endpoint", srv.Endpoint(), "data", cfg.DataDir)
 	epPath := filepath.Join(cfg.DataDir, endpointFile)
 	if persistent {
 		_ = os.WriteFile(epPath, []byte(srv.Endpoint()+"\n"), 0o600)
