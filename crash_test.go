@@ -180,7 +180,7 @@ func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ok && r.State == store.RequestDone
+		return ok && r.State == inbox.RequestDone
 	})
 	ids := checkExactlyOne(t, st, "t1", users)
 	for i, u := range users {
@@ -232,7 +232,7 @@ func TestBroadcastSurvivesTwoKillsMidway(t *testing.T) {
 		var bc broadcastProgress
 		testgw.WaitFor(t, 30*time.Second, fmt.Sprintf("the broadcast past %d written (kill %d)", last, kill+1), func() bool {
 			bc = progress()
-			if bc.Status == store.BroadcastDone {
+			if bc.Status == inbox.BroadcastDone {
 				t.Fatalf("the broadcast finished before kill %d (%+v): the test proves nothing", kill+1, bc)
 			}
 			return bc.Written > last
@@ -248,7 +248,7 @@ func TestBroadcastSurvivesTwoKillsMidway(t *testing.T) {
 	var bc broadcastProgress
 	testgw.WaitFor(t, 2*time.Minute, "the broadcast done", func() bool {
 		bc = progress()
-		return bc.Status == store.BroadcastDone
+		return bc.Status == inbox.BroadcastDone
 	})
 	if bc.Recipients != members || bc.Written != members || bc.Skipped != 0 || bc.Failed != 0 {
 		t.Fatalf("done: %+v", bc)

@@ -289,7 +289,7 @@ func (g *Gateway) importDemo(ctx context.Context) error {
 // newScheduler is the durable scheduler of g's store with the inbox's handlers
 // (sched.NewInbox: a snooze's wake-up and an expiry), the channel deliveries (package
 // delivery, over g.Channels), the send service's requests (service.TaskSend: recovery
-// after a crash, scheduled sends) and broadcasts' shard runs (store.TaskBroadcast),
+// after a crash, scheduled sends) and broadcasts' shard runs (inbox.TaskBroadcast),
 // configured from cfg. Sends and broadcasts accepted anywhere (REST, GraphQL, another
 // instance) run wherever a scheduler runs.
 func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Clock) *sched.Scheduler {
@@ -305,7 +305,7 @@ func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Cloc
 	s := sched.NewInbox(g.Store, o)
 	deliver.Register(s)
 	s.Register(service.TaskSend, sched.HandlerFunc(g.Service.Handler()))
-	s.Register(store.TaskBroadcast, sched.HandlerFunc(g.Broadcasts.Handle))
+	s.Register(inbox.TaskBroadcast, sched.HandlerFunc(g.Broadcasts.Handle))
 	// A delivery due at once is read by its shard's worker when its send commits, not at
 	// the next poll (on this instance; a shard held by another waits for its poll).
 	g.Store.NotifyDue(s.Kick)

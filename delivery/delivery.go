@@ -16,7 +16,6 @@ import (
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/sched"
-	"github.com/inboxgw/gateway/store"
 )
 
 // Defaults of Options (the INBOX_DELIVERY_* defaults).
@@ -45,8 +44,8 @@ var ErrBusy = errors.New("delivery: the record is claimed by another attempt")
 // Store is what the handler needs of the store (*store.Store implements it).
 type Store interface {
 	// ClaimDelivery claims a QUEUED, unclaimed record for lease (attempts + 1) and returns
-	// what to send; see store.ClaimOutcome.
-	ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease time.Duration) (inbox.DeliveryJob, store.ClaimOutcome, error)
+	// what to send; see inbox.ClaimOutcome.
+	ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease time.Duration) (inbox.DeliveryJob, inbox.ClaimOutcome, error)
 	// DeliverySent, DeliveryRetry, DeliveryFailed and DeliveryUnconfirmed record an
 	// attempt's outcome, each conditioned on the claim of attempt.
 	DeliverySent(ctx context.Context, ref inbox.DeliveryRef, attempt int, provider, messageID string) error
@@ -67,8 +66,6 @@ type Store interface {
 	// instance's settings cache while it is fresh.
 	CachedTenantSettings(ctx context.Context, tenantID string) (inbox.TenantSettings, error)
 }
-
-var _ Store = (*store.Store)(nil)
 
 // Channels are the provider adapters, by channel; nil: the channel has no provider
 // configured (its records become SKIPPED no_provider). Wrap each in channel.Limit for a
@@ -101,7 +98,7 @@ type Options struct {
 	Jitter func(n int64) int64
 }
 
-// Handler handles store.TaskDeliver tasks (see the package doc). It is safe for
+// Handler handles inbox.TaskDeliver tasks (see the package doc). It is safe for
 // concurrent use.
 type Handler struct {
 	st  Store
@@ -135,8 +132,8 @@ func NewHandler(st Store, o Options) *Handler {
 	return &Handler{st: st, o: o, log: o.Logger}
 }
 
-// Register registers h for store.TaskDeliver on s (before s.Run).
-func (h *Handler) Register(s *sched.Scheduler) { s.Register(store.TaskDeliver, h) }
+// Register registers h for inbox.TaskDeliver on s (before s.Run).
+func (h *Handler) Register(s *sched.Scheduler) { s.Register(inbox.TaskDeliver, h) }
 
 // HandlerTimeout is the least deadline a scheduler must give one Handle call: a send's
 // Timeout, then the record's update.
@@ -195,18 +192,18 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 		return fmt.Errorf("delivery: claim %s of %s: %w", ref.Key, ref.NotificationID, err)
 	}
 	switch outcome {
-	case store.ClaimDone:
+	case inbox.ClaimDone:
 		return nil
-	case store.ClaimBusy:
+	case inbox.ClaimBusy:
 		return ErrBusy
-	case store.ClaimOrphaned:
+	case inbox.ClaimOrphaned:
 		// A worker stopped after claiming: the provider may have the message. Never resend.
 		h.log.Warn("delivery: unconfirmed (a worker stopped during the send); not sent again",
 			"tenant", ref.TenantID, "notification", ref.NotificationID, "key", ref.Key, "attempt", job.Attempt)
 		return h.record(ctx, ref, func(wctx context.Context) error {
 			return h.st.DeliveryUnconfirmed(wctx, ref, job.Attempt)
 		})
-	case store.ClaimOK:
+	case inbox.ClaimOK:
 	default:
 		return fmt.Errorf("delivery: claim %s of %s: unknown outcome %d", ref.Key, ref.NotificationID, outcome)
 	}
@@ -349,7 +346,7 @@ func (h *Handler) skip(ctx context.Context, ref inbox.DeliveryRef, reason string
 // would expire into "unconfirmed" (SENT), which loses the provider's message id, marks a
 // message the provider refused as sent and keeps an unregistered device. Every write
 // here is conditional on the claim, so a repeat is harmless. A claim lost meanwhile
-// (store.ErrClaimLost: another run settled the record, e.g. it found this claim expired)
+// (inbox.ErrClaimLost: another run settled the record, e.g. it found this claim expired)
 // leaves nothing to do.
 func (h *Handler) record(ctx context.Context, ref inbox.DeliveryRef, write func(context.Context) error) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
@@ -369,7 +366,7 @@ func (h *Handler) record(ctx context.Context, ref inbox.DeliveryRef, write func(
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, store.ErrClaimLost):
+	case errors.Is(err, inbox.ErrClaimLost):
 		h.log.Warn("delivery: the record was settled by another run meanwhile",
 			"tenant", ref.TenantID, "notification", ref.NotificationID, "key", ref.Key, "err", err)
 		return nil

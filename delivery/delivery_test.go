@@ -82,7 +82,7 @@ func (f *fixture) tasks(t *testing.T, key string, ahead time.Duration) []inbox.T
 				t.Fatal(err)
 			}
 			for _, task := range page.Tasks {
-				if task.Kind == store.TaskDeliver && (key == "" || task.Token == key) {
+				if task.Kind == inbox.TaskDeliver && (key == "" || task.Token == key) {
 					out = append(out, task)
 				}
 			}
@@ -185,11 +185,11 @@ func TestDeliverMarksNoProviderOnce(t *testing.T) {
 	}
 	f.rec.Reset()
 	for _, bad := range []inbox.Task{
-		{Kind: store.TaskDeliver, Ref: id, Token: "FAX", Viewer: task.Viewer},
-		{Kind: store.TaskDeliver, Ref: id, Token: "PUSH#nothex", Viewer: task.Viewer},
-		{Kind: store.TaskDeliver, Ref: id, Token: inbox.ChannelInApp, Viewer: task.Viewer},
-		{Kind: store.TaskDeliver, Ref: "", Token: inbox.ChannelEmail, Viewer: task.Viewer},
-		{Kind: store.TaskDeliver, Ref: id, Token: inbox.ChannelEmail},
+		{Kind: inbox.TaskDeliver, Ref: id, Token: "FAX", Viewer: task.Viewer},
+		{Kind: inbox.TaskDeliver, Ref: id, Token: "PUSH#nothex", Viewer: task.Viewer},
+		{Kind: inbox.TaskDeliver, Ref: id, Token: inbox.ChannelInApp, Viewer: task.Viewer},
+		{Kind: inbox.TaskDeliver, Ref: "", Token: inbox.ChannelEmail, Viewer: task.Viewer},
+		{Kind: inbox.TaskDeliver, Ref: id, Token: inbox.ChannelEmail},
 	} {
 		if err := h.Handle(ctx, bad); err != nil {
 			t.Fatalf("malformed task %+v: %v", bad, err)
@@ -371,7 +371,7 @@ func TestDeliverOrphanedClaimIsNeverResent(t *testing.T) {
 	id, task := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
 	ref := inbox.DeliveryRef{TenantID: tenant, NotificationID: id, Key: inbox.ChannelWebhook}
 	// A worker claims the record for a second and dies.
-	if _, out, err := f.st.ClaimDelivery(ctx, ref, time.Second); err != nil || out != store.ClaimOK {
+	if _, out, err := f.st.ClaimDelivery(ctx, ref, time.Second); err != nil || out != inbox.ClaimOK {
 		t.Fatalf("claim: %v %v", out, err)
 	}
 	h := webhookHandler(f, delivery.Options{})
@@ -568,7 +568,7 @@ func TestDeliverThroughScheduler(t *testing.T) {
 	outcomes := make(chan sched.Outcome, 10)
 	s := sched.New(f.st, sched.Options{DB: f.db, Logger: quiet, Clock: f.clk,
 		Observe: func(kind string, out sched.Outcome, _ time.Duration) {
-			if kind == store.TaskDeliver {
+			if kind == inbox.TaskDeliver {
 				outcomes <- out
 			}
 		}})

@@ -1,5 +1,5 @@
 // Package delivery runs the channel deliveries a send queues: the scheduler's
-// store.TaskDeliver tasks, one per delivery record (notification × channel, one per push
+// inbox.TaskDeliver tasks, one per delivery record (notification × channel, one per push
 // device) that a recipient's routing decision queued, due at once, at the end of the
 // recipient's quiet hours, or at a retry's time.
 //

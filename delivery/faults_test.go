@@ -292,7 +292,7 @@ var faultPoints = []faultPoint{
 		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
 			webhookEnv(t, f, e, "orphan")
 			ref := inbox.DeliveryRef{TenantID: tenant, NotificationID: e.id, Key: e.key}
-			if _, out, err := f.st.ClaimDelivery(context.Background(), ref, 100*time.Millisecond); err != nil || out != store.ClaimOK {
+			if _, out, err := f.st.ClaimDelivery(context.Background(), ref, 100*time.Millisecond); err != nil || out != inbox.ClaimOK {
 				t.Fatalf("claim: %v %v", out, err)
 			}
 			f.clk.Advance(150 * time.Millisecond) // the worker that claimed it died

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
@@ -216,3 +218,40 @@ func (r Rendered) ChannelContent() (EmailContent, PushContent, SMSContent) {
 	}
 	return e, p, sms
 }
+
+// ClaimOutcome is what ClaimDelivery found.
+type ClaimOutcome int
+
+const (
+	// ClaimOK: the record was QUEUED and unclaimed; it is now claimed for the job's Attempt.
+	ClaimOK ClaimOutcome = iota
+	// ClaimDone: the record is not QUEUED (sent, failed, skipped) or is gone: nothing to do.
+	ClaimDone
+	// ClaimBusy: another attempt holds a live claim (its lease has not expired).
+	ClaimBusy
+	// ClaimOrphaned: a claim expired without an outcome: a worker stopped during the
+	// provider call or before recording it. The job (with the orphaned claim's Attempt)
+	// is returned for DeliveryUnconfirmed; it must not be sent again.
+	ClaimOrphaned
+)
+
+// String names o ("ok", "done", "busy", "orphaned").
+func (o ClaimOutcome) String() string {
+	switch o {
+	case ClaimOK:
+		return "ok"
+	case ClaimDone:
+		return "done"
+	case ClaimBusy:
+		return "busy"
+	case ClaimOrphaned:
+		return "orphaned"
+	}
+	return fmt.Sprintf("ClaimOutcome(%d)", int(o))
+}
+
+// ErrClaimLost is returned (wrapped; test with errors.Is) by DeliverySent, DeliveryRetry,
+// DeliveryFailed and DeliveryUnconfirmed when the record is no longer QUEUED under the
+// given attempt's claim: another run recorded an outcome, or the claim was taken over as
+// orphaned. Nothing was written.
+var ErrClaimLost = errors.New("store: the delivery record is no longer claimed by this attempt")

@@ -25,3 +25,26 @@ type Task struct {
 	// Attempts counts the handler's failures so far (0 on the first run).
 	Attempts int
 }
+
+// Task kinds of the inbox states.
+const (
+	// TaskWake wakes a snoozed notification (Wake); its token is snoozedUntil in ms.
+	TaskWake = "inbox.wake"
+	// TaskExpire expires a notification (Expire); its token is expireAt in ms.
+	TaskExpire = "inbox.expire"
+)
+
+// TaskDeliver is the scheduler task kind of one channel delivery of a notification
+// (package delivery handles it): Viewer is the recipient, Ref the notification id,
+// Token the delivery record's key (inbox.DeliveryKey: the channel, or "PUSH#{deviceId}"
+// for one push device). It is due when the send commits, at the end of the recipient's
+// quiet hours, or when DeliveryRetry says.
+const TaskDeliver = "deliver"
+
+// TaskPage is one page of a shard bucket's due tasks (DueTasks).
+type TaskPage struct {
+	Tasks []Task
+	// More is true when the Query stopped at its limit: pass the last task as after to
+	// read on.
+	More bool
+}

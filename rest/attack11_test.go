@@ -19,7 +19,6 @@ import (
 	"github.com/inboxgw/gateway/providerhook/providerhooktest"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
-	"github.com/inboxgw/gateway/store"
 )
 
 // Attacks on issue 11's channels through the real gateway (see the report of helper
@@ -30,12 +29,12 @@ import (
 func unconfirmedRecord(t *testing.T, s *testgw.Server, user, key string) inbox.DeliveryRef {
 	t.Helper()
 	ref := queuedRecord(t, s, user, key)
-	if _, outcome, err := s.Store.ClaimDelivery(t.Context(), ref, time.Millisecond); err != nil || outcome != store.ClaimOK {
+	if _, outcome, err := s.Store.ClaimDelivery(t.Context(), ref, time.Millisecond); err != nil || outcome != inbox.ClaimOK {
 		t.Fatalf("claim %s: %v (outcome %v)", key, err, outcome)
 	}
 	time.Sleep(5 * time.Millisecond)
 	job, outcome, err := s.Store.ClaimDelivery(t.Context(), ref, time.Minute)
-	if err != nil || outcome != store.ClaimOrphaned {
+	if err != nil || outcome != inbox.ClaimOrphaned {
 		t.Fatalf("second claim %s: %v (outcome %v)", key, err, outcome)
 	}
 	if err := s.Store.DeliveryUnconfirmed(t.Context(), ref, job.Attempt); err != nil {
@@ -60,11 +59,11 @@ func TestAttackCallbackRefOfAnotherChannel(t *testing.T) {
 	sms := unconfirmedRecord(t, s, "carol", inbox.ChannelSMS)
 	email := inbox.DeliveryRef{TenantID: sms.TenantID, NotificationID: sms.NotificationID, Key: inbox.ChannelEmail}
 	job, outcome, err := s.Store.ClaimDelivery(t.Context(), email, time.Millisecond)
-	if err != nil || outcome != store.ClaimOK {
+	if err != nil || outcome != inbox.ClaimOK {
 		t.Fatalf("claim EMAIL: %v (%v)", err, outcome)
 	}
 	time.Sleep(5 * time.Millisecond)
-	if job, outcome, err = s.Store.ClaimDelivery(t.Context(), email, time.Minute); err != nil || outcome != store.ClaimOrphaned {
+	if job, outcome, err = s.Store.ClaimDelivery(t.Context(), email, time.Minute); err != nil || outcome != inbox.ClaimOrphaned {
 		t.Fatalf("reclaim EMAIL: %v (%v)", err, outcome)
 	}
 	if err := s.Store.DeliveryUnconfirmed(t.Context(), email, job.Attempt); err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/inboxgw/gateway/providerhook/providerhooktest"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
-	"github.com/inboxgw/gateway/store"
 )
 
 const (
@@ -63,7 +62,7 @@ func sentRecord(t *testing.T, s *testgw.Server, user, key, provider, messageID s
 	t.Helper()
 	ref := queuedRecord(t, s, user, key)
 	job, outcome, err := s.Store.ClaimDelivery(t.Context(), ref, time.Minute)
-	if err != nil || outcome != store.ClaimOK {
+	if err != nil || outcome != inbox.ClaimOK {
 		t.Fatalf("claim %s: %v (outcome %v)", key, err, outcome)
 	}
 	if err := s.Store.DeliverySent(t.Context(), ref, job.Attempt, provider, messageID); err != nil {

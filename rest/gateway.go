@@ -258,7 +258,7 @@ func (b *Gateway) CancelBroadcast(ctx context.Context, tenant, id string) (gen.B
 }
 
 // broadcast converts a broadcast's head.
-func broadcast(bc store.Broadcast) gen.Broadcast {
+func broadcast(bc inbox.Broadcast) gen.Broadcast {
 	return gen.Broadcast{Id: bc.ID, Status: gen.BroadcastStatus(bc.Status), Recipients: int64(bc.Recipients),
 		Written: int64(bc.Written), Skipped: int64(bc.Skipped), Failed: int64(bc.Failed),
 		StartedAt: nonZero(bc.StartedAt), FinishedAt: nonZero(bc.FinishedAt)}

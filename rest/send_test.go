@@ -22,7 +22,6 @@ import (
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
 	"github.com/inboxgw/gateway/service"
-	"github.com/inboxgw/gateway/store"
 )
 
 // The send suite: POST /v1/notifications through the gateway as composed
@@ -107,7 +106,7 @@ func TestSendToUsersIsAcceptedWrittenAndHasStatus(t *testing.T) {
 	}
 	testgw.WaitFor(t, 30*time.Second, "the request done", func() bool {
 		r, ok, err := s.Store.GetRequest(t.Context(), tenant, "one-1")
-		return err == nil && ok && r.State == store.RequestDone
+		return err == nil && ok && r.State == inbox.RequestDone
 	})
 	// The bad input the service itself refuses (the handler's checks passed): nothing
 	// is written under the key.
@@ -133,7 +132,7 @@ func TestSendReplaysAfterProcessingAndKeysAreTheTenants(t *testing.T) {
 	waitFeed(t, s, svc, "alice", 1)
 	testgw.WaitFor(t, 30*time.Second, "the request done", func() bool {
 		r, ok, err := s.Store.GetRequest(t.Context(), tenant, "k")
-		return err == nil && ok && r.State == store.RequestDone
+		return err == nil && ok && r.State == inbox.RequestDone
 	})
 	// Processed, a replay still answers the first body and writes nothing.
 	a := send(t, s, svc, "k", sendBody())
@@ -259,7 +258,7 @@ func TestBulkSendWritesEveryRecipient(t *testing.T) {
 	}
 	testgw.WaitFor(t, 2*time.Minute, "the bulk request done", func() bool {
 		r, ok, err := s.Store.GetRequest(t.Context(), tenant, "digest")
-		return err == nil && ok && r.State == store.RequestDone
+		return err == nil && ok && r.State == inbox.RequestDone
 	})
 	for i, id := range acc.NotificationIds {
 		st, err := s.Store.Status(t.Context(), tenant, id)

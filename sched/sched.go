@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -20,7 +21,6 @@ import (
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/lease"
-	"github.com/inboxgw/gateway/store"
 )
 
 // Handler runs due tasks of one kind. Handle is called at least once per task, possibly
@@ -111,9 +111,35 @@ type Stats struct {
 // that may still hold tasks of the shard.
 const attrCheckpoint = "checkpoint"
 
+// Store is what the scheduler needs of the table (*store.Store implements it): the
+// tasks of a shard's minute buckets (AP11) and the keys of the scheduler's leases (AP12).
+type Store interface {
+	// Table is the table's name (the leases live in it).
+	Table() string
+	// SchedShards is how many write shards the tasks spread over.
+	SchedShards() int
+	// DueTasks returns, oldest first, up to limit tasks of shard's bucket due at or
+	// before upTo, after task after (nil: from the start).
+	DueTasks(ctx context.Context, shard int, bucket, upTo time.Time, after *inbox.Task, limit int) (inbox.TaskPage, error)
+	// CompleteTask deletes t (false when it was gone or changed).
+	CompleteTask(ctx context.Context, shard int, bucket time.Time, t inbox.Task) (bool, error)
+	// RescheduleTask moves t to due (false when it was gone or changed).
+	RescheduleTask(ctx context.Context, shard int, bucket time.Time, t inbox.Task, due time.Time) (inbox.Task, bool, error)
+	// SchedBucket is the minute bucket holding t.
+	SchedBucket(t time.Time) time.Time
+	// SchedLeasePK is the partition of the shard and membership leases.
+	SchedLeasePK() string
+	// SchedShardLeaseKey and SchedMemberLeaseKey are the keys of a shard's lease and of
+	// an instance's membership lease.
+	SchedShardLeaseKey(shard int) map[string]types.AttributeValue
+	SchedMemberLeaseKey(owner string) map[string]types.AttributeValue
+	// SchedLeaseKind tells what a sort key of SchedLeasePK's partition names.
+	SchedLeaseKind(sk string) (shard int, member, ok bool)
+}
+
 // Scheduler runs due tasks; see the package doc. Register handlers, then Run.
 type Scheduler struct {
-	st     *store.Store
+	st     Store
 	o      Options
 	shards int
 	log    *slog.Logger
@@ -141,7 +167,7 @@ type shardRun struct {
 }
 
 // New returns a Scheduler over st's tasks. o.DB is required.
-func New(st *store.Store, o Options) *Scheduler {
+func New(st Store, o Options) *Scheduler {
 	if o.Owner == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
@@ -238,7 +264,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if s.o.DB == nil {
 		return errors.New("sched: Options.DB is required")
 	}
-	member := lease.New(s.o.DB, s.st.Table(), store.SchedMemberLeaseKey(s.o.Owner), lease.Options{
+	member := lease.New(s.o.DB, s.st.Table(), s.st.SchedMemberLeaseKey(s.o.Owner), lease.Options{
 		Owner: s.o.Owner, Duration: s.o.Lease, EntityType: "SchedMember", ExpireAfter: 24 * time.Hour, Clock: s.o.Clock})
 	period := s.o.Lease / 3
 	for {
@@ -269,7 +295,7 @@ func (s *Scheduler) Release(ctx context.Context) error {
 	for _, r := range runs {
 		errs = append(errs, r.l.Release(ctx))
 	}
-	member := lease.New(s.o.DB, s.st.Table(), store.SchedMemberLeaseKey(s.o.Owner), lease.Options{Owner: s.o.Owner, Clock: s.o.Clock})
+	member := lease.New(s.o.DB, s.st.Table(), s.st.SchedMemberLeaseKey(s.o.Owner), lease.Options{Owner: s.o.Owner, Clock: s.o.Clock})
 	errs = append(errs, member.Release(ctx))
 	return errors.Join(errs...)
 }
@@ -302,7 +328,7 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 		}
 		return
 	}
-	states, err := lease.List(cctx, s.o.DB, s.st.Table(), store.SchedLeasePK())
+	states, err := lease.List(cctx, s.o.DB, s.st.Table(), s.st.SchedLeasePK())
 	if err != nil {
 		if ctx.Err() == nil {
 			s.errs.Add(1)
@@ -314,7 +340,7 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 	members := 0
 	shardStates := make(map[int]lease.State)
 	for sk, st := range states {
-		shard, isMember, ok := store.SchedLeaseKind(sk)
+		shard, isMember, ok := s.st.SchedLeaseKind(sk)
 		switch {
 		case !ok:
 		case isMember:
@@ -355,7 +381,7 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 	}
 	// Take free or expired shards, starting at a point of our own so that instances
 	// starting together do not all race for shard 0.
-	start := store.SchedShard(s.o.Owner, s.shards)
+	start := startShard(s.o.Owner, s.shards)
 	for i := 0; i < s.shards && held < fair; i++ {
 		n := (start + i) % s.shards
 		s.mu.Lock()
@@ -368,7 +394,7 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 		if st, ok := shardStates[n]; ok && st.Live(now) && st.Owner != s.o.Owner {
 			continue
 		}
-		l := lease.New(s.o.DB, s.st.Table(), store.SchedShardLeaseKey(n), lease.Options{
+		l := lease.New(s.o.DB, s.st.Table(), s.st.SchedShardLeaseKey(n), lease.Options{
 			Owner: s.o.Owner, Duration: s.o.Lease, EntityType: "SchedShardLease", Clock: s.o.Clock})
 		st, err := l.TryAcquire(cctx)
 		if err != nil {
@@ -477,14 +503,14 @@ func taskKey(t inbox.Task) string { return t.ID + "@" + strconv.FormatInt(t.Due.
 // run on hold; runShard returns after the running ones finished.
 func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lease, cp time.Time, wake <-chan struct{}) error {
 	if cp.IsZero() {
-		cp = store.SchedBucket(s.o.Clock.Now().Add(-s.o.Lookback))
+		cp = s.st.SchedBucket(s.o.Clock.Now().Add(-s.o.Lookback))
 	}
 	sh := &shardState{sem: make(chan struct{}, s.o.Concurrency), running: make(map[string]bool), finished: make(map[string]int64)}
 	defer sh.wg.Wait()
 	saved := cp
 	for {
 		now := s.o.Clock.Now()
-		cur := store.SchedBucket(now)
+		cur := s.st.SchedBucket(now)
 		for b := cp; !b.After(cur); b = b.Add(time.Minute) {
 			empty, err := s.dispatchBucket(hold, dispatch, sh, n, b, now)
 			if hold.Err() != nil {
@@ -705,4 +731,12 @@ func (s *Scheduler) retryDelay(attempt int) time.Duration {
 		d = b.NextBackOff()
 	}
 	return d
+}
+
+// startShard is where owner starts looking for free shards among shards: FNV-1a of the
+// owner's name, modulo shards.
+func startShard(owner string, shards int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(owner))
+	return int(h.Sum32() % uint32(max(shards, 1)))
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/store"
 )
 
 // SendRequest is one send as a transport received it. Exactly one of Recipients and
@@ -260,22 +259,22 @@ func (s *Service) waits(r SendRequest) bool {
 
 // accept is Accept, also returning the stored request (with its state). When wait is
 // true and Send waits for r (waits), the caller starts its processing.
-func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait bool) (Accepted, store.Request, error) {
+func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait bool) (Accepted, inbox.Request, error) {
 	now := s.o.Now()
 	r, err := s.normalize(tenant, r, now)
 	if err != nil {
-		return Accepted{}, store.Request{}, err
+		return Accepted{}, inbox.Request{}, err
 	}
 	if r.Segment != "" {
 		if err := s.checkSegment(ctx, tenant, r); err != nil {
-			return Accepted{}, store.Request{}, err
+			return Accepted{}, inbox.Request{}, err
 		}
 	}
 	h := hash(r)
 	doc := document{Request: r, Answer: Accepted{RequestID: ulid.Make().String(), Priority: r.Priority, SendAt: r.SendAt}}
 	if r.Template != "" {
 		if doc.TemplateVersion, err = s.o.Templates.Pin(ctx, tenant, r.Template, r.Locale, r.Data); err != nil {
-			return Accepted{}, store.Request{}, err
+			return Accepted{}, inbox.Request{}, err
 		}
 	}
 	if r.Segment != "" {
@@ -297,27 +296,27 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 	}
 	body, err := json.Marshal(doc)
 	if err != nil {
-		return Accepted{}, store.Request{}, err
+		return Accepted{}, inbox.Request{}, err
 	}
 	answer, err := json.Marshal(doc.Answer)
 	if err != nil {
-		return Accepted{}, store.Request{}, err
+		return Accepted{}, inbox.Request{}, err
 	}
 	task := inbox.Task{ID: taskID(tenant, r.IdempotencyKey), Kind: TaskSend, Due: doc.TaskDue,
 		Viewer: inbox.Viewer{TenantID: tenant}, Ref: r.IdempotencyKey, Token: h}
-	stored, created, err := s.st.AcceptRequest(ctx, store.Request{TenantID: tenant, Key: r.IdempotencyKey, Hash: h,
+	stored, created, err := s.st.AcceptRequest(ctx, inbox.Request{TenantID: tenant, Key: r.IdempotencyKey, Hash: h,
 		Body: body, Answer: answer}, s.o.IdempotencyTTL, task)
 	if err != nil {
-		return Accepted{}, store.Request{}, err
+		return Accepted{}, inbox.Request{}, err
 	}
 	if !created {
 		if stored.Hash != h {
-			return Accepted{}, store.Request{}, inbox.Errorf(inbox.CodeConflict,
+			return Accepted{}, inbox.Request{}, inbox.Errorf(inbox.CodeConflict,
 				"this idempotency key was already used for a different request (a retry must repeat the same body; new content needs a new key)")
 		}
 		var first Accepted
 		if err := json.Unmarshal(stored.Answer, &first); err != nil {
-			return Accepted{}, store.Request{}, err
+			return Accepted{}, inbox.Request{}, err
 		}
 		first.Replayed = true
 		return first, stored, nil

@@ -13,11 +13,10 @@ import (
 	"time"
 
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/store"
 )
 
 // Broadcasts: a send to a segment (or to a list of up to 1,000 users) fanned out
-// asynchronously, shard by shard, by scheduler tasks (store.TaskBroadcast). See
+// asynchronously, shard by shard, by scheduler tasks (inbox.TaskBroadcast). See
 // store/broadcasts.go for the items; this file holds the rules: validation, the
 // broadcast id derived from the idempotency key, and the shard runs.
 //
@@ -89,12 +88,12 @@ const MaxSendAhead = 366 * 24 * time.Hour
 type BroadcastStore interface {
 	SegmentCount(ctx context.Context, tenantID, id string) (int, error)
 	SegmentShardPage(ctx context.Context, tenantID, id string, n int, after string, limit int) ([]string, bool, error)
-	CreateBroadcast(ctx context.Context, tenantID string, nb store.NewBroadcast) (store.Broadcast, bool, error)
-	GetBroadcast(ctx context.Context, tenantID, id string) (store.Broadcast, error)
-	CancelBroadcast(ctx context.Context, tenantID, id string) (store.Broadcast, error)
-	BroadcastShardState(ctx context.Context, tenantID, id string, shard int) (store.BroadcastShard, error)
+	CreateBroadcast(ctx context.Context, tenantID string, nb inbox.NewBroadcast) (inbox.Broadcast, bool, error)
+	GetBroadcast(ctx context.Context, tenantID, id string) (inbox.Broadcast, error)
+	CancelBroadcast(ctx context.Context, tenantID, id string) (inbox.Broadcast, error)
+	BroadcastShardState(ctx context.Context, tenantID, id string, shard int) (inbox.BroadcastShard, error)
 	SetBroadcastPending(ctx context.Context, tenantID, id string, shard, page int, pending []string, end string, last bool) (bool, error)
-	CheckpointBroadcast(ctx context.Context, tenantID, id string, shard, page int, end string, last bool, c store.BroadcastCounts) (bool, error)
+	CheckpointBroadcast(ctx context.Context, tenantID, id string, shard, page int, end string, last bool, c inbox.BroadcastCounts) (bool, error)
 	MarkBroadcastRunning(ctx context.Context, tenantID, id string) (bool, error)
 	FinishBroadcast(ctx context.Context, tenantID, id, status string) (bool, error)
 	Schedule(ctx context.Context, t inbox.Task) error
@@ -118,7 +117,7 @@ type BroadcastOptions struct {
 	// Lane runs each page's writes in the broadcast's lane; nil runs them in the
 	// scheduler's goroutine.
 	Lane LaneFunc
-	// Register, when set, is called once by NewBroadcasts with store.TaskBroadcast and
+	// Register, when set, is called once by NewBroadcasts with inbox.TaskBroadcast and
 	// the handler (Broadcasts.Handle), e.g. to register it with a sched.Scheduler.
 	Register func(kind string, handle func(context.Context, inbox.Task) error)
 	// PagesPerRun bounds the pages of one task run (default 20, i.e. 2,000 recipients);
@@ -155,7 +154,7 @@ func NewBroadcasts(o BroadcastOptions) *Broadcasts {
 	}
 	b := &Broadcasts{o: o}
 	if o.Register != nil {
-		o.Register(store.TaskBroadcast, b.Handle)
+		o.Register(inbox.TaskBroadcast, b.Handle)
 	}
 	return b
 }
@@ -212,8 +211,8 @@ func (b *Broadcasts) Begin(ctx context.Context, tenant string, spec BroadcastSpe
 			return "", false, err
 		}
 	default:
-		if len(spec.Recipients) > store.MaxSegmentChange {
-			return "", false, inbox.Errorf(inbox.CodeBadUserInput, "at most %d recipients per call", store.MaxSegmentChange)
+		if len(spec.Recipients) > inbox.MaxSegmentChange {
+			return "", false, inbox.Errorf(inbox.CodeBadUserInput, "at most %d recipients per call", inbox.MaxSegmentChange)
 		}
 		for _, r := range spec.Recipients {
 			if err := inbox.CheckID("recipient", r); err != nil {
@@ -271,7 +270,7 @@ func (b *Broadcasts) Begin(ctx context.Context, tenant string, spec BroadcastSpe
 		sum := sha256.Sum256(hashed)
 		hash = hex.EncodeToString(sum[:16])
 	}
-	nb := store.NewBroadcast{ID: id, Segment: spec.Segment, List: list, Recipients: len(list), Lane: lane,
+	nb := inbox.NewBroadcast{ID: id, Segment: spec.Segment, List: list, Recipients: len(list), Lane: lane,
 		Hash: hash, Request: req, Due: spec.SendAt}
 	if spec.Segment != "" {
 		n, err := b.o.Store.SegmentCount(ctx, tenant, spec.Segment)
@@ -298,18 +297,18 @@ func (b *Broadcasts) Begin(ctx context.Context, tenant string, spec BroadcastSpe
 }
 
 // Get returns broadcast id's progress: one GetItem. Errors: NOT_FOUND.
-func (b *Broadcasts) Get(ctx context.Context, tenant, id string) (store.Broadcast, error) {
+func (b *Broadcasts) Get(ctx context.Context, tenant, id string) (inbox.Broadcast, error) {
 	return b.o.Store.GetBroadcast(ctx, tenant, id)
 }
 
 // Cancel cancels broadcast id (when queued or running) and returns it as it stands:
 // the recipients written stay written, and each shard's run stops before its next page.
 // Cancelling a finished broadcast changes nothing. Errors: NOT_FOUND.
-func (b *Broadcasts) Cancel(ctx context.Context, tenant, id string) (store.Broadcast, error) {
+func (b *Broadcasts) Cancel(ctx context.Context, tenant, id string) (inbox.Broadcast, error) {
 	return b.o.Store.CancelBroadcast(ctx, tenant, id)
 }
 
-// Handle runs one task of kind store.TaskBroadcast: a bounded slice of its shard's
+// Handle runs one task of kind inbox.TaskBroadcast: a bounded slice of its shard's
 // pages (see the file comment), then the continuation task or, after the shard's last
 // page, the broadcast's end when every shard is done. It is idempotent: any number of
 // runs of a shard, concurrent or after crashes, write each recipient once and count it
@@ -347,16 +346,16 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 				in.Render = renderHook(b.o.Templates, tenant, tpl, ver, data)
 			}
 		}
-		if bc.Status == store.BroadcastCancelled {
+		if bc.Status == inbox.BroadcastCancelled {
 			// A page fixed before the cancel may be partly written (a run that died in
 			// it): it is completed and counted, so written stays the number of
 			// recipients notified. Nothing after it is written.
 			return b.settlePending(ctx, tenant, bc, shard, in)
 		}
-		if bc.Status != store.BroadcastQueued && bc.Status != store.BroadcastRunning {
+		if bc.Status != inbox.BroadcastQueued && bc.Status != inbox.BroadcastRunning {
 			return nil // done or failed: nothing more to write
 		}
-		if pages == 0 && bc.Status == store.BroadcastQueued {
+		if pages == 0 && bc.Status == inbox.BroadcastQueued {
 			if _, err := b.o.Store.MarkBroadcastRunning(ctx, tenant, id); err != nil {
 				return err
 			}
@@ -369,7 +368,7 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 			return b.finish(ctx, tenant, id)
 		}
 		if pages >= b.o.PagesPerRun || !b.o.Now().Before(deadline) {
-			return b.o.Store.Schedule(ctx, store.BroadcastTask(tenant, id, shard, sh.Page, b.o.Now()))
+			return b.o.Store.Schedule(ctx, inbox.BroadcastTask(tenant, id, shard, sh.Page, b.o.Now()))
 		}
 		if sh.Pending == nil {
 			ok, err := b.fixPage(ctx, tenant, bc, shard, &sh)
@@ -380,7 +379,7 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 				continue // another run moved the shard: read it again
 			}
 		}
-		var c store.BroadcastCounts
+		var c inbox.BroadcastCounts
 		if len(sh.Pending) > 0 {
 			if c, err = b.writePage(ctx, tenant, bc, shard, sh, in); err != nil {
 				return err
@@ -399,12 +398,12 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 
 // settlePending completes and checkpoints shard's pending page of cancelled broadcast
 // bc, if it has one (writing it again is idempotent: its recipients' guards).
-func (b *Broadcasts) settlePending(ctx context.Context, tenant string, bc store.Broadcast, shard int, in inbox.SendInput) error {
+func (b *Broadcasts) settlePending(ctx context.Context, tenant string, bc inbox.Broadcast, shard int, in inbox.SendInput) error {
 	sh, err := b.o.Store.BroadcastShardState(ctx, tenant, bc.ID, shard)
 	if err != nil || sh.Done || sh.Pending == nil {
 		return err
 	}
-	var c store.BroadcastCounts
+	var c inbox.BroadcastCounts
 	if len(sh.Pending) > 0 {
 		if c, err = b.writePage(ctx, tenant, bc, shard, sh, in); err != nil {
 			return err
@@ -418,7 +417,7 @@ func (b *Broadcasts) settlePending(ctx context.Context, tenant string, bc store.
 // the cursor) and fixes it as the shard's pending page (sh gets it). An empty page is
 // fixed too, as the last one with no recipients. It reports false when another run
 // fixed or finished the page first.
-func (b *Broadcasts) fixPage(ctx context.Context, tenant string, bc store.Broadcast, shard int, sh *store.BroadcastShard) (bool, error) {
+func (b *Broadcasts) fixPage(ctx context.Context, tenant string, bc inbox.Broadcast, shard int, sh *inbox.BroadcastShard) (bool, error) {
 	var members []string
 	last := true
 	switch {
@@ -460,7 +459,7 @@ func pageKey(id string, shard, page int) string {
 // earlier ones by their guards), skipped = the others (their preferences kept it out),
 // failed = all of them when the send refuses the request (BAD_USER_INPUT, e.g. an
 // expiresAt that has passed since the start). Other errors are returned (retried).
-func (b *Broadcasts) writePage(ctx context.Context, tenant string, bc store.Broadcast, shard int, sh store.BroadcastShard, in inbox.SendInput) (store.BroadcastCounts, error) {
+func (b *Broadcasts) writePage(ctx context.Context, tenant string, bc inbox.Broadcast, shard int, sh inbox.BroadcastShard, in inbox.SendInput) (inbox.BroadcastCounts, error) {
 	in.IdempotencyKey = pageKey(bc.ID, shard, sh.Page)
 	in.Recipients = sh.Pending
 	var res inbox.SendResult
@@ -478,13 +477,13 @@ func (b *Broadcasts) writePage(ctx context.Context, tenant string, bc store.Broa
 	var ie *inbox.Error
 	switch {
 	case err == nil:
-		return store.BroadcastCounts{Written: res.Accepted, Skipped: len(sh.Pending) - res.Accepted}, nil
+		return inbox.BroadcastCounts{Written: res.Accepted, Skipped: len(sh.Pending) - res.Accepted}, nil
 	case errors.As(err, &ie) && ie.Code == inbox.CodeBadUserInput:
 		b.o.Logger.Warn("broadcast: a page was refused; its recipients count as failed",
 			"broadcast", bc.ID, "shard", shard, "page", sh.Page, "recipients", len(sh.Pending), "err", err)
-		return store.BroadcastCounts{Failed: len(sh.Pending)}, nil
+		return inbox.BroadcastCounts{Failed: len(sh.Pending)}, nil
 	}
-	return store.BroadcastCounts{}, err
+	return inbox.BroadcastCounts{}, err
 }
 
 // finish ends broadcast id once every shard is done: done, or failed when every
@@ -494,12 +493,12 @@ func (b *Broadcasts) finish(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	if bc.ShardsDone < bc.Shards || (bc.Status != store.BroadcastQueued && bc.Status != store.BroadcastRunning) {
+	if bc.ShardsDone < bc.Shards || (bc.Status != inbox.BroadcastQueued && bc.Status != inbox.BroadcastRunning) {
 		return nil
 	}
-	status := store.BroadcastDone
+	status := inbox.BroadcastDone
 	if bc.Failed > 0 && bc.Written == 0 && bc.Skipped == 0 {
-		status = store.BroadcastFailed
+		status = inbox.BroadcastFailed
 	}
 	_, err = b.o.Store.FinishBroadcast(ctx, tenant, id, status)
 	return err

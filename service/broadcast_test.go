@@ -68,8 +68,8 @@ func (e *bcEnv) fill(t *testing.T, seg, prefix string, n int) []string {
 	for i := range n {
 		all = append(all, fmt.Sprintf("%s%05d", prefix, i))
 	}
-	for i := 0; i < n; i += store.MaxSegmentChange {
-		if _, err := e.st.UpdateSegment(context.Background(), tenant, seg, all[i:min(n, i+store.MaxSegmentChange)], nil); err != nil {
+	for i := 0; i < n; i += inbox.MaxSegmentChange {
+		if _, err := e.st.UpdateSegment(context.Background(), tenant, seg, all[i:min(n, i+inbox.MaxSegmentChange)], nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +113,7 @@ func (e *bcEnv) start(t *testing.T, owner string, pagesPerRun int, send service.
 }
 
 // wait polls broadcast id until cond holds, failing after d.
-func (e *bcEnv) wait(t *testing.T, id string, d time.Duration, cond func(store.Broadcast) bool) store.Broadcast {
+func (e *bcEnv) wait(t *testing.T, id string, d time.Duration, cond func(inbox.Broadcast) bool) inbox.Broadcast {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -163,7 +163,7 @@ func spec(key, seg string) service.BroadcastSpec {
 		Send: inbox.SendInput{Type: "release", Category: "news", Title: "v2 is out", Body: "read all about it"}}
 }
 
-func done(bc store.Broadcast) bool { return bc.Status == store.BroadcastDone }
+func done(bc inbox.Broadcast) bool { return bc.Status == inbox.BroadcastDone }
 
 // A broadcast to a 160-member followers segment (pages of 10) reaches done with exactly one
 // notification each and exact counters; its reads spread over every segment shard.
@@ -262,7 +262,7 @@ func TestBroadcastResumesAfterCrashes(t *testing.T) {
 	name2(second)
 	<-second.done
 	bc2, _ := e.st.GetBroadcast(context.Background(), tenant, id)
-	if bc1.Status == store.BroadcastDone || bc2.Status == store.BroadcastDone || bc2.Written < bc1.Written {
+	if bc1.Status == inbox.BroadcastDone || bc2.Status == inbox.BroadcastDone || bc2.Written < bc1.Written {
 		t.Fatalf("both instances should have crashed mid-broadcast: after the first %+v, after the second %+v", bc1, bc2)
 	}
 	third := e.start(t, "c", 2, nil)
@@ -295,9 +295,9 @@ func TestBroadcastCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.wait(t, id, time.Minute, func(bc store.Broadcast) bool { return bc.Written >= 20 })
+	e.wait(t, id, time.Minute, func(bc inbox.Broadcast) bool { return bc.Written >= 20 })
 	bc, err := in.b.Cancel(context.Background(), tenant, id)
-	if err != nil || bc.Status != store.BroadcastCancelled {
+	if err != nil || bc.Status != inbox.BroadcastCancelled {
 		t.Fatalf("cancel: %+v, %v", bc, err)
 	}
 	// The page in flight finishes and is counted (the shard has no pending page left:
@@ -317,7 +317,7 @@ func TestBroadcastCancel(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	var last store.Broadcast
+	var last inbox.Broadcast
 	for stable := 0; stable < 3; {
 		time.Sleep(time.Second)
 		cur, err := in.b.Get(context.Background(), tenant, id)
@@ -331,7 +331,7 @@ func TestBroadcastCancel(t *testing.T) {
 		}
 		last = cur
 	}
-	if last.Status != store.BroadcastCancelled || last.Written >= 60 || last.FinishedAt.IsZero() {
+	if last.Status != inbox.BroadcastCancelled || last.Written >= 60 || last.FinishedAt.IsZero() {
 		t.Fatalf("after cancel: %+v", last)
 	}
 	h := e.notified(t, users)
@@ -339,7 +339,7 @@ func TestBroadcastCancel(t *testing.T) {
 		t.Fatalf("notifications per user %v, written %d", h, last.Written)
 	}
 	// Cancelling again changes nothing.
-	if again, err := in.b.Cancel(context.Background(), tenant, id); err != nil || again.Written != last.Written || again.Status != store.BroadcastCancelled {
+	if again, err := in.b.Cancel(context.Background(), tenant, id); err != nil || again.Written != last.Written || again.Status != inbox.BroadcastCancelled {
 		t.Fatalf("second cancel: %+v, %v", again, err)
 	}
 }
@@ -371,7 +371,7 @@ func TestBroadcastListAndBadInput(t *testing.T) {
 		t.Fatalf("notifications per user %v", h)
 	}
 	e.rec.Reset()
-	many := make([]string, store.MaxSegmentChange+1)
+	many := make([]string, inbox.MaxSegmentChange+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("m%d", i)
 	}
@@ -433,9 +433,9 @@ func TestBroadcastCancelledMidPageCountsItsPage(t *testing.T) {
 	if got, err := in.b.Start(context.Background(), tenant, spec("cancel-mid", "mid")); err != nil || got != id {
 		t.Fatalf("start: %s %v", got, err)
 	}
-	bc := e.wait(t, id, 3*time.Minute, func(bc store.Broadcast) bool { return bc.Written > 0 })
+	bc := e.wait(t, id, 3*time.Minute, func(bc inbox.Broadcast) bool { return bc.Written > 0 })
 	time.Sleep(time.Second) // nothing more moves
-	if bc, _ = in.b.Get(context.Background(), tenant, id); bc.Status != store.BroadcastCancelled || bc.Written != 10 {
+	if bc, _ = in.b.Get(context.Background(), tenant, id); bc.Status != inbox.BroadcastCancelled || bc.Written != 10 {
 		t.Fatalf("after the cancel: %+v", bc)
 	}
 	if h := e.notified(t, users); h[1] != 10 || h[0] != 5 {

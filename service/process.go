@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/store"
 )
 
 // Result is what processing a request wrote.
@@ -64,7 +63,7 @@ func (s *Service) Send(ctx context.Context, tenant string, r SendRequest) (Sent,
 	if s.o.AcceptOnly || a.Priority != Transactional || !a.SendAt.IsZero() || a.BroadcastID != "" {
 		return out, nil
 	}
-	if stored.State == store.RequestDone {
+	if stored.State == inbox.RequestDone {
 		var res Result
 		if err := json.Unmarshal(stored.Result, &res); err != nil {
 			return Sent{}, fmt.Errorf("decode send result: %w", err)
@@ -104,7 +103,7 @@ func (s *Service) Handler() func(ctx context.Context, t inbox.Task) error {
 		if err != nil {
 			return err
 		}
-		if !ok || req.State == store.RequestDone || req.Hash != t.Token {
+		if !ok || req.State == inbox.RequestDone || req.Hash != t.Token {
 			return nil
 		}
 		var doc document

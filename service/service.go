@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/store"
 )
 
 // TaskSend is the scheduler task kind that runs an accepted send request (recovery after
@@ -74,8 +73,8 @@ type Store interface {
 	Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error)
 	CheckSend(in inbox.SendInput) error
 	NewID() string
-	AcceptRequest(ctx context.Context, r store.Request, ttl time.Duration, task inbox.Task) (store.Request, bool, error)
-	GetRequest(ctx context.Context, tenantID, key string) (store.Request, bool, error)
+	AcceptRequest(ctx context.Context, r inbox.Request, ttl time.Duration, task inbox.Task) (inbox.Request, bool, error)
+	GetRequest(ctx context.Context, tenantID, key string) (inbox.Request, bool, error)
 	CompleteRequest(ctx context.Context, tenantID, key string, result []byte, task inbox.Task) error
 	Schedule(ctx context.Context, t inbox.Task) error
 	// SegmentCount is the segment's member count (0 for an unknown segment).

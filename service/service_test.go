@@ -94,7 +94,7 @@ func waitDone(t *testing.T, e *env, key string, within time.Duration) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok && r.State == store.RequestDone {
+		if ok && r.State == inbox.RequestDone {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -126,7 +126,7 @@ func TestAcceptThenProcess(t *testing.T) {
 		}
 	}
 	r, ok, err := e.st.GetRequest(context.Background(), tenant, "k1")
-	if err != nil || !ok || r.State != store.RequestDone {
+	if err != nil || !ok || r.State != inbox.RequestDone {
 		t.Fatalf("request %+v %v %v", r, ok, err)
 	}
 

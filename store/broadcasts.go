@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -36,19 +34,6 @@ import (
 // page's written / skipped / failed to B. A page redone after a crash is the same page
 // (pending) under the same key: its recipients' guards exist, nobody gets a second
 // notification, and its counts are added once, by the one checkpoint that commits.
-
-// TaskBroadcast is the scheduler task kind of a broadcast shard's work: Ref is the
-// broadcast id, Token the shard number, Viewer.TenantID the tenant.
-const TaskBroadcast = "broadcast"
-
-// Broadcast statuses.
-const (
-	BroadcastQueued    = "queued"
-	BroadcastRunning   = "running"
-	BroadcastDone      = "done"
-	BroadcastFailed    = "failed"
-	BroadcastCancelled = "cancelled"
-)
 
 // BroadcastPageSize is the most recipients of one broadcast page (one Store.Send).
 const BroadcastPageSize = inbox.MaxRecipients
@@ -118,102 +103,30 @@ type broadcastShardItem struct {
 	PendingLast bool     `dynamodbav:"pendingLast,omitempty"`
 }
 
-// Broadcast is a broadcast's head: what GET /v1/broadcasts/{id} shows, plus what the
-// service needs to run it.
-type Broadcast struct {
-	ID     string
-	Status string // queued | running | done | failed | cancelled
-	// Segment is the audience ("" for a list broadcast).
-	Segment string
-	Lane    string
-	// Hash identifies the start request (a replay with another one is a CONFLICT).
-	Hash string
-	// Request is the send request, encoded by the service.
-	Request []byte
-	// Shards is how many shards the broadcast runs; ShardsDone how many finished.
-	Shards, ShardsDone int
-	// Recipients is the audience's size when the broadcast started; Written, Skipped and
-	// Failed count the recipients processed so far, each once.
-	Recipients, Written, Skipped, Failed int
-	CreatedAt, StartedAt, FinishedAt     time.Time
-}
-
-// BroadcastShard is a shard's progress (BroadcastShardState).
-type BroadcastShard struct {
-	// Page is the number of pages done; Cursor the last member done ("" before any).
-	Page   int
-	Cursor string
-	Done   bool
-	// List is the shard's recipients for a list broadcast (nil for a segment's shard).
-	List []string
-	// Pending is the page in flight (nil when none), ending at member PendingEnd; when
-	// PendingLast, the shard is done once it is.
-	Pending     []string
-	PendingEnd  string
-	PendingLast bool
-}
-
-// NewBroadcast is what CreateBroadcast writes.
-type NewBroadcast struct {
-	// ID is the broadcast's id (inbox.CheckID rules), derived by the caller from its
-	// idempotency key so that a repeated start finds the first.
-	ID string
-	// Segment is the audience; List the recipients of a list broadcast instead (at most
-	// 1,000, distinct, checked ids). Exactly one of them is set.
-	Segment string
-	List    []string
-	// Recipients is the audience's size (the segment's count, or len(List)).
-	Recipients int
-	Lane       string
-	Hash       string
-	Request    []byte
-	// Due is when the shards' first tasks are due (a scheduled broadcast); zero or a
-	// time not after now: at once. The broadcast stays queued until then.
-	Due time.Time
-}
-
-// BroadcastCounts are the outcomes of one page, added to the head at its checkpoint.
-type BroadcastCounts struct {
-	Written, Skipped, Failed int
-}
-
-// BroadcastTask is the scheduler task running shard of broadcast id of tenantID, the
-// run after seq pages (its id is derived from all of these, so a repeated scheduling of
-// the same continuation writes one task).
-func BroadcastTask(tenantID, id string, shard, seq int, due time.Time) inbox.Task {
-	h := sha256.New()
-	for _, part := range []string{tenantID, id, strconv.Itoa(shard), strconv.Itoa(seq)} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
-	}
-	return inbox.Task{ID: TaskBroadcast + ":" + hex.EncodeToString(h.Sum(nil)[:16]), Kind: TaskBroadcast, Due: due,
-		Viewer: inbox.Viewer{TenantID: tenantID}, Ref: id, Token: strconv.Itoa(shard)}
-}
-
 // CreateBroadcast writes broadcast nb of tenantID in ONE TransactWriteItems (AP20): the
 // head item B (status queued; condition: it does not exist), a progress item per shard
 // and one scheduler task per shard, due now. So it is durable whole once this returns.
 // When the head exists already, it returns that broadcast with created false if its
 // Hash is nb's (a replay), else an error with code CONFLICT.
-func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb NewBroadcast) (Broadcast, bool, error) {
+func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb inbox.NewBroadcast) (inbox.Broadcast, bool, error) {
 	if err := inbox.CheckID("tenant", tenantID); err != nil {
-		return Broadcast{}, false, err
+		return inbox.Broadcast{}, false, err
 	}
 	if err := inbox.CheckID("broadcast id", nb.ID); err != nil {
-		return Broadcast{}, false, err
+		return inbox.Broadcast{}, false, err
 	}
 	var lists [][]string
 	switch {
 	case (nb.Segment == "") == (len(nb.List) == 0):
-		return Broadcast{}, false, inbox.Errorf(inbox.CodeBadUserInput, "a broadcast goes to a segment or to a list of recipients")
+		return inbox.Broadcast{}, false, inbox.Errorf(inbox.CodeBadUserInput, "a broadcast goes to a segment or to a list of recipients")
 	case nb.Segment != "":
 		if err := inbox.CheckID("segment", nb.Segment); err != nil {
-			return Broadcast{}, false, err
+			return inbox.Broadcast{}, false, err
 		}
 		lists = make([][]string, s.segShards)
 	default:
-		if len(nb.List) > MaxSegmentChange {
-			return Broadcast{}, false, inbox.Errorf(inbox.CodeBadUserInput, "at most %d recipients per broadcast list", MaxSegmentChange)
+		if len(nb.List) > inbox.MaxSegmentChange {
+			return inbox.Broadcast{}, false, inbox.Errorf(inbox.CodeBadUserInput, "at most %d recipients per broadcast list", inbox.MaxSegmentChange)
 		}
 		for i := 0; i < len(nb.List); i += s.bcPage {
 			lists = append(lists, nb.List[i:min(len(nb.List), i+s.bcPage)])
@@ -225,12 +138,12 @@ func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb NewBroa
 		due = nb.Due
 	}
 	pk := broadcastPK(tenantID, nb.ID)
-	head := broadcastItem{PK: pk, SK: skBroadcast, EntityType: entityBroadcast, ID: nb.ID, Status: BroadcastQueued,
+	head := broadcastItem{PK: pk, SK: skBroadcast, EntityType: entityBroadcast, ID: nb.ID, Status: inbox.BroadcastQueued,
 		Segment: nb.Segment, Lane: nb.Lane, Hash: nb.Hash, Request: nb.Request, Shards: len(lists),
 		Recipients: nb.Recipients, CreatedAt: now.UnixMilli()}
 	av, err := attributevalue.MarshalMap(head)
 	if err != nil {
-		return Broadcast{}, false, fmt.Errorf("store: encode broadcast: %w", err)
+		return inbox.Broadcast{}, false, fmt.Errorf("store: encode broadcast: %w", err)
 	}
 	t := &txn{}
 	hk := itemKey{pk, skBroadcast}
@@ -239,10 +152,10 @@ func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb NewBroa
 	for n, list := range lists {
 		sh, err := attributevalue.MarshalMap(broadcastShardItem{PK: pk, SK: broadcastShardSK(n), EntityType: entityBroadcastShard, List: list})
 		if err != nil {
-			return Broadcast{}, false, fmt.Errorf("store: encode broadcast shard: %w", err)
+			return inbox.Broadcast{}, false, fmt.Errorf("store: encode broadcast shard: %w", err)
 		}
 		t.add(itemKey{pk, broadcastShardSK(n)}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: sh}})
-		task := BroadcastTask(tenantID, nb.ID, n, 0, due)
+		task := inbox.BroadcastTask(tenantID, nb.ID, n, 0, due)
 		tpk, tsk := s.taskPlacement(task)
 		t.add(itemKey{tpk, tsk}, s.ScheduleAction(task))
 	}
@@ -253,75 +166,75 @@ func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb NewBroa
 	case t.conditionFailed(err, hk):
 		b, gerr := s.GetBroadcast(ctx, tenantID, nb.ID)
 		if gerr != nil {
-			return Broadcast{}, false, gerr
+			return inbox.Broadcast{}, false, gerr
 		}
 		if b.Hash != nb.Hash {
-			return Broadcast{}, false, inbox.Errorf(inbox.CodeConflict, "this idempotency key was already used for a different broadcast (a retry must repeat the same body; new content needs a new key)")
+			return inbox.Broadcast{}, false, inbox.Errorf(inbox.CodeConflict, "this idempotency key was already used for a different broadcast (a retry must repeat the same body; new content needs a new key)")
 		}
 		return b, false, nil
 	}
-	return Broadcast{}, false, fmt.Errorf("store: create broadcast: %w", err)
+	return inbox.Broadcast{}, false, fmt.Errorf("store: create broadcast: %w", err)
 }
 
 // GetBroadcast reads broadcast id's head with one consistent GetItem (AP21). Errors:
 // NOT_FOUND when there is none.
-func (s *Store) GetBroadcast(ctx context.Context, tenantID, id string) (Broadcast, error) {
+func (s *Store) GetBroadcast(ctx context.Context, tenantID, id string) (inbox.Broadcast, error) {
 	if err := inbox.CheckID("tenant", tenantID); err != nil {
-		return Broadcast{}, err
+		return inbox.Broadcast{}, err
 	}
 	if err := inbox.CheckID("broadcast id", id); err != nil {
-		return Broadcast{}, err
+		return inbox.Broadcast{}, err
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
 		Key: itemKey{broadcastPK(tenantID, id), skBroadcast}.av(), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return Broadcast{}, fmt.Errorf("store: get broadcast: %w", err)
+		return inbox.Broadcast{}, fmt.Errorf("store: get broadcast: %w", err)
 	}
 	if out.Item == nil {
-		return Broadcast{}, inbox.Errorf(inbox.CodeNotFound, "no broadcast %q", id)
+		return inbox.Broadcast{}, inbox.Errorf(inbox.CodeNotFound, "no broadcast %q", id)
 	}
 	return decodeBroadcast(out.Item)
 }
 
-func decodeBroadcast(av map[string]types.AttributeValue) (Broadcast, error) {
+func decodeBroadcast(av map[string]types.AttributeValue) (inbox.Broadcast, error) {
 	var it broadcastItem
 	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
-		return Broadcast{}, fmt.Errorf("store: decode broadcast: %w", err)
+		return inbox.Broadcast{}, fmt.Errorf("store: decode broadcast: %w", err)
 	}
 	return toBroadcast(it), nil
 }
 
-func toBroadcast(it broadcastItem) Broadcast {
+func toBroadcast(it broadcastItem) inbox.Broadcast {
 	ms := func(v int64) time.Time {
 		if v == 0 {
 			return time.Time{}
 		}
 		return time.UnixMilli(v).UTC()
 	}
-	return Broadcast{ID: it.ID, Status: it.Status, Segment: it.Segment, Lane: it.Lane, Hash: it.Hash, Request: it.Request,
+	return inbox.Broadcast{ID: it.ID, Status: it.Status, Segment: it.Segment, Lane: it.Lane, Hash: it.Hash, Request: it.Request,
 		Shards: it.Shards, ShardsDone: it.ShardsDone, Recipients: it.Recipients, Written: it.Written, Skipped: it.Skipped,
 		Failed: it.Failed, CreatedAt: ms(it.CreatedAt), StartedAt: ms(it.StartedAt), FinishedAt: ms(it.FinishedAt)}
 }
 
 // BroadcastShardState reads shard's progress item with one consistent GetItem.
 // Errors: NOT_FOUND when there is none.
-func (s *Store) BroadcastShardState(ctx context.Context, tenantID, id string, shard int) (BroadcastShard, error) {
+func (s *Store) BroadcastShardState(ctx context.Context, tenantID, id string, shard int) (inbox.BroadcastShard, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
 		Key: itemKey{broadcastPK(tenantID, id), broadcastShardSK(shard)}.av(), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return BroadcastShard{}, fmt.Errorf("store: get broadcast shard: %w", err)
+		return inbox.BroadcastShard{}, fmt.Errorf("store: get broadcast shard: %w", err)
 	}
 	if out.Item == nil {
-		return BroadcastShard{}, inbox.Errorf(inbox.CodeNotFound, "no shard %d of broadcast %q", shard, id)
+		return inbox.BroadcastShard{}, inbox.Errorf(inbox.CodeNotFound, "no shard %d of broadcast %q", shard, id)
 	}
 	var it broadcastShardItem
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
-		return BroadcastShard{}, fmt.Errorf("store: decode broadcast shard: %w", err)
+		return inbox.BroadcastShard{}, fmt.Errorf("store: decode broadcast shard: %w", err)
 	}
 	if _, ok := out.Item[attrPending]; ok && it.Pending == nil {
 		it.Pending = []string{} // an empty page is pending: the shard's last, without members
 	}
-	return BroadcastShard{Page: it.Page, Cursor: it.Cursor, Done: it.Done, List: it.List,
+	return inbox.BroadcastShard{Page: it.Page, Cursor: it.Cursor, Done: it.Done, List: it.List,
 		Pending: it.Pending, PendingEnd: it.PendingEnd, PendingLast: it.PendingLast}, nil
 }
 
@@ -363,7 +276,7 @@ func (s *Store) SetBroadcastPending(ctx context.Context, tenantID, id string, sh
 // when last) and loses its pending page, on condition that it was at page; the head
 // ADDs c (and 1 to shardsDone when last). It reports false when the condition failed:
 // another run checkpointed this page already, and nothing was added.
-func (s *Store) CheckpointBroadcast(ctx context.Context, tenantID, id string, shard, page int, end string, last bool, c BroadcastCounts) (bool, error) {
+func (s *Store) CheckpointBroadcast(ctx context.Context, tenantID, id string, shard, page int, end string, last bool, c inbox.BroadcastCounts) (bool, error) {
 	pk := broadcastPK(tenantID, id)
 	sk := itemKey{pk, broadcastShardSK(shard)}
 	update := "SET #page = :next, #cursor = :end REMOVE #pending, #end, #last"
@@ -422,8 +335,8 @@ func (s *Store) setBroadcastStatus(ctx context.Context, tenantID, id, to, at, co
 		"#sd": attrShardsDone, "#shards": attrShards}, map[string]types.AttributeValue{
 		":to":      &types.AttributeValueMemberS{Value: to},
 		":now":     &types.AttributeValueMemberN{Value: strconv.FormatInt(s.now().UnixMilli(), 10)},
-		":queued":  &types.AttributeValueMemberS{Value: BroadcastQueued},
-		":running": &types.AttributeValueMemberS{Value: BroadcastRunning},
+		":queued":  &types.AttributeValueMemberS{Value: inbox.BroadcastQueued},
+		":running": &types.AttributeValueMemberS{Value: inbox.BroadcastRunning},
 	})
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
@@ -462,7 +375,7 @@ func usedOnly(expr string, names map[string]string, vals map[string]types.Attrib
 // MarkBroadcastRunning moves broadcast id from queued to running with startedAt now
 // (one UpdateItem); it reports false when it was not queued.
 func (s *Store) MarkBroadcastRunning(ctx context.Context, tenantID, id string) (bool, error) {
-	return s.setBroadcastStatus(ctx, tenantID, id, BroadcastRunning, attrStartedAt,
+	return s.setBroadcastStatus(ctx, tenantID, id, inbox.BroadcastRunning, attrStartedAt,
 		"#status = :queued")
 }
 
@@ -470,7 +383,7 @@ func (s *Store) MarkBroadcastRunning(ctx context.Context, tenantID, id string) (
 // with finishedAt now (one UpdateItem), on condition that every shard is done and the
 // broadcast is queued or running; it reports false when it was not.
 func (s *Store) FinishBroadcast(ctx context.Context, tenantID, id, status string) (bool, error) {
-	if status != BroadcastDone && status != BroadcastFailed {
+	if status != inbox.BroadcastDone && status != inbox.BroadcastFailed {
 		return false, fmt.Errorf("store: finish broadcast with status %q", status)
 	}
 	return s.setBroadcastStatus(ctx, tenantID, id, status, attrFinishedAt,
@@ -481,13 +394,13 @@ func (s *Store) FinishBroadcast(ctx context.Context, tenantID, id, status string
 // it is queued or running (one UpdateItem), and returns it as it stands afterwards: a
 // broadcast already finished or cancelled is returned unchanged. The recipients written
 // stay written; the shards' runs stop at their next page. Errors: NOT_FOUND.
-func (s *Store) CancelBroadcast(ctx context.Context, tenantID, id string) (Broadcast, error) {
+func (s *Store) CancelBroadcast(ctx context.Context, tenantID, id string) (inbox.Broadcast, error) {
 	if _, err := s.GetBroadcast(ctx, tenantID, id); err != nil {
-		return Broadcast{}, err
+		return inbox.Broadcast{}, err
 	}
-	if _, err := s.setBroadcastStatus(ctx, tenantID, id, BroadcastCancelled, attrFinishedAt,
+	if _, err := s.setBroadcastStatus(ctx, tenantID, id, inbox.BroadcastCancelled, attrFinishedAt,
 		"#status IN (:queued, :running)"); err != nil {
-		return Broadcast{}, err
+		return inbox.Broadcast{}, err
 	}
 	return s.GetBroadcast(ctx, tenantID, id)
 }

@@ -47,43 +47,6 @@ const (
 // dropped once the record is SENT, FAILED or SKIPPED.
 var contentAttrs = []string{"to", "subject", "text", "html", "title", "body", "payload"}
 
-// ClaimOutcome is what ClaimDelivery found.
-type ClaimOutcome int
-
-const (
-	// ClaimOK: the record was QUEUED and unclaimed; it is now claimed for the job's Attempt.
-	ClaimOK ClaimOutcome = iota
-	// ClaimDone: the record is not QUEUED (sent, failed, skipped) or is gone: nothing to do.
-	ClaimDone
-	// ClaimBusy: another attempt holds a live claim (its lease has not expired).
-	ClaimBusy
-	// ClaimOrphaned: a claim expired without an outcome: a worker stopped during the
-	// provider call or before recording it. The job (with the orphaned claim's Attempt)
-	// is returned for DeliveryUnconfirmed; it must not be sent again.
-	ClaimOrphaned
-)
-
-// String names o ("ok", "done", "busy", "orphaned").
-func (o ClaimOutcome) String() string {
-	switch o {
-	case ClaimOK:
-		return "ok"
-	case ClaimDone:
-		return "done"
-	case ClaimBusy:
-		return "busy"
-	case ClaimOrphaned:
-		return "orphaned"
-	}
-	return fmt.Sprintf("ClaimOutcome(%d)", int(o))
-}
-
-// ErrClaimLost is returned (wrapped; test with errors.Is) by DeliverySent, DeliveryRetry,
-// DeliveryFailed and DeliveryUnconfirmed when the record is no longer QUEUED under the
-// given attempt's claim: another run recorded an outcome, or the claim was taken over as
-// orphaned. Nothing was written.
-var ErrClaimLost = errors.New("store: the delivery record is no longer claimed by this attempt")
-
 // ClaimDelivery claims delivery record ref for lease (the attempt's timeout plus a
 // margin): ONE UpdateItem on condition that the record is QUEUED and unclaimed sets
 // claimUntil = now + lease and a random claim id and adds 1 to attempts; the job it
@@ -95,7 +58,7 @@ var ErrClaimLost = errors.New("store: the delivery record is no longer claimed b
 // Attempt). When the UpdateItem fails for the store's whole budget, the same GetItem
 // looks for this call's claim (a call that committed and lost its answer): found, it is
 // ClaimOK; else the error. Errors: BAD_USER_INPUT for a malformed ref or a lease ≤ 0.
-func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease time.Duration) (inbox.DeliveryJob, ClaimOutcome, error) {
+func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease time.Duration) (inbox.DeliveryJob, inbox.ClaimOutcome, error) {
 	if err := ref.Check(); err != nil {
 		return inbox.DeliveryJob{}, 0, err
 	}
@@ -131,7 +94,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease 
 	switch {
 	case err == nil:
 		job, err := decodeJob(ref, out.Attributes)
-		return job, ClaimOK, err
+		return job, inbox.ClaimOK, err
 	case !errors.As(err, &ccf):
 		// The store's budget ran out, but a call whose answer was lost may have
 		// committed: a claim nobody knows of would expire into "unconfirmed" (SENT)
@@ -142,7 +105,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease 
 			var it statusItem
 			if attributevalue.UnmarshalMap(got.Item, &it) == nil && it.Status == inbox.DeliveryQueued && it.ClaimUntil != 0 && it.ClaimID == claimID {
 				job, jerr := decodeJob(ref, got.Item)
-				return job, ClaimOK, jerr
+				return job, inbox.ClaimOK, jerr
 			}
 		}
 		return inbox.DeliveryJob{}, 0, fmt.Errorf("claim delivery: %w", err)
@@ -152,7 +115,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease 
 		return inbox.DeliveryJob{}, 0, fmt.Errorf("read claimed delivery: %w", err)
 	}
 	if got.Item == nil {
-		return inbox.DeliveryJob{}, ClaimDone, nil
+		return inbox.DeliveryJob{}, inbox.ClaimDone, nil
 	}
 	job, err := decodeJob(ref, got.Item)
 	if err != nil {
@@ -164,18 +127,18 @@ func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease 
 	}
 	switch {
 	case it.Status != inbox.DeliveryQueued:
-		return inbox.DeliveryJob{}, ClaimDone, nil
+		return inbox.DeliveryJob{}, inbox.ClaimDone, nil
 	case it.ClaimUntil != 0 && it.ClaimID == claimID:
 		// This call's own claim, whose answer was lost and retried.
-		return job, ClaimOK, nil
+		return job, inbox.ClaimOK, nil
 	case it.ClaimUntil > now.UnixMilli():
-		return inbox.DeliveryJob{}, ClaimBusy, nil
+		return inbox.DeliveryJob{}, inbox.ClaimBusy, nil
 	case it.ClaimUntil == 0:
 		// Released between the update and the read (a retry recorded): the record is
 		// claimable again, but this run's task is not the one DeliveryRetry wrote.
-		return inbox.DeliveryJob{}, ClaimBusy, nil
+		return inbox.DeliveryJob{}, inbox.ClaimBusy, nil
 	}
-	return job, ClaimOrphaned, nil
+	return job, inbox.ClaimOrphaned, nil
 }
 
 // decodeJob returns the job of delivery record item (ref's).
@@ -280,13 +243,13 @@ func (s *Store) DeliveryRetry(ctx context.Context, ref inbox.DeliveryRef, userID
 	t.add(key, types.TransactWriteItem{Update: &types.Update{TableName: up.TableName, Key: up.Key,
 		UpdateExpression: up.UpdateExpression, ConditionExpression: up.ConditionExpression,
 		ExpressionAttributeNames: up.ExpressionAttributeNames, ExpressionAttributeValues: up.ExpressionAttributeValues}})
-	t.add(s.taskAction(TaskDeliver, v, ref.NotificationID, at, ref.Key))
+	t.add(s.taskAction(inbox.TaskDeliver, v, ref.NotificationID, at, ref.Key))
 	_, err := s.db.TransactWriteItems(ctx, t.input())
 	switch {
 	case err == nil:
 		return nil
 	case t.conditionFailed(err, key):
-		return fmt.Errorf("delivery retry: %w", ErrClaimLost)
+		return fmt.Errorf("delivery retry: %w", inbox.ErrClaimLost)
 	}
 	return fmt.Errorf("delivery retry: %w", err)
 }
@@ -331,7 +294,7 @@ func (s *Store) claimOutcome(ctx context.Context, ref inbox.DeliveryRef, u *reco
 	case err != nil:
 		return fmt.Errorf("delivery %s: %w", what, err)
 	case !ok:
-		return fmt.Errorf("delivery %s: %w", what, ErrClaimLost)
+		return fmt.Errorf("delivery %s: %w", what, inbox.ErrClaimLost)
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ func (f *deliveryFixture) record(t *testing.T, id, key string) inbox.ChannelStat
 	return inbox.ChannelStatus{}
 }
 
-func (f *deliveryFixture) claim(t *testing.T, ref inbox.DeliveryRef, want store.ClaimOutcome) inbox.DeliveryJob {
+func (f *deliveryFixture) claim(t *testing.T, ref inbox.DeliveryRef, want inbox.ClaimOutcome) inbox.DeliveryJob {
 	t.Helper()
 	job, o, err := f.s.ClaimDelivery(context.Background(), ref, time.Minute)
 	if err != nil || o != want {
@@ -150,7 +150,7 @@ func TestRoutingPerDevice(t *testing.T) {
 	// What each record carries, as the claims give it: no template, so the title and body.
 	jobs := map[string]inbox.DeliveryJob{}
 	for _, k := range []string{"EMAIL", keyA, keyF, "SMS", "WEBHOOK"} {
-		jobs[k] = f.claim(t, f.ref(ids["u"], k), store.ClaimOK)
+		jobs[k] = f.claim(t, f.ref(ids["u"], k), inbox.ClaimOK)
 	}
 	base := inbox.DeliveryJob{UserID: "u", Attempt: 1}
 	wantJobs := map[string]inbox.DeliveryJob{
@@ -222,9 +222,9 @@ func TestRoutingTemplateContent(t *testing.T) {
 			t.Errorf("%s = %+v, want deferred to %v", k, c, end)
 		}
 	}
-	e := f.claim(t, f.ref(ids["u"], "EMAIL"), store.ClaimOK)
-	s := f.claim(t, f.ref(ids["u"], "SMS"), store.ClaimOK)
-	p := f.claim(t, f.ref(ids["u"], inbox.DeliveryKey(inbox.ChannelPush, f.devs[1].ID)), store.ClaimOK)
+	e := f.claim(t, f.ref(ids["u"], "EMAIL"), inbox.ClaimOK)
+	s := f.claim(t, f.ref(ids["u"], "SMS"), inbox.ClaimOK)
+	p := f.claim(t, f.ref(ids["u"], inbox.DeliveryKey(inbox.ChannelPush, f.devs[1].ID)), inbox.ClaimOK)
 	if e.Subject != "S" || e.HTML != "<p>H</p>" || e.Text != "X" || s.Text != "sms" || p.Title != "PT" || p.Body != "PB" {
 		t.Fatalf("template content: email %+v, sms %+v, push %+v", e, s, p)
 	}
@@ -253,7 +253,7 @@ func TestDeliveryTransitions(t *testing.T) {
 
 	// Sent.
 	f.rec.Reset()
-	job := f.claim(t, email, store.ClaimOK)
+	job := f.claim(t, email, inbox.ClaimOK)
 	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"UpdateItem"}) {
 		t.Errorf("claim ops %v, want one UpdateItem", ops)
 	}
@@ -261,11 +261,11 @@ func TestDeliveryTransitions(t *testing.T) {
 		t.Fatalf("job %+v", job)
 	}
 	f.rec.Reset()
-	f.claim(t, email, store.ClaimBusy)
+	f.claim(t, email, inbox.ClaimBusy)
 	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"UpdateItem", "GetItem"}) {
 		t.Errorf("busy claim ops %v, want UpdateItem, GetItem", ops)
 	}
-	if err := f.s.DeliverySent(ctx, email, 2, "smtp", "m1"); !errors.Is(err, store.ErrClaimLost) {
+	if err := f.s.DeliverySent(ctx, email, 2, "smtp", "m1"); !errors.Is(err, inbox.ErrClaimLost) {
 		t.Fatalf("sent with another attempt: %v", err)
 	}
 	f.clk.advance(time.Second)
@@ -277,7 +277,7 @@ func TestDeliveryTransitions(t *testing.T) {
 		!c.SentAt.Equal(routingNow.Add(time.Second)) || !c.UpdatedAt.Equal(c.SentAt) || c.Error != "" {
 		t.Fatalf("sent record %+v", c)
 	}
-	if j := f.claim(t, email, store.ClaimDone); j.To != "" {
+	if j := f.claim(t, email, inbox.ClaimDone); j.To != "" {
 		t.Fatalf("done claim returned %+v", j)
 	}
 	for name, err := range map[string]error{
@@ -286,8 +286,8 @@ func TestDeliveryTransitions(t *testing.T) {
 		"retry":       f.s.DeliveryRetry(ctx, email, "u", 1, "smtp", "boom", routingNow.Add(time.Hour)),
 		"unconfirmed": f.s.DeliveryUnconfirmed(ctx, email, 1),
 	} {
-		if !errors.Is(err, store.ErrClaimLost) {
-			t.Errorf("%s after sent: %v, want ErrClaimLost", name, err)
+		if !errors.Is(err, inbox.ErrClaimLost) {
+			t.Errorf("%s after sent: %v, want inbox.ErrClaimLost", name, err)
 		}
 	}
 	if ok, err := f.s.SkipDelivery(ctx, f.tenant, ids["u"], "EMAIL", inbox.ReasonNoProvider); err != nil || ok {
@@ -296,13 +296,13 @@ func TestDeliveryTransitions(t *testing.T) {
 	if c2 := f.record(t, ids["u"], "EMAIL"); c2 != c {
 		t.Fatalf("refused outcomes changed the record:\n %+v\n %+v", c2, c)
 	}
-	if j := f.claim(t, email, store.ClaimDone); !equalJob(j, inbox.DeliveryJob{}) {
+	if j := f.claim(t, email, inbox.ClaimDone); !equalJob(j, inbox.DeliveryJob{}) {
 		t.Fatalf("content after sent: %+v", j)
 	}
 
 	// Retry, then failed.
 	sms := f.ref(ids["u"], "SMS")
-	f.claim(t, sms, store.ClaimOK)
+	f.claim(t, sms, inbox.ClaimOK)
 	at := routingNow.Add(30 * time.Minute)
 	f.rec.Reset()
 	if err := f.s.DeliveryRetry(ctx, sms, "u", 1, "twilio", "503 unavailable", at); err != nil {
@@ -320,14 +320,14 @@ func TestDeliveryTransitions(t *testing.T) {
 		!slices.Contains(tasks, fmt.Sprintf("u %s SMS %s", ids["u"], routingNow.Format(time.RFC3339))) {
 		t.Fatalf("retry task missing: %v", tasks)
 	}
-	if err := f.s.DeliveryRetry(ctx, sms, "u", 1, "twilio", "again", at); !errors.Is(err, store.ErrClaimLost) {
+	if err := f.s.DeliveryRetry(ctx, sms, "u", 1, "twilio", "again", at); !errors.Is(err, inbox.ErrClaimLost) {
 		t.Fatalf("retry of a released claim: %v", err)
 	}
-	job = f.claim(t, sms, store.ClaimOK)
+	job = f.claim(t, sms, inbox.ClaimOK)
 	if job.Attempt != 2 || job.Text != "hi\nthere" {
 		t.Fatalf("second claim %+v", job)
 	}
-	if err := f.s.DeliveryFailed(ctx, sms, 1, "twilio", "x"); !errors.Is(err, store.ErrClaimLost) {
+	if err := f.s.DeliveryFailed(ctx, sms, 1, "twilio", "x"); !errors.Is(err, inbox.ErrClaimLost) {
 		t.Fatalf("failed with the first attempt: %v", err)
 	}
 	if err := f.s.DeliveryFailed(ctx, sms, 2, "twilio", "21211 invalid To"); err != nil {
@@ -337,7 +337,7 @@ func TestDeliveryTransitions(t *testing.T) {
 	if c.Status != inbox.DeliveryFailed || c.Attempts != 2 || c.Error != "21211 invalid To" || !c.SentAt.IsZero() {
 		t.Fatalf("failed record %+v", c)
 	}
-	f.claim(t, sms, store.ClaimDone)
+	f.claim(t, sms, inbox.ClaimDone)
 
 	// Skip by a push record's key; malformed refs and keys are refused before any call.
 	key := inbox.DeliveryKey(inbox.ChannelPush, f.devs[0].ID)
@@ -374,7 +374,7 @@ func TestDeliveryTransitions(t *testing.T) {
 		t.Errorf("refused calls sent %v", ops)
 	}
 	// A record that does not exist: claim done, skip false.
-	if _, o, err := f.s.ClaimDelivery(ctx, f.ref("01ARZ3NDEKTSV4RRFFQ69G5FAV", "EMAIL"), time.Minute); err != nil || o != store.ClaimDone {
+	if _, o, err := f.s.ClaimDelivery(ctx, f.ref("01ARZ3NDEKTSV4RRFFQ69G5FAV", "EMAIL"), time.Minute); err != nil || o != inbox.ClaimDone {
 		t.Errorf("claim of no record = %v, %v", o, err)
 	}
 }
@@ -388,25 +388,25 @@ func TestDeliveryOrphanedClaim(t *testing.T) {
 	ctx := context.Background()
 	ids := f.send(t, "orphan", inbox.SendInput{Title: "hi"}, "u")
 	ref := f.ref(ids["u"], "WEBHOOK")
-	f.claim(t, ref, store.ClaimOK)
-	if err := f.s.DeliveryUnconfirmed(ctx, ref, 1); !errors.Is(err, store.ErrClaimLost) {
+	f.claim(t, ref, inbox.ClaimOK)
+	if err := f.s.DeliveryUnconfirmed(ctx, ref, 1); !errors.Is(err, inbox.ErrClaimLost) {
 		t.Fatalf("unconfirmed while the claim lives: %v", err)
 	}
 	f.clk.advance(59 * time.Second)
-	f.claim(t, ref, store.ClaimBusy)
+	f.claim(t, ref, inbox.ClaimBusy)
 	f.clk.advance(2 * time.Second)
-	job := f.claim(t, ref, store.ClaimOrphaned)
+	job := f.claim(t, ref, inbox.ClaimOrphaned)
 	if job.Attempt != 1 || job.Channel != inbox.ChannelWebhook || len(job.Payload) == 0 || job.Ref != ref {
 		t.Fatalf("orphaned job %+v", job)
 	}
 	// Claiming again does not take it over: still orphaned, the same attempt.
-	if j := f.claim(t, ref, store.ClaimOrphaned); j.Attempt != 1 {
+	if j := f.claim(t, ref, inbox.ClaimOrphaned); j.Attempt != 1 {
 		t.Fatalf("second look = %+v", j)
 	}
-	if err := f.s.DeliveryUnconfirmed(ctx, ref, 2); !errors.Is(err, store.ErrClaimLost) {
+	if err := f.s.DeliveryUnconfirmed(ctx, ref, 2); !errors.Is(err, inbox.ErrClaimLost) {
 		t.Fatalf("unconfirmed of another attempt: %v", err)
 	}
-	if err := f.s.DeliverySent(ctx, ref, 2, "webhook", ""); !errors.Is(err, store.ErrClaimLost) {
+	if err := f.s.DeliverySent(ctx, ref, 2, "webhook", ""); !errors.Is(err, inbox.ErrClaimLost) {
 		t.Fatalf("sent of another attempt: %v", err)
 	}
 	if err := f.s.DeliveryUnconfirmed(ctx, ref, 1); err != nil {
@@ -416,8 +416,8 @@ func TestDeliveryOrphanedClaim(t *testing.T) {
 	if c.Status != inbox.DeliverySent || c.Attempts != 1 || !strings.HasPrefix(c.Error, "unconfirmed: ") || c.SentAt.IsZero() {
 		t.Fatalf("unconfirmed record %+v", c)
 	}
-	f.claim(t, ref, store.ClaimDone)
-	if err := f.s.DeliveryUnconfirmed(ctx, ref, 1); !errors.Is(err, store.ErrClaimLost) {
+	f.claim(t, ref, inbox.ClaimDone)
+	if err := f.s.DeliveryUnconfirmed(ctx, ref, 1); !errors.Is(err, inbox.ErrClaimLost) {
 		t.Fatalf("unconfirmed twice: %v", err)
 	}
 	// The provider's callback settles it: the record had no provider, it takes the
@@ -454,7 +454,7 @@ func TestApplyProviderEvent(t *testing.T) {
 	}
 	// QUEUED: nothing to move (the callback came before the send was recorded).
 	apply(ev(sms, "twilio", "SM1", inbox.DeliveryDelivered), false)
-	f.claim(t, sms, store.ClaimOK)
+	f.claim(t, sms, inbox.ClaimOK)
 	if err := f.s.DeliverySent(ctx, sms, 1, "twilio", "SM1"); err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +485,7 @@ func TestApplyProviderEvent(t *testing.T) {
 
 	// A bounce after delivery fails the record; nothing moves a failed one. The record
 	// has no message id: the event's is taken.
-	f.claim(t, email, store.ClaimOK)
+	f.claim(t, email, inbox.ClaimOK)
 	if err := f.s.DeliverySent(ctx, email, 1, "sendgrid", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +500,7 @@ func TestApplyProviderEvent(t *testing.T) {
 	apply(ev(email, "sendgrid", "", inbox.DeliveryOpened), false)
 
 	// SENT → OPENED directly sets deliveredAt too; SENT → FAILED.
-	f.claim(t, push, store.ClaimOK)
+	f.claim(t, push, inbox.ClaimOK)
 	if err := f.s.DeliverySent(ctx, push, 1, "fcm", "projects/p/messages/1"); err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +540,7 @@ func TestApplyProviderEventStoresOnlyTimesThatCanHaveHappened(t *testing.T) {
 	} {
 		key := []string{inbox.ChannelSMS, inbox.ChannelEmail, inbox.DeliveryKey(inbox.ChannelPush, f.devs[0].ID), inbox.DeliveryKey(inbox.ChannelPush, f.devs[1].ID)}[i]
 		ref := f.ref(ids["u"], key)
-		f.claim(t, ref, store.ClaimOK)
+		f.claim(t, ref, inbox.ClaimOK)
 		if err := f.s.DeliverySent(ctx, ref, 1, "p", ""); err != nil {
 			t.Fatal(err)
 		}
@@ -658,8 +658,8 @@ func TestRecheckDeliveryUsesThePreferencesOfNow(t *testing.T) {
 	f := newDeliveryFixture(t)
 	ctx := context.Background()
 	ids := f.send(t, "k", inbox.SendInput{Category: "social", Target: &inbox.Target{Kind: "issue", TargetID: "7"}}, "u")
-	email := f.claim(t, f.ref(ids["u"], "EMAIL"), store.ClaimOK)
-	hook := f.claim(t, f.ref(ids["u"], "WEBHOOK"), store.ClaimOK)
+	email := f.claim(t, f.ref(ids["u"], "EMAIL"), inbox.ClaimOK)
+	hook := f.claim(t, f.ref(ids["u"], "WEBHOOK"), inbox.ClaimOK)
 	if email.Category != "social" || email.TargetKind != "issue" || email.TargetID != "7" || email.Deferred {
 		t.Fatalf("job %+v", email)
 	}

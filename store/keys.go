@@ -274,8 +274,8 @@ const (
 
 	entitySegMember      = "SegmentMember"
 	entitySegCount       = "SegmentCount"
-	entityBroadcast      = "Broadcast"
-	entityBroadcastShard = "BroadcastShard"
+	entityBroadcast      = "inbox.Broadcast"
+	entityBroadcastShard = "inbox.BroadcastShard"
 )
 
 // segmentPK is the partition of one write shard of segment id (AP18, AP19): members are
@@ -301,3 +301,25 @@ func broadcastPK(tenantID, id string) string { return "T#" + tenantID + "#BCAST#
 
 // broadcastShardSK is the sort key of a broadcast shard's progress item.
 func broadcastShardSK(shard int) string { return fmt.Sprintf("%s%02d", skBroadcastShardPrefix, shard) }
+
+// SchedBucket is the package function SchedBucket, for the scheduler's Store interface.
+func (s *Store) SchedBucket(t time.Time) time.Time { return SchedBucket(t) }
+
+// SchedLeasePK is the package function SchedLeasePK, for the scheduler's Store interface.
+func (s *Store) SchedLeasePK() string { return SchedLeasePK() }
+
+// SchedShardLeaseKey is the package function SchedShardLeaseKey, for the scheduler's
+// Store interface.
+func (s *Store) SchedShardLeaseKey(shard int) map[string]types.AttributeValue {
+	return SchedShardLeaseKey(shard)
+}
+
+// SchedMemberLeaseKey is the package function SchedMemberLeaseKey, for the scheduler's
+// Store interface.
+func (s *Store) SchedMemberLeaseKey(owner string) map[string]types.AttributeValue {
+	return SchedMemberLeaseKey(owner)
+}
+
+// SchedLeaseKind is the package function SchedLeaseKind, for the scheduler's Store
+// interface.
+func (s *Store) SchedLeaseKind(sk string) (shard int, member, ok bool) { return SchedLeaseKind(sk) }

@@ -21,33 +21,6 @@ import (
 // (a replay with another body is refused by the service), the request document and the
 // answer given (both opaque to the store), its state, and a TTL: the idempotency window.
 
-// Request states.
-const (
-	// RequestAccepted is a request written and not yet processed to the end.
-	RequestAccepted = "accepted"
-	// RequestDone is a request whose processing finished.
-	RequestDone = "done"
-)
-
-// Request is one send request as stored.
-type Request struct {
-	TenantID string
-	// Key is the idempotency key (checked with inbox.CheckID).
-	Key string
-	// Hash identifies the request's content (the service's canonical hash).
-	Hash string
-	// Body is the request document to process, Answer the accept's answer, Result the
-	// outcome once done: opaque to the store (the service's JSON).
-	Body   []byte
-	Answer []byte
-	Result []byte
-	// State is RequestAccepted or RequestDone.
-	State string
-	// CreatedAt is when it was accepted; ExpiresAt when the key may be used afresh.
-	CreatedAt time.Time
-	ExpiresAt time.Time
-}
-
 // requestItem is a Request as stored.
 type requestItem struct {
 	PK         string `dynamodbav:"pk"`
@@ -63,8 +36,8 @@ type requestItem struct {
 	ExpiresAt int64 `dynamodbav:"expiresAt"`
 }
 
-func (it requestItem) request(tenantID, key string) Request {
-	return Request{TenantID: tenantID, Key: key, Hash: it.Hash, Body: it.Body, Answer: it.Answer, Result: it.Result,
+func (it requestItem) request(tenantID, key string) inbox.Request {
+	return inbox.Request{TenantID: tenantID, Key: key, Hash: it.Hash, Body: it.Body, Answer: it.Answer, Result: it.Result,
 		State: it.State, CreatedAt: time.UnixMilli(it.CreatedAt), ExpiresAt: time.Unix(it.ExpiresAt, 0)}
 }
 
@@ -81,25 +54,25 @@ func (it requestItem) request(tenantID, key string) Request {
 // written (a crash in between, a replay, a refused write) finds no live request, or a
 // done one, and does nothing (the send handler's rule). Errors: BAD_USER_INPUT for an
 // invalid tenant or key, else the DynamoDB failure.
-func (s *Store) AcceptRequest(ctx context.Context, r Request, ttl time.Duration, task inbox.Task) (stored Request, created bool, err error) {
+func (s *Store) AcceptRequest(ctx context.Context, r inbox.Request, ttl time.Duration, task inbox.Task) (stored inbox.Request, created bool, err error) {
 	if err := inbox.CheckID("tenant", r.TenantID); err != nil {
-		return Request{}, false, err
+		return inbox.Request{}, false, err
 	}
 	if err := inbox.CheckID("idempotencyKey", r.Key); err != nil {
-		return Request{}, false, err
+		return inbox.Request{}, false, err
 	}
 	if task.ID == "" || task.Kind == "" {
-		return Request{}, false, inbox.Errorf(inbox.CodeBadUserInput, "a task needs an id and a kind")
+		return inbox.Request{}, false, inbox.Errorf(inbox.CodeBadUserInput, "a task needs an id and a kind")
 	}
 	now := s.now()
 	it := requestItem{PK: requestPK(r.TenantID, r.Key), SK: skRequest, EntityType: entityRequest, Hash: r.Hash,
-		Body: r.Body, Answer: r.Answer, State: RequestAccepted, CreatedAt: now.UnixMilli(), ExpiresAt: now.Add(ttl).Unix()}
+		Body: r.Body, Answer: r.Answer, State: inbox.RequestAccepted, CreatedAt: now.UnixMilli(), ExpiresAt: now.Add(ttl).Unix()}
 	av, err := attributevalue.MarshalMap(it)
 	if err != nil {
-		return Request{}, false, fmt.Errorf("encode request: %w", err)
+		return inbox.Request{}, false, fmt.Errorf("encode request: %w", err)
 	}
 	if err := s.Schedule(ctx, task); err != nil {
-		return Request{}, false, fmt.Errorf("store: accept request: its recovery task: %w", err)
+		return inbox.Request{}, false, fmt.Errorf("store: accept request: its recovery task: %w", err)
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av,
 		ConditionExpression:                 aws.String("attribute_not_exists(#pk) OR #exp < :now"),
@@ -111,49 +84,49 @@ func (s *Store) AcceptRequest(ctx context.Context, r Request, ttl time.Duration,
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return Request{}, false, fmt.Errorf("store: accept request: %w", err)
+		return inbox.Request{}, false, fmt.Errorf("store: accept request: %w", err)
 	}
 	if ccf.Item != nil {
 		var old requestItem
 		if err := attributevalue.UnmarshalMap(ccf.Item, &old); err != nil {
-			return Request{}, false, fmt.Errorf("decode request: %w", err)
+			return inbox.Request{}, false, fmt.Errorf("decode request: %w", err)
 		}
 		return old.request(r.TenantID, r.Key), false, nil
 	}
 	// No old image reported: read it.
 	got, ok, err := s.GetRequest(ctx, r.TenantID, r.Key)
 	if err != nil {
-		return Request{}, false, err
+		return inbox.Request{}, false, err
 	}
 	if !ok {
-		return Request{}, false, errors.New("store: accept request: the request holding the key vanished")
+		return inbox.Request{}, false, errors.New("store: accept request: the request holding the key vanished")
 	}
 	return got, false, nil
 }
 
 // GetRequest reads the request accepted under key (strongly consistent GetItem); false
 // when there is none or it expired.
-func (s *Store) GetRequest(ctx context.Context, tenantID, key string) (Request, bool, error) {
+func (s *Store) GetRequest(ctx context.Context, tenantID, key string) (inbox.Request, bool, error) {
 	if err := inbox.CheckID("tenant", tenantID); err != nil {
-		return Request{}, false, err
+		return inbox.Request{}, false, err
 	}
 	if err := inbox.CheckID("idempotencyKey", key); err != nil {
-		return Request{}, false, err
+		return inbox.Request{}, false, err
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
 		Key: itemKey{requestPK(tenantID, key), skRequest}.av(), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return Request{}, false, fmt.Errorf("store: get request: %w", err)
+		return inbox.Request{}, false, fmt.Errorf("store: get request: %w", err)
 	}
 	if out.Item == nil {
-		return Request{}, false, nil
+		return inbox.Request{}, false, nil
 	}
 	var it requestItem
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
-		return Request{}, false, fmt.Errorf("decode request: %w", err)
+		return inbox.Request{}, false, fmt.Errorf("decode request: %w", err)
 	}
 	if it.ExpiresAt < s.now().Unix() {
-		return Request{}, false, nil
+		return inbox.Request{}, false, nil
 	}
 	return it.request(tenantID, key), true, nil
 }
@@ -175,7 +148,7 @@ func (s *Store) CompleteRequest(ctx context.Context, tenantID, key string, resul
 		UpdateExpression:         aws.String("SET #st = :done, #res = :res"),
 		ConditionExpression:      aws.String("attribute_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#st": "state", "#res": "result", "#pk": attrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":done": &types.AttributeValueMemberS{Value: RequestDone},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":done": &types.AttributeValueMemberS{Value: inbox.RequestDone},
 			":res": &types.AttributeValueMemberB{Value: result}}}})
 	if task.ID != "" {
 		t.add(itemKey{}, s.CancelAction(task.ID, task.Due))

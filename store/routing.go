@@ -27,13 +27,6 @@ import (
 // and nothing here repeats them: the store reads what they need in one BatchGetItem,
 // calls routing.Decide per recipient, and writes each decision as a status record.
 
-// TaskDeliver is the scheduler task kind of one channel delivery of a notification
-// (package delivery handles it): Viewer is the recipient, Ref the notification id,
-// Token the delivery record's key (inbox.DeliveryKey: the channel, or "PUSH#{deviceId}"
-// for one push device). It is due when the send commits, at the end of the recipient's
-// quiet hours, or when DeliveryRetry says.
-const TaskDeliver = "deliver"
-
 // DefaultStatusTTL is how long a notification's status records are kept (after their
 // deferral, if any) unless WithStatusTTL says otherwise.
 const DefaultStatusTTL = 30 * 24 * time.Hour
@@ -287,7 +280,7 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 		if !d.Deferred.IsZero() {
 			due = d.Deferred
 		}
-		task := newTask(TaskDeliver, v, id, due, d.Key)
+		task := newTask(inbox.TaskDeliver, v, id, due, d.Key)
 		pk, sk := s.taskPlacement(task)
 		t.add(itemKey{pk, sk}, s.ScheduleAction(task))
 		if d.Deferred.IsZero() {

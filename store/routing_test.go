@@ -224,7 +224,7 @@ func deliverTasks(t *testing.T, f *fixture, ids map[string]string) []string {
 					t.Fatal(err)
 				}
 				for _, task := range page.Tasks {
-					if u, ok := byID[task.Ref]; ok && task.Kind == store.TaskDeliver {
+					if u, ok := byID[task.Ref]; ok && task.Kind == inbox.TaskDeliver {
 						if _, user, _ := strings.Cut(u, "/"); task.Viewer != f.viewer(cmp.Or(user, u)) {
 							t.Errorf("task %s: viewer %+v", task.ID, task.Viewer)
 						}

@@ -139,18 +139,10 @@ func (s *Store) deleteTask(ctx context.Context, k map[string]types.AttributeValu
 	return false, fmt.Errorf("store: delete task: %w", err)
 }
 
-// TaskPage is one page of a shard bucket's due tasks (DueTasks).
-type TaskPage struct {
-	Tasks []inbox.Task
-	// More is true when the Query stopped at its limit: pass the last task as after to
-	// read on.
-	More bool
-}
-
 // DueTasks returns, oldest first, up to limit (1..1000; default 100) tasks of shard's
 // bucket (the minute holding bucket) due at or before upTo, after task after (nil: from
 // the start). One strongly consistent Query (AP11); never a Scan.
-func (s *Store) DueTasks(ctx context.Context, shard int, bucket, upTo time.Time, after *inbox.Task, limit int) (TaskPage, error) {
+func (s *Store) DueTasks(ctx context.Context, shard int, bucket, upTo time.Time, after *inbox.Task, limit int) (inbox.TaskPage, error) {
 	if limit <= 0 || limit > 1000 {
 		limit = 100
 	}
@@ -170,13 +162,13 @@ func (s *Store) DueTasks(ctx context.Context, shard int, bucket, upTo time.Time,
 	}
 	out, err := s.db.Query(ctx, in)
 	if err != nil {
-		return TaskPage{}, fmt.Errorf("store: due tasks of shard %d: %w", shard, err)
+		return inbox.TaskPage{}, fmt.Errorf("store: due tasks of shard %d: %w", shard, err)
 	}
-	page := TaskPage{More: len(out.LastEvaluatedKey) > 0}
+	page := inbox.TaskPage{More: len(out.LastEvaluatedKey) > 0}
 	for _, av := range out.Items {
 		var it taskItem
 		if err := attributevalue.UnmarshalMap(av, &it); err != nil {
-			return TaskPage{}, fmt.Errorf("store: decode task %v: %w", av[attrSK], err)
+			return inbox.TaskPage{}, fmt.Errorf("store: decode task %v: %w", av[attrSK], err)
 		}
 		due, id, ok := parseSchedSK(it.SK)
 		if !ok {

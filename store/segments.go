@@ -38,10 +38,6 @@ const DefaultSegmentShards = 16
 // most 100 actions), so that it is durable whole or not at all.
 const MaxSegmentShards = 49
 
-// MaxSegmentChange is the most member ids (add and remove together) one UpdateSegment
-// takes.
-const MaxSegmentChange = 1000
-
 // maxSegmentTxn is the most member actions in one transaction: 99 members + the count.
 const maxSegmentTxn = 99
 
@@ -107,8 +103,8 @@ func (s *Store) UpdateSegment(ctx context.Context, tenantID, id string, add, rem
 	if len(add)+len(remove) == 0 {
 		return SegmentChange{}, inbox.Errorf(inbox.CodeBadUserInput, "add or remove at least one member")
 	}
-	if len(add)+len(remove) > MaxSegmentChange {
-		return SegmentChange{}, inbox.Errorf(inbox.CodeBadUserInput, "at most %d members added and removed per call", MaxSegmentChange)
+	if len(add)+len(remove) > inbox.MaxSegmentChange {
+		return SegmentChange{}, inbox.Errorf(inbox.CodeBadUserInput, "at most %d members added and removed per call", inbox.MaxSegmentChange)
 	}
 	seen := make(map[string]bool, len(add)+len(remove))
 	shards := make(map[int][]segOp)

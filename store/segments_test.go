@@ -68,14 +68,14 @@ func TestSegmentWritesSpreadOverShards(t *testing.T) {
 	f := newFixture(t, store.WithSweepWorkers(0))
 	f.rec.KeepInputs()
 	ctx := context.Background()
-	all := members("user-", 2*store.MaxSegmentChange)
-	for i := 0; i < len(all); i += store.MaxSegmentChange {
-		c, err := f.s.UpdateSegment(ctx, f.tenant, "followers:actor-1", all[i:i+store.MaxSegmentChange], nil)
+	all := members("user-", 2*inbox.MaxSegmentChange)
+	for i := 0; i < len(all); i += inbox.MaxSegmentChange {
+		c, err := f.s.UpdateSegment(ctx, f.tenant, "followers:actor-1", all[i:i+inbox.MaxSegmentChange], nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Added != store.MaxSegmentChange {
-			t.Fatalf("added %d, want %d", c.Added, store.MaxSegmentChange)
+		if c.Added != inbox.MaxSegmentChange {
+			t.Fatalf("added %d, want %d", c.Added, inbox.MaxSegmentChange)
 		}
 	}
 	perPK := writtenPKs(f.rec.Requests())

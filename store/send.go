@@ -459,7 +459,7 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, 
 		t.add(ng.key(), ng.put(s.table, v, grp))
 	}
 	if it.ExpireAt != 0 {
-		k, a := s.taskAction(TaskExpire, v, it.ID, time.UnixMilli(it.ExpireAt), strconv.FormatInt(it.ExpireAt, 10))
+		k, a := s.taskAction(inbox.TaskExpire, v, it.ID, time.UnixMilli(it.ExpireAt), strconv.FormatInt(it.ExpireAt, 10))
 		t.add(k, a)
 	}
 	return t, nil

@@ -521,7 +521,7 @@ func (s *Store) ApplyState(ctx context.Context, v inbox.Viewer, ch inbox.StateCh
 		}
 		chunk = 33 // each notification with its wake task and its group: 3 × 33 + META
 		tasks = func(after *notificationItem) (itemKey, types.TransactWriteItem, bool) {
-			k, a := s.taskAction(TaskWake, v, after.ID, time.UnixMilli(after.SnoozedUntil), strconv.FormatInt(after.SnoozedUntil, 10))
+			k, a := s.taskAction(inbox.TaskWake, v, after.ID, time.UnixMilli(after.SnoozedUntil), strconv.FormatInt(after.SnoozedUntil, 10))
 			return k, a, true
 		}
 	}

@@ -170,7 +170,7 @@ func TestSnoozeWakeAndUnsnooze(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, task := range page.Tasks {
-			if task.Kind == store.TaskWake && task.Viewer == v && task.Token == strconv.FormatInt(until.UnixMilli(), 10) {
+			if task.Kind == inbox.TaskWake && task.Viewer == v && task.Token == strconv.FormatInt(until.UnixMilli(), 10) {
 				wakes = append(wakes, task.Ref)
 			}
 		}

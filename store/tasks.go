@@ -15,14 +15,6 @@ import (
 // scheduler (package sched), whose handlers call Wake or Expire with the task's token.
 // This file is the one place that writes them (taskAction, on ScheduleAction).
 
-// Task kinds of the inbox states.
-const (
-	// TaskWake wakes a snoozed notification (Wake); its token is snoozedUntil in ms.
-	TaskWake = "inbox.wake"
-	// TaskExpire expires a notification (Expire); its token is expireAt in ms.
-	TaskExpire = "inbox.expire"
-)
-
 // taskAction returns the scheduler's Put (ScheduleAction) of the task kind for v's
 // notification id, due at due with token, and the key it writes (for txn). The task's id
 // is derived from all of these, so a retried transaction writes the same task again, and

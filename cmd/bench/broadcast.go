@@ -238,11 +238,11 @@ func fillSegment(ctx context.Context, st *store.Store, seg string, users []strin
 		go func() {
 			defer wg.Done()
 			for {
-				i := int(next.Add(1)-1) * store.MaxSegmentChange
+				i := int(next.Add(1)-1) * inbox.MaxSegmentChange
 				if i >= len(users) || ctx.Err() != nil {
 					return
 				}
-				if _, err := st.UpdateSegment(ctx, tenant, seg, users[i:min(len(users), i+store.MaxSegmentChange)], nil); err != nil {
+				if _, err := st.UpdateSegment(ctx, tenant, seg, users[i:min(len(users), i+inbox.MaxSegmentChange)], nil); err != nil {
 					once.Do(func() { firstErr = err })
 					return
 				}
@@ -259,14 +259,14 @@ func fillSegment(ctx context.Context, st *store.Store, seg string, users []strin
 // run starts spec and waits (polling its head) until it ends or timeout passes; it
 // returns the broadcast as it ended and the time from just before Start to its
 // finishedAt.
-func (r *broadcastRig) run(ctx context.Context, spec service.BroadcastSpec, timeout time.Duration) (store.Broadcast, time.Duration, error) {
+func (r *broadcastRig) run(ctx context.Context, spec service.BroadcastSpec, timeout time.Duration) (inbox.Broadcast, time.Duration, error) {
 	if err := r.waitHeld(ctx); err != nil {
-		return store.Broadcast{}, 0, err
+		return inbox.Broadcast{}, 0, err
 	}
 	t0 := time.Now()
 	id, err := r.b.Start(ctx, tenant, spec)
 	if err != nil {
-		return store.Broadcast{}, 0, err
+		return inbox.Broadcast{}, 0, err
 	}
 	deadline := t0.Add(timeout)
 	lastReport := t0
@@ -276,7 +276,7 @@ func (r *broadcastRig) run(ctx context.Context, spec service.BroadcastSpec, time
 			return bc, 0, err
 		}
 		switch bc.Status {
-		case store.BroadcastDone, store.BroadcastFailed, store.BroadcastCancelled:
+		case inbox.BroadcastDone, inbox.BroadcastFailed, inbox.BroadcastCancelled:
 			return bc, bc.FinishedAt.Sub(t0), nil
 		}
 		if time.Now().After(deadline) {

@@ -13,7 +13,7 @@ package main
 // queued by real sends (Store.Send, 100 recipients a call, template channels IN_APP and
 // the channel; users with an email address in their profile, the tenant's webhook URL
 // and secret in its settings), then -deliver-concurrency callers hand their tasks
-// (store.TaskDeliver: recipient, notification, channel) to the handler's Handle, which
+// (inbox.TaskDeliver: recipient, notification, channel) to the handler's Handle, which
 // claims the record, sends through the adapter and records the provider's acceptance
 // (SENT) — the scheduler's own polling is left out: this is the path's cost per
 // delivery, not the scheduler's lag (scenario 17 has that). The provider rate limit is
@@ -232,7 +232,7 @@ func queueDeliveries(ctx context.Context, st *store.Store, channel string, n int
 				}
 				mu.Lock()
 				for _, d := range res.Delivered {
-					tasks = append(tasks, inbox.Task{Kind: store.TaskDeliver, Viewer: inbox.Viewer{TenantID: tenant, UserID: d.UserID},
+					tasks = append(tasks, inbox.Task{Kind: inbox.TaskDeliver, Viewer: inbox.Viewer{TenantID: tenant, UserID: d.UserID},
 						Ref: d.Notification.ID, Token: channel})
 				}
 				mu.Unlock()

@@ -236,7 +236,7 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	}
 	progress("e2e: broadcast %s started; waiting for its first pages", bid)
 	deadline := time.Now().Add(2 * time.Minute)
-	var bc store.Broadcast
+	var bc inbox.Broadcast
 	for {
 		if bc, err = st.GetBroadcast(ctx, tenant, bid); err != nil {
 			return nil, err
@@ -260,7 +260,7 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	res.BroadcastPerSec = ratio(float64(res.BroadcastWritten), time.Since(tb).Seconds())
 	res.BroadcastStatus = string(bc.Status)
 	progress("e2e: the broadcast wrote %d during busy (%.0f/s), %s; cancelling it", res.BroadcastWritten, res.BroadcastPerSec, bc.Status)
-	if bc.Status == store.BroadcastRunning || bc.Status == store.BroadcastQueued {
+	if bc.Status == inbox.BroadcastRunning || bc.Status == inbox.BroadcastQueued {
 		if _, err := st.CancelBroadcast(ctx, tenant, bid); err != nil {
 			return nil, fmt.Errorf("cancel the broadcast: %w", err)
 		}

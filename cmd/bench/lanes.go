@@ -273,7 +273,7 @@ func (b *bench) lanesScenario(ctx context.Context) (*LanesResult, error) {
 	}
 	progress("lanes: broadcast %s started; waiting for its first pages", id)
 	deadline := time.Now().Add(time.Minute)
-	var bc store.Broadcast
+	var bc inbox.Broadcast
 	for {
 		if bc, err = rig.b.Get(ctx, tenant, id); err != nil {
 			return nil, err
@@ -296,7 +296,7 @@ func (b *bench) lanesScenario(ctx context.Context) (*LanesResult, error) {
 	res.BroadcastWritten = bc.Written - w0
 	res.BroadcastPerSec = ratio(float64(res.BroadcastWritten), time.Since(tb).Seconds())
 	res.BroadcastStatus = string(bc.Status)
-	res.BroadcastRunning = bc.Status == store.BroadcastRunning || bc.Status == store.BroadcastQueued
+	res.BroadcastRunning = bc.Status == inbox.BroadcastRunning || bc.Status == inbox.BroadcastQueued
 	progress("lanes: broadcast wrote %d during busy (%.0f/s), %s; cancelling it", res.BroadcastWritten, res.BroadcastPerSec, bc.Status)
 	if _, err := rig.b.Cancel(ctx, tenant, id); err != nil {
 		return nil, fmt.Errorf("cancel the broadcast: %w", err)

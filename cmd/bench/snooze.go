@@ -5,7 +5,7 @@ package main
 //
 // -snooze-notifications notifications are sent through the store to -snooze-users users
 // (an equal share each, 100 recipients a send). A scheduler built as the gateway builds it
-// (sched.NewInbox: the real store.TaskWake handler, Store.Wake) runs in this process on
+// (sched.NewInbox: the real inbox.TaskWake handler, Store.Wake) runs in this process on
 // -sched-shards shards, polling every -sched-poll. Each run snoozes every notification
 // through Store.ApplyState (OpSnooze, one call per user with all of the user's ids, the
 // wake task written in the same transaction), all due within one minute that starts
@@ -189,7 +189,7 @@ func (b *bench) snoozeScenario(ctx context.Context) (*SnoozeResult, error) {
 	st := store.New(b.eng.db, b.c.table, store.WithLogger(b.log), store.WithSweepWorkers(0), store.WithSchedShards(sc.shards), store.WithPublisher(rec))
 	defer st.Close()
 	res := &SnoozeResult{Engine: b.eng.name, Users: sz.users, Shards: sc.shards, Poll: sc.poll.String(), GoalP99Ms: 2000,
-		Scheduler: "sched.NewInbox (the gateway's scheduler: store.TaskWake handled by Store.Wake), one instance in this process, default concurrency (8 tasks at once per shard)",
+		Scheduler: "sched.NewInbox (the gateway's scheduler: inbox.TaskWake handled by Store.Wake), one instance in this process, default concurrency (8 tasks at once per shard)",
 		Measures:  "from the notification's snoozedUntil to the store's publish of its WOKE change (after the wake's transaction committed and the badge was read back), on this process's clock"}
 
 	users, secs, err := b.seedSnooze(ctx, st)
