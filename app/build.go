@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/delivery"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
@@ -79,8 +80,9 @@ type Gateway struct {
 	Service    *service.Service
 	Templates  *tmpl.Service
 	Broadcasts *service.Broadcasts
-	// Channels are the delivery adapters Config names (a nil channel has no provider).
-	Channels delivery.Channels
+	// Channels are the delivery adapters Config names, by channel (a channel without one
+	// has no provider).
+	Channels *channel.Registry
 	// Scheduler runs wake-ups, expiries, deliveries, sends' recovery and broadcasts'
 	// shards (sched.NewInbox and every task kind registered); it runs only in RunScheduler.
 	Scheduler *sched.Scheduler

@@ -14,7 +14,7 @@ import (
 
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/channel/smtpcatch"
-	"github.com/inboxgw/gateway/delivery"
+	"github.com/inboxgw/gateway/inbox"
 )
 
 // Bounds of the delivery settings.
@@ -108,8 +108,8 @@ func burst(perSecond float64) int { return max(1, int(math.Ceil(perSecond))) }
 // limit. In dev mode without INBOX_SMTP_URL, email goes to devSMTP (the catcher's
 // address; "" leaves email off). Files named by cfg (FCM credentials, APNs key) are read
 // here: an unreadable or invalid one is an error naming its variable.
-func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
-	var chs delivery.Channels
+func deliveryChannels(cfg Config, devSMTP string) (*channel.Registry, error) {
+	chs := channel.NewRegistry()
 	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	smtpURL, from := cfg.SMTPURL, cfg.EmailFrom
 	if smtpURL == "" && devSMTP != "" {
@@ -121,40 +121,40 @@ func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
 	if smtpURL != "" {
 		email, err := channel.NewEmail(channel.EmailConfig{URL: smtpURL, From: from, SendGrid: cfg.SMTPSendGrid, Timeout: cfg.DeliveryTimeout})
 		if err != nil {
-			return delivery.Channels{}, fmt.Errorf("INBOX_SMTP_URL: %w", err)
+			return nil, fmt.Errorf("INBOX_SMTP_URL: %w", err)
 		}
-		chs.Email = channel.Limit(email, cfg.RateEmail, burst(cfg.RateEmail))
+		chs.Register(inbox.ChannelEmail, "", channel.Limit(email, cfg.RateEmail, burst(cfg.RateEmail)))
 	}
 	// The webhook adapter's own client: it never follows a redirect (a tenant's URL
 	// answering 3xx is not a way to reach another host), and outside dev mode it
 	// connects to public addresses only unless INBOX_WEBHOOK_ALLOW_PRIVATE (a tenant's URL
 	// is no way to the gateway's own host or network either).
-	chs.Webhook = channel.Limit(channel.NewWebhook(channel.WebhookConfig{Timeout: cfg.DeliveryTimeout,
+	chs.Register(inbox.ChannelWebhook, "", channel.Limit(channel.NewWebhook(channel.WebhookConfig{Timeout: cfg.DeliveryTimeout,
 		PublicOnly: !cfg.Dev && !cfg.WebhookAllowPrivate}),
-		cfg.RateWebhook, burst(cfg.RateWebhook))
+		cfg.RateWebhook, burst(cfg.RateWebhook)))
 	if cfg.FCMCredentials != "" {
 		js, err := os.ReadFile(cfg.FCMCredentials)
 		if err != nil {
-			return delivery.Channels{}, fmt.Errorf("INBOX_FCM_CREDENTIALS: %w", err)
+			return nil, fmt.Errorf("INBOX_FCM_CREDENTIALS: %w", err)
 		}
 		fcm, err := channel.NewFCM(channel.FCMConfig{CredentialsJSON: js, BaseURL: cfg.FCMURL, Client: client, Timeout: cfg.DeliveryTimeout})
 		if err != nil {
-			return delivery.Channels{}, fmt.Errorf("INBOX_FCM_CREDENTIALS: %w", err)
+			return nil, fmt.Errorf("INBOX_FCM_CREDENTIALS: %w", err)
 		}
-		chs.FCM = channel.Limit(fcm, cfg.RatePush, burst(cfg.RatePush))
+		chs.Register(inbox.ChannelPush, inbox.PlatformFCM, channel.Limit(fcm, cfg.RatePush, burst(cfg.RatePush)))
 	}
 	if cfg.APNsKey != "" {
 		pem, err := os.ReadFile(cfg.APNsKey)
 		if err != nil {
-			return delivery.Channels{}, fmt.Errorf("INBOX_APNS_KEY: %w", err)
+			return nil, fmt.Errorf("INBOX_APNS_KEY: %w", err)
 		}
 		// APNs needs HTTP/2: apns2's own client.
 		apns, err := channel.NewAPNs(channel.APNsConfig{KeyPEM: pem, KeyID: cfg.APNsKeyID, TeamID: cfg.APNsTeamID,
 			Topic: cfg.APNsTopic, BaseURL: cfg.APNsURL, Timeout: cfg.DeliveryTimeout})
 		if err != nil {
-			return delivery.Channels{}, fmt.Errorf("INBOX_APNS_KEY: %w", err)
+			return nil, fmt.Errorf("INBOX_APNS_KEY: %w", err)
 		}
-		chs.APNs = channel.Limit(apns, cfg.RatePush, burst(cfg.RatePush))
+		chs.Register(inbox.ChannelPush, inbox.PlatformAPNs, channel.Limit(apns, cfg.RatePush, burst(cfg.RatePush)))
 	}
 	if cfg.TwilioAccountSID != "" {
 		callbacks := ""
@@ -164,9 +164,9 @@ func deliveryChannels(cfg Config, devSMTP string) (delivery.Channels, error) {
 		tw, err := channel.NewTwilio(channel.TwilioConfig{AccountSID: cfg.TwilioAccountSID, AuthToken: cfg.TwilioAuthToken,
 			From: cfg.TwilioFrom, BaseURL: cfg.TwilioURL, StatusCallbackBase: callbacks, Client: client, Timeout: cfg.DeliveryTimeout})
 		if err != nil {
-			return delivery.Channels{}, fmt.Errorf("INBOX_TWILIO_*: %w", err)
+			return nil, fmt.Errorf("INBOX_TWILIO_*: %w", err)
 		}
-		chs.SMS = channel.Limit(tw, cfg.RateSMS, burst(cfg.RateSMS))
+		chs.Register(inbox.ChannelSMS, "", channel.Limit(tw, cfg.RateSMS, burst(cfg.RateSMS)))
 	}
 	return chs, nil
 }
@@ -219,13 +219,14 @@ func (d *devMail) with(h http.Handler) http.Handler {
 
 // logChannels logs which channels have a provider (the others' records are SKIPPED
 // no_provider).
-func logChannels(log *slog.Logger, cfg Config, chs delivery.Channels) {
-	on := func(c channel.Channel) string {
-		if c == nil {
-			return "off"
+func logChannels(log *slog.Logger, cfg Config, chs *channel.Registry) {
+	args := []any{"attempts", cfg.DeliveryAttempts, "timeout", cfg.DeliveryTimeout}
+	for _, r := range chs.Routes() {
+		name := strings.ToLower(r.Channel)
+		if r.Platform != "" {
+			name += "." + r.Platform
 		}
-		return c.Provider()
+		args = append(args, name, r.Adapter.Provider())
 	}
-	log.Info("deliveries: channel providers", "email", on(chs.Email), "sms", on(chs.SMS), "webhook", on(chs.Webhook),
-		"apns", on(chs.APNs), "fcm", on(chs.FCM), "attempts", cfg.DeliveryAttempts, "timeout", cfg.DeliveryTimeout)
+	log.Info("deliveries: channel providers (channels not named have none)", args...)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/delivery"
+	"github.com/inboxgw/gateway/inbox"
 )
 
 // The channel settings of issue 11 have their defaults, and each bad value or partial
@@ -83,17 +84,17 @@ func TestDeliveryChannelsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if chs.Email != nil || chs.SMS != nil || chs.APNs != nil || chs.FCM != nil || chs.Webhook == nil || chs.Webhook.Provider() != channel.ProviderWebhook {
-		t.Fatalf("the default configuration built %+v, want the webhook only", chs)
+	if rs := chs.Routes(); len(rs) != 1 || rs[0].Channel != inbox.ChannelWebhook || rs[0].Adapter.Provider() != channel.ProviderWebhook {
+		t.Fatalf("the default configuration built %+v, want the webhook only", rs)
 	}
 	chs, err = deliveryChannels(cfg, "127.0.0.1:1025")
-	if err != nil || chs.Email == nil || chs.Email.Provider() != channel.ProviderSMTP {
+	if err != nil || chs.Lookup(inbox.ChannelEmail, "") == nil || chs.Lookup(inbox.ChannelEmail, "").Provider() != channel.ProviderSMTP {
 		t.Fatalf("dev mode's catcher: %+v, %v", chs, err)
 	}
 
 	twilio := cfg
 	twilio.TwilioAccountSID, twilio.TwilioAuthToken, twilio.TwilioFrom = "AC123", "token", "+15550001111"
-	if chs, err = deliveryChannels(twilio, ""); err != nil || chs.SMS == nil || chs.SMS.Provider() != channel.ProviderTwilio {
+	if chs, err = deliveryChannels(twilio, ""); err != nil || chs.Lookup(inbox.ChannelSMS, "") == nil || chs.Lookup(inbox.ChannelSMS, "").Provider() != channel.ProviderTwilio {
 		t.Fatalf("Twilio: %+v, %v", chs, err)
 	}
 
@@ -136,7 +137,7 @@ func TestDevMailCatcher(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := chs.Email.Send(ctx, channel.Message{TenantID: "t", NotificationID: "n", Key: "EMAIL", Attempt: 1,
+	if _, err := chs.Lookup(inbox.ChannelEmail, "").Send(ctx, channel.Message{TenantID: "t", NotificationID: "n", Key: "EMAIL", Attempt: 1,
 		IdempotencyKey: "k1", To: "dev@example.com", Subject: "Dev hello", Text: "caught"}); err != nil {
 		t.Fatal(err)
 	}

@@ -67,18 +67,12 @@ type Store interface {
 	CachedTenantSettings(ctx context.Context, tenantID string) (inbox.TenantSettings, error)
 }
 
-// Channels are the provider adapters, by channel; nil: the channel has no provider
-// configured (its records become SKIPPED no_provider). Wrap each in channel.Limit for a
-// per-provider rate.
-type Channels struct {
-	Email, SMS, Webhook channel.Channel
-	// APNs and FCM deliver PUSH records, by the device's platform.
-	APNs, FCM channel.Channel
-}
-
 // Options configures a Handler. Zero values take the defaults.
 type Options struct {
-	Channels Channels
+	// Channels are the provider adapters by channel (and, for push, by the device's
+	// platform); a channel without one has no provider configured: its records become
+	// SKIPPED no_provider. Wrap each adapter in channel.Limit for a per-provider rate.
+	Channels *channel.Registry
 	// Attempts bounds the sends of one record (default DefaultAttempts): a transient
 	// failure of the last one fails the record.
 	Attempts int
@@ -155,27 +149,10 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 	if err != nil || ref.Check() != nil || chName == inbox.ChannelInApp {
 		return nil
 	}
-	var (
-		adapter  channel.Channel
-		settings inbox.TenantSettings
-	)
-	switch chName {
-	case inbox.ChannelEmail:
-		adapter = h.o.Channels.Email
-	case inbox.ChannelSMS:
-		adapter = h.o.Channels.SMS
-	case inbox.ChannelWebhook:
-		adapter = h.o.Channels.Webhook
-	case inbox.ChannelPush:
-		// The platform is the claimed record's; with neither provider there is nothing to
-		// claim for.
-		if h.o.Channels.APNs != nil {
-			adapter = h.o.Channels.APNs
-		} else {
-			adapter = h.o.Channels.FCM
-		}
-	}
-	if adapter == nil {
+	// The platform is the claimed record's (push): until then, whether the channel has a
+	// provider at all decides whether there is anything to claim for.
+	var settings inbox.TenantSettings
+	if !h.o.Channels.Has(chName) {
 		return h.skip(ctx, ref, inbox.ReasonNoProvider)
 	}
 	if chName == inbox.ChannelWebhook {
@@ -220,18 +197,11 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 			return h.skip(ctx, ref, reason)
 		}
 	}
+	adapter := h.o.Channels.Lookup(chName, job.Platform)
+	if adapter == nil {
+		return h.skip(ctx, ref, inbox.ReasonNoProvider)
+	}
 	if chName == inbox.ChannelPush {
-		switch job.Platform {
-		case inbox.PlatformAPNs:
-			adapter = h.o.Channels.APNs
-		case inbox.PlatformFCM:
-			adapter = h.o.Channels.FCM
-		default:
-			adapter = nil
-		}
-		if adapter == nil {
-			return h.skip(ctx, ref, inbox.ReasonNoProvider)
-		}
 		// A device belongs to one user: a token another user registered since the send
 		// (or one unregistered since) is not pushed to, whatever the record says.
 		reason, err := h.st.RecheckDevice(ctx, job)

@@ -143,10 +143,10 @@ func (f *fixture) withWebhook(t *testing.T, url string) {
 	}
 }
 
-// webhookHandler is a handler on f's clock whose webhook channel is the real adapter;
-// o's other fields are kept.
+// webhookHandler is a handler on f's clock whose only channel is the real webhook
+// adapter; o's other fields are kept.
 func webhookHandler(f *fixture, o delivery.Options) *delivery.Handler {
-	o.Channels.Webhook = channel.NewWebhook(channel.WebhookConfig{})
+	o.Channels = channel.NewRegistry().Register(inbox.ChannelWebhook, "", channel.NewWebhook(channel.WebhookConfig{}))
 	if o.Logger == nil {
 		o.Logger = quiet
 	}
@@ -435,7 +435,7 @@ func TestDeliverPushByPlatformAndPruneOnUnregistered(t *testing.T) {
 	apnsKey, fcmKey := inbox.DeliveryKey(inbox.ChannelPush, apnsDev.ID), inbox.DeliveryKey(inbox.ChannelPush, fcmDev.ID)
 	apns := &fakePush{provider: channel.ProviderAPNs}
 	fcm := &fakePush{provider: channel.ProviderFCM, err: &channel.Error{Provider: channel.ProviderFCM, Kind: channel.Unregistered, Status: 404, Code: "UNREGISTERED"}}
-	h := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{APNs: apns, FCM: fcm}, Logger: quiet, Clock: f.clk})
+	h := delivery.NewHandler(f.st, delivery.Options{Channels: channel.NewRegistry().Register(inbox.ChannelPush, inbox.PlatformAPNs, apns).Register(inbox.ChannelPush, inbox.PlatformFCM, fcm), Logger: quiet, Clock: f.clk})
 
 	id, apnsTask := f.send(t, "k", apnsKey, inbox.ChannelPush)
 	if err := h.Handle(ctx, apnsTask); err != nil {
@@ -470,7 +470,7 @@ func TestDeliverPushByPlatformAndPruneOnUnregistered(t *testing.T) {
 	}
 	key2 := inbox.DeliveryKey(inbox.ChannelPush, fcm2.ID)
 	id2, task2 := f.send(t, "k2", key2, inbox.ChannelPush)
-	apnsOnly := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{APNs: apns}, Logger: quiet, Clock: f.clk})
+	apnsOnly := delivery.NewHandler(f.st, delivery.Options{Channels: channel.NewRegistry().Register(inbox.ChannelPush, inbox.PlatformAPNs, apns), Logger: quiet, Clock: f.clk})
 	if err := apnsOnly.Handle(ctx, task2); err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestDeliverPushOnlyToTheRecipientsDevice(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	fcm := &fakePush{provider: channel.ProviderFCM}
-	h := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{FCM: fcm}, Logger: quiet})
+	h := delivery.NewHandler(f.st, delivery.Options{Channels: channel.NewRegistry().Register(inbox.ChannelPush, inbox.PlatformFCM, fcm), Logger: quiet})
 	for _, c := range []struct {
 		name, token string
 		after       func(token string) error
@@ -683,7 +683,7 @@ func TestDeliverRetryIsDueAfterTheTaskThatRuns(t *testing.T) {
 			f.withWebhook(t, url)
 			id, first := f.send(t, "k", inbox.ChannelWebhook, inbox.ChannelWebhook)
 			h := func(clk clockwork.Clock) *delivery.Handler {
-				return delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{Webhook: channel.NewWebhook(channel.WebhookConfig{})},
+				return delivery.NewHandler(f.st, delivery.Options{Channels: channel.NewRegistry().Register(inbox.ChannelWebhook, "", channel.NewWebhook(channel.WebhookConfig{})),
 					Logger: quiet, Clock: clk, Jitter: func(int64) int64 { return 0 }})
 			}
 			task, clk := tc.run(t, f, h, first)

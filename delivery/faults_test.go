@@ -106,7 +106,7 @@ type faultEnv struct {
 	push    *fakePush
 	dev     inbox.Device
 	first   inbox.Task // the send's task
-	chans   delivery.Channels
+	chans   *channel.Registry
 }
 
 // sent is what the providers received.
@@ -133,7 +133,7 @@ func webhookEnv(t *testing.T, f *fixture, e *faultEnv, idem string, resps ...cha
 	recv.Respond(resps...)
 	f.withWebhook(t, url)
 	e.recv, e.key = recv, inbox.ChannelWebhook
-	e.chans.Webhook = channel.NewWebhook(channel.WebhookConfig{})
+	e.chans = channel.NewRegistry().Register(inbox.ChannelWebhook, "", channel.NewWebhook(channel.WebhookConfig{}))
 	e.id, e.first = f.send(t, idem, inbox.ChannelWebhook, inbox.ChannelWebhook)
 }
 
@@ -330,7 +330,7 @@ func pushEnv(t *testing.T, f *fixture, e *faultEnv, idem string) {
 	}
 	e.dev = dev
 	e.push = &fakePush{provider: channel.ProviderFCM, err: &channel.Error{Provider: channel.ProviderFCM, Kind: channel.Unregistered, Status: 404, Code: "UNREGISTERED"}}
-	e.chans.FCM = e.push
+	e.chans = channel.NewRegistry().Register(inbox.ChannelPush, inbox.PlatformFCM, e.push)
 	e.key = inbox.DeliveryKey(inbox.ChannelPush, dev.ID)
 	e.id, e.first = f.send(t, idem, e.key, inbox.ChannelPush)
 }
@@ -455,7 +455,7 @@ func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
 		ids = append(ids, res.NotificationIDs[0])
 	}
 	fst, db, proxy := mixEnv(t, f, ddbfault.Config{Seed: 11, Throttle: 0.06, Outage: 0.05, LostAnswer: 0.08, Latency: 0.05, LatencySpike: 100 * time.Millisecond})
-	h := delivery.NewHandler(fst, delivery.Options{Channels: delivery.Channels{Webhook: channel.NewWebhook(channel.WebhookConfig{})},
+	h := delivery.NewHandler(fst, delivery.Options{Channels: channel.NewRegistry().Register(inbox.ChannelWebhook, "", channel.NewWebhook(channel.WebhookConfig{})),
 		Logger: quiet, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Timeout: 2 * time.Second, ClaimMargin: time.Second,
 		Clock: f.clk})
 	// On the fixture's clock: passes every 100 ms, leases of 30 s (renewed every 10 s, and
@@ -553,7 +553,7 @@ func TestProviderCallbacksUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	sms := &fakePush{provider: channel.ProviderTwilio}
-	h := delivery.NewHandler(f.st, delivery.Options{Channels: delivery.Channels{SMS: sms}, Logger: quiet, Clock: f.clk})
+	h := delivery.NewHandler(f.st, delivery.Options{Channels: channel.NewRegistry().Register(inbox.ChannelSMS, "", sms), Logger: quiet, Clock: f.clk})
 	var refs []inbox.DeliveryRef
 	for _, k := range []string{"cb1", "cb2"} {
 		id, task := f.send(t, k, inbox.ChannelSMS, inbox.ChannelSMS)

@@ -30,10 +30,9 @@ func (b *bench) deliverRigs(st *store.Store, rr *rawRecords, smtpS *smtpSink, ho
 	}
 	hookClient := &http.Client{Transport: &http.Transport{MaxIdleConns: 4 * conc, MaxIdleConnsPerHost: 4 * conc}}
 	hook := channel.NewWebhook(channel.WebhookConfig{Client: hookClient, Timeout: delivery.DefaultTimeout})
-	h := delivery.NewHandler(st, delivery.Options{Logger: b.log, Channels: delivery.Channels{
-		Email:   channel.Limit(email, deliverRate, int(deliverRate)),
-		Webhook: channel.Limit(hook, deliverRate, int(deliverRate)),
-	}})
+	h := delivery.NewHandler(st, delivery.Options{Logger: b.log, Channels: channel.NewRegistry().
+		Register(inbox.ChannelEmail, "", channel.Limit(email, deliverRate, int(deliverRate))).
+		Register(inbox.ChannelWebhook, "", channel.Limit(hook, deliverRate, int(deliverRate)))})
 	mailer, err := newRawMailer(smtpS.addr)
 	if err != nil {
 		return nil, err
