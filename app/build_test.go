@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -81,6 +82,32 @@ func TestBuildRoles(t *testing.T) {
 			t.Errorf("%d goroutines after 20 failed builds, %d before", n, before)
 		}
 	})
+}
+
+// A dev gateway whose start fails after its mail catcher listened frees the catcher's
+// address: the catcher's Close raced its serving goroutine, and a retried Build of the
+// same configuration in the process (a test's, the bench's) met "address already in
+// use" while the stale catcher kept accepting mail nobody reads.
+func TestBuildFailingInDevModeFreesTheCatchersAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	db := dynlocal.Client("http://127.0.0.1:1")
+	cfg := Config{Table: "inbox", ComplexityLimit: 5000, Dev: true, DataDir: t.TempDir(), DevSMTPAddr: addr,
+		DemoImport: filepath.Join(t.TempDir(), "missing.json")}
+	for i := range 20 {
+		if g, err := Build(context.Background(), cfg, Deps{Log: slog.New(slog.DiscardHandler), DB: db}); g != nil || !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("build %d with a missing demo file: gateway %t, %v; want the file's error", i, g != nil, err)
+		}
+	}
+	if ln, err := net.Listen("tcp", addr); err != nil {
+		t.Fatalf("the catcher's address after the failed builds: %v", err)
+	} else {
+		ln.Close()
+	}
 }
 
 // A gateway's cursor key is its configuration's, whoever verifies its tokens: two builds
