@@ -108,10 +108,12 @@ func TestCursorsMoveBetweenInstancesAndForeignOnesAreRefused(t *testing.T) {
 		"forged with a zero tag":     forged,
 		"truncated":                  c1[:len(c1)-1],
 		"padded":                     c1 + "=",
-		"standard base64":            base64.StdEncoding.EncodeToString(raw),
 		"the earlier format":         base64.StdEncoding.EncodeToString([]byte("n1:" + strings.Repeat("0", 26))),
 		"not base64":                 strings.Repeat("!", 40),
 		"huge":                       strings.Repeat("A", 4096),
+	}
+	if std := strings.NewReplacer("-", "+", "_", "/").Replace(c1); std != c1 {
+		bad["standard base64"] = std // the same bytes in the other alphabet
 	}
 	for name, c := range bad {
 		for _, s := range []*testgw.Server{a, b} {
