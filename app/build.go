@@ -39,9 +39,10 @@ type Deps struct {
 	// Broker carries committed changes to subscriptions (nil: Config.Broker's, closed by
 	// Close; a caller's broker is the caller's to close).
 	Broker live.Broker
-	// Verifier verifies tokens (nil: Config's JWT secret and JWKS, closed by Close). With
-	// a Verifier and neither INBOX_CURSOR_SECRET nor INBOX_JWT_SECRET configured, cursors
-	// are signed with a random key of this process (a test gateway's).
+	// Verifier verifies tokens (nil: Config's JWT secret and JWKS, closed by Close). It
+	// does not sign cursors: their key is always Config's (INBOX_CURSOR_SECRET, or derived
+	// from INBOX_JWT_SECRET), so that every instance of one configuration accepts the
+	// others' cursors; a gateway whose Config has neither refuses to build.
 	Verifier *auth.Verifier
 	// Metrics, when set, receives every DynamoDB call of the client Build opens, the
 	// broker's publish lag (for a broker Build opens), the HTTP surface's operations and
@@ -142,7 +143,9 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 	}
 	opts := []store.Option{store.WithLogger(log), store.WithPublisher(g.Broker),
 		store.WithProfileCache(cfg.ProfileCacheSize, cfg.ProfileCacheTTL), store.WithRetention(cfg.Retention)}
-	if !deps.Worker && (deps.Verifier == nil || cfg.CursorSecret != "" || cfg.JWTSecret != "") {
+	if !deps.Worker {
+		// Never a random key of this process: a cursor another instance of the same
+		// configuration gave a client must page on, and a restart must not void it.
 		key, err := cursorKey(cfg)
 		if err != nil {
 			return g, err

@@ -61,7 +61,7 @@ func (c *Config) checkChannels() error {
 		}
 		p, err := url.Parse(u.v)
 		if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || p.RawQuery != "" || p.Fragment != "" {
-			return fmt.Errorf("configuration: %s must be an http(s) URL without query, not %q", u.name, u.v)
+			return fmt.Errorf("configuration: %s must be an http(s) URL without query, not %q", u.name, redactURL(u.v))
 		}
 	}
 	c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")

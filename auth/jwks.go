@@ -80,8 +80,10 @@ type jwksOptions struct {
 func checkJWKSURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("auth: JWKS URL %q is not an absolute URL", raw)
+		// Not quoted: what did not parse may hold a password (url.Parse's error quotes it).
+		return errors.New("auth: the JWKS URL is not an absolute URL (https://host/path)")
 	}
+	raw = u.Redacted() // the URL as errors show it: without its password
 	switch u.Scheme {
 	case "https":
 		return nil

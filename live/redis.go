@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +80,11 @@ var _ Broker = (*Redis)(nil)
 func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 	opt, err := redis.ParseURL(o.URL)
 	if err != nil {
+		// url.Parse's error quotes the whole URL, password included, and the error goes
+		// to the log stream: keep its reason only.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("redis URL: %w", err)
 	}
 	rdb := redis.NewClient(opt)

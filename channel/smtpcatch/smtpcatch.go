@@ -130,6 +130,11 @@ type Catcher struct {
 	holds    map[Step]bool
 	release  chan struct{} // closed by Release or Close: held replies go on
 	closed   bool
+	// listeners are those Listen and Serve serve on, closed by Close: go-smtp's Server
+	// knows a listener only once its Serve runs, so a Close before that (right after
+	// Listen, in a goroutine not yet scheduled) closed nothing and the catcher kept
+	// accepting on the address.
+	listeners []net.Listener
 }
 
 // failure is a scripted reply.
@@ -183,7 +188,10 @@ func (c *Catcher) Listen(addr string) error {
 	if err != nil {
 		return fmt.Errorf("smtpcatch: listen %s: %w", addr, err)
 	}
-	l = c.bind(l)
+	l, ok := c.bind(l)
+	if !ok {
+		return errors.New("smtpcatch: listen on a closed catcher")
+	}
 	go func() { _ = c.srv.Serve(l) }()
 	return nil
 }
@@ -194,18 +202,29 @@ func (c *Catcher) Serve(l net.Listener) error {
 	if c.cfg.ImplicitTLS && c.cfg.TLSConfig == nil {
 		return errors.New("smtpcatch: ImplicitTLS needs a TLSConfig")
 	}
-	return c.srv.Serve(c.bind(l))
+	bound, ok := c.bind(l)
+	if !ok {
+		return smtp.ErrServerClosed
+	}
+	return c.srv.Serve(bound)
 }
 
-// bind records l's address and wraps l in TLS when ImplicitTLS.
-func (c *Catcher) bind(l net.Listener) net.Listener {
+// bind records l (its address, and l for Close) and wraps it in TLS when ImplicitTLS;
+// false, with l closed, when the catcher is closed already.
+func (c *Catcher) bind(l net.Listener) (net.Listener, bool) {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		_ = l.Close()
+		return nil, false
+	}
 	c.addr = l.Addr()
+	c.listeners = append(c.listeners, l)
 	c.mu.Unlock()
 	if c.cfg.ImplicitTLS {
-		return tls.NewListener(l, c.cfg.TLSConfig)
+		return tls.NewListener(l, c.cfg.TLSConfig), true
 	}
-	return l
+	return l, true
 }
 
 // Addr is the address Listen or Serve bound ("127.0.0.1:40123"); "" before.
@@ -238,8 +257,16 @@ func (c *Catcher) Close() error {
 		c.closed = true
 		close(c.release)
 	}
+	ls := c.listeners
+	c.listeners = nil
 	c.mu.Unlock()
 	err := c.srv.Close()
+	for _, l := range ls {
+		// Closed by srv.Close when its Serve had registered it already.
+		if lerr := l.Close(); lerr != nil && !errors.Is(lerr, net.ErrClosed) && err == nil {
+			err = lerr
+		}
+	}
 	if errors.Is(err, smtp.ErrServerClosed) {
 		return nil
 	}

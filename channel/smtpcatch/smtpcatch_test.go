@@ -272,3 +272,46 @@ func TestCatcherImplicitTLSNeedsAConfig(t *testing.T) {
 		t.Fatal("Listen with ImplicitTLS and no TLSConfig succeeded")
 	}
 }
+
+// Close right after Listen (a gateway whose start failed after its catcher listened)
+// frees the address: it used to race the serving goroutine, which registered the
+// listener with the server only once it ran, so a Close before that closed nothing and
+// the catcher went on accepting on the address. Serve on a caller's listener likewise
+// returns after Close, whenever Close came.
+func TestCloseRightAfterListenFreesTheAddress(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	for i := range 200 {
+		c := smtpcatch.New(smtpcatch.Config{})
+		if err := c.Listen(addr); err != nil {
+			t.Fatalf("listen %d on the address the catcher before it closed: %v", i, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("close %d: %v", i, err)
+		}
+	}
+	for i := range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := smtpcatch.New(smtpcatch.Config{})
+		done := make(chan error, 1)
+		if i%2 == 0 {
+			_ = c.Close()
+		}
+		go func() { done <- c.Serve(l) }()
+		if i%2 == 1 {
+			_ = c.Close()
+		}
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Serve %d did not return after Close", i)
+		}
+	}
+}

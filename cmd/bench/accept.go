@@ -98,7 +98,7 @@ func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 	// processing has finished.
 	meter := &capacityMeter{}
 	db := dynamodb.New(b.eng.db.Options(), meter.option())
-	g, err := build(ctx, db, c.table, b.log, b.verifier, nil, app.Deps{Broker: live.NewLocal()})
+	g, err := build(ctx, db, c.table, b.log, b.secret, nil, app.Deps{Broker: live.NewLocal()})
 	if err != nil {
 		return nil, err
 	}

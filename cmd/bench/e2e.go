@@ -137,7 +137,7 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	// scheduler runs below).
 	createTable := true
 	cfg.CreateTable = &createTable
-	g, err := build(ctx, dynamodb.New(b.eng.db.Options()), table, b.log, b.verifier, func(c *app.Config) { *c = cfg }, app.Deps{Broker: live.NewLocal()})
+	g, err := build(ctx, dynamodb.New(b.eng.db.Options()), table, b.log, b.secret, func(c *app.Config) { *c = cfg }, app.Deps{Broker: live.NewLocal()})
 	if err != nil {
 		return nil, err
 	}

@@ -295,7 +295,7 @@ type liveGateway struct {
 }
 
 func (b *bench) startLiveGateway(broker live.Broker, slowListener bool) (*liveGateway, error) {
-	gw, err := build(context.Background(), b.eng.db, b.c.table, b.log, b.verifier, nil,
+	gw, err := build(context.Background(), b.eng.db, b.c.table, b.log, b.secret, nil,
 		app.Deps{Broker: broker, Store: []store.Option{store.WithSweepWorkers(0)}})
 	if err != nil {
 		return nil, err

@@ -83,7 +83,7 @@ func (b *bench) liveEvents(ctx context.Context, u liveUser, sender string, round
 	broker := live.NewLocal()
 	clock := &publishClock{Broker: broker}
 	// The gateway as serve composes it (app.Build); its store publishes through clock.
-	gw, err := build(ctx, b.eng.db, b.c.table, b.log, b.verifier, nil,
+	gw, err := build(ctx, b.eng.db, b.c.table, b.log, b.secret, nil,
 		app.Deps{Broker: broker, Store: []store.Option{store.WithSweepWorkers(0), store.WithPublisher(clock)}})
 	if err != nil {
 		return nil, err

@@ -267,20 +267,30 @@ type gateway struct {
 
 // build composes a gateway as serve does (app.Build) over db and the bench's table,
 // with its own store; cfg adjusts app.Config{ComplexityLimit: 5000}, deps are given the
-// bench's log and verifier when they have none. Close it when done.
-func build(ctx context.Context, db *dynamodb.Client, table string, log *slog.Logger, v *auth.Verifier, set func(*app.Config), deps app.Deps) (*app.Gateway, error) {
+// bench's log when they have none. Its JWT secret is the bench's secret (unless set
+// adjusts it): its verifier accepts the bench's tokens and its cursors are those of
+// every other gateway of the bench, and of the raw side's store (benchCursorKey), as
+// instances of one configuration share theirs. Close it when done.
+func build(ctx context.Context, db *dynamodb.Client, table string, log *slog.Logger, secret string, set func(*app.Config), deps app.Deps) (*app.Gateway, error) {
 	cfg := app.Config{ComplexityLimit: 5000, Table: table}
 	if set != nil {
 		set(&cfg)
+	}
+	if cfg.JWTSecret == "" {
+		cfg.JWTSecret = secret
 	}
 	deps.DB = db
 	if deps.Log == nil {
 		deps.Log = log
 	}
-	if deps.Verifier == nil {
-		deps.Verifier = v
-	}
 	return app.Build(ctx, cfg, deps)
+}
+
+// benchCursorKey is the cursor key of a gateway whose JWT secret is secret (what
+// app.Build derives without INBOX_CURSOR_SECRET): the raw side's store signs its
+// cursors with it, so that both sides answer the same endCursor.
+func benchCursorKey(secret string) store.Option {
+	return store.WithCursorKey(store.DeriveCursorKey([]byte(secret)))
 }
 
 func startGateway(h http.Handler) (*gateway, error) {
@@ -312,7 +322,10 @@ func run(ctx context.Context, c config) error {
 	// The sweep is off: markAllRead is measured by restoring META's earlier image between
 	// calls, which leaves the inbox exactly as before only while nothing sweeps GSI1. The
 	// sweep is background housekeeping and no part of markAllRead's latency.
-	st := store.New(eng.db, c.table, store.WithLogger(log), store.WithSweepWorkers(0))
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	secret := hex.EncodeToString(raw)
+	st := store.New(eng.db, c.table, store.WithLogger(log), store.WithSweepWorkers(0), benchCursorKey(secret))
 	defer st.Close()
 	if err := st.CreateTable(ctx); err != nil {
 		return err
@@ -327,9 +340,7 @@ func run(ctx context.Context, c config) error {
 		}()
 	}
 
-	secret := make([]byte, 32)
-	_, _ = rand.Read(secret)
-	verifier, err := auth.NewVerifier(auth.Config{Secret: []byte(hex.EncodeToString(secret)), Leeway: 30 * time.Second})
+	verifier, err := auth.NewVerifier(auth.Config{Secret: []byte(secret), Leeway: 30 * time.Second})
 	if err != nil {
 		return err
 	}
@@ -353,7 +364,7 @@ func run(ctx context.Context, c config) error {
 	}()
 	serveBuilt := func(set func(*app.Config), deps app.Deps) (*gateway, *app.Gateway, error) {
 		deps.Broker, deps.Store = broker, sweepOff
-		g, err := build(ctx, eng.db, c.table, log, verifier, set, deps)
+		g, err := build(ctx, eng.db, c.table, log, secret, set, deps)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -383,7 +394,7 @@ func run(ctx context.Context, c config) error {
 	}
 	cachedSt := cachedGW.Store
 
-	b := &bench{c: c, eng: eng, st: st, verifier: verifier, ds: ds, batched: batched, naive: naive, cached: cached, cachedSt: cachedSt, log: log}
+	b := &bench{c: c, eng: eng, st: st, verifier: verifier, secret: secret, ds: ds, batched: batched, naive: naive, cached: cached, cachedSt: cachedSt, log: log}
 	res := &Results{
 		Engine:    eng.name,
 		StartedAt: started.UTC(),

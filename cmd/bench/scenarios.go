@@ -34,6 +34,8 @@ type bench struct {
 	eng      *engine
 	st       *store.Store
 	verifier *auth.Verifier
+	// secret is the JWT secret of the bench's gateways (build), which verifier signs with.
+	secret   string
 	ds       *dataset
 	batched  *gateway
 	naive    *gateway

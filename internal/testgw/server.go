@@ -58,6 +58,7 @@ type Server struct {
 type Options struct {
 	// Config adjusts the configuration; it starts as app.Config{ComplexityLimit: 5000}
 	// (the zero value of every other setting: no bounds beyond the handler's defaults).
+	// Without INBOX_JWT_SECRET or INBOX_CURSOR_SECRET set here, JWTSecret is Secret.
 	Config func(*app.Config)
 	// Handler adjusts the handler options app.Build made from the configuration.
 	Handler func(*httpapi.Options)
@@ -79,6 +80,12 @@ type Options struct {
 	// Scheduler runs the gateway's scheduler (Gateway.RunScheduler: wake-ups, expiries,
 	// deliveries, broadcasts) until the test ends, polling every 200 ms.
 	Scheduler bool
+	// Peer, when set, makes this gateway another instance beside Peer: the same table
+	// and DynamoDB client (the table is Peer's: neither created nor dropped here) and the
+	// same configuration's secrets, as instances behind one load balancer are. Each has
+	// its own in-process broker: a change made on one reaches the other's subscriptions
+	// only through a shared broker, which the harness does not set up.
+	Peer *Server
 }
 
 // logWriter forwards the server's log lines to t.Log until the test ends (a late line
@@ -121,6 +128,12 @@ func NewWith(t *testing.T, o Options) *Server {
 	if o.Config != nil {
 		o.Config(&cfg)
 	}
+	if cfg.JWTSecret == "" && cfg.CursorSecret == "" {
+		// What a gateway process under test is started with (INBOX_JWT_SECRET): its
+		// cursors are signed with the key derived from it, as serve's are, the same on
+		// every instance of this configuration (Options.Peer).
+		cfg.JWTSecret = string(Secret)
+	}
 	lw := &logWriter{t: t}
 	log := slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var (
@@ -128,10 +141,14 @@ func NewWith(t *testing.T, o Options) *Server {
 		broker    *live.Local
 		closeIdle = func() {}
 	)
-	if o.Metrics != nil {
+	switch {
+	case o.Peer != nil:
+		db = o.Peer.DB
+		broker = live.NewLocal()
+	case o.Metrics != nil:
 		db = app.LocalClient(dynlocaltest.Endpoint(t), append([]func(*dynamodb.Options){app.WithPooledHTTP(), o.Metrics.DynamoDB()}, o.DynamoDB...)...)
 		broker = live.NewLocal(live.WithLagObserver(o.Metrics.ObservePublishLag))
-	} else {
+	default:
 		// A transport of its own, so that CloseIdleConnections reaches its pool.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		closeIdle = tr.CloseIdleConnections
@@ -141,6 +158,9 @@ func NewWith(t *testing.T, o Options) *Server {
 		broker = live.NewLocal()
 	}
 	table := dynlocaltest.TableName(t)
+	if o.Peer != nil {
+		table = o.Peer.Table
+	}
 	cfg.Table = table
 	v := o.Verifier
 	if v == nil {
@@ -158,7 +178,7 @@ func NewWith(t *testing.T, o Options) *Server {
 	if o.Scheduler {
 		cfg.SchedPoll, cfg.SchedLease = 200*time.Millisecond, 6*time.Second
 	}
-	createTable := true
+	createTable := o.Peer == nil
 	cfg.CreateTable = &createTable
 	// The gateway as serve composes it (app.Build), over this test's client, broker and
 	// verifier.
@@ -173,6 +193,9 @@ func NewWith(t *testing.T, o Options) *Server {
 		lw.mu.Lock()
 		lw.done = true
 		lw.mu.Unlock()
+		if o.Peer != nil {
+			return // the table is the peer's to drop
+		}
 		// A finished test's table is dropped so that its items stop costing the engine
 		// memory (and time: see package dynlocaltest).
 		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
