@@ -19,6 +19,7 @@ import (
 
 	"github.com/inboxgw/gateway/ddbfault"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
+	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
@@ -220,7 +221,7 @@ func TestSendAndBroadcastRetriesUnderDynamoDBFaults(t *testing.T) {
 		key := fmt.Sprintf("send-%d", i)
 		testgw.WaitFor(t, 60*time.Second, key+" done", func() bool {
 			r, ok, err := s.Store.GetRequest(t.Context(), tenant, key)
-			return err == nil && ok && r.State == store.RequestDone
+			return err == nil && ok && r.State == inbox.RequestDone
 		})
 	}
 }
