@@ -577,6 +577,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	srv := httpapi.NewServer(g.HTTP, httpapi.Timeouts{ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
 	_, stopMetrics, err := ServeMetrics(cfg, log, reg)
 	if err != nil {
+		_ = ln.Close() // not served yet: nothing else closes it
 		return err
 	}
 	defer stopMetrics()
