@@ -70,12 +70,13 @@ func newSuite(t *testing.T, users []string) *suite {
 		o.BaseEndpoint = aws.String(ps.URL)
 		o.Retryer = store.NewSDKRetryer()
 	})
-	v, err := auth.NewVerifier(auth.Config{Secret: []byte("fault-suite-secret-0123456789abcdef")})
+	const secret = "fault-suite-secret-0123456789abcdef"
+	v, err := auth.NewVerifier(auth.Config{Secret: []byte(secret)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The gateway as serve composes it (app.Build), its client behind the proxy.
-	g, err := app.Build(context.Background(), app.Config{Table: table, ComplexityLimit: 100000},
+	g, err := app.Build(context.Background(), app.Config{Table: table, ComplexityLimit: 100000, JWTSecret: secret},
 		app.Deps{Log: slog.New(slog.DiscardHandler), DB: faulty, Broker: live.NewLocal(), Verifier: v,
 			Store: []store.Option{store.WithSweepWorkers(1)}})
 	if err != nil {
