@@ -48,8 +48,8 @@ test: test-deps check-generate vet
 
 ## run: the gateway in dev mode on local DynamoDB, with the GitHub demo import.
 # The gateway is built, then exec'd as the recipe's shell: Ctrl-C (SIGINT to the process
-# group) and a SIGTERM to make alone both reach it, it stops DynamoDB Local and exits 0
-# (go run exited 1 after an interrupt and passed no signal on).
+# group) and a SIGTERM to make alone both reach it, and it stops DynamoDB Local cleanly
+# (go run made make report "Error 1" after an interrupt and passed no signal on).
 run: deps
 	$(GO) build -o bin/inbox-gateway .
 	INBOX_DEV=1 INBOX_DEMO_IMPORT=$(INBOX_DEMO_IMPORT) exec bin/inbox-gateway serve
