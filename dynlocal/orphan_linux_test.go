@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/inboxgw/gateway/dynlocal"
 )
 
@@ -81,4 +83,25 @@ func orphanHelper(mode string) {
 		time.Sleep(time.Minute)
 	}
 	os.Exit(0)
+}
+
+// JVMArgs reach the java process before -jar (ShortLivedJVMArgs is what the tests'
+// engines run with), and the engine answers with them.
+func TestJVMArgsReachTheProcess(t *testing.T) {
+	t.Parallel()
+	srv := start(t, dynlocal.Options{DataDir: dynlocal.MemoryDataDir, JVMArgs: dynlocal.ShortLivedJVMArgs})
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", srv.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+	jar := slices.Index(args, "-jar")
+	for _, a := range dynlocal.ShortLivedJVMArgs {
+		if i := slices.Index(args, a); i < 0 || i > jar {
+			t.Errorf("%s is not a JVM option of %q", a, args)
+		}
+	}
+	if _, err := client(srv.Endpoint()).ListTables(t.Context(), &dynamodb.ListTablesInput{}); err != nil {
+		t.Fatalf("ListTables: %v", err)
+	}
 }

