@@ -43,3 +43,12 @@ func isTimeout(err error) bool {
 func readProviderBody(r io.Reader) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(r, maxProviderBody))
 }
+
+// withTimeout is ctx bounded by an adapter's Timeout when it is > 0 (ctx's own deadline
+// applies as well); call the CancelFunc when the send is done.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return ctx, func() {}
+}

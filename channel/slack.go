@@ -99,11 +99,8 @@ var slackConfig = map[string]bool{
 
 // Send posts m.Text to m.To (see NewSlack).
 func (s *slack) Send(ctx context.Context, m Message) (Result, error) {
-	if s.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
 	if m.To == "" {
 		return Result{}, &Error{Provider: ProviderSlack, Kind: Permanent, Code: "channel_not_found", Err: errors.New("no Slack user id")}
 	}

@@ -110,11 +110,8 @@ func TwilioStatusCallback(base, ref string, t time.Time) string {
 
 // Send sends m.Text to m.To (see NewTwilio).
 func (tw *twilio) Send(ctx context.Context, m Message) (Result, error) {
-	if tw.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, tw.cfg.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(ctx, tw.cfg.Timeout)
+	defer cancel()
 	if m.To == "" {
 		return Result{}, &Error{Provider: ProviderTwilio, Kind: Permanent, Code: "21604", Err: errors.New("no phone number")}
 	}

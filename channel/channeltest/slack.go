@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,14 +34,10 @@ type Slack struct {
 	// Users, when not nil, are the user ids that exist (others: user_not_found).
 	Users map[string]bool
 
-	srv     *httptest.Server
-	closed  chan struct{}
+	srv *httptest.Server
+	*script[SlackAnswer, SlackRequest]
 	revoked atomic.Bool
 	seq     atomic.Int64
-
-	mu      sync.Mutex
-	reqs    []SlackRequest
-	answers []SlackAnswer
 }
 
 // SlackAnswer is a scripted answer. The zero value is the server's ordinary behaviour.
@@ -83,12 +78,12 @@ var slackID = regexp.MustCompile(`^[UWCDG][A-Z0-9]{2,20}$`)
 // NewSlack starts a Slack server with a fresh bot token.
 func NewSlack(t testing.TB) *Slack {
 	t.Helper()
-	s := &Slack{Token: "xoxb-" + hexID(12), closed: make(chan struct{})}
+	s := &Slack{Token: "xoxb-" + hexID(12), script: newScript[SlackAnswer, SlackRequest]()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /chat.postMessage", s.postMessage)
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(func() {
-		close(s.closed)
+		s.script.close()
 		s.srv.Close()
 	})
 	s.URL = s.srv.URL
@@ -97,9 +92,7 @@ func NewSlack(t testing.TB) *Slack {
 
 // Queue scripts the answers to the next requests that pass the server's checks, in order.
 func (s *Slack) Queue(a ...SlackAnswer) {
-	s.mu.Lock()
-	s.answers = append(s.answers, a...)
-	s.mu.Unlock()
+	s.queue(a...)
 }
 
 // Revoke makes the token revoked: every later request answers token_revoked.
@@ -107,9 +100,7 @@ func (s *Slack) Revoke() { s.revoked.Store(true) }
 
 // Requests returns the requests received so far.
 func (s *Slack) Requests() []SlackRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]SlackRequest(nil), s.reqs...)
+	return s.requests()
 }
 
 func (s *Slack) postMessage(w http.ResponseWriter, r *http.Request) {
@@ -163,18 +154,11 @@ func (s *Slack) postMessage(w http.ResponseWriter, r *http.Request) {
 	if fail != "" {
 		ans.Error = fail
 	} else {
-		s.mu.Lock()
-		if len(s.answers) > 0 {
-			ans, s.answers = s.answers[0], s.answers[1:]
-		}
-		s.mu.Unlock()
+		ans = s.next()
 	}
 	if ans.Hang {
 		s.record(rec)
-		select {
-		case <-r.Context().Done():
-		case <-s.closed:
-		}
+		s.hang(r)
 		return
 	}
 	if ans.RetryAfter != "" {
@@ -203,10 +187,4 @@ func (s *Slack) postMessage(w http.ResponseWriter, r *http.Request) {
 	s.record(rec)
 	answerJSON(w, http.StatusOK, map[string]any{"ok": true, "channel": rec.PostedChannel, "ts": rec.PostedTS,
 		"message": map[string]any{"type": "message", "subtype": "bot_message", "text": msg.Text, "ts": rec.PostedTS}})
-}
-
-func (s *Slack) record(rec SlackRequest) {
-	s.mu.Lock()
-	s.reqs = append(s.reqs, rec)
-	s.mu.Unlock()
 }

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 )
@@ -27,12 +26,8 @@ type Twilio struct {
 	// AccountSID and AuthToken are the credentials the server accepts; From a sender.
 	AccountSID, AuthToken, From string
 
-	srv    *httptest.Server
-	closed chan struct{}
-
-	mu      sync.Mutex
-	reqs    []TwilioRequest
-	answers []TwilioAnswer
+	srv *httptest.Server
+	*script[TwilioAnswer, TwilioRequest]
 }
 
 // TwilioAnswer is a scripted answer. The zero value is the server's ordinary behaviour.
@@ -96,13 +91,13 @@ func NewTwilio(t testing.TB) *Twilio {
 		AccountSID: "AC" + hexID(16),
 		AuthToken:  hexID(16),
 		From:       "+15005550006",
-		closed:     make(chan struct{}),
+		script:     newScript[TwilioAnswer, TwilioRequest](),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2010-04-01/Accounts/{sid}/Messages.json", s.messages)
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(func() {
-		close(s.closed)
+		s.script.close()
 		s.srv.Close()
 	})
 	s.URL = s.srv.URL
@@ -111,16 +106,12 @@ func NewTwilio(t testing.TB) *Twilio {
 
 // Queue scripts the answers to the next requests that pass the server's checks, in order.
 func (s *Twilio) Queue(a ...TwilioAnswer) {
-	s.mu.Lock()
-	s.answers = append(s.answers, a...)
-	s.mu.Unlock()
+	s.queue(a...)
 }
 
 // Requests returns the requests received so far.
 func (s *Twilio) Requests() []TwilioRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]TwilioRequest(nil), s.reqs...)
+	return s.requests()
 }
 
 func (s *Twilio) messages(w http.ResponseWriter, r *http.Request) {
@@ -150,18 +141,11 @@ func (s *Twilio) messages(w http.ResponseWriter, r *http.Request) {
 	if code != 0 {
 		ans = TwilioError(code)
 	} else {
-		s.mu.Lock()
-		if len(s.answers) > 0 {
-			ans, s.answers = s.answers[0], s.answers[1:]
-		}
-		s.mu.Unlock()
+		ans = s.next()
 	}
 	if ans.Hang {
 		s.record(rec)
-		select {
-		case <-r.Context().Done():
-		case <-s.closed:
-		}
+		s.hang(r)
 		return
 	}
 	if ans.RetryAfter != "" {
@@ -194,12 +178,6 @@ func (s *Twilio) messages(w http.ResponseWriter, r *http.Request) {
 		"date_created": now, "date_updated": now, "date_sent": nil, "error_code": nil, "error_message": nil,
 		"uri": "/2010-04-01/Accounts/" + s.AccountSID + "/Messages/" + rec.Sid + ".json",
 	})
-}
-
-func (s *Twilio) record(rec TwilioRequest) {
-	s.mu.Lock()
-	s.reqs = append(s.reqs, rec)
-	s.mu.Unlock()
 }
 
 func absoluteHTTP(raw string) bool {
