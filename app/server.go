@@ -43,7 +43,6 @@ import (
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/store"
-	"github.com/inboxgw/gateway/tmpl"
 )
 
 // Config is the gateway's configuration, read from the environment (see README.md).
@@ -527,20 +526,6 @@ func WithPooledHTTP() func(*dynamodb.Options) {
 // LocalClient is a DynamoDB client for DynamoDB Local: dynlocal.Client.
 func LocalClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynlocal.Client(endpoint, optFns...)
-}
-
-// inboxTemplates gives the send service a template rendered for a locale: the in-app
-// title and body, the email, push and SMS parts (written into the delivery records) and
-// the template's channels.
-type inboxTemplates struct{ *tmpl.Service }
-
-// Render renders the pinned version of template id for locale (tmpl.Service.Render).
-func (t inboxTemplates) Render(ctx context.Context, tenant, id string, version int, locale string, data inbox.JSON) (inbox.Rendered, error) {
-	r, err := t.Service.Render(ctx, tenant, id, version, locale, data)
-	if err != nil {
-		return inbox.Rendered{}, err
-	}
-	return r.Inbox(), nil
 }
 
 // serve runs the gateway (Build) until ctx ends: its HTTP surface on Config.Addr and,

@@ -30,6 +30,7 @@ type ChannelSwitchesInput struct {
 	Email *bool `json:"email,omitempty"`
 	Push  *bool `json:"push,omitempty"`
 	Sms   *bool `json:"sms,omitempty"`
+	Slack *bool `json:"slack,omitempty"`
 }
 
 // One delivery of a notification: through one channel (to one device, for push).
