@@ -15,7 +15,7 @@ import (
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/routing"
-	)
+)
 
 // Store is what the templates service needs of the store (*store.Store has it).
 type Store interface {
@@ -226,8 +226,8 @@ type parsedKey struct {
 
 // parsed is one stored version of one locale, parsed.
 type parsed struct {
-	locale                             string
-	version                            int
+	locale      string
+	version     int
 	title, body *compiled
 	// parts are the channels' parts (inbox.PartChannels order), each field compiled.
 	parts []parsedPart
