@@ -299,7 +299,8 @@ func (g *Gateway) importDemo(ctx context.Context) error {
 // instance) run wherever a scheduler runs.
 func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Clock) *sched.Scheduler {
 	deliver := delivery.NewHandler(g.Store, delivery.Options{Channels: g.Channels, Attempts: cfg.DeliveryAttempts,
-		Backoff: cfg.DeliveryBackoff, Timeout: cfg.DeliveryTimeout, Logger: log, Clock: clock})
+		Backoff: cfg.DeliveryBackoff, Timeout: cfg.DeliveryTimeout, Logger: log, Clock: clock,
+		OnConfigError: metrics.NewDelivery(g.Metrics).ConfigError})
 	// A deliver task sends once within INBOX_DELIVERY_TIMEOUT and then records the
 	// outcome: the handler deadline covers both.
 	o := sched.Options{DB: g.DB, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log, Clock: clock,
