@@ -59,7 +59,7 @@ func (f *deliveryFixture) send(t *testing.T, key string, in inbox.SendInput, use
 		in.Type = "comment"
 	}
 	if in.Render == nil && in.TemplateChannels == nil {
-		in.TemplateChannels = slices.Clone(inbox.Channels)
+		in.TemplateChannels = []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelWebhook}
 	}
 	res, err := f.s.Send(context.Background(), f.tenant, in)
 	if err != nil {

@@ -64,10 +64,10 @@ func TestPreferencesTenantDefaults(t *testing.T) {
 		t.Errorf("ops %v, want one GetItem", ops)
 	}
 	want := inbox.Preferences{
-		Channels: inbox.ChannelSwitches{inbox.ChannelInApp: true, inbox.ChannelEmail: true, inbox.ChannelPush: true},
+		Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSlack),
 		Categories: []inbox.CategoryPreference{
-			{Category: "marketing", Channels: inbox.ChannelSwitches{inbox.ChannelInApp: true, inbox.ChannelPush: true}},
-			{Category: "security", Critical: true, Channels: inbox.ChannelSwitches{inbox.ChannelInApp: true, inbox.ChannelEmail: true, inbox.ChannelPush: true, inbox.ChannelSMS: true}},
+			{Category: "marketing", Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelPush, inbox.ChannelSlack)},
+			{Category: "security", Critical: true, Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack)},
 		},
 		Locale: "en-US",
 	}
@@ -77,7 +77,7 @@ func TestPreferencesTenantDefaults(t *testing.T) {
 	// A store without defaults: every channel on, nothing else.
 	g := newFixture(t)
 	p, err = g.s.Preferences(ctx, g.viewer("a"))
-	if err != nil || !reflect.DeepEqual(p, inbox.Preferences{Channels: inbox.ChannelSwitches{inbox.ChannelInApp: true, inbox.ChannelEmail: true, inbox.ChannelPush: true, inbox.ChannelSMS: true}}) {
+	if err != nil || !reflect.DeepEqual(p, inbox.Preferences{Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack)}) {
 		t.Fatalf("no defaults: %+v %v", p, err)
 	}
 }
@@ -109,11 +109,11 @@ func TestUpdatePreferencesPartial(t *testing.T) {
 		}
 	}
 	want := inbox.Preferences{
-		Channels: inbox.ChannelSwitches{inbox.ChannelInApp: true, inbox.ChannelEmail: false, inbox.ChannelPush: true, inbox.ChannelSMS: true},
+		Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack),
 		Categories: []inbox.CategoryPreference{
-			{Category: "marketing", Channels: inbox.ChannelSwitches{inbox.ChannelInApp: false, inbox.ChannelEmail: true, inbox.ChannelPush: true, inbox.ChannelSMS: true}},
-			{Category: "security", Critical: true, Channels: inbox.ChannelSwitches{inbox.ChannelInApp: true, inbox.ChannelEmail: true, inbox.ChannelPush: true, inbox.ChannelSMS: true}},
-			{Category: "social", Channels: inbox.ChannelSwitches{inbox.ChannelInApp: true, inbox.ChannelEmail: false, inbox.ChannelPush: false, inbox.ChannelSMS: true}},
+			{Category: "marketing", Channels: switchesOn(inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack)},
+			{Category: "security", Critical: true, Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack)},
+			{Category: "social", Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelSMS, inbox.ChannelSlack)},
 		},
 		QuietHours: &inbox.QuietHours{Start: "22:00", End: "07:00"},
 		Timezone:   "Europe/Berlin",
@@ -367,4 +367,14 @@ func TestPreferencesItemSizeBound(t *testing.T) {
 		}
 		return
 	}
+}
+
+// switchesOn returns switches with the channels on listed on and every other switch
+// channel off.
+func switchesOn(on ...string) inbox.ChannelSwitches {
+	sw := inbox.ChannelSwitches{}
+	for _, c := range inbox.SwitchChannels {
+		sw[c] = slices.Contains(on, c)
+	}
+	return sw
 }
