@@ -1558,7 +1558,7 @@ type Delivery {
   updatedAt: Time!
   "Why it failed, or was skipped (e.g. opted_out, category_opted_out, no_device, no_provider); a delivery deferred by quiet hours stays QUEUED."
   error: String
-  "The record's key within the notification: IN_APP, EMAIL, SMS, WEBHOOK, or PUSH#{deviceId} (one record per push device)."
+  "The record's key within the notification: IN_APP, EMAIL, SMS, SLACK, WEBHOOK, or PUSH#{deviceId} (one record per push device)."
   key: String!
   "The push device's id (POST /v1/users/{id}/devices answers it); null for other channels."
   deviceId: String
@@ -1818,6 +1818,8 @@ enum Channel {
   EMAIL
   PUSH
   SMS
+  "A direct message from the tenant's Slack bot to the recipient's slackUserId."
+  SLACK
   WEBHOOK
 }
 
