@@ -187,12 +187,12 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 	// The send pipeline: templates, broadcasts (their pages run in the service's lanes)
 	// and the send service that uses both.
 	g.Templates = tmpl.New(g.Store)
-	g.Broadcasts = service.NewBroadcasts(service.BroadcastOptions{Store: g.Store, Send: g.Store.Send, Templates: inboxTemplates{g.Templates},
+	g.Broadcasts = service.NewBroadcasts(service.BroadcastOptions{Store: g.Store, Send: g.Store.Send, Templates: g.Templates,
 		Lane: func(ctx context.Context, lane string, work func(context.Context) error) error {
 			return g.Service.RunInLane(ctx, lane, work)
 		}, Logger: log})
 	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
-		IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Templates: inboxTemplates{g.Templates}, Broadcaster: g.Broadcasts})
+		IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Templates: g.Templates, Broadcaster: g.Broadcasts})
 	g.onClose(g.Service.Close)
 
 	// Dev mode without an SMTP server: mail goes to an in-process catcher (a worker's to
@@ -299,7 +299,8 @@ func (g *Gateway) importDemo(ctx context.Context) error {
 // instance) run wherever a scheduler runs.
 func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Clock) *sched.Scheduler {
 	deliver := delivery.NewHandler(g.Store, delivery.Options{Channels: g.Channels, Attempts: cfg.DeliveryAttempts,
-		Backoff: cfg.DeliveryBackoff, Timeout: cfg.DeliveryTimeout, Logger: log, Clock: clock})
+		Backoff: cfg.DeliveryBackoff, Timeout: cfg.DeliveryTimeout, Logger: log, Clock: clock,
+		OnConfigError: metrics.NewDelivery(g.Metrics).ConfigError})
 	// A deliver task sends once within INBOX_DELIVERY_TIMEOUT and then records the
 	// outcome: the handler deadline covers both.
 	o := sched.Options{DB: g.DB, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log, Clock: clock,

@@ -54,7 +54,7 @@ func (c *Config) checkChannels() error {
 		}
 	}
 	for _, u := range []struct{ name, v string }{
-		{"INBOX_FCM_URL", c.FCMURL}, {"INBOX_APNS_URL", c.APNsURL}, {"INBOX_TWILIO_URL", c.TwilioURL}, {"INBOX_PUBLIC_URL", c.PublicURL},
+		{"INBOX_FCM_URL", c.FCMURL}, {"INBOX_APNS_URL", c.APNsURL}, {"INBOX_TWILIO_URL", c.TwilioURL}, {"INBOX_SLACK_URL", c.SlackURL}, {"INBOX_PUBLIC_URL", c.PublicURL},
 	} {
 		if u.v == "" && u.name == "INBOX_PUBLIC_URL" {
 			continue
@@ -75,7 +75,7 @@ func (c *Config) checkChannels() error {
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"INBOX_RATE_EMAIL", c.RateEmail}, {"INBOX_RATE_PUSH", c.RatePush}, {"INBOX_RATE_SMS", c.RateSMS}, {"INBOX_RATE_WEBHOOK", c.RateWebhook}} {
+	}{{"INBOX_RATE_EMAIL", c.RateEmail}, {"INBOX_RATE_PUSH", c.RatePush}, {"INBOX_RATE_SMS", c.RateSMS}, {"INBOX_RATE_WEBHOOK", c.RateWebhook}, {"INBOX_RATE_SLACK", c.RateSlack}} {
 		if !(r.v > 0 && r.v <= MaxRate) || math.IsNaN(r.v) {
 			return fmt.Errorf("configuration: %s must be above 0 and at most %g sends a second, not %g", r.name, float64(MaxRate), r.v)
 		}
@@ -167,6 +167,13 @@ func deliveryChannels(cfg Config, devSMTP string) (*channel.Registry, error) {
 			return nil, fmt.Errorf("INBOX_TWILIO_*: %w", err)
 		}
 		chs.Register(inbox.ChannelSMS, "", channel.Limit(tw, cfg.RateSMS, burst(cfg.RateSMS)))
+	}
+	if cfg.SlackBotToken != "" {
+		sl, err := channel.NewSlack(channel.SlackConfig{BotToken: cfg.SlackBotToken, BaseURL: cfg.SlackURL, Client: client, Timeout: cfg.DeliveryTimeout})
+		if err != nil {
+			return nil, fmt.Errorf("INBOX_SLACK_*: %w", err)
+		}
+		chs.Register(inbox.ChannelSlack, "", channel.Limit(sl, cfg.RateSlack, burst(cfg.RateSlack)))
 	}
 	return chs, nil
 }

@@ -27,7 +27,8 @@ func TestChannelConfigDefaultsAndBounds(t *testing.T) {
 	if cfg.DeliveryAttempts != delivery.DefaultAttempts || cfg.DeliveryBackoff != delivery.DefaultBackoff || cfg.DeliveryTimeout != delivery.DefaultTimeout ||
 		cfg.RateEmail != 100 || cfg.RatePush != 500 || cfg.RateSMS != 10 || cfg.RateWebhook != 100 || cfg.CallbackMaxAge != 10*time.Minute ||
 		cfg.DevSMTPAddr != "127.0.0.1:1025" || cfg.FCMURL != "https://fcm.googleapis.com" || cfg.APNsURL != "https://api.push.apple.com" ||
-		cfg.TwilioURL != "https://api.twilio.com" || cfg.SMTPURL != "" {
+		cfg.TwilioURL != "https://api.twilio.com" || cfg.SMTPURL != "" || cfg.SlackURL != "https://slack.com/api" || cfg.RateSlack != 20 ||
+		cfg.SlackBotToken != "" {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	for _, tc := range []struct {
@@ -48,6 +49,8 @@ func TestChannelConfigDefaultsAndBounds(t *testing.T) {
 		{map[string]string{"INBOX_RATE_EMAIL": "0"}, "INBOX_RATE_EMAIL"},
 		{map[string]string{"INBOX_RATE_SMS": "NaN"}, "INBOX_RATE_SMS"},
 		{map[string]string{"INBOX_RATE_PUSH": "2e6"}, "INBOX_RATE_PUSH"},
+		{map[string]string{"INBOX_RATE_SLACK": "-1"}, "INBOX_RATE_SLACK"},
+		{map[string]string{"INBOX_SLACK_URL": "slack.com/api"}, "INBOX_SLACK_URL"},
 		{map[string]string{"INBOX_DELIVERY_ATTEMPTS": "0"}, "INBOX_DELIVERY_ATTEMPTS"},
 		{map[string]string{"INBOX_DELIVERY_ATTEMPTS": "101"}, "INBOX_DELIVERY_ATTEMPTS"},
 		{map[string]string{"INBOX_DELIVERY_BACKOFF": "1ms"}, "INBOX_DELIVERY_BACKOFF"},
@@ -96,6 +99,12 @@ func TestDeliveryChannelsFromConfig(t *testing.T) {
 	twilio.TwilioAccountSID, twilio.TwilioAuthToken, twilio.TwilioFrom = "AC123", "token", "+15550001111"
 	if chs, err = deliveryChannels(twilio, ""); err != nil || chs.Lookup(inbox.ChannelSMS, "") == nil || chs.Lookup(inbox.ChannelSMS, "").Provider() != channel.ProviderTwilio {
 		t.Fatalf("Twilio: %+v, %v", chs, err)
+	}
+
+	slack := cfg
+	slack.SlackBotToken = "xoxb-1-2-3"
+	if chs, err = deliveryChannels(slack, ""); err != nil || chs.Lookup(inbox.ChannelSlack, "") == nil || chs.Lookup(inbox.ChannelSlack, "").Provider() != channel.ProviderSlack {
+		t.Fatalf("Slack: %+v, %v", chs, err)
 	}
 
 	missing := cfg

@@ -3,6 +3,8 @@ package app
 import (
 	"strings"
 	"testing"
+
+	"github.com/inboxgw/gateway/inbox"
 )
 
 // INBOX_DEFAULT_PREFERENCES and INBOX_CRITICAL_CATEGORIES become the store's tenant
@@ -15,7 +17,7 @@ func TestPreferencesConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := cfg.TenantPreferences
-	if d.Channels.SMS || !d.Channels.InApp || d.Timezone != "Europe/Berlin" || !d.IsCritical("billing") || d.IsCritical("marketing") {
+	if d.Channels[inbox.ChannelSMS] || !d.Channels[inbox.ChannelInApp] || !d.Channels[inbox.ChannelSlack] || d.Timezone != "Europe/Berlin" || !d.IsCritical("billing") || d.IsCritical("marketing") {
 		t.Fatalf("defaults: %+v", d)
 	}
 	for _, bad := range []string{`{"timezone": "Nowhere/Else"}`, `{"channel": {}}`, `not json`} {

@@ -43,7 +43,6 @@ import (
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/store"
-	"github.com/inboxgw/gateway/tmpl"
 )
 
 // Config is the gateway's configuration, read from the environment (see README.md).
@@ -173,6 +172,10 @@ type Config struct {
 	TwilioAuthToken  string `env:"INBOX_TWILIO_AUTH_TOKEN"`
 	TwilioFrom       string `env:"INBOX_TWILIO_FROM"`
 	TwilioURL        string `env:"INBOX_TWILIO_URL" envDefault:"https://api.twilio.com"`
+	// Slack: the bot token ("xoxb-…": chat.postMessage to the recipient's slackUserId)
+	// and the Web API's base URL.
+	SlackBotToken string `env:"INBOX_SLACK_BOT_TOKEN"`
+	SlackURL      string `env:"INBOX_SLACK_URL" envDefault:"https://slack.com/api"`
 	// SendGridWebhookKey is the event webhook's verification key (base64 DER ECDSA public
 	// key); unset, SendGrid callbacks are refused. Provider callbacks: POST
 	// /v1/webhooks/provider/{name}, see providerHooks.
@@ -187,6 +190,9 @@ type Config struct {
 	RatePush    float64 `env:"INBOX_RATE_PUSH" envDefault:"500"`
 	RateSMS     float64 `env:"INBOX_RATE_SMS" envDefault:"10"`
 	RateWebhook float64 `env:"INBOX_RATE_WEBHOOK" envDefault:"100"`
+	// RateSlack: chat.postMessage allows about one message a second per conversation and
+	// bursts across conversations; this bounds the bot's sends.
+	RateSlack float64 `env:"INBOX_RATE_SLACK" envDefault:"20"`
 	// DeliveryAttempts bounds the sends of one delivery record; DeliveryBackoff is the
 	// retry delay's base (exponential, full jitter); DeliveryTimeout one send's deadline.
 	DeliveryAttempts int           `env:"INBOX_DELIVERY_ATTEMPTS" envDefault:"6"`
@@ -527,20 +533,6 @@ func WithPooledHTTP() func(*dynamodb.Options) {
 // LocalClient is a DynamoDB client for DynamoDB Local: dynlocal.Client.
 func LocalClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynlocal.Client(endpoint, optFns...)
-}
-
-// inboxTemplates gives the send service a template rendered for a locale: the in-app
-// title and body, the email, push and SMS parts (written into the delivery records) and
-// the template's channels.
-type inboxTemplates struct{ *tmpl.Service }
-
-// Render renders the pinned version of template id for locale (tmpl.Service.Render).
-func (t inboxTemplates) Render(ctx context.Context, tenant, id string, version int, locale string, data inbox.JSON) (inbox.Rendered, error) {
-	r, err := t.Service.Render(ctx, tenant, id, version, locale, data)
-	if err != nil {
-		return inbox.Rendered{}, err
-	}
-	return r.Inbox(), nil
 }
 
 // serve runs the gateway (Build) until ctx ends: its HTTP surface on Config.Addr and,

@@ -90,6 +90,11 @@ type Options struct {
 	// uniform int64 in [0, n) (default math/rand/v2's Int64N).
 	Clock  clockwork.Clock
 	Jitter func(n int64) int64
+	// OnConfigError is called with the provider's name for each send the provider
+	// refused for the gateway's own configuration (a *channel.Error with Config set: a
+	// revoked or invalid credential), after the record failed; nil: none. Such a send
+	// is also logged at error level.
+	OnConfigError func(provider string)
 }
 
 // Handler handles inbox.TaskDeliver tasks (see the package doc). It is safe for
@@ -262,6 +267,17 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, due time.T
 		return h.record(ctx, ref, func(wctx context.Context) error {
 			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
 		})
+	case kind == channel.Permanent && isConfigError(sendErr):
+		log.Error("delivery: the provider refused the gateway's credentials; check its configuration")
+		if err := h.record(ctx, ref, func(wctx context.Context) error {
+			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
+		}); err != nil {
+			return err
+		}
+		if h.o.OnConfigError != nil {
+			h.o.OnConfigError(provider)
+		}
+		return nil
 	case kind == channel.Permanent:
 		log.Warn("delivery: failed (permanent)")
 		return h.record(ctx, ref, func(wctx context.Context) error {
@@ -342,4 +358,11 @@ func (h *Handler) record(ctx context.Context, ref inbox.DeliveryRef, write func(
 		return nil
 	}
 	return fmt.Errorf("delivery: record %s of %s: %w", ref.Key, ref.NotificationID, err)
+}
+
+// isConfigError reports whether err is a provider's refusal of the gateway's own
+// configuration (channel.Error.Config).
+func isConfigError(err error) bool {
+	var ce *channel.Error
+	return errors.As(err, &ce) && ce.Config
 }

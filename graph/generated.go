@@ -32,6 +32,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	ChannelSwitches() ChannelSwitchesResolver
 	Mutation() MutationResolver
 	Notification() NotificationResolver
 	NotificationGroup() NotificationGroupResolver
@@ -75,7 +76,8 @@ type ComplexityRoot struct {
 		Email func(childComplexity int) int
 		InApp func(childComplexity int) int
 		Push  func(childComplexity int) int
-		SMS   func(childComplexity int) int
+		Slack func(childComplexity int) int
+		Sms   func(childComplexity int) int
 	}
 
 	DeletePayload struct {
@@ -266,6 +268,13 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type ChannelSwitchesResolver interface {
+	InApp(ctx context.Context, obj inbox.ChannelSwitches) (bool, error)
+	Email(ctx context.Context, obj inbox.ChannelSwitches) (bool, error)
+	Push(ctx context.Context, obj inbox.ChannelSwitches) (bool, error)
+	Sms(ctx context.Context, obj inbox.ChannelSwitches) (bool, error)
+	Slack(ctx context.Context, obj inbox.ChannelSwitches) (bool, error)
+}
 type MutationResolver interface {
 	MarkRead(ctx context.Context, ids []string) (*inbox.MarkResult, error)
 	MarkUnread(ctx context.Context, ids []string) (*inbox.MarkResult, error)
@@ -438,12 +447,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ChannelSwitches.Push(childComplexity), true
-	case "ChannelSwitches.sms":
-		if e.ComplexityRoot.ChannelSwitches.SMS == nil {
+	case "ChannelSwitches.slack":
+		if e.ComplexityRoot.ChannelSwitches.Slack == nil {
 			break
 		}
 
-		return e.ComplexityRoot.ChannelSwitches.SMS(childComplexity), true
+		return e.ComplexityRoot.ChannelSwitches.Slack(childComplexity), true
+	case "ChannelSwitches.sms":
+		if e.ComplexityRoot.ChannelSwitches.Sms == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChannelSwitches.Sms(childComplexity), true
 
 	case "DeletePayload.badge":
 		if e.ComplexityRoot.DeletePayload.Badge == nil {
@@ -1543,7 +1558,7 @@ type Delivery {
   updatedAt: Time!
   "Why it failed, or was skipped (e.g. opted_out, category_opted_out, no_device, no_provider); a delivery deferred by quiet hours stays QUEUED."
   error: String
-  "The record's key within the notification: IN_APP, EMAIL, SMS, WEBHOOK, or PUSH#{deviceId} (one record per push device)."
+  "The record's key within the notification: IN_APP, EMAIL, SMS, SLACK, WEBHOOK, or PUSH#{deviceId} (one record per push device)."
   key: String!
   "The push device's id (POST /v1/users/{id}/devices answers it); null for other channels."
   deviceId: String
@@ -1631,6 +1646,8 @@ type ChannelSwitches {
   email: Boolean!
   push: Boolean!
   sms: Boolean!
+  "Direct messages from the tenant's Slack bot (the profile's slackUserId)."
+  slack: Boolean!
 }
 
 type CategoryPreference {
@@ -1743,6 +1760,7 @@ input ChannelSwitchesInput {
   email: Boolean
   push: Boolean
   sms: Boolean
+  slack: Boolean
 }
 
 input CategoryPreferenceInput {
@@ -1800,6 +1818,8 @@ enum Channel {
   EMAIL
   PUSH
   SMS
+  "A direct message from the tenant's Slack bot to the recipient's slackUserId."
+  SLACK
   WEBHOOK
 }
 
@@ -1937,6 +1957,8 @@ func (ec *executionContext) childFields_ChannelSwitches(ctx context.Context, fie
 		return ec.fieldContext_ChannelSwitches_push(ctx, field)
 	case "sms":
 		return ec.fieldContext_ChannelSwitches_sms(ctx, field)
+	case "slack":
+		return ec.fieldContext_ChannelSwitches_slack(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ChannelSwitches", field.Name)
 }
@@ -3089,7 +3111,7 @@ func (ec *executionContext) fieldContext_CategoryPreference_channels(_ context.C
 	return fc, nil
 }
 
-func (ec *executionContext) _ChannelSwitches_inApp(ctx context.Context, field graphql.CollectedField, obj *inbox.ChannelSwitches) (ret graphql.Marshaler) {
+func (ec *executionContext) _ChannelSwitches_inApp(ctx context.Context, field graphql.CollectedField, obj inbox.ChannelSwitches) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -3098,7 +3120,7 @@ func (ec *executionContext) _ChannelSwitches_inApp(ctx context.Context, field gr
 			return ec.fieldContext_ChannelSwitches_inApp(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.InApp, nil
+			return ec.Resolvers.ChannelSwitches().InApp(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -3109,10 +3131,10 @@ func (ec *executionContext) _ChannelSwitches_inApp(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_ChannelSwitches_inApp(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, true, true, "Boolean")
 }
 
-func (ec *executionContext) _ChannelSwitches_email(ctx context.Context, field graphql.CollectedField, obj *inbox.ChannelSwitches) (ret graphql.Marshaler) {
+func (ec *executionContext) _ChannelSwitches_email(ctx context.Context, field graphql.CollectedField, obj inbox.ChannelSwitches) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -3121,7 +3143,7 @@ func (ec *executionContext) _ChannelSwitches_email(ctx context.Context, field gr
 			return ec.fieldContext_ChannelSwitches_email(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Email, nil
+			return ec.Resolvers.ChannelSwitches().Email(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -3132,10 +3154,10 @@ func (ec *executionContext) _ChannelSwitches_email(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_ChannelSwitches_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, true, true, "Boolean")
 }
 
-func (ec *executionContext) _ChannelSwitches_push(ctx context.Context, field graphql.CollectedField, obj *inbox.ChannelSwitches) (ret graphql.Marshaler) {
+func (ec *executionContext) _ChannelSwitches_push(ctx context.Context, field graphql.CollectedField, obj inbox.ChannelSwitches) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -3144,7 +3166,7 @@ func (ec *executionContext) _ChannelSwitches_push(ctx context.Context, field gra
 			return ec.fieldContext_ChannelSwitches_push(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Push, nil
+			return ec.Resolvers.ChannelSwitches().Push(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -3155,10 +3177,10 @@ func (ec *executionContext) _ChannelSwitches_push(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_ChannelSwitches_push(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, true, true, "Boolean")
 }
 
-func (ec *executionContext) _ChannelSwitches_sms(ctx context.Context, field graphql.CollectedField, obj *inbox.ChannelSwitches) (ret graphql.Marshaler) {
+func (ec *executionContext) _ChannelSwitches_sms(ctx context.Context, field graphql.CollectedField, obj inbox.ChannelSwitches) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -3167,7 +3189,7 @@ func (ec *executionContext) _ChannelSwitches_sms(ctx context.Context, field grap
 			return ec.fieldContext_ChannelSwitches_sms(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.SMS, nil
+			return ec.Resolvers.ChannelSwitches().Sms(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -3178,7 +3200,30 @@ func (ec *executionContext) _ChannelSwitches_sms(ctx context.Context, field grap
 	)
 }
 func (ec *executionContext) fieldContext_ChannelSwitches_sms(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, true, true, "Boolean")
+}
+
+func (ec *executionContext) _ChannelSwitches_slack(ctx context.Context, field graphql.CollectedField, obj inbox.ChannelSwitches) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChannelSwitches_slack(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ChannelSwitches().Slack(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChannelSwitches_slack(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, true, true, "Boolean")
 }
 
 func (ec *executionContext) _DeletePayload_deletedIds(ctx context.Context, field graphql.CollectedField, obj *inbox.DeleteResult) (ret graphql.Marshaler) {
@@ -7849,7 +7894,7 @@ func (ec *executionContext) unmarshalInputChannelSwitchesInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"inApp", "email", "push", "sms"}
+	fieldsInOrder := [...]string{"inApp", "email", "push", "sms", "slack"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -7884,6 +7929,13 @@ func (ec *executionContext) unmarshalInputChannelSwitchesInput(ctx context.Conte
 				return it, err
 			}
 			it.Sms = data
+		case "slack":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("slack"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Slack = data
 		}
 	}
 	return it, nil
@@ -8652,7 +8704,7 @@ func (ec *executionContext) _CategoryPreference(ctx context.Context, sel ast.Sel
 
 var channelSwitchesImplementors = []string{"ChannelSwitches"}
 
-func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.SelectionSet, obj *inbox.ChannelSwitches) graphql.Marshaler {
+func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.SelectionSet, obj inbox.ChannelSwitches) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, channelSwitchesImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -8662,25 +8714,35 @@ func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.Select
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("ChannelSwitches")
 		case "inApp":
-			out.Values[i] = ec._ChannelSwitches_inApp(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ChannelSwitches_inApp(ctx, field, obj)
+				})
 		case "email":
-			out.Values[i] = ec._ChannelSwitches_email(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ChannelSwitches_email(ctx, field, obj)
+				})
 		case "push":
-			out.Values[i] = ec._ChannelSwitches_push(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ChannelSwitches_push(ctx, field, obj)
+				})
 		case "sms":
-			out.Values[i] = ec._ChannelSwitches_sms(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ChannelSwitches_sms(ctx, field, obj)
+				})
+		case "slack":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ChannelSwitches_slack(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10402,7 +10464,11 @@ func (ec *executionContext) marshalNChannel2githubᚗcomᚋinboxgwᚋgatewayᚋg
 }
 
 func (ec *executionContext) marshalNChannelSwitches2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐChannelSwitches(ctx context.Context, sel ast.SelectionSet, v inbox.ChannelSwitches) graphql.Marshaler {
-	return ec._ChannelSwitches(ctx, sel, &v)
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ChannelSwitches!")
+		return graphql.Null
+	}
+	return ec._ChannelSwitches(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNChannelSwitchesInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitchesInput(ctx context.Context, v any) (*model.ChannelSwitchesInput, error) {

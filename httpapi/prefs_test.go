@@ -20,7 +20,7 @@ func prefsGateway(t *testing.T) *gateway {
 	t.Helper()
 	return newGatewayWith(t, gatewaySetup{store: []store.Option{store.WithTenantPreferences(func(string) inbox.TenantPreferences {
 		d := inbox.DefaultTenantPreferences()
-		d.Channels.SMS = false
+		d.Channels = inbox.SwitchChanges{inbox.ChannelSMS: false}.Over(d.Channels)
 		d.Critical = []string{"security"}
 		return d
 	})}})

@@ -186,37 +186,19 @@ type ProviderEvent struct {
 	At time.Time
 }
 
-// EmailContent is a rendered email: subject, HTML and text parts.
-type EmailContent struct{ Subject, HTML, Text string }
-
-// PushContent is a rendered push notification.
-type PushContent struct{ Title, Body string }
-
-// SMSContent is a rendered SMS.
-type SMSContent struct{ Text string }
-
-// ChannelContent returns what r says for each channel: a template's part when it has
-// one, else the in-app title and body (email: subject = title, text = body; push: title
-// and body; SMS: the title, then the body, on lines of their own).
-func (r Rendered) ChannelContent() (EmailContent, PushContent, SMSContent) {
-	e := EmailContent{Subject: r.Title, Text: r.Body}
-	if r.Email != nil {
-		e = *r.Email
+// Content returns what r says on channel: the template's part for it when it has one,
+// else the channel's fallback from the in-app title and body (ChannelSpec.Fallback: an
+// email's subject is the title and its text the body; a push shows both; an SMS or a
+// Slack message the title, then the body on a line of its own). A channel without a
+// part (in-app, webhook) has the zero Content.
+func (r Rendered) Content(channel string) Content {
+	if c, ok := r.Parts[channel]; ok {
+		return c
 	}
-	p := PushContent{Title: r.Title, Body: r.Body}
-	if r.Push != nil {
-		p = *r.Push
+	if s, ok := Spec(channel); ok && s.Fallback != nil {
+		return s.Fallback(r.Title, r.Body)
 	}
-	var sms SMSContent
-	switch {
-	case r.SMS != nil:
-		sms = *r.SMS
-	case r.Title != "" && r.Body != "":
-		sms.Text = r.Title + "\n" + r.Body
-	default:
-		sms.Text = r.Title + r.Body
-	}
-	return e, p, sms
+	return Content{}
 }
 
 // ClaimOutcome is what ClaimDelivery found.

@@ -62,18 +62,28 @@ func TestDeliveryKeys(t *testing.T) {
 }
 
 func TestChannelContent(t *testing.T) {
-	e, p, s := inbox.Rendered{Title: "T", Body: "B"}.ChannelContent()
-	if e != (inbox.EmailContent{Subject: "T", Text: "B"}) || p != (inbox.PushContent{Title: "T", Body: "B"}) || s.Text != "T\nB" {
-		t.Errorf("without parts: %+v %+v %+v", e, p, s)
+	plain := inbox.Rendered{Title: "T", Body: "B"}
+	for ch, want := range map[string]inbox.Content{
+		inbox.ChannelEmail: {Subject: "T", Text: "B"}, inbox.ChannelPush: {Title: "T", Body: "B"},
+		inbox.ChannelSMS: {Text: "T\nB"}, inbox.ChannelSlack: {Text: "T\nB"},
+		inbox.ChannelInApp: {}, inbox.ChannelWebhook: {}, "NOPE": {},
+	} {
+		if got := plain.Content(ch); got != want {
+			t.Errorf("without parts, %s: %+v, want %+v", ch, got, want)
+		}
 	}
-	if _, _, s := (inbox.Rendered{Title: "T"}).ChannelContent(); s.Text != "T" {
-		t.Errorf("title only: %q", s.Text)
+	for _, ch := range []string{inbox.ChannelSMS, inbox.ChannelSlack} {
+		if got := (inbox.Rendered{Title: "T"}).Content(ch); got.Text != "T" {
+			t.Errorf("title only, %s: %q", ch, got.Text)
+		}
 	}
-	r := inbox.Rendered{Title: "T", Body: "B", Email: &inbox.EmailContent{Subject: "S", HTML: "<b>H</b>", Text: "X"},
-		Push: &inbox.PushContent{Title: "PT", Body: "PB"}, SMS: &inbox.SMSContent{Text: "sms"}}
-	e, p, s = r.ChannelContent()
-	if e != *r.Email || p != *r.Push || s != *r.SMS {
-		t.Errorf("with parts: %+v %+v %+v", e, p, s)
+	r := inbox.Rendered{Title: "T", Body: "B", Parts: map[string]inbox.Content{
+		inbox.ChannelEmail: {Subject: "S", HTML: "<b>H</b>", Text: "X"}, inbox.ChannelPush: {Title: "PT", Body: "PB"},
+		inbox.ChannelSMS: {Text: "sms"}, inbox.ChannelSlack: {Text: "*slack*"}}}
+	for ch, want := range r.Parts {
+		if got := r.Content(ch); got != want {
+			t.Errorf("with parts, %s: %+v, want %+v", ch, got, want)
+		}
 	}
 }
 

@@ -318,11 +318,9 @@ type SendInput struct {
 type Rendered struct {
 	Title string
 	Body  string
-	// Email, Push and SMS are the template's channel parts; nil: the template has none
-	// (the channel then shows the title and body, see ChannelContent).
-	Email *EmailContent
-	Push  *PushContent
-	SMS   *SMSContent
+	// Parts are the template's channel parts, by channel (PartChannels); a channel
+	// missing has none and shows the title and body (see Content).
+	Parts map[string]Content
 	// Channels are the channels the template defines.
 	Channels []string
 }

@@ -10,21 +10,19 @@ import (
 	"time"
 )
 
-// Channels a notification can be delivered through.
-const (
-	ChannelInApp   = "IN_APP"
-	ChannelEmail   = "EMAIL"
-	ChannelPush    = "PUSH"
-	ChannelSMS     = "SMS"
-	ChannelWebhook = "WEBHOOK"
-)
+// ChannelSwitches says which channels are on, by channel (SwitchChannels names): a
+// resolved set (Preferences, TenantPreferences) has every switch channel; one missing is
+// off. Treat a ChannelSwitches as a value: Over and Clone copy, nothing else changes one
+// in place.
+type ChannelSwitches map[string]bool
 
-// ChannelSwitches says which channels are on.
-type ChannelSwitches struct {
-	InApp bool
-	Email bool
-	Push  bool
-	SMS   bool
+// AllOn returns switches with every SwitchChannels channel on.
+func AllOn() ChannelSwitches {
+	sw := make(ChannelSwitches, len(SwitchChannels))
+	for _, c := range SwitchChannels {
+		sw[c] = true
+	}
+	return sw
 }
 
 // CategoryPreference is the channel switches of one category. Critical categories are
@@ -68,38 +66,40 @@ const (
 	maxLocaleBytes = 64
 )
 
-// SwitchChanges are channel switches of which only some are set: nil leaves a channel
-// as it is (in an update) or as the next less specific level says (in defaults).
-type SwitchChanges struct {
-	InApp *bool
-	Email *bool
-	Push  *bool
-	SMS   *bool
-}
+// SwitchChanges are channel switches of which only some are set, by channel
+// (SwitchChannels names): a channel missing is left as it is (in an update) or as the
+// next less specific level says (in defaults).
+type SwitchChanges map[string]bool
 
 // IsZero reports whether no channel is set.
-func (c SwitchChanges) IsZero() bool {
-	return c.InApp == nil && c.Email == nil && c.Push == nil && c.SMS == nil
+func (c SwitchChanges) IsZero() bool { return len(c) == 0 }
+
+// Over returns a copy of base with the channels set in c replaced by c's values.
+func (c SwitchChanges) Over(base ChannelSwitches) ChannelSwitches {
+	out := make(ChannelSwitches, len(base)+len(c))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range c {
+		out[k] = v
+	}
+	return out
 }
 
-// Over returns base with the channels set in c replaced by c's values.
-func (c SwitchChanges) Over(base ChannelSwitches) ChannelSwitches {
-	set := func(dst *bool, v *bool) {
-		if v != nil {
-			*dst = *v
-		}
+// Set returns a copy of c with channel set to on.
+func (c SwitchChanges) Set(channel string, on bool) SwitchChanges {
+	out := make(SwitchChanges, len(c)+1)
+	for k, v := range c {
+		out[k] = v
 	}
-	set(&base.InApp, c.InApp)
-	set(&base.Email, c.Email)
-	set(&base.Push, c.Push)
-	set(&base.SMS, c.SMS)
-	return base
+	out[channel] = on
+	return out
 }
 
 // anyOff reports whether c turns some channel off.
 func (c SwitchChanges) anyOff() bool {
-	for _, v := range []*bool{c.InApp, c.Email, c.Push, c.SMS} {
-		if v != nil && !*v {
+	for _, v := range c {
+		if !v {
 			return true
 		}
 	}
@@ -147,7 +147,7 @@ type TenantPreferences struct {
 // DefaultTenantPreferences are the defaults of a tenant that configured none: every
 // channel on, nothing critical.
 func DefaultTenantPreferences() TenantPreferences {
-	return TenantPreferences{Channels: ChannelSwitches{InApp: true, Email: true, Push: true, SMS: true}}
+	return TenantPreferences{Channels: AllOn()}
 }
 
 // IsCritical reports whether category is one of the tenant's critical categories.
@@ -202,7 +202,7 @@ func (d TenantPreferences) Resolve(own OwnPreferences) Preferences {
 func (d TenantPreferences) category(own OwnPreferences, global ChannelSwitches, category string) CategoryPreference {
 	if d.IsCritical(category) {
 		return CategoryPreference{Category: category, Critical: true,
-			Channels: ChannelSwitches{InApp: true, Email: true, Push: true, SMS: true}}
+			Channels: AllOn()}
 	}
 	sw := global
 	for _, c := range d.Categories {
@@ -211,7 +211,7 @@ func (d TenantPreferences) category(own OwnPreferences, global ChannelSwitches, 
 		}
 	}
 	if slices.Contains(own.MutedCategories, category) {
-		sw.InApp = false
+		sw = SwitchChanges{ChannelInApp: false}.Over(sw)
 	}
 	sw = own.Categories[category].Over(sw)
 	return CategoryPreference{Category: category, Channels: sw}
@@ -450,12 +450,28 @@ func CheckLocale(tag string) error {
 	return nil
 }
 
-// switchesJSON is ChannelSwitches in JSON with every channel optional.
-type switchesJSON struct {
-	InApp *bool `json:"inApp"`
-	Email *bool `json:"email"`
-	Push  *bool `json:"push"`
-	SMS   *bool `json:"sms"`
+// switchesJSON is SwitchChanges in JSON by switch name ({"inApp": true, "sms": false}),
+// every channel optional; an unknown name is an error.
+type switchesJSON SwitchChanges
+
+// UnmarshalJSON reads switches by their ChannelSpec.Switch names.
+func (s *switchesJSON) UnmarshalJSON(b []byte) error {
+	var m map[string]*bool
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	out := switchesJSON{}
+	for name, v := range m {
+		c := ChannelBySwitch(name)
+		if c == "" {
+			return fmt.Errorf("json: unknown field %q", name)
+		}
+		if v != nil {
+			out[c] = *v
+		}
+	}
+	*s = out
+	return nil
 }
 
 func (s switchesJSON) changes() SwitchChanges {
@@ -524,4 +540,58 @@ func ParseTenantPreferences(js string, critical []string) (TenantPreferences, er
 	}
 	d.Categories, d.QuietHours, d.Timezone, d.Locale = u.Categories, u.QuietHours, in.Timezone, in.Locale
 	return d, nil
+}
+
+// legacySwitchNames are the JSON names of the channel switches when they were a struct
+// (InApp, Email, Push, SMS): stored tenant settings written then still hold them.
+var legacySwitchNames = map[string]string{"InApp": ChannelInApp, "Email": ChannelEmail, "Push": ChannelPush, "SMS": ChannelSMS}
+
+// switchesFromJSON reads a JSON object of switches by channel name or legacy field name;
+// null values are left out.
+func switchesFromJSON(b []byte) (map[string]bool, error) {
+	var m map[string]*bool
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, nil
+	}
+	out := make(map[string]bool, len(m))
+	for k, v := range m {
+		if c, ok := legacySwitchNames[k]; ok {
+			k = c
+		}
+		if v != nil && ValidChannel(k) {
+			out[k] = *v
+		}
+	}
+	return out, nil
+}
+
+// UnmarshalJSON reads switches stored as JSON (tenant settings): by channel name, or by
+// the field names of the struct they once were ({"InApp": true, ...}). A switch channel
+// the JSON leaves out is on: a channel added since the switches were stored starts on,
+// as DefaultTenantPreferences has every channel.
+func (s *ChannelSwitches) UnmarshalJSON(b []byte) error {
+	m, err := switchesFromJSON(b)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		*s = nil
+		return nil
+	}
+	*s = SwitchChanges(m).Over(AllOn())
+	return nil
+}
+
+// UnmarshalJSON reads partial switches stored as JSON: by channel name, or by the field
+// names of the struct they once were, where null was a channel not set.
+func (c *SwitchChanges) UnmarshalJSON(b []byte) error {
+	m, err := switchesFromJSON(b)
+	if err != nil {
+		return err
+	}
+	*c = m
+	return nil
 }

@@ -1,7 +1,9 @@
 package inbox_test
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 	_ "time/tzdata" // as package main: zones do not depend on the host
 
@@ -12,30 +14,39 @@ func on() *bool            { t := true; return &t }
 func off() *bool           { f := false; return &f }
 func str(s string) *string { return &s }
 
+// only returns switches with every switch channel listed on and the others off.
+func only(on ...string) inbox.ChannelSwitches {
+	sw := inbox.ChannelSwitches{}
+	for _, c := range inbox.SwitchChannels {
+		sw[c] = slices.Contains(on, c)
+	}
+	return sw
+}
+
 // The most specific setting wins per channel: user category, v1 muted category, tenant
 // category, user global, tenant global; critical categories are forced on.
 func TestResolveOverlay(t *testing.T) {
 	d := inbox.TenantPreferences{
-		Channels:   inbox.ChannelSwitches{InApp: true, Email: true, Push: false, SMS: false},
-		Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{Email: off()}}},
+		Channels:   only(inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelSlack),
+		Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{inbox.ChannelEmail: false}}},
 		Timezone:   "Europe/Berlin", Locale: "de-DE",
 		Critical: []string{"security"},
 	}
 	own := inbox.OwnPreferences{
-		Channels:        inbox.SwitchChanges{Push: on(), Email: off()},
-		Categories:      map[string]inbox.SwitchChanges{"social": {SMS: on()}, "security": {InApp: off()}},
+		Channels:        inbox.SwitchChanges{inbox.ChannelPush: true, inbox.ChannelEmail: false},
+		Categories:      map[string]inbox.SwitchChanges{"social": {inbox.ChannelSMS: true}, "security": {inbox.ChannelInApp: false}},
 		MutedCategories: []string{"digest"},
 		Locale:          "fr",
 	}
 	p := d.Resolve(own)
-	all := inbox.ChannelSwitches{InApp: true, Email: true, Push: true, SMS: true}
+	all := inbox.AllOn()
 	want := inbox.Preferences{
-		Channels: inbox.ChannelSwitches{InApp: true, Email: false, Push: true, SMS: false},
+		Channels: only(inbox.ChannelInApp, inbox.ChannelPush, inbox.ChannelSlack),
 		Categories: []inbox.CategoryPreference{
-			{Category: "digest", Channels: inbox.ChannelSwitches{InApp: false, Email: false, Push: true}},
-			{Category: "marketing", Channels: inbox.ChannelSwitches{InApp: true, Email: false, Push: true}},
+			{Category: "digest", Channels: only(inbox.ChannelPush, inbox.ChannelSlack)},
+			{Category: "marketing", Channels: only(inbox.ChannelInApp, inbox.ChannelPush, inbox.ChannelSlack)},
 			{Category: "security", Critical: true, Channels: all},
-			{Category: "social", Channels: inbox.ChannelSwitches{InApp: true, Push: true, SMS: true}},
+			{Category: "social", Channels: only(inbox.ChannelInApp, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack)},
 		},
 		Timezone: "Europe/Berlin", Locale: "fr",
 	}
@@ -43,7 +54,7 @@ func TestResolveOverlay(t *testing.T) {
 		t.Fatalf("got  %+v\nwant %+v", p, want)
 	}
 	// Nothing of the user's: the tenant's defaults.
-	if p := d.Resolve(inbox.OwnPreferences{}); p.Channels != d.Channels || p.Locale != "de-DE" || len(p.Categories) != 2 {
+	if p := d.Resolve(inbox.OwnPreferences{}); !maps.Equal(p.Channels, d.Channels) || p.Locale != "de-DE" || len(p.Categories) != 2 {
 		t.Fatalf("defaults: %+v", p)
 	}
 }
@@ -86,10 +97,10 @@ func TestPreferencesUpdateValidate(t *testing.T) {
 		}
 	}
 	d := inbox.TenantPreferences{Critical: []string{"security"}}
-	if err := d.CheckUpdate(inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "security", Channels: inbox.SwitchChanges{Email: off()}}}}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+	if err := d.CheckUpdate(inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "security", Channels: inbox.SwitchChanges{inbox.ChannelEmail: false}}}}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 		t.Errorf("critical off: %v", err)
 	}
-	if err := d.CheckUpdate(inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "security", Channels: inbox.SwitchChanges{Email: on()}}}}); err != nil {
+	if err := d.CheckUpdate(inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "security", Channels: inbox.SwitchChanges{inbox.ChannelEmail: true}}}}); err != nil {
 		t.Errorf("critical on: %v", err)
 	}
 }
@@ -101,8 +112,8 @@ func TestParseTenantPreferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := inbox.TenantPreferences{
-		Channels:   inbox.ChannelSwitches{InApp: true, Email: true, Push: true},
-		Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{InApp: off()}}},
+		Channels:   only(inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSlack),
+		Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}},
 		QuietHours: &inbox.QuietHours{Start: "22:00", End: "07:00"}, Timezone: "Europe/Berlin", Locale: "de-DE",
 		Critical: []string{"security", "billing"},
 	}

@@ -3,18 +3,11 @@ package inbox
 import (
 	"net/mail"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 )
-
-// Channels lists every channel in the order status records and skip counts use.
-var Channels = []string{ChannelInApp, ChannelEmail, ChannelPush, ChannelSMS, ChannelWebhook}
-
-// ValidChannel reports whether c is one of Channels.
-func ValidChannel(c string) bool { return slices.Contains(Channels, c) }
 
 // Delivery statuses of one (notification, channel) record (DESIGN.md "Channels and
 // delivery"). A record that quiet hours defer stays DeliveryQueued with DeferredUntil set.
@@ -46,6 +39,8 @@ const (
 	ReasonNoEmail  = "no_email"
 	ReasonNoPhone  = "no_phone"
 	ReasonNoDevice = "no_device"
+	// ReasonNoSlackUser: the recipient's profile has no Slack user id.
+	ReasonNoSlackUser = "no_slack_user"
 	// ReasonNoWebhook: the tenant's settings have no webhook URL.
 	ReasonNoWebhook = "no_webhook"
 	// ReasonNoProvider: no channel adapter delivers the channel (yet).
@@ -137,6 +132,9 @@ type UserProfile struct {
 	Email string
 	// Phone is an E.164 number: "+" then 2..15 digits, the first not 0.
 	Phone string
+	// SlackUserID is the recipient's Slack member id ("U024BE7LH"): SLACK messages go to
+	// it as a direct message from the tenant's bot.
+	SlackUserID string
 	// Locale is a BCP 47 tag; Timezone an IANA zone name.
 	Locale   string
 	Timezone string
@@ -158,6 +156,9 @@ func (p UserProfile) Validate() error {
 	if p.Phone != "" && !validE164(p.Phone) {
 		return Errorf(CodeBadUserInput, "phone must be an E.164 number such as +4915112345678")
 	}
+	if p.SlackUserID != "" && !validSlackUserID(p.SlackUserID) {
+		return Errorf(CodeBadUserInput, "slackUserId must be a Slack member id such as U024BE7LH")
+	}
 	if p.Locale != "" {
 		if err := CheckLocale(p.Locale); err != nil {
 			return err
@@ -169,6 +170,20 @@ func (p UserProfile) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validSlackUserID reports whether s is a Slack member id: U or W, then 2..31 upper-case
+// letters and digits (Slack's ids are opaque; these are the shapes its user ids take).
+func validSlackUserID(s string) bool {
+	if len(s) < 3 || len(s) > 32 || (s[0] != 'U' && s[0] != 'W') {
+		return false
+	}
+	for _, r := range s[1:] {
+		if (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // validE164 reports whether s is "+" followed by 2..15 digits, the first not 0.

@@ -106,9 +106,17 @@ func preferencesUpdate(in model.PreferencesInput, nulls map[string]bool) (inbox.
 	return u, nil
 }
 
-// switchChanges converts partial channel switches.
+// switchChanges converts partial channel switches (the input's named fields) to the
+// domain's, by channel.
 func switchChanges(in model.ChannelSwitchesInput) inbox.SwitchChanges {
-	return inbox.SwitchChanges{InApp: in.InApp, Email: in.Email, Push: in.Push, SMS: in.Sms}
+	out := inbox.SwitchChanges{}
+	for c, v := range map[string]*bool{inbox.ChannelInApp: in.InApp, inbox.ChannelEmail: in.Email,
+		inbox.ChannelPush: in.Push, inbox.ChannelSMS: in.Sms, inbox.ChannelSlack: in.Slack} {
+		if v != nil {
+			out[c] = *v
+		}
+	}
+	return out
 }
 
 // targetRefs returns the targets that ids name (Target global ids, anchored or as

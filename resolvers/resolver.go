@@ -98,6 +98,7 @@ func (r *Resolver) Root() graph.ResolverRoot {
 		notification: r.Notification(),
 		group:        r.NotificationGroup(),
 		preferences:  r.Preferences(),
+		switches:     r.ChannelSwitches(),
 		query:        r.Query(),
 		subscription: r.Subscription(),
 		viewer:       r.Viewer(),
@@ -109,6 +110,7 @@ type root struct {
 	notification graph.NotificationResolver
 	group        graph.NotificationGroupResolver
 	preferences  graph.PreferencesResolver
+	switches     graph.ChannelSwitchesResolver
 	query        graph.QueryResolver
 	subscription graph.SubscriptionResolver
 	viewer       graph.ViewerResolver
@@ -117,6 +119,9 @@ type root struct {
 func (x *root) Mutation() graph.MutationResolver         { return x.mutation }
 func (x *root) Notification() graph.NotificationResolver { return x.notification }
 func (x *root) Preferences() graph.PreferencesResolver   { return x.preferences }
+func (x *root) ChannelSwitches() graph.ChannelSwitchesResolver {
+	return x.switches
+}
 func (x *root) NotificationGroup() graph.NotificationGroupResolver {
 	return x.group
 }

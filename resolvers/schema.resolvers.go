@@ -17,6 +17,26 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
+func (r *channelSwitchesResolver) InApp(ctx context.Context, obj inbox.ChannelSwitches) (bool, error) {
+	return obj[inbox.ChannelInApp], nil
+}
+
+func (r *channelSwitchesResolver) Email(ctx context.Context, obj inbox.ChannelSwitches) (bool, error) {
+	return obj[inbox.ChannelEmail], nil
+}
+
+func (r *channelSwitchesResolver) Push(ctx context.Context, obj inbox.ChannelSwitches) (bool, error) {
+	return obj[inbox.ChannelPush], nil
+}
+
+func (r *channelSwitchesResolver) Sms(ctx context.Context, obj inbox.ChannelSwitches) (bool, error) {
+	return obj[inbox.ChannelSMS], nil
+}
+
+func (r *channelSwitchesResolver) Slack(ctx context.Context, obj inbox.ChannelSwitches) (bool, error) {
+	return obj[inbox.ChannelSlack], nil
+}
+
 func (r *mutationResolver) MarkRead(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
 	return r.state(ctx, ids, inbox.StateChange{Op: inbox.OpRead})
 }
@@ -236,6 +256,10 @@ func (r *viewerResolver) Groups(ctx context.Context, obj *inbox.Viewer, first *i
 	return r.groups(ctx, *obj, first, after, filter)
 }
 
+func (r *Resolver) ChannelSwitches() graph.ChannelSwitchesResolver {
+	return &channelSwitchesResolver{r}
+}
+
 func (r *Resolver) Mutation() graph.MutationResolver { return &mutationResolver{r} }
 
 func (r *Resolver) Notification() graph.NotificationResolver { return &notificationResolver{r} }
@@ -253,6 +277,7 @@ func (r *Resolver) Subscription() graph.SubscriptionResolver { return &subscript
 func (r *Resolver) Viewer() graph.ViewerResolver { return &viewerResolver{r} }
 
 type (
+	channelSwitchesResolver   struct{ *Resolver }
 	mutationResolver          struct{ *Resolver }
 	notificationResolver      struct{ *Resolver }
 	notificationGroupResolver struct{ *Resolver }

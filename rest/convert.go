@@ -62,9 +62,27 @@ func notification(n *inbox.Notification) gen.Notification {
 	return out
 }
 
-// switches converts channel switches.
+// switches converts channel switches (by channel) to the API's named fields.
 func switches(s inbox.ChannelSwitches) gen.ChannelSwitches {
-	return gen.ChannelSwitches{InApp: s.InApp, Email: s.Email, Push: s.Push, Sms: s.SMS}
+	return gen.ChannelSwitches{InApp: s[inbox.ChannelInApp], Email: s[inbox.ChannelEmail], Push: s[inbox.ChannelPush],
+		Sms: s[inbox.ChannelSMS], Slack: s[inbox.ChannelSlack]}
+}
+
+// switchFields are the API's named switch fields of in, by channel.
+func switchFields(in *gen.ChannelSwitchesInput) map[string]**bool {
+	return map[string]**bool{inbox.ChannelInApp: &in.InApp, inbox.ChannelEmail: &in.Email, inbox.ChannelPush: &in.Push,
+		inbox.ChannelSMS: &in.Sms, inbox.ChannelSlack: &in.Slack}
+}
+
+// switchesInput converts partial switches (by channel) to the API's named fields.
+func switchesInput(c map[string]bool) gen.ChannelSwitchesInput {
+	var out gen.ChannelSwitchesInput
+	for ch, f := range switchFields(&out) {
+		if v, ok := c[ch]; ok {
+			*f = &v
+		}
+	}
+	return out
 }
 
 // preferences converts effective preferences (the GraphQL Preferences shape; muted
@@ -91,10 +109,16 @@ func preferences(p inbox.Preferences) gen.Preferences {
 
 // switchChanges converts partial channel switches.
 func switchChanges(in *gen.ChannelSwitchesInput) inbox.SwitchChanges {
+	out := inbox.SwitchChanges{}
 	if in == nil {
-		return inbox.SwitchChanges{}
+		return out
 	}
-	return inbox.SwitchChanges{InApp: in.InApp, Email: in.Email, Push: in.Push, SMS: in.Sms}
+	for ch, f := range switchFields(in) {
+		if *f != nil {
+			out[ch] = **f
+		}
+	}
+	return out
 }
 
 // targetRefs converts targets.

@@ -293,15 +293,18 @@ func (b *Gateway) GetSegment(ctx context.Context, tenant, id string, limit int, 
 
 // PutTemplate stores a new version (tmpl.Service.Put: every part must parse).
 func (b *Gateway) PutTemplate(ctx context.Context, tenant, id string, in gen.TemplateInput) (gen.TemplateVersion, error) {
-	ti := store.TemplateInput{Locale: in.Locale, Title: deref(in.Title), Body: deref(in.Body)}
+	ti := inbox.TemplateInput{Locale: in.Locale, Title: deref(in.Title), Body: deref(in.Body), Parts: map[string]inbox.Content{}}
 	if e := in.Email; e != nil {
-		ti.Email = &store.TemplateEmail{Subject: deref(e.Subject), HTML: deref(e.Html), Text: deref(e.Text)}
+		ti.Parts[inbox.ChannelEmail] = inbox.Content{Subject: deref(e.Subject), HTML: deref(e.Html), Text: deref(e.Text)}
 	}
 	if p := in.Push; p != nil {
-		ti.Push = &store.TemplatePush{Title: deref(p.Title), Body: deref(p.Body)}
+		ti.Parts[inbox.ChannelPush] = inbox.Content{Title: deref(p.Title), Body: deref(p.Body)}
 	}
 	if s := in.Sms; s != nil {
-		ti.SMS = &store.TemplateSMS{Text: deref(s.Text)}
+		ti.Parts[inbox.ChannelSMS] = inbox.Content{Text: deref(s.Text)}
+	}
+	if s := in.Slack; s != nil {
+		ti.Parts[inbox.ChannelSlack] = inbox.Content{Text: deref(s.Text)}
 	}
 	v, err := b.Templates.Put(ctx, tenant, id, ti)
 	if err != nil {
@@ -313,7 +316,7 @@ func (b *Gateway) PutTemplate(ctx context.Context, tenant, id string, in gen.Tem
 // GetTemplate reads the sources at version for locale (with the store's fallback); the
 // answer's version and locale are those of the content found.
 func (b *Gateway) GetTemplate(ctx context.Context, tenant, id, locale string, version int64) (gen.Template, error) {
-	if version > store.MaxTemplateVersion {
+	if version > inbox.MaxTemplateVersion {
 		return gen.Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
 	}
 	t, err := b.Templates.Get(ctx, tenant, id, locale, int(version))
@@ -322,14 +325,17 @@ func (b *Gateway) GetTemplate(ctx context.Context, tenant, id, locale string, ve
 	}
 	out := gen.Template{Id: id, Version: int64(t.Version), Locale: t.Locale, DefaultLocale: ptr(t.DefaultLocale),
 		Title: &t.Title, Body: ptr(t.Body)}
-	if e := t.Email; e != nil {
+	if e, ok := t.Parts[inbox.ChannelEmail]; ok {
 		out.Email = &gen.EmailContent{Subject: &e.Subject, Html: &e.HTML, Text: &e.Text}
 	}
-	if p := t.Push; p != nil {
+	if p, ok := t.Parts[inbox.ChannelPush]; ok {
 		out.Push = &gen.PushContent{Title: &p.Title, Body: &p.Body}
 	}
-	if s := t.SMS; s != nil {
+	if s, ok := t.Parts[inbox.ChannelSMS]; ok {
 		out.Sms = &gen.SMSContent{Text: &s.Text}
+	}
+	if s, ok := t.Parts[inbox.ChannelSlack]; ok {
+		out.Slack = &gen.SlackContent{Text: &s.Text}
 	}
 	return out, nil
 }
@@ -337,11 +343,11 @@ func (b *Gateway) GetTemplate(ctx context.Context, tenant, id, locale string, ve
 // PutUser replaces the user's channel profile.
 func (b *Gateway) PutUser(ctx context.Context, tenant, id string, in gen.UserProfileInput) (gen.UserProfile, error) {
 	p, err := b.Store.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: id}, inbox.UserProfile{
-		Email: deref(in.Email), Phone: deref(in.Phone), Locale: deref(in.Locale), Timezone: deref(in.Timezone)})
+		Email: deref(in.Email), Phone: deref(in.Phone), SlackUserID: deref(in.SlackUserId), Locale: deref(in.Locale), Timezone: deref(in.Timezone)})
 	if err != nil {
 		return gen.UserProfile{}, err
 	}
-	return gen.UserProfile{Id: id, Email: ptr(p.Email), Phone: ptr(p.Phone), Locale: ptr(p.Locale), Timezone: ptr(p.Timezone)}, nil
+	return gen.UserProfile{Id: id, Email: ptr(p.Email), Phone: ptr(p.Phone), SlackUserId: ptr(p.SlackUserID), Locale: ptr(p.Locale), Timezone: ptr(p.Timezone)}, nil
 }
 
 // PutTenantSettings replaces the tenant's settings. The settings are whole: a member left
@@ -401,12 +407,11 @@ func tenantSettings(s inbox.TenantSettings) gen.TenantSettings {
 	if p := s.Preferences; p != nil {
 		crit := append([]string{}, p.Critical...)
 		out.CriticalCategories = &crit
-		d := gen.DefaultPreferences{Channels: &gen.ChannelSwitchesInput{InApp: &p.Channels.InApp, Email: &p.Channels.Email,
-			Push: &p.Channels.Push, Sms: &p.Channels.SMS}, Timezone: ptr(p.Timezone), Locale: ptr(p.Locale)}
+		sw := switchesInput(p.Channels)
+		d := gen.DefaultPreferences{Channels: &sw, Timezone: ptr(p.Timezone), Locale: ptr(p.Locale)}
 		cats := make([]gen.CategoryPreferenceInput, 0, len(p.Categories))
 		for _, c := range p.Categories {
-			cats = append(cats, gen.CategoryPreferenceInput{Category: c.Category, Channels: gen.ChannelSwitchesInput{
-				InApp: c.Channels.InApp, Email: c.Channels.Email, Push: c.Channels.Push, Sms: c.Channels.SMS}})
+			cats = append(cats, gen.CategoryPreferenceInput{Category: c.Category, Channels: switchesInput(c.Channels)})
 		}
 		d.Categories = &cats
 		if q := p.QuietHours; q != nil {

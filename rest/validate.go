@@ -148,7 +148,7 @@ func checkSend(r gen.SendRequest, now time.Time) error {
 	}
 	for _, c := range deref(r.ChannelsHint) {
 		if !c.Valid() {
-			return inbox.Errorf(inbox.CodeBadUserInput, "channelsHint: %q is not a channel (in_app, email, push, sms, webhook)", string(c))
+			return inbox.Errorf(inbox.CodeBadUserInput, "channelsHint: %q is not a channel (%s)", string(c), strings.ToLower(strings.Join(inbox.Channels, ", ")))
 		}
 	}
 	if err := checkPriority(r.Priority); err != nil {

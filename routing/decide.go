@@ -118,13 +118,14 @@ func InHint(in inbox.SendInput, channel string) bool {
 	return in.Channels == nil || slices.Contains(in.Channels, channel)
 }
 
-// NeedsProfile reports whether a send may deliver EMAIL, PUSH or SMS (one of them is in
-// its template and its hint): only then do its decisions read the recipients' profiles
-// and devices (Recipient.Profile, Recipient.Devices; the quiet-hours zone of a profile
-// matters only for those channels too).
+// NeedsProfile reports whether a send may deliver a channel that needs what the
+// recipient has (an address on their profile, or push devices: EMAIL, PUSH, SMS, SLACK;
+// one of them in its template and its hint): only then do its decisions read the
+// recipients' profiles and devices (Recipient.Profile, Recipient.Devices; the
+// quiet-hours zone of a profile matters only for those channels too).
 func NeedsProfile(in inbox.SendInput) bool {
-	for _, c := range []string{inbox.ChannelEmail, inbox.ChannelSMS, inbox.ChannelPush} {
-		if InTemplate(in, c) && InHint(in, c) {
+	for _, c := range inbox.Channels {
+		if s, _ := inbox.Spec(c); (s.Address != nil || c == inbox.ChannelPush) && InTemplate(in, c) && InHint(in, c) {
 			return true
 		}
 	}
@@ -139,16 +140,18 @@ func NeedsProfile(in inbox.SendInput) bool {
 //   - unless the category is critical (Tenant.Critical), the preferences (PrefsReason:
 //     the target muted, ReasonMuted; the channel switched off globally, ReasonOptedOut,
 //     or for the category only, ReasonCategoryOptedOut; the webhook has no switch);
-//   - what the recipient lacks: no email address (ReasonNoEmail), no phone number
-//     (ReasonNoPhone), no push device (ReasonNoDevice), no tenant webhook URL
-//     (ReasonNoWebhook).
+//   - what the recipient lacks: the channel's address on their profile
+//     (inbox.ChannelSpec.Address: no email address, ReasonNoEmail; no phone number,
+//     ReasonNoPhone; no Slack user id, ReasonNoSlackUser), no push device
+//     (ReasonNoDevice), no tenant webhook URL (ReasonNoWebhook).
 //
 // A channel that passes is queued: PUSH once per device, keyed "PUSH#{deviceId}", in
-// r.Devices' order, with the device's token as To; EMAIL to the profile's email, SMS to
-// its phone. Unless critical, an EMAIL, PUSH or SMS delivery inside the recipient's
-// quiet hours (their resolved preferences' window, in Zone(own, profile, tenant)) is
-// deferred to the window's end (QuietUntil); in-app and the webhook (which goes to the
-// tenant, not to the user) never are.
+// r.Devices' order, with the device's token as To; a channel with an address to it
+// (EMAIL to the profile's email, SMS to its phone, SLACK to its Slack user id). Unless
+// critical, a delivery of a quiet channel (ChannelSpec.Quiet: every one but in-app and
+// the webhook, which goes to the tenant, not to the user) inside the recipient's quiet
+// hours (their resolved preferences' window, in Zone(own, profile, tenant)) is deferred
+// to the window's end (QuietUntil).
 func Decide(in inbox.SendInput, t Tenant, r Recipient, now time.Time) []Decision {
 	critical := t.Critical(in.Category)
 	p := t.Prefs.Resolve(r.Own)
@@ -160,6 +163,7 @@ func Decide(in inbox.SendInput, t Tenant, r Recipient, now time.Time) []Decision
 	var out []Decision
 	for _, c := range Candidates(in, t.WebhookURL) {
 		d := Decision{Channel: c, Key: c}
+		spec, _ := inbox.Spec(c)
 		prefs := ""
 		if !critical {
 			prefs = PrefsReason(p, in.Category, c, target)
@@ -171,23 +175,19 @@ func Decide(in inbox.SendInput, t Tenant, r Recipient, now time.Time) []Decision
 			d.Reason = inbox.ReasonNotInHint
 		case prefs != "":
 			d.Reason = prefs
-		case c == inbox.ChannelEmail && r.Profile.Email == "":
-			d.Reason = inbox.ReasonNoEmail
-		case c == inbox.ChannelSMS && r.Profile.Phone == "":
-			d.Reason = inbox.ReasonNoPhone
+		case spec.Address != nil && spec.Address(r.Profile) == "":
+			d.Reason = spec.NoAddress
 		case c == inbox.ChannelPush && len(r.Devices) == 0:
 			d.Reason = inbox.ReasonNoDevice
 		case c == inbox.ChannelWebhook && t.WebhookURL == "":
 			d.Reason = inbox.ReasonNoWebhook
-		case c == inbox.ChannelEmail || c == inbox.ChannelPush || c == inbox.ChannelSMS:
+		case spec.Quiet:
 			d.Deferred = quietEnd
 		}
 		switch {
 		case d.Reason != "":
-		case c == inbox.ChannelEmail:
-			d.To = r.Profile.Email
-		case c == inbox.ChannelSMS:
-			d.To = r.Profile.Phone
+		case spec.Address != nil:
+			d.To = spec.Address(r.Profile)
 		case c == inbox.ChannelPush:
 			for i := range r.Devices {
 				dev := &r.Devices[i]
@@ -242,20 +242,13 @@ func Recheck(t Tenant, own inbox.OwnPreferences, category, channel string, targe
 	return PrefsReason(t.Prefs.Resolve(own), category, channel, target)
 }
 
-// SwitchOn returns sw's switch of channel (IN_APP, EMAIL, PUSH or SMS); true for a
-// channel without a switch (WEBHOOK).
+// SwitchOn returns sw's switch of channel; true for a channel without a switch
+// (WEBHOOK: inbox.ChannelSpec.Switch "").
 func SwitchOn(sw inbox.ChannelSwitches, channel string) bool {
-	switch channel {
-	case inbox.ChannelInApp:
-		return sw.InApp
-	case inbox.ChannelEmail:
-		return sw.Email
-	case inbox.ChannelPush:
-		return sw.Push
-	case inbox.ChannelSMS:
-		return sw.SMS
+	if s, ok := inbox.Spec(channel); ok && s.Switch == "" {
+		return true
 	}
-	return true
+	return sw[channel]
 }
 
 // targetRef is the mute key of a send's target (nil: none).

@@ -63,13 +63,13 @@ func recipients() map[string]routing.Recipient {
 	return map[string]routing.Recipient{
 		"full":     {Profile: both},
 		"bare":     {},
-		"emailoff": {Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{Email: off()}}, Profile: both},
-		"catoff":   {Own: inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"social": {Email: off()}}}, Profile: both},
+		"emailoff": {Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelEmail: false}}, Profile: both},
+		"catoff":   {Own: inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"social": {inbox.ChannelEmail: false}}}, Profile: both},
 		"muter":    {Own: inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}}, Profile: both},
 		"quiet":    {Own: quiet, Profile: both},
 		"night": {Own: inbox.OwnPreferences{QuietHours: &inbox.QuietHours{Start: "22:00", End: "08:30"}},
 			Profile: inbox.UserProfile{Email: "n@example.com", Phone: "+12125550100", Timezone: "America/New_York"}},
-		"inappoff": {Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{InApp: off()}}, Profile: inbox.UserProfile{Email: "i@example.com"}},
+		"inappoff": {Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}, Profile: inbox.UserProfile{Email: "i@example.com"}},
 		"devices":  {Profile: both, Devices: twoDev},
 		"quietdev": {Own: quiet, Profile: both, Devices: twoDev},
 	}
@@ -256,9 +256,9 @@ func tenantCases() []decideCase {
 	tenantQuiet.Prefs.QuietHours = &inbox.QuietHours{Start: "11:00", End: "12:15"} // UTC: ends 12:15Z
 	berlinQuiet := &inbox.QuietHours{Start: "12:30", End: "14:00"}                 // 13:00 in Berlin: ends 13:00Z
 	tenantCats := tenant()
-	tenantCats.Prefs.Categories = []inbox.CategorySwitches{{Category: "social", Channels: inbox.SwitchChanges{SMS: off(), InApp: off()}}}
+	tenantCats.Prefs.Categories = []inbox.CategorySwitches{{Category: "social", Channels: inbox.SwitchChanges{inbox.ChannelSMS: false, inbox.ChannelInApp: false}}}
 	tenantOff := tenant()
-	tenantOff.Prefs.Channels.Email = false
+	tenantOff.Prefs.Channels[inbox.ChannelEmail] = false
 	return []decideCase{
 		{"no webhook URL: the webhook is no candidate", every, noHook, routing.Recipient{Profile: both},
 			"IN_APP:Q EMAIL:Q PUSH:no_device SMS:Q WEBHOOK:no_webhook"},
@@ -299,12 +299,12 @@ func tenantCases() []decideCase {
 		{"the tenant's category defaults", every, tenantCats, routing.Recipient{Profile: both},
 			"IN_APP:category_opted_out EMAIL:Q PUSH:no_device SMS:category_opted_out WEBHOOK:Q"},
 		{"the user's category switch over the tenant's", every, tenantCats,
-			routing.Recipient{Own: inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"social": {SMS: on()}}}, Profile: both},
+			routing.Recipient{Own: inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"social": {inbox.ChannelSMS: true}}}, Profile: both},
 			"IN_APP:category_opted_out EMAIL:Q PUSH:no_device SMS:Q WEBHOOK:Q"},
 		{"the tenant's global default off", every, tenantOff, routing.Recipient{Profile: both},
 			"IN_APP:Q EMAIL:opted_out PUSH:no_device SMS:Q WEBHOOK:Q"},
 		{"the user's global switch over the tenant's", every, tenantOff,
-			routing.Recipient{Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{Email: on()}}, Profile: both},
+			routing.Recipient{Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelEmail: true}}, Profile: both},
 			"IN_APP:Q EMAIL:Q PUSH:no_device SMS:Q WEBHOOK:Q"},
 		{"a v1 muted category: in-app off for it", every, tenant(),
 			routing.Recipient{Own: inbox.OwnPreferences{MutedCategories: []string{"social"}}, Profile: both},
@@ -313,13 +313,13 @@ func tenantCases() []decideCase {
 			routing.Recipient{Own: inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{{TargetKind: "issue", ID: "7"}}}, Profile: both},
 			"IN_APP:Q EMAIL:Q PUSH:no_device SMS:Q WEBHOOK:Q"},
 		{"muted beats opted out", every, tenant(),
-			routing.Recipient{Own: inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}, Channels: inbox.SwitchChanges{Email: off()}}},
+			routing.Recipient{Own: inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}, Channels: inbox.SwitchChanges{inbox.ChannelEmail: false}}},
 			"IN_APP:muted EMAIL:muted PUSH:muted SMS:muted WEBHOOK:muted"},
 		{"opted out beats no email", every, tenant(),
-			routing.Recipient{Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{Email: off(), Push: off(), SMS: off()}}},
+			routing.Recipient{Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelEmail: false, inbox.ChannelPush: false, inbox.ChannelSMS: false}}},
 			"IN_APP:Q EMAIL:opted_out PUSH:opted_out SMS:opted_out WEBHOOK:Q"},
 		{"critical ignores own preferences passed anyway", inbox.SendInput{Type: "comment", Category: "security", Target: issue, TemplateChannels: all},
-			tenant(), routing.Recipient{Own: inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}, Channels: inbox.SwitchChanges{InApp: off(), Email: off()},
+			tenant(), routing.Recipient{Own: inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}, Channels: inbox.SwitchChanges{inbox.ChannelInApp: false, inbox.ChannelEmail: false},
 				QuietHours: &inbox.QuietHours{Start: "00:00", End: "23:59"}}, Profile: both, Devices: twoDev},
 			"IN_APP:Q EMAIL:Q PUSH#d1:Q PUSH#d2:Q SMS:Q WEBHOOK:Q"},
 		{"critical without a webhook URL", inbox.SendInput{Type: "comment", Category: "security", Channels: all}, noHook,
@@ -380,7 +380,7 @@ func TestDecideAddresses(t *testing.T) {
 		}
 	}
 	// Skipped: no address, whatever the profile has.
-	r.Own = inbox.OwnPreferences{Channels: inbox.SwitchChanges{Email: off(), Push: off(), SMS: off()}}
+	r.Own = inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelEmail: false, inbox.ChannelPush: false, inbox.ChannelSMS: false}}
 	for _, d := range routing.Decide(inbox.SendInput{Type: "comment", TemplateChannels: all}, tenant(), r, now) {
 		if !d.Queued() && (d.To != "" || d.Device != nil || !d.Deferred.IsZero()) {
 			t.Errorf("skipped %s carries %q %v %v", d.Key, d.To, d.Device, d.Deferred)
@@ -407,15 +407,15 @@ func TestInAppRule(t *testing.T) {
 		{"another target muted", inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}}, "social", other, ""},
 		{"the target muted", inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}}, "", issue, inbox.ReasonMuted},
 		{"the target muted, critical", inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}}, "security", issue, ""},
-		{"category off", inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"marketing": {InApp: off()}}}, "marketing", nil, inbox.ReasonCategoryOptedOut},
-		{"another category off", inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"marketing": {InApp: off()}}}, "social", nil, ""},
-		{"critical category off", inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"security": {InApp: off()}}}, "security", nil, ""},
-		{"global off", inbox.OwnPreferences{Channels: inbox.SwitchChanges{InApp: off()}}, "", nil, inbox.ReasonOptedOut},
-		{"global off, another category", inbox.OwnPreferences{Channels: inbox.SwitchChanges{InApp: off()},
-			Categories: map[string]inbox.SwitchChanges{"social": {InApp: on()}}}, "marketing", nil, inbox.ReasonOptedOut},
-		{"global off, the category on", inbox.OwnPreferences{Channels: inbox.SwitchChanges{InApp: off()},
-			Categories: map[string]inbox.SwitchChanges{"social": {InApp: on()}}}, "social", nil, ""},
-		{"global off, critical", inbox.OwnPreferences{Channels: inbox.SwitchChanges{InApp: off()}}, "security", nil, ""},
+		{"category off", inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"marketing": {inbox.ChannelInApp: false}}}, "marketing", nil, inbox.ReasonCategoryOptedOut},
+		{"another category off", inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"marketing": {inbox.ChannelInApp: false}}}, "social", nil, ""},
+		{"critical category off", inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"security": {inbox.ChannelInApp: false}}}, "security", nil, ""},
+		{"global off", inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}, "", nil, inbox.ReasonOptedOut},
+		{"global off, another category", inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false},
+			Categories: map[string]inbox.SwitchChanges{"social": {inbox.ChannelInApp: true}}}, "marketing", nil, inbox.ReasonOptedOut},
+		{"global off, the category on", inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false},
+			Categories: map[string]inbox.SwitchChanges{"social": {inbox.ChannelInApp: true}}}, "social", nil, ""},
+		{"global off, critical", inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}, "security", nil, ""},
 	} {
 		d := routing.InApp(routing.Decide(inbox.SendInput{Type: "t", Category: c.category, Target: c.target}, tn, routing.Recipient{Own: c.own}, now))
 		if d.Channel != inApp || d.Key != inApp || d.Reason != c.want || d.Queued() != (c.want == "") || !d.Deferred.IsZero() {
@@ -435,8 +435,8 @@ func TestRecheck(t *testing.T) {
 	t.Parallel()
 	tn := tenant()
 	muted := inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}}
-	allOff := inbox.OwnPreferences{Channels: inbox.SwitchChanges{InApp: off(), Email: off(), Push: off(), SMS: off()}}
-	catOff := inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"social": {Email: off(), Push: off(), SMS: off()}}}
+	allOff := inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false, inbox.ChannelEmail: false, inbox.ChannelPush: false, inbox.ChannelSMS: false}}
+	catOff := inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"social": {inbox.ChannelEmail: false, inbox.ChannelPush: false, inbox.ChannelSMS: false}}}
 	for _, c := range []struct {
 		name     string
 		own      inbox.OwnPreferences
@@ -465,16 +465,58 @@ func TestRecheck(t *testing.T) {
 // SwitchOn reads each channel's own switch; a channel without one is on.
 func TestSwitchOn(t *testing.T) {
 	t.Parallel()
-	sw := inbox.ChannelSwitches{InApp: true, Push: true}
+	sw := inbox.ChannelSwitches{inbox.ChannelInApp: true, inbox.ChannelPush: true}
 	for ch, want := range map[string]bool{inApp: true, email: false, push: true, sms: false, webhook: true} {
 		if got := routing.SwitchOn(sw, ch); got != want {
 			t.Errorf("SwitchOn(%s) = %v", ch, got)
 		}
 	}
-	sw = inbox.ChannelSwitches{Email: true, SMS: true}
+	sw = inbox.ChannelSwitches{inbox.ChannelEmail: true, inbox.ChannelSMS: true}
 	for ch, want := range map[string]bool{inApp: false, email: true, push: false, sms: true} {
 		if got := routing.SwitchOn(sw, ch); got != want {
 			t.Errorf("SwitchOn(%s) = %v", ch, got)
 		}
+	}
+}
+
+// SLACK is decided as every channel with an address on the profile: queued to the
+// profile's Slack user id, skipped without one (ReasonNoSlackUser), by its switch
+// (global and per category), a mute, the hint and the template, deferred by quiet hours,
+// and critical categories bypass the preferences but not a missing id. Nothing in
+// routing names SLACK: the channel's registration (inbox.ChannelSpec) says all of it.
+func TestDecideSlack(t *testing.T) {
+	t.Parallel()
+	const slack = inbox.ChannelSlack
+	withID := inbox.UserProfile{SlackUserID: "U024BE7LH"}
+	quiet := inbox.OwnPreferences{QuietHours: &inbox.QuietHours{Start: "12:30", End: "14:00"}, Timezone: "Europe/Berlin"}
+	send := inbox.SendInput{Type: "comment", Category: "social", Target: issue, TemplateChannels: []string{inApp, slack}}
+	crit := send
+	crit.Category = "security"
+	hinted := send
+	hinted.Channels = []string{inApp}
+	noPart := send
+	noPart.TemplateChannels = []string{inApp}
+	run(t, []decideCase{
+		{"queued", send, tenant(), routing.Recipient{Profile: withID}, "IN_APP:Q SLACK:Q WEBHOOK:Q"},
+		{"no id", send, tenant(), routing.Recipient{Profile: both}, "IN_APP:Q SLACK:no_slack_user WEBHOOK:Q"},
+		{"off", send, tenant(), routing.Recipient{Profile: withID,
+			Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{slack: false}}}, "IN_APP:Q SLACK:opted_out WEBHOOK:Q"},
+		{"category off", send, tenant(), routing.Recipient{Profile: withID,
+			Own: inbox.OwnPreferences{Categories: map[string]inbox.SwitchChanges{"social": {slack: false}}}}, "IN_APP:Q SLACK:category_opted_out WEBHOOK:Q"},
+		{"muted", send, tenant(), routing.Recipient{Profile: withID,
+			Own: inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}}}, "IN_APP:muted SLACK:muted WEBHOOK:muted"},
+		{"quiet", send, tenant(), routing.Recipient{Profile: withID, Own: quiet}, "IN_APP:Q SLACK:Q@13:00 WEBHOOK:Q"},
+		{"critical off and quiet", crit, tenant(), routing.Recipient{Profile: withID,
+			Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{slack: false}, QuietHours: quiet.QuietHours, Timezone: quiet.Timezone}}, "IN_APP:Q SLACK:Q WEBHOOK:Q"},
+		{"critical without id", crit, tenant(), routing.Recipient{}, "IN_APP:Q SLACK:no_slack_user WEBHOOK:Q"},
+		{"not in hint", hinted, tenant(), routing.Recipient{Profile: withID}, "IN_APP:Q SLACK:not_in_hint WEBHOOK:not_in_hint"},
+		{"not in template", noPart, tenant(), routing.Recipient{Profile: withID}, "IN_APP:Q WEBHOOK:Q"},
+	})
+	ds := routing.Decide(send, tenant(), routing.Recipient{Profile: withID}, now)
+	if d := ds[1]; d.Channel != slack || d.Key != slack || d.To != withID.SlackUserID {
+		t.Errorf("queued slack decision: %+v", d)
+	}
+	if !routing.NeedsProfile(send) || routing.NeedsProfile(noPart) {
+		t.Error("a send that may deliver SLACK reads the profile; one that may not, does not")
 	}
 }

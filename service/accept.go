@@ -75,8 +75,6 @@ type document struct {
 	TaskDue         time.Time   `json:"taskDue"`
 }
 
-var knownChannels = []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelWebhook}
-
 // normalize checks r completely (nothing is written for a refused request) and returns
 // it normalized: recipients and channels without repeats, the priority set, JSON
 // compacted. Errors: BAD_USER_INPUT.
@@ -140,7 +138,7 @@ func (s *Service) normalize(tenant string, r SendRequest, now time.Time) (SendRe
 	}
 	var chans []string
 	for _, c := range r.Channels {
-		if !slices.Contains(knownChannels, c) {
+		if !inbox.ValidChannel(c) {
 			return r, inbox.Errorf(inbox.CodeBadUserInput, "unknown channel %q", c)
 		}
 		if !slices.Contains(chans, c) {

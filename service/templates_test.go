@@ -16,7 +16,6 @@ import (
 	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/service"
-	"github.com/inboxgw/gateway/store"
 	"github.com/inboxgw/gateway/tmpl"
 )
 
@@ -29,11 +28,7 @@ type templates struct {
 
 func (t *templates) Render(ctx context.Context, tenant, id string, version int, locale string, data inbox.JSON) (inbox.Rendered, error) {
 	t.renders.Add(1)
-	r, err := t.Service.Render(ctx, tenant, id, version, locale, data)
-	if err != nil {
-		return inbox.Rendered{}, err
-	}
-	return r.Inbox(), nil
+	return t.Service.Render(ctx, tenant, id, version, locale, data)
 }
 
 // templateReads counts the DynamoDB reads of template id's items (HEAD and versions) in
@@ -128,7 +123,7 @@ func TestTemplatedSendRendersPerStoredVersion(t *testing.T) {
 			}
 			ts := &templates{Service: tmpl.New(e.st)}
 			for _, l := range []string{"en", "de"} {
-				if _, err := ts.Put(ctx, tenant, id, store.TemplateInput{Locale: l, Title: l + " {{ name }}"}); err != nil {
+				if _, err := ts.Put(ctx, tenant, id, inbox.TemplateInput{Locale: l, Title: l + " {{ name }}"}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -216,8 +211,8 @@ func BenchmarkTemplatedSendPrivateLocales(b *testing.B) {
 	}
 	const part = tmpl.MaxPartBytes - 2<<10
 	for _, l := range []string{"en", "de"} {
-		in := store.TemplateInput{Locale: l, Title: l + " {{ name }}", Body: largePart(l, part),
-			Email: &store.TemplateEmail{Subject: "{{ name }}", HTML: largePart(l, part), Text: largePart(l, part)}}
+		in := inbox.TemplateInput{Locale: l, Title: l + " {{ name }}", Body: largePart(l, part),
+			Parts: map[string]inbox.Content{inbox.ChannelEmail: {Subject: "{{ name }}", HTML: largePart(l, part), Text: largePart(l, part)}}}
 		if _, err := tmpl.New(e.st).Put(ctx, tenant, "big", in); err != nil {
 			b.Fatal(err)
 		}

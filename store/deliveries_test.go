@@ -59,7 +59,7 @@ func (f *deliveryFixture) send(t *testing.T, key string, in inbox.SendInput, use
 		in.Type = "comment"
 	}
 	if in.Render == nil && in.TemplateChannels == nil {
-		in.TemplateChannels = slices.Clone(inbox.Channels)
+		in.TemplateChannels = []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelWebhook}
 	}
 	res, err := f.s.Send(context.Background(), f.tenant, in)
 	if err != nil {
@@ -206,9 +206,7 @@ func TestRoutingTemplateContent(t *testing.T) {
 	ctx := context.Background()
 	in := inbox.SendInput{Title: "ignored", RenderKey: "tpl@1", Render: func(_ context.Context, locale string) (inbox.Rendered, error) {
 		return inbox.Rendered{Title: "T", Body: "B",
-			Email:    &inbox.EmailContent{Subject: "S", HTML: "<p>H</p>", Text: "X"},
-			Push:     &inbox.PushContent{Title: "PT", Body: "PB"},
-			SMS:      &inbox.SMSContent{Text: "sms"},
+			Parts:    map[string]inbox.Content{inbox.ChannelEmail: {Subject: "S", HTML: "<p>H</p>", Text: "X"}, inbox.ChannelPush: {Title: "PT", Body: "PB"}, inbox.ChannelSMS: {Text: "sms"}},
 			Channels: []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS}}, nil
 	}}
 	if _, err := f.s.UpdatePreferences(ctx, f.viewer("u"), inbox.PreferencesUpdate{
@@ -675,20 +673,19 @@ func TestRecheckDeliveryUsesThePreferencesOfNow(t *testing.T) {
 		}
 	}
 	check("nothing changed", email, "")
-	off, on := false, true
 	update := func(u inbox.PreferencesUpdate) {
 		t.Helper()
 		if _, err := f.s.UpdatePreferences(ctx, f.viewer("u"), u); err != nil {
 			t.Fatal(err)
 		}
 	}
-	update(inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "social", Channels: inbox.SwitchChanges{Email: &off}}}})
+	update(inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "social", Channels: inbox.SwitchChanges{inbox.ChannelEmail: false}}}})
 	check("category off", email, inbox.ReasonCategoryOptedOut)
 	check("the webhook has no switch", hook, "")
-	update(inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{Email: &off}})
+	update(inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{inbox.ChannelEmail: false}})
 	check("email off", email, inbox.ReasonOptedOut)
-	update(inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{Email: &on},
-		Categories:  []inbox.CategorySwitches{{Category: "social", Channels: inbox.SwitchChanges{Email: &on}}},
+	update(inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{inbox.ChannelEmail: true},
+		Categories:  []inbox.CategorySwitches{{Category: "social", Channels: inbox.SwitchChanges{inbox.ChannelEmail: true}}},
 		MuteTargets: []inbox.ProfileRef{{TargetKind: "issue", ID: "7"}}})
 	check("muted", email, inbox.ReasonMuted)
 	check("muted webhook", hook, inbox.ReasonMuted)

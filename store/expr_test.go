@@ -1,6 +1,7 @@
 package store
 
 import (
+	"maps"
 	"regexp"
 	"strings"
 	"testing"
@@ -40,7 +41,6 @@ func setClauses(t *testing.T, update string, names map[string]string, values map
 // and decodePrefs reads back as the same category and switch. expression.Name would split
 // the dots and expression.NameNoDotSplit alone refuses or strips brackets.
 func TestPrefsUpdateCategoryNamesStayWhole(t *testing.T) {
-	on, off := true, false
 	categories := []string{"plain", "a.b", "a.b.c", ".lead", "trail.", "x[1]", "x[1].y", "[0]", "a[b]", "a[", "]", "a]b[",
 		"a[]", "$n", "a$v.b", "ünï.cödé", strings.Repeat("w.", inbox.MaxIDBytes/2)}
 	for _, c := range categories {
@@ -51,14 +51,14 @@ func TestPrefsUpdateCategoryNamesStayWhole(t *testing.T) {
 	var upd inbox.PreferencesUpdate
 	want := map[string]inbox.SwitchChanges{}
 	for i, c := range categories {
-		sw := inbox.SwitchChanges{InApp: &on}
+		sw := inbox.SwitchChanges{inbox.ChannelInApp: true}
 		if i%2 == 1 {
-			sw = inbox.SwitchChanges{Email: &off, SMS: &on}
+			sw = inbox.SwitchChanges{inbox.ChannelEmail: false, inbox.ChannelSMS: true, inbox.ChannelSlack: false}
 		}
 		upd.Categories = append(upd.Categories, inbox.CategorySwitches{Category: c, Channels: sw})
 		want[c] = sw
 	}
-	upd.Channels.Push = &off
+	upd.Channels = inbox.SwitchChanges{inbox.ChannelPush: false}
 	x, rule, err := prefsUpdate(upd, "UTC", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -81,21 +81,16 @@ func TestPrefsUpdateCategoryNamesStayWhole(t *testing.T) {
 	}
 	for c, sw := range want {
 		got, ok := own.Categories[c]
-		if !ok || !sameSwitches(got, sw) {
+		if !ok || !maps.Equal(got, sw) {
 			t.Errorf("category %q: got %+v, want %+v", c, got, sw)
 		}
 	}
-	if own.Channels.Push == nil || *own.Channels.Push {
-		t.Errorf("push switch: %v", own.Channels.Push)
+	if on, ok := own.Channels[inbox.ChannelPush]; !ok || on || len(own.Channels) != 1 {
+		t.Errorf("push switch: %v", own.Channels[inbox.ChannelPush])
 	}
 	if et, ok := item[prefsAttrEntityType].(*types.AttributeValueMemberS); !ok || et.Value != entityPrefs {
 		t.Errorf("entityType: %v", item[prefsAttrEntityType])
 	}
-}
-
-func sameSwitches(a, b inbox.SwitchChanges) bool {
-	eq := func(x, y *bool) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
-	return eq(a.InApp, b.InApp) && eq(a.Email, b.Email) && eq(a.Push, b.Push) && eq(a.SMS, b.SMS)
 }
 
 // TestPrefsUpdateConditions: the muted-targets bound (counting only targets not already

@@ -196,11 +196,9 @@ type prefsItem struct {
 	// Muted are the categories opted out of with the v1 API (SetMutedCategories): in-app
 	// off for them unless the category's own in-app switch says otherwise.
 	Muted []string `dynamodbav:"mutedCategories,stringset,omitempty"`
-	// InApp, Email, Push and SMS are the user's global channel switches.
-	InApp *bool `dynamodbav:"inApp,omitempty"`
-	Email *bool `dynamodbav:"email,omitempty"`
-	Push  *bool `dynamodbav:"push,omitempty"`
-	SMS   *bool `dynamodbav:"sms,omitempty"`
+	// The user's global channel switches are top-level BOOL attributes named by the
+	// channels' inbox.ChannelSpec.Switch ("inApp", "email", "push", "sms", "slack");
+	// decodePrefs reads them.
 	// MutedTargets are the muted targets, each "<kind>#<target id>" (both ids, which
 	// never contain '#').
 	MutedTargets []string        `dynamodbav:"mutedTargets,stringset,omitempty"`

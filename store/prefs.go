@@ -19,10 +19,6 @@ import (
 
 // Attribute names of the preferences item (prefsItem).
 const (
-	prefsAttrInApp           = "inApp"
-	prefsAttrEmail           = "email"
-	prefsAttrPush            = "push"
-	prefsAttrSMS             = "sms"
 	prefsAttrMutedTargets    = "mutedTargets"
 	prefsAttrQuietHours      = "quietHours"
 	prefsAttrTimezone        = "timezone"
@@ -32,11 +28,16 @@ const (
 	prefsAttrMutedCategories = "mutedCategories"
 )
 
-// prefsChannelAttrs are the channel switch attribute names, in ChannelSwitches order.
-var prefsChannelAttrs = [4]string{prefsAttrInApp, prefsAttrEmail, prefsAttrPush, prefsAttrSMS}
+// prefsAttrSwitch is the attribute of the global switch of channel (one of
+// inbox.SwitchChannels): its inbox.ChannelSpec.Switch ("inApp", "email", ...).
+func prefsAttrSwitch(channel string) string {
+	s, _ := inbox.Spec(channel)
+	return s.Switch
+}
 
-// prefsAttrCategorySwitch is the attribute of category's switch of channel (one of
-// prefsChannelAttrs): "cat#<category>#<channel>". Categories never contain '#' (inbox.CheckID).
+// prefsAttrCategorySwitch is the attribute of category's switch named channel (an
+// inbox.ChannelSpec.Switch): "cat#<category>#<channel>". Categories never contain '#'
+// (inbox.CheckID).
 func prefsAttrCategorySwitch(category, channel string) string {
 	return prefsAttrCategoryPrefix + category + "#" + channel
 }
@@ -252,9 +253,6 @@ func mutedAlready(item map[string]types.AttributeValue, mute []string) []string 
 	return out
 }
 
-// switchPtrs returns c's channels in prefsChannelAttrs order.
-func switchPtrs(c inbox.SwitchChanges) [4]*bool { return [4]*bool{c.InApp, c.Email, c.Push, c.SMS} }
-
 // targetSet returns the mutedTargets members of refs ("<kind>#<id>"), deduplicated.
 func targetSet(refs []inbox.ProfileRef) []string {
 	var out []string
@@ -278,7 +276,14 @@ func decodePrefs(item map[string]types.AttributeValue) (inbox.OwnPreferences, er
 	if err := attributevalue.UnmarshalMap(item, &p); err != nil {
 		return own, fmt.Errorf("decode preferences: %w", err)
 	}
-	own.Channels = inbox.SwitchChanges{InApp: p.InApp, Email: p.Email, Push: p.Push, SMS: p.SMS}
+	for _, c := range inbox.SwitchChannels {
+		if b, ok := item[prefsAttrSwitch(c)].(*types.AttributeValueMemberBOOL); ok {
+			if own.Channels == nil {
+				own.Channels = inbox.SwitchChanges{}
+			}
+			own.Channels[c] = b.Value
+		}
+	}
 	own.MutedCategories = p.Muted
 	for _, m := range p.MutedTargets {
 		if kind, id, ok := strings.Cut(m, "#"); ok && kind != "" && id != "" {
@@ -309,21 +314,16 @@ func decodePrefs(item map[string]types.AttributeValue) (inbox.OwnPreferences, er
 		if own.Categories == nil {
 			own.Categories = map[string]inbox.SwitchChanges{}
 		}
-		sw := own.Categories[category]
-		val := b.Value
-		switch channel {
-		case prefsAttrInApp:
-			sw.InApp = &val
-		case prefsAttrEmail:
-			sw.Email = &val
-		case prefsAttrPush:
-			sw.Push = &val
-		case prefsAttrSMS:
-			sw.SMS = &val
-		default:
+		c := inbox.ChannelBySwitch(channel)
+		if c == "" {
 			continue
 		}
-		own.Categories[category] = sw
+		sw := own.Categories[category]
+		if sw == nil {
+			sw = inbox.SwitchChanges{}
+			own.Categories[category] = sw
+		}
+		sw[c] = b.Value
 	}
 	return own, nil
 }
@@ -339,15 +339,15 @@ func decodePrefs(item map[string]types.AttributeValue) (inbox.OwnPreferences, er
 func prefsUpdate(upd inbox.PreferencesUpdate, tenantZone string, mute, unmute, already []string) (x expression.Expression, zoneRule string, err error) {
 	var names exprNames
 	up := expression.Set(expression.Name(prefsAttrEntityType), expression.Value(entityPrefs))
-	for i, c := range switchPtrs(upd.Channels) {
-		if c != nil {
-			up = up.Set(expression.Name(prefsChannelAttrs[i]), expression.Value(*c))
+	for _, c := range inbox.SwitchChannels {
+		if on, ok := upd.Channels[c]; ok {
+			up = up.Set(expression.Name(prefsAttrSwitch(c)), expression.Value(on))
 		}
 	}
-	for _, c := range upd.Categories {
-		for i, sw := range switchPtrs(c.Channels) {
-			if sw != nil {
-				up = up.Set(names.name(prefsAttrCategorySwitch(c.Category, prefsChannelAttrs[i])), expression.Value(*sw))
+	for _, cat := range upd.Categories {
+		for _, c := range inbox.SwitchChannels {
+			if on, ok := cat.Channels[c]; ok {
+				up = up.Set(names.name(prefsAttrCategorySwitch(cat.Category, prefsAttrSwitch(c))), expression.Value(on))
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -22,8 +23,8 @@ func tref(id string) inbox.ProfileRef { return inbox.ProfileRef{TargetKind: "iss
 // "security" critical.
 func tenantPrefs(string) inbox.TenantPreferences {
 	d := inbox.DefaultTenantPreferences()
-	d.Channels.SMS = false
-	d.Categories = []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{Email: no()}}}
+	d.Channels[inbox.ChannelSMS] = false
+	d.Categories = []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{inbox.ChannelEmail: false}}}
 	d.Critical = []string{"security"}
 	d.Locale = "en-US"
 	return d
@@ -63,10 +64,10 @@ func TestPreferencesTenantDefaults(t *testing.T) {
 		t.Errorf("ops %v, want one GetItem", ops)
 	}
 	want := inbox.Preferences{
-		Channels: inbox.ChannelSwitches{InApp: true, Email: true, Push: true},
+		Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSlack),
 		Categories: []inbox.CategoryPreference{
-			{Category: "marketing", Channels: inbox.ChannelSwitches{InApp: true, Push: true}},
-			{Category: "security", Critical: true, Channels: inbox.ChannelSwitches{InApp: true, Email: true, Push: true, SMS: true}},
+			{Category: "marketing", Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelPush, inbox.ChannelSlack)},
+			{Category: "security", Critical: true, Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack)},
 		},
 		Locale: "en-US",
 	}
@@ -76,7 +77,7 @@ func TestPreferencesTenantDefaults(t *testing.T) {
 	// A store without defaults: every channel on, nothing else.
 	g := newFixture(t)
 	p, err = g.s.Preferences(ctx, g.viewer("a"))
-	if err != nil || !reflect.DeepEqual(p, inbox.Preferences{Channels: inbox.ChannelSwitches{InApp: true, Email: true, Push: true, SMS: true}}) {
+	if err != nil || !reflect.DeepEqual(p, inbox.Preferences{Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack)}) {
 		t.Fatalf("no defaults: %+v %v", p, err)
 	}
 }
@@ -90,11 +91,11 @@ func TestUpdatePreferencesPartial(t *testing.T) {
 	v := f.viewer("a")
 	warmSettings(t, f)
 	steps := []inbox.PreferencesUpdate{
-		{Channels: inbox.SwitchChanges{Email: no(), SMS: yes()}},
-		{Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{InApp: no()}}, {Category: "social", Channels: inbox.SwitchChanges{Push: no()}}}},
+		{Channels: inbox.SwitchChanges{inbox.ChannelEmail: false, inbox.ChannelSMS: true}},
+		{Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}, {Category: "social", Channels: inbox.SwitchChanges{inbox.ChannelPush: false}}}},
 		{QuietHours: &inbox.QuietHours{Start: "22:00", End: "07:00"}, Timezone: sptr("Europe/Berlin")},
 		{Locale: sptr("de-de")},
-		{Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{Email: yes()}}}},
+		{Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{inbox.ChannelEmail: true}}}},
 	}
 	var p inbox.Preferences
 	for i, u := range steps {
@@ -108,11 +109,11 @@ func TestUpdatePreferencesPartial(t *testing.T) {
 		}
 	}
 	want := inbox.Preferences{
-		Channels: inbox.ChannelSwitches{InApp: true, Email: false, Push: true, SMS: true},
+		Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack),
 		Categories: []inbox.CategoryPreference{
-			{Category: "marketing", Channels: inbox.ChannelSwitches{InApp: false, Email: true, Push: true, SMS: true}},
-			{Category: "security", Critical: true, Channels: inbox.ChannelSwitches{InApp: true, Email: true, Push: true, SMS: true}},
-			{Category: "social", Channels: inbox.ChannelSwitches{InApp: true, Email: false, Push: false, SMS: true}},
+			{Category: "marketing", Channels: switchesOn(inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack)},
+			{Category: "security", Critical: true, Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelSlack)},
+			{Category: "social", Channels: switchesOn(inbox.ChannelInApp, inbox.ChannelSMS, inbox.ChannelSlack)},
 		},
 		QuietHours: &inbox.QuietHours{Start: "22:00", End: "07:00"},
 		Timezone:   "Europe/Berlin",
@@ -126,11 +127,11 @@ func TestUpdatePreferencesPartial(t *testing.T) {
 	}
 	// Clearing: quiet hours and the zone together; the locale falls back to the tenant's.
 	p, err := f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{ClearQuietHours: true, Timezone: sptr(""), Locale: sptr("")})
-	if err != nil || p.QuietHours != nil || p.Timezone != "" || p.Locale != "en-US" || p.Channels != want.Channels {
+	if err != nil || p.QuietHours != nil || p.Timezone != "" || p.Locale != "en-US" || !maps.Equal(p.Channels, want.Channels) {
 		t.Fatalf("clear: %+v %v", p, err)
 	}
 	// Another user of the tenant is untouched.
-	if o, _ := f.s.Preferences(ctx, f.viewer("b")); o.Channels.Email != true || len(o.Categories) != 2 {
+	if o, _ := f.s.Preferences(ctx, f.viewer("b")); o.Channels[inbox.ChannelEmail] != true || len(o.Categories) != 2 {
 		t.Fatalf("other user: %+v", o)
 	}
 }
@@ -141,7 +142,7 @@ func TestUpdatePreferencesRefusalsWriteNothing(t *testing.T) {
 	ctx := context.Background()
 	v := f.viewer("a")
 	for name, u := range map[string]inbox.PreferencesUpdate{
-		"critical off":     {Categories: []inbox.CategorySwitches{{Category: "security", Channels: inbox.SwitchChanges{InApp: no()}}}},
+		"critical off":     {Categories: []inbox.CategorySwitches{{Category: "security", Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}}},
 		"quiet 25:00":      {QuietHours: &inbox.QuietHours{Start: "25:00", End: "07:00"}, Timezone: sptr("UTC")},
 		"bad zone":         {Timezone: sptr("Mars/Olympus")},
 		"unknown locale":   {Locale: sptr("qq-ZZ")},
@@ -172,7 +173,7 @@ func TestUpdatePreferencesRefusalsWriteNothing(t *testing.T) {
 		t.Fatalf("quiet hours with a stored zone: %+v %v", p, err)
 	}
 	// Turning a critical category on is no refusal (it is on anyway).
-	if _, err := f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "security", Channels: inbox.SwitchChanges{SMS: yes()}}}}); err != nil {
+	if _, err := f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "security", Channels: inbox.SwitchChanges{inbox.ChannelSMS: true}}}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -232,7 +233,7 @@ func TestV1MutedCategoriesCompatibility(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	v := f.viewer("a")
-	if _, err := f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{Push: no()}}); err != nil {
+	if _, err := f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{inbox.ChannelPush: false}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.s.SetMutedCategories(ctx, v, []string{"marketing", "digest"}); err != nil {
@@ -242,17 +243,17 @@ func TestV1MutedCategoriesCompatibility(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Channels.Push || p.ChannelsFor("marketing").InApp || p.ChannelsFor("digest").InApp || !p.ChannelsFor("marketing").Email || p.ChannelsFor("marketing").Push {
+	if p.Channels[inbox.ChannelPush] || p.ChannelsFor("marketing")[inbox.ChannelInApp] || p.ChannelsFor("digest")[inbox.ChannelInApp] || !p.ChannelsFor("marketing")[inbox.ChannelEmail] || p.ChannelsFor("marketing")[inbox.ChannelPush] {
 		t.Fatalf("v1 muted categories: %+v", p)
 	}
-	p, err = f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "digest", Channels: inbox.SwitchChanges{InApp: yes()}}}})
-	if err != nil || !p.ChannelsFor("digest").InApp || p.ChannelsFor("marketing").InApp {
+	p, err = f.s.UpdatePreferences(ctx, v, inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "digest", Channels: inbox.SwitchChanges{inbox.ChannelInApp: true}}}})
+	if err != nil || !p.ChannelsFor("digest")[inbox.ChannelInApp] || p.ChannelsFor("marketing")[inbox.ChannelInApp] {
 		t.Fatalf("own switch over v1: %+v %v", p, err)
 	}
 	if err := f.s.SetMutedCategories(ctx, v, nil); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ = f.s.Preferences(ctx, v); !p.ChannelsFor("marketing").InApp || p.Channels.Push {
+	if p, _ = f.s.Preferences(ctx, v); !p.ChannelsFor("marketing")[inbox.ChannelInApp] || p.Channels[inbox.ChannelPush] {
 		t.Fatalf("v1 cleared: %+v", p)
 	}
 }
@@ -270,9 +271,9 @@ func TestSendEnforcesPreferences(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	set("optout", inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{InApp: no()}}}})
+	set("optout", inbox.PreferencesUpdate{Categories: []inbox.CategorySwitches{{Category: "marketing", Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}}})
 	set("muter", inbox.PreferencesUpdate{MuteTargets: []inbox.ProfileRef{tref("42")}})
-	set("off", inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{InApp: no()}})
+	set("off", inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}})
 	if err := f.s.SetMutedCategories(ctx, f.viewer("v1"), []string{"marketing"}); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestPreferencesItemSizeBound(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	v := f.viewer("a")
-	all := inbox.SwitchChanges{InApp: no(), Email: no(), Push: no(), SMS: no()}
+	all := inbox.SwitchChanges{inbox.ChannelInApp: false, inbox.ChannelEmail: false, inbox.ChannelPush: false, inbox.ChannelSMS: false}
 	for call := 0; ; call++ {
 		var u inbox.PreferencesUpdate
 		for i := range inbox.MaxCategoryUpdates {
@@ -366,4 +367,14 @@ func TestPreferencesItemSizeBound(t *testing.T) {
 		}
 		return
 	}
+}
+
+// switchesOn returns switches with the channels on listed on and every other switch
+// channel off.
+func switchesOn(on ...string) inbox.ChannelSwitches {
+	sw := inbox.ChannelSwitches{}
+	for _, c := range inbox.SwitchChannels {
+		sw[c] = slices.Contains(on, c)
+	}
+	return sw
 }

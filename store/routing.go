@@ -103,6 +103,7 @@ type userProfileItem struct {
 	EntityType string                `dynamodbav:"entityType"`
 	Email      string                `dynamodbav:"email,omitempty"`
 	Phone      string                `dynamodbav:"phone,omitempty"`
+	SlackUser  string                `dynamodbav:"slackUserId,omitempty"`
 	Locale     string                `dynamodbav:"locale,omitempty"`
 	Timezone   string                `dynamodbav:"timezone,omitempty"`
 	UpdatedAt  int64                 `dynamodbav:"updatedAt"`
@@ -228,7 +229,6 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 	if r.content != nil {
 		rendered = *r.content
 	}
-	email, push, sms := rendered.ChannelContent()
 	items := []statusItem{sum}
 	for _, d := range r.decisions {
 		it := statusItem{PK: pk, SK: deliverySK(d.Key), EntityType: entityDelivery, UserID: v.UserID,
@@ -247,14 +247,11 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 			if in.Target != nil {
 				it.TargetKind, it.TargetID = in.Target.Kind, in.Target.TargetID
 			}
+			c := rendered.Content(d.Channel)
+			it.Subject, it.HTML, it.Text, it.Title, it.Body = c.Subject, c.HTML, c.Text, c.Title, c.Body
 			switch d.Channel {
-			case inbox.ChannelEmail:
-				it.Subject, it.Text, it.HTML = email.Subject, email.Text, email.HTML
 			case inbox.ChannelPush:
 				it.DeviceID, it.Platform = d.Device.ID, d.Device.Platform
-				it.Title, it.Body = push.Title, push.Body
-			case inbox.ChannelSMS:
-				it.Text = sms.Text
 			case inbox.ChannelWebhook:
 				p, err := webhookPayload(v, id, in, now)
 				if err != nil {
@@ -490,7 +487,7 @@ func decodeUserProfile(item map[string]types.AttributeValue) (inbox.UserProfile,
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return inbox.UserProfile{}, fmt.Errorf("decode user profile: %w", err)
 	}
-	return inbox.UserProfile{Email: it.Email, Phone: it.Phone, Locale: it.Locale, Timezone: it.Timezone}, nil
+	return inbox.UserProfile{Email: it.Email, Phone: it.Phone, SlackUserID: it.SlackUser, Locale: it.Locale, Timezone: it.Timezone}, nil
 }
 
 // decodeUserDevices reads a PROFILE item of a user (nil: none): the profile and the push
@@ -503,5 +500,5 @@ func decodeUserDevices(item map[string]types.AttributeValue) (inbox.UserProfile,
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return inbox.UserProfile{}, nil, fmt.Errorf("decode user profile: %w", err)
 	}
-	return inbox.UserProfile{Email: it.Email, Phone: it.Phone, Locale: it.Locale, Timezone: it.Timezone}, it.devices(), nil
+	return inbox.UserProfile{Email: it.Email, Phone: it.Phone, SlackUserID: it.SlackUser, Locale: it.Locale, Timezone: it.Timezone}, it.devices(), nil
 }

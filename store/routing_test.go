@@ -85,7 +85,7 @@ func TestRoutingWritesDecisions(t *testing.T) {
 	}
 	critical := map[string]outcome{inbox.ChannelInApp: D, inbox.ChannelEmail: Q, inbox.ChannelSMS: inbox.ReasonNotInHint, inbox.ChannelWebhook: inbox.ReasonNotInHint}
 	cases := []sendCase{
-		{name: "social", category: "social", template: inbox.Channels, want: map[string]map[string]outcome{
+		{name: "social", category: "social", template: []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelWebhook}, want: map[string]map[string]outcome{
 			"bare":  {inbox.ChannelInApp: D, inbox.ChannelEmail: inbox.ReasonNoEmail, inbox.ChannelPush: inbox.ReasonNoDevice, inbox.ChannelSMS: inbox.ReasonNoPhone, inbox.ChannelWebhook: Q},
 			"muter": {inbox.ChannelInApp: inbox.ReasonMuted, inbox.ChannelEmail: inbox.ReasonMuted, inbox.ChannelPush: inbox.ReasonMuted, inbox.ChannelSMS: inbox.ReasonMuted, inbox.ChannelWebhook: inbox.ReasonMuted},
 			"quiet": {inbox.ChannelInApp: D, inbox.ChannelEmail: Q1, inbox.ChannelPush: inbox.ReasonNoDevice, inbox.ChannelSMS: Q1, inbox.ChannelWebhook: Q},

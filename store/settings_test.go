@@ -17,7 +17,7 @@ func TestStatusOneQueryAndReplay(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.s.UpdatePreferences(ctx, f.viewer("b"), inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{InApp: no()}}); err != nil {
+	if _, err := f.s.UpdatePreferences(ctx, f.viewer("b"), inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}); err != nil {
 		t.Fatal(err)
 	}
 	in := inbox.SendInput{IdempotencyKey: "st", Recipients: []string{"a", "b"}, Type: "t",
@@ -145,14 +145,14 @@ func TestTenantSettings(t *testing.T) {
 	}
 	f := newFixture(t, store.WithClock(func() time.Time { return now }), store.WithTenantPreferences(env), store.WithRetention(time.Hour))
 	ctx := context.Background()
-	if _, err := f.s.UpdatePreferences(ctx, f.viewer("a"), inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{InApp: no()}}); err != nil {
+	if _, err := f.s.UpdatePreferences(ctx, f.viewer("a"), inbox.PreferencesUpdate{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}); err != nil {
 		t.Fatal(err)
 	}
 	f.s = store.New(f.db, f.table, store.WithClock(func() time.Time { return now }), store.WithTenantPreferences(env), store.WithRetention(time.Hour))
 	t.Cleanup(f.s.Close)
 	f.rec.Reset()
 	p, err := f.s.Preferences(ctx, f.viewer("a"))
-	if err != nil || p.Channels.InApp || !p.Critical("billing") {
+	if err != nil || p.Channels[inbox.ChannelInApp] || !p.Critical("billing") {
 		t.Fatalf("preferences = %+v, %v", p, err)
 	}
 	if ops := f.rec.Ops(); !slices.Equal(ops, []string{"BatchGetItem"}) {

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"golang.org/x/text/language"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/routing"
@@ -35,23 +33,6 @@ const (
 	tplVersionDigits = 8
 )
 
-// Limits of a template version.
-const (
-	// MaxTemplatePartBytes is the largest source of one part (title, body, email subject,
-	// HTML or text, push title or body, SMS text).
-	MaxTemplatePartBytes = 64 << 10
-	// MaxTemplateBytes is the largest sum of the parts of one version (a DynamoDB item
-	// holds at most 400 KB).
-	MaxTemplateBytes = 192 << 10
-	// MaxTemplateLocales is the most locales one template may have.
-	MaxTemplateLocales = 50
-	// MaxTemplateVersion is the highest version number (8 digits in the sort key).
-	MaxTemplateVersion = 99_999_999
-)
-
-// DefaultTemplateLocale is the default locale of a template whose first PUT names none.
-const DefaultTemplateLocale = "en"
-
 // templatePK is the partition key of template id's items (AP16, AP17).
 func templatePK(tenantID, id string) string { return "T#" + tenantID + "#TPL#" + id }
 
@@ -62,76 +43,6 @@ func templateVersionSK(locale string, v int) string {
 
 // templateLocalePrefix starts every sort key of locale's versions.
 func templateLocalePrefix(locale string) string { return "L#" + locale + "#V#" }
-
-// TemplateEmail is the email part of a template: Liquid sources.
-type TemplateEmail struct {
-	Subject string `dynamodbav:"subject"`
-	HTML    string `dynamodbav:"html"`
-	Text    string `dynamodbav:"text"`
-}
-
-// TemplatePush is the push part of a template: Liquid sources.
-type TemplatePush struct {
-	Title string `dynamodbav:"title"`
-	Body  string `dynamodbav:"body"`
-}
-
-// TemplateSMS is the SMS part of a template: a Liquid source.
-type TemplateSMS struct {
-	Text string `dynamodbav:"text"`
-}
-
-// TemplateInput is one PUT of a template: the parts of one locale, Liquid sources. Title
-// is required (the in-app notification's); a part that is nil is a channel the template
-// does not define. Locale is a BCP 47 tag ("" = the template's default locale, or
-// DefaultTemplateLocale on the first PUT); it is stored in its canonical form ("en-us" →
-// "en-US"). The store checks sizes and shape, not the Liquid syntax (package tmpl does).
-type TemplateInput struct {
-	Locale string
-	Title  string
-	Body   string
-	Email  *TemplateEmail
-	Push   *TemplatePush
-	SMS    *TemplateSMS
-}
-
-// Parts returns the named sources of in that are present, in a fixed order: "title",
-// "body", "email.subject", "email.html", "email.text", "push.title", "push.body", "sms.text".
-func (in TemplateInput) Parts() []TemplatePart {
-	parts := []TemplatePart{{"title", in.Title}, {"body", in.Body}}
-	if in.Email != nil {
-		parts = append(parts, TemplatePart{"email.subject", in.Email.Subject}, TemplatePart{"email.html", in.Email.HTML}, TemplatePart{"email.text", in.Email.Text})
-	}
-	if in.Push != nil {
-		parts = append(parts, TemplatePart{"push.title", in.Push.Title}, TemplatePart{"push.body", in.Push.Body})
-	}
-	if in.SMS != nil {
-		parts = append(parts, TemplatePart{"sms.text", in.SMS.Text})
-	}
-	return parts
-}
-
-// TemplatePart is one named Liquid source of a template.
-type TemplatePart struct {
-	Name   string
-	Source string
-}
-
-// Template is one stored version of one locale of a template.
-type Template struct {
-	ID string
-	// Version is the version of this content; Latest the template's latest version (of
-	// any locale) when it was read.
-	Version int
-	Latest  int
-	// Locale is the locale of this content; DefaultLocale the template's; Locales every
-	// locale the template has (sorted).
-	Locale        string
-	DefaultLocale string
-	Locales       []string
-	TemplateInput
-	CreatedAt time.Time
-}
 
 type templateHeadItem struct {
 	PK            string   `dynamodbav:"pk"`
@@ -144,59 +55,60 @@ type templateHeadItem struct {
 }
 
 type templateVersionItem struct {
-	PK         string         `dynamodbav:"pk"`
-	SK         string         `dynamodbav:"sk"`
-	EntityType string         `dynamodbav:"entityType"`
-	Version    int            `dynamodbav:"version"`
-	Locale     string         `dynamodbav:"locale"`
-	Title      string         `dynamodbav:"title"`
-	Body       string         `dynamodbav:"body"`
-	Email      *TemplateEmail `dynamodbav:"email,omitempty"`
-	Push       *TemplatePush  `dynamodbav:"push,omitempty"`
-	SMS        *TemplateSMS   `dynamodbav:"sms,omitempty"`
-	CreatedAt  int64          `dynamodbav:"createdAt"`
+	PK         string `dynamodbav:"pk"`
+	SK         string `dynamodbav:"sk"`
+	EntityType string `dynamodbav:"entityType"`
+	Version    int    `dynamodbav:"version"`
+	Locale     string `dynamodbav:"locale"`
+	Title      string `dynamodbav:"title"`
+	Body       string `dynamodbav:"body"`
+	CreatedAt  int64  `dynamodbav:"createdAt"`
+	// The channels' parts are top-level map attributes named by their
+	// inbox.ChannelSpec.Part ("email": {subject, html, text}, "push": {title, body},
+	// "sms": {text}, "slack": {text}): partsAV writes them, decodeVersion reads them.
+	parts map[string]inbox.Content
 }
 
-// CanonicalLocale returns locale as a canonical BCP 47 tag ("en-us" → "en-US"), or
-// BAD_USER_INPUT when it is not one (or could not be part of a key).
-func CanonicalLocale(locale string) (string, error) {
-	tag, err := language.Parse(locale)
-	if err != nil {
-		return "", inbox.Errorf(inbox.CodeBadUserInput, "locale %q is not a known BCP 47 language tag", locale)
-	}
-	s := tag.String()
-	if err := inbox.CheckID("locale", s); err != nil {
-		return "", err
-	}
-	return s, nil
-}
-
-// checkTemplateInput checks the shape and size of in (locale already canonical).
-func checkTemplateInput(in TemplateInput) error {
-	if strings.TrimSpace(in.Title) == "" {
-		return inbox.Errorf(inbox.CodeBadUserInput, "a template needs a title")
-	}
-	total := 0
-	for _, p := range in.Parts() {
-		if len(p.Source) > MaxTemplatePartBytes {
-			return inbox.Errorf(inbox.CodeBadUserInput, "template part %s is over %d bytes", p.Name, MaxTemplatePartBytes)
+// partsAV adds the parts of channel parts to av, each as a map of its fields.
+func partsAV(av map[string]types.AttributeValue, parts map[string]inbox.Content) {
+	for _, c := range inbox.PartChannels {
+		content, ok := parts[c]
+		if !ok {
+			continue
 		}
-		total += len(p.Source)
+		spec, _ := inbox.Spec(c)
+		m := make(map[string]types.AttributeValue, len(spec.Fields))
+		for _, f := range spec.Fields {
+			m[f.Name] = &types.AttributeValueMemberS{Value: content.Field(f.Name)}
+		}
+		av[spec.Part] = &types.AttributeValueMemberM{Value: m}
 	}
-	if total > MaxTemplateBytes {
-		return inbox.Errorf(inbox.CodeBadUserInput, "a template version is over %d bytes", MaxTemplateBytes)
+}
+
+// decodeVersion reads a template version item, its parts included.
+func decodeVersion(av map[string]types.AttributeValue) (*templateVersionItem, error) {
+	var it templateVersionItem
+	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+		return nil, fmt.Errorf("decode template version: %w", err)
 	}
-	switch {
-	case in.Email != nil && strings.TrimSpace(in.Email.Subject) == "":
-		return inbox.Errorf(inbox.CodeBadUserInput, "a template's email needs a subject")
-	case in.Email != nil && in.Email.HTML == "" && in.Email.Text == "":
-		return inbox.Errorf(inbox.CodeBadUserInput, "a template's email needs html or text")
-	case in.Push != nil && in.Push.Title == "" && in.Push.Body == "":
-		return inbox.Errorf(inbox.CodeBadUserInput, "a template's push needs a title or a body")
-	case in.SMS != nil && strings.TrimSpace(in.SMS.Text) == "":
-		return inbox.Errorf(inbox.CodeBadUserInput, "a template's sms needs text")
+	for _, c := range inbox.PartChannels {
+		spec, _ := inbox.Spec(c)
+		m, ok := av[spec.Part].(*types.AttributeValueMemberM)
+		if !ok {
+			continue
+		}
+		var content inbox.Content
+		for name, v := range m.Value {
+			if sv, ok := v.(*types.AttributeValueMemberS); ok {
+				content.SetField(name, sv.Value)
+			}
+		}
+		if it.parts == nil {
+			it.parts = map[string]inbox.Content{}
+		}
+		it.parts[c] = content
 	}
-	return nil
+	return &it, nil
 }
 
 // PutTemplate stores in as a new version of template id and returns the version (1 for
@@ -205,8 +117,8 @@ func checkTemplateInput(in TemplateInput) error {
 // Put HEAD with version+1 (condition: the version read, or no HEAD) + Put the version item
 // (AP16); a concurrent PUT that took the version first makes this one read again, so
 // concurrent PUTs get distinct versions. Errors: BAD_USER_INPUT for a bad id, locale,
-// shape or size (see TemplateInput), or past MaxTemplateLocales / MaxTemplateVersion.
-func (s *Store) PutTemplate(ctx context.Context, tenantID, id string, in TemplateInput) (int, error) {
+// shape or size (see TemplateInput), or past inbox.MaxTemplateLocales / inbox.MaxTemplateVersion.
+func (s *Store) PutTemplate(ctx context.Context, tenantID, id string, in inbox.TemplateInput) (int, error) {
 	if err := inbox.CheckID("tenant", tenantID); err != nil {
 		return 0, err
 	}
@@ -214,13 +126,13 @@ func (s *Store) PutTemplate(ctx context.Context, tenantID, id string, in Templat
 		return 0, err
 	}
 	if in.Locale != "" {
-		l, err := CanonicalLocale(in.Locale)
+		l, err := inbox.CanonicalLocale(in.Locale)
 		if err != nil {
 			return 0, err
 		}
 		in.Locale = l
 	}
-	if err := checkTemplateInput(in); err != nil {
+	if err := in.Check(); err != nil {
 		return 0, err
 	}
 	pk := templatePK(tenantID, id)
@@ -229,7 +141,7 @@ func (s *Store) PutTemplate(ctx context.Context, tenantID, id string, in Templat
 		if err != nil {
 			return 0, err
 		}
-		next := templateHeadItem{PK: pk, SK: skTemplateHead, EntityType: entityTemplate, DefaultLocale: DefaultTemplateLocale}
+		next := templateHeadItem{PK: pk, SK: skTemplateHead, EntityType: entityTemplate, DefaultLocale: inbox.DefaultTemplateLocale}
 		if head != nil {
 			next = *head
 		}
@@ -241,12 +153,12 @@ func (s *Store) PutTemplate(ctx context.Context, tenantID, id string, in Templat
 			next.DefaultLocale = locale
 		}
 		if !slices.Contains(next.Locales, locale) {
-			if len(next.Locales) >= MaxTemplateLocales {
-				return 0, inbox.Errorf(inbox.CodeBadUserInput, "a template has at most %d locales", MaxTemplateLocales)
+			if len(next.Locales) >= inbox.MaxTemplateLocales {
+				return 0, inbox.Errorf(inbox.CodeBadUserInput, "a template has at most %d locales", inbox.MaxTemplateLocales)
 			}
 			next.Locales = append(slices.Clone(next.Locales), locale)
 		}
-		if next.Version >= MaxTemplateVersion {
+		if next.Version >= inbox.MaxTemplateVersion {
 			return 0, inbox.Errorf(inbox.CodeBadUserInput, "template %q has reached its last version", id)
 		}
 		prev := next.Version
@@ -256,7 +168,7 @@ func (s *Store) PutTemplate(ctx context.Context, tenantID, id string, in Templat
 		ver := templateVersionItem{
 			PK: pk, SK: templateVersionSK(locale, next.Version), EntityType: entityTemplateV,
 			Version: next.Version, Locale: locale, Title: in.Title, Body: in.Body,
-			Email: in.Email, Push: in.Push, SMS: in.SMS, CreatedAt: now.UnixMilli(),
+			CreatedAt: now.UnixMilli(),
 		}
 		headAV, err := attributevalue.MarshalMap(next)
 		if err != nil {
@@ -266,6 +178,7 @@ func (s *Store) PutTemplate(ctx context.Context, tenantID, id string, in Templat
 		if err != nil {
 			return 0, fmt.Errorf("marshal template version: %w", err)
 		}
+		partsAV(verAV, in.Parts)
 		headPut := &types.Put{TableName: aws.String(s.table), Item: headAV}
 		if head == nil {
 			headPut.ConditionExpression = aws.String("attribute_not_exists(" + attrPK + ")")
@@ -335,35 +248,26 @@ func errUnknownTemplate(id string) error {
 	return inbox.Errorf(inbox.CodeNotFound, "unknown template %q", id)
 }
 
-// TemplateHead is what a template's HEAD says.
-type TemplateHead struct {
-	// Version is the latest version (of any locale).
-	Version       int
-	DefaultLocale string
-	// Locales are every locale with a version, sorted.
-	Locales []string
-}
-
 // GetTemplateHead returns template id's latest version, default locale and locales: one
 // consistent GetItem of HEAD. A template that does not exist is NOT_FOUND "unknown
 // template".
-func (s *Store) GetTemplateHead(ctx context.Context, tenantID, id string) (TemplateHead, error) {
+func (s *Store) GetTemplateHead(ctx context.Context, tenantID, id string) (inbox.TemplateHead, error) {
 	if err := inbox.CheckID("tenant", tenantID); err != nil {
-		return TemplateHead{}, err
+		return inbox.TemplateHead{}, err
 	}
 	if err := inbox.CheckID("template id", id); err != nil {
-		return TemplateHead{}, err
+		return inbox.TemplateHead{}, err
 	}
 	h, err := s.templateHead(ctx, templatePK(tenantID, id))
 	if err != nil {
-		return TemplateHead{}, err
+		return inbox.TemplateHead{}, err
 	}
 	if h == nil {
-		return TemplateHead{}, errUnknownTemplate(id)
+		return inbox.TemplateHead{}, errUnknownTemplate(id)
 	}
 	locales := slices.Clone(h.Locales)
 	slices.Sort(locales)
-	return TemplateHead{Version: h.Version, DefaultLocale: h.DefaultLocale, Locales: locales}, nil
+	return inbox.TemplateHead{Version: h.Version, DefaultLocale: h.DefaultLocale, Locales: locales}, nil
 }
 
 // GetTemplate returns the content of template id for locale at version: the newest
@@ -372,85 +276,85 @@ func (s *Store) GetTemplateHead(ctx context.Context, tenantID, id string) (Templ
 // default locale; locale "" is the default locale. One GetItem of HEAD and one Query per
 // locale tried (AP17): usually one. Errors: BAD_USER_INPUT for a bad id, locale or version;
 // NOT_FOUND for an unknown template or a version it does not have.
-func (s *Store) GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (Template, error) {
+func (s *Store) GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (inbox.Template, error) {
 	if err := checkTemplateRef(tenantID, id); err != nil {
-		return Template{}, err
+		return inbox.Template{}, err
 	}
-	if version < 0 || version > MaxTemplateVersion {
-		return Template{}, inbox.Errorf(inbox.CodeBadUserInput, "version must be between 0 and %d", MaxTemplateVersion)
+	if version < 0 || version > inbox.MaxTemplateVersion {
+		return inbox.Template{}, inbox.Errorf(inbox.CodeBadUserInput, "version must be between 0 and %d", inbox.MaxTemplateVersion)
 	}
 	want := ""
 	if locale != "" {
-		l, err := CanonicalLocale(locale)
+		l, err := inbox.CanonicalLocale(locale)
 		if err != nil {
-			return Template{}, err
+			return inbox.Template{}, err
 		}
 		want = l
 	}
 	pk := templatePK(tenantID, id)
 	head, err := s.templateHead(ctx, pk)
 	if err != nil {
-		return Template{}, err
+		return inbox.Template{}, err
 	}
 	if head == nil {
-		return Template{}, errUnknownTemplate(id)
+		return inbox.Template{}, errUnknownTemplate(id)
 	}
 	if version == 0 {
 		version = head.Version
 	}
 	if version > head.Version {
-		return Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
+		return inbox.Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
 	}
 	var it *templateVersionItem
 	for _, l := range routing.LocaleCandidates(want, head.Locales, head.DefaultLocale) {
 		if it, err = s.templateVersionAtMost(ctx, pk, l, version); err != nil {
-			return Template{}, err
+			return inbox.Template{}, err
 		}
 		if it != nil {
 			break
 		}
 	}
 	if it == nil {
-		return Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
+		return inbox.Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
 	}
 	locales := slices.Clone(head.Locales)
 	slices.Sort(locales)
-	return Template{
+	return inbox.Template{
 		ID: id, Version: it.Version, Latest: head.Version,
 		Locale: it.Locale, DefaultLocale: head.DefaultLocale, Locales: locales,
-		TemplateInput: TemplateInput{Locale: it.Locale, Title: it.Title, Body: it.Body, Email: it.Email, Push: it.Push, SMS: it.SMS},
+		TemplateInput: inbox.TemplateInput{Locale: it.Locale, Title: it.Title, Body: it.Body, Parts: it.parts},
 		CreatedAt:     time.UnixMilli(it.CreatedAt).UTC(),
 	}, nil
 }
 
 // GetTemplateLocale returns the content of exactly stored locale of template id at
-// version: its newest version at or below version (1..MaxTemplateVersion), with no
+// version: its newest version at or below version (1..inbox.MaxTemplateVersion), with no
 // fallback and without reading HEAD, so Latest, DefaultLocale and Locales are zero. It is
 // what a caller that resolved a locale itself (routing.LocaleCandidates over a
 // TemplateHead) reads: one Query (AP17). Errors: BAD_USER_INPUT for a bad id, locale or
 // version; NOT_FOUND when locale has no version at or below version (or the template does
 // not exist).
-func (s *Store) GetTemplateLocale(ctx context.Context, tenantID, id, locale string, version int) (Template, error) {
+func (s *Store) GetTemplateLocale(ctx context.Context, tenantID, id, locale string, version int) (inbox.Template, error) {
 	if err := checkTemplateRef(tenantID, id); err != nil {
-		return Template{}, err
+		return inbox.Template{}, err
 	}
-	if version < 1 || version > MaxTemplateVersion {
-		return Template{}, inbox.Errorf(inbox.CodeBadUserInput, "version must be between 1 and %d", MaxTemplateVersion)
+	if version < 1 || version > inbox.MaxTemplateVersion {
+		return inbox.Template{}, inbox.Errorf(inbox.CodeBadUserInput, "version must be between 1 and %d", inbox.MaxTemplateVersion)
 	}
-	l, err := CanonicalLocale(locale)
+	l, err := inbox.CanonicalLocale(locale)
 	if err != nil {
-		return Template{}, err
+		return inbox.Template{}, err
 	}
 	it, err := s.templateVersionAtMost(ctx, templatePK(tenantID, id), l, version)
 	if err != nil {
-		return Template{}, err
+		return inbox.Template{}, err
 	}
 	if it == nil {
-		return Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version of locale %s at or below %d", id, l, version)
+		return inbox.Template{}, inbox.Errorf(inbox.CodeNotFound, "template %q has no version of locale %s at or below %d", id, l, version)
 	}
-	return Template{
+	return inbox.Template{
 		ID: id, Version: it.Version, Locale: it.Locale,
-		TemplateInput: TemplateInput{Locale: it.Locale, Title: it.Title, Body: it.Body, Email: it.Email, Push: it.Push, SMS: it.SMS},
+		TemplateInput: inbox.TemplateInput{Locale: it.Locale, Title: it.Title, Body: it.Body, Parts: it.parts},
 		CreatedAt:     time.UnixMilli(it.CreatedAt).UTC(),
 	}, nil
 }
@@ -477,11 +381,7 @@ func (s *Store) templateVersionAtMost(ctx context.Context, pk, locale string, v 
 	if len(out.Items) == 0 {
 		return nil, nil
 	}
-	var it templateVersionItem
-	if err := attributevalue.UnmarshalMap(out.Items[0], &it); err != nil {
-		return nil, fmt.Errorf("decode template version: %w", err)
-	}
-	return &it, nil
+	return decodeVersion(out.Items[0])
 }
 
 // checkTemplateRef checks a template's tenant and id (BAD_USER_INPUT naming the bad one).

@@ -9,10 +9,9 @@ import (
 	"testing"
 
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/store"
 )
 
-func putTemplate(t *testing.T, f *fixture, id string, in store.TemplateInput) int {
+func putTemplate(t *testing.T, f *fixture, id string, in inbox.TemplateInput) int {
 	t.Helper()
 	v, err := f.s.PutTemplate(context.Background(), f.tenant, id, in)
 	if err != nil {
@@ -21,7 +20,7 @@ func putTemplate(t *testing.T, f *fixture, id string, in store.TemplateInput) in
 	return v
 }
 
-func getTemplate(t *testing.T, f *fixture, id, locale string, version int) store.Template {
+func getTemplate(t *testing.T, f *fixture, id, locale string, version int) inbox.Template {
 	t.Helper()
 	tp, err := f.s.GetTemplate(context.Background(), f.tenant, id, locale, version)
 	if err != nil {
@@ -34,13 +33,13 @@ func TestTemplateVersions(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if v := putTemplate(t, f, "welcome", store.TemplateInput{Title: "Hi {{ name }}", Email: &store.TemplateEmail{Subject: "Welcome", HTML: "<p>{{ name }}</p>"}}); v != 1 {
+	if v := putTemplate(t, f, "welcome", inbox.TemplateInput{Title: "Hi {{ name }}", Parts: map[string]inbox.Content{inbox.ChannelEmail: {Subject: "Welcome", HTML: "<p>{{ name }}</p>"}}}); v != 1 {
 		t.Fatalf("first version = %d, want 1", v)
 	}
-	if v := putTemplate(t, f, "welcome", store.TemplateInput{Locale: "de", Title: "Hallo {{ name }}"}); v != 2 {
+	if v := putTemplate(t, f, "welcome", inbox.TemplateInput{Locale: "de", Title: "Hallo {{ name }}"}); v != 2 {
 		t.Fatalf("second version = %d, want 2", v)
 	}
-	if v := putTemplate(t, f, "welcome", store.TemplateInput{Locale: "en", Title: "Hello {{ name }}", SMS: &store.TemplateSMS{Text: "hello"}}); v != 3 {
+	if v := putTemplate(t, f, "welcome", inbox.TemplateInput{Locale: "en", Title: "Hello {{ name }}", Parts: map[string]inbox.Content{inbox.ChannelSMS: {Text: "hello"}}}); v != 3 {
 		t.Fatalf("third version = %d, want 3", v)
 	}
 
@@ -69,11 +68,11 @@ func TestTemplateVersions(t *testing.T) {
 			t.Errorf("get(%q, %d) = %q v%d %s (latest %d); want %q v%d %s", c.locale, c.version, tp.Title, tp.Version, tp.Locale, tp.Latest, c.wantTitle, c.wantVersion, c.wantLocale)
 		}
 	}
-	if tp := getTemplate(t, f, "welcome", "", 1); tp.Email == nil || tp.Email.HTML != "<p>{{ name }}</p>" || tp.SMS != nil {
-		t.Errorf("v1 parts = %+v %+v; want the email, no sms", tp.Email, tp.SMS)
+	if tp := getTemplate(t, f, "welcome", "", 1); len(tp.Parts) != 1 || tp.Parts[inbox.ChannelEmail].HTML != "<p>{{ name }}</p>" {
+		t.Errorf("v1 parts = %+v; want the email, no sms", tp.Parts)
 	}
-	if tp := getTemplate(t, f, "welcome", "", 3); tp.Email != nil || tp.SMS == nil || tp.SMS.Text != "hello" {
-		t.Errorf("v3 parts = %+v %+v; want the sms, no email", tp.Email, tp.SMS)
+	if tp := getTemplate(t, f, "welcome", "", 3); len(tp.Parts) != 1 || tp.Parts[inbox.ChannelSMS].Text != "hello" {
+		t.Errorf("v3 parts = %+v; want the sms, no email", tp.Parts)
 	}
 
 	for _, c := range []struct {
@@ -133,22 +132,22 @@ func TestTemplateVersions(t *testing.T) {
 func TestTemplatePutRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	big := strings.Repeat("x", store.MaxTemplatePartBytes+1)
-	part := strings.Repeat("x", store.MaxTemplatePartBytes)
+	big := strings.Repeat("x", inbox.MaxTemplatePartBytes+1)
+	part := strings.Repeat("x", inbox.MaxTemplatePartBytes)
 	for _, c := range []struct {
 		name string
 		id   string
-		in   store.TemplateInput
+		in   inbox.TemplateInput
 	}{
-		{"no title", "t", store.TemplateInput{Body: "b"}},
-		{"bad id", "a#b", store.TemplateInput{Title: "t"}},
-		{"bad locale", "t", store.TemplateInput{Locale: "xx-!!", Title: "t"}},
-		{"part too big", "t", store.TemplateInput{Title: big}},
-		{"version too big", "t", store.TemplateInput{Title: part, Body: part, Email: &store.TemplateEmail{Subject: "s", HTML: part, Text: part}}},
-		{"email without subject", "t", store.TemplateInput{Title: "t", Email: &store.TemplateEmail{HTML: "h"}}},
-		{"email without content", "t", store.TemplateInput{Title: "t", Email: &store.TemplateEmail{Subject: "s"}}},
-		{"empty sms", "t", store.TemplateInput{Title: "t", SMS: &store.TemplateSMS{}}},
-		{"empty push", "t", store.TemplateInput{Title: "t", Push: &store.TemplatePush{}}},
+		{"no title", "t", inbox.TemplateInput{Body: "b"}},
+		{"bad id", "a#b", inbox.TemplateInput{Title: "t"}},
+		{"bad locale", "t", inbox.TemplateInput{Locale: "xx-!!", Title: "t"}},
+		{"part too big", "t", inbox.TemplateInput{Title: big}},
+		{"version too big", "t", inbox.TemplateInput{Title: part, Body: part, Parts: map[string]inbox.Content{inbox.ChannelEmail: {Subject: "s", HTML: part, Text: part}}}},
+		{"email without subject", "t", inbox.TemplateInput{Title: "t", Parts: map[string]inbox.Content{inbox.ChannelEmail: {HTML: "h"}}}},
+		{"email without content", "t", inbox.TemplateInput{Title: "t", Parts: map[string]inbox.Content{inbox.ChannelEmail: {Subject: "s"}}}},
+		{"empty sms", "t", inbox.TemplateInput{Title: "t", Parts: map[string]inbox.Content{inbox.ChannelSMS: {}}}},
+		{"empty push", "t", inbox.TemplateInput{Title: "t", Parts: map[string]inbox.Content{inbox.ChannelPush: {}}}},
 	} {
 		if _, err := f.s.PutTemplate(context.Background(), f.tenant, c.id, c.in); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Errorf("%s: %v; want BAD_USER_INPUT", c.name, err)
@@ -167,7 +166,7 @@ func TestTemplateConcurrentPutsGetDistinctVersions(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			v, err := f.s.PutTemplate(context.Background(), f.tenant, "race", store.TemplateInput{
+			v, err := f.s.PutTemplate(context.Background(), f.tenant, "race", inbox.TemplateInput{
 				Locale: []string{"en", "de", "fr"}[i%3], Title: fmt.Sprintf("put %d", i),
 			})
 			if err != nil {

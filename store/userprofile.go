@@ -36,7 +36,7 @@ func (s *Store) PutUserProfile(ctx context.Context, v inbox.Viewer, p inbox.User
 	// An UpdateItem, not a Put: the item also holds the user's push devices.
 	up := expression.Set(expression.Name("entityType"), expression.Value(entityUserProfile)).
 		Set(expression.Name(statusAttrUpdatedAt), expression.Value(s.now().UnixMilli()))
-	for _, f := range []struct{ attr, v string }{{"email", p.Email}, {"phone", p.Phone}, {"locale", p.Locale}, {"timezone", p.Timezone}} {
+	for _, f := range []struct{ attr, v string }{{"email", p.Email}, {"phone", p.Phone}, {"slackUserId", p.SlackUserID}, {"locale", p.Locale}, {"timezone", p.Timezone}} {
 		if f.v == "" {
 			up = up.Remove(expression.Name(f.attr))
 		} else {

@@ -8,7 +8,7 @@ import (
 
 	"strconv"
 
-	"github.com/inboxgw/gateway/store"
+	"github.com/inboxgw/gateway/inbox"
 )
 
 // TestOneRenderIsBoundedAcrossParts: every part of a template ran under a budget of its
@@ -42,9 +42,8 @@ func TestOneRenderIsBoundedAcrossParts(t *testing.T) {
 		t.Fatalf("one part within its budget: %q, %v", out, err)
 	}
 	// Eight such parts in one template: each alone fits, the render does not.
-	p, err := s.parse(store.TemplateInput{Locale: "en", Title: src, Body: src,
-		Email: &store.TemplateEmail{Subject: src, HTML: src, Text: src},
-		Push:  &store.TemplatePush{Title: src, Body: src}, SMS: &store.TemplateSMS{Text: src}})
+	p, err := s.parse(inbox.TemplateInput{Locale: "en", Title: src, Body: src,
+		Parts: map[string]inbox.Content{inbox.ChannelEmail: {Subject: src, HTML: src, Text: src}, inbox.ChannelPush: {Title: src, Body: src}, inbox.ChannelSMS: {Text: src}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/store"
 )
 
 // Bounds near the int64 limits, as a template writes them.
@@ -334,11 +333,11 @@ func TestConstantRangesRefusedAtPut(t *testing.T) {
 		"{% for i in (1..5).AsArray %}{% endfor %}",
 	} {
 		for _, part := range []string{"body", "email.html"} {
-			in := store.TemplateInput{Locale: "en", Title: "t", Body: "b"}
+			in := inbox.TemplateInput{Locale: "en", Title: "t", Body: "b"}
 			if part == "body" {
 				in.Body = "line one\n" + src
 			} else {
-				in.Email = &store.TemplateEmail{Subject: "s", HTML: "line one\n" + src, Text: "x"}
+				in.Parts = map[string]inbox.Content{inbox.ChannelEmail: {Subject: "s", HTML: "line one\n" + src, Text: "x"}}
 			}
 			start := time.Now()
 			_, err := s.parse(in)
@@ -361,7 +360,7 @@ func TestConstantRangesRefusedAtPut(t *testing.T) {
 		"{% comment %}{{ (1..100000000) | join }}{% endcomment %}{% raw %}{{ (1..100000000) | join }}{% endraw %}",
 		"{{ r.AsArray }} {{ x.first }} {{ (x).size }} {{ (1..3) | first }}",
 	} {
-		if _, err := s.parse(store.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
+		if _, err := s.parse(inbox.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
 			t.Errorf("%s: %v", src, err)
 		}
 	}
@@ -369,33 +368,33 @@ func TestConstantRangesRefusedAtPut(t *testing.T) {
 
 // oneTemplateStore is a Store of one template, one locale, in memory.
 type oneTemplateStore struct {
-	in      store.TemplateInput
+	in      inbox.TemplateInput
 	version int
 }
 
-func (m *oneTemplateStore) PutTemplate(_ context.Context, _, _ string, in store.TemplateInput) (int, error) {
+func (m *oneTemplateStore) PutTemplate(_ context.Context, _, _ string, in inbox.TemplateInput) (int, error) {
 	m.version++
 	m.in = in
 	return m.version, nil
 }
 
-func (m *oneTemplateStore) GetTemplate(_ context.Context, _, id, _ string, _ int) (store.Template, error) {
+func (m *oneTemplateStore) GetTemplate(_ context.Context, _, id, _ string, _ int) (inbox.Template, error) {
 	if m.version == 0 {
-		return store.Template{}, inbox.Errorf(inbox.CodeNotFound, "unknown template")
+		return inbox.Template{}, inbox.Errorf(inbox.CodeNotFound, "unknown template")
 	}
-	return store.Template{ID: id, Version: m.version, Locale: "en", TemplateInput: m.in}, nil
+	return inbox.Template{ID: id, Version: m.version, Locale: "en", TemplateInput: m.in}, nil
 }
 
-func (m *oneTemplateStore) GetTemplateHead(context.Context, string, string) (store.TemplateHead, error) {
+func (m *oneTemplateStore) GetTemplateHead(context.Context, string, string) (inbox.TemplateHead, error) {
 	if m.version == 0 {
-		return store.TemplateHead{}, inbox.Errorf(inbox.CodeNotFound, "unknown template")
+		return inbox.TemplateHead{}, inbox.Errorf(inbox.CodeNotFound, "unknown template")
 	}
-	return store.TemplateHead{Version: m.version, DefaultLocale: "en", Locales: []string{"en"}}, nil
+	return inbox.TemplateHead{Version: m.version, DefaultLocale: "en", Locales: []string{"en"}}, nil
 }
 
-func (m *oneTemplateStore) GetTemplateLocale(ctx context.Context, tenantID, id, locale string, _ int) (store.Template, error) {
+func (m *oneTemplateStore) GetTemplateLocale(ctx context.Context, tenantID, id, locale string, _ int) (inbox.Template, error) {
 	if locale != "en" {
-		return store.Template{}, inbox.Errorf(inbox.CodeNotFound, "no version")
+		return inbox.Template{}, inbox.Errorf(inbox.CodeNotFound, "no version")
 	}
 	return m.GetTemplate(ctx, tenantID, id, locale, 0)
 }
@@ -409,7 +408,7 @@ func TestDataBoundsAsRangeBounds(t *testing.T) {
 	st := &oneTemplateStore{}
 	s := New(st)
 	src := "{% for i in (m..n) %}{{ i }}{% endfor %}|{% for i in (1..f) limit: n offset: one %}{{ i }}{% endfor %}|{{ (1..e) | size }}|{{ big }} {{ half }} {{ huge }}"
-	if _, err := s.Put(ctx, tenant, "loop", store.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
+	if _, err := s.Put(ctx, tenant, "loop", inbox.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
 		t.Fatal(err)
 	}
 	data := inbox.JSON(`{"m": -2, "n": 3, "f": 4.0, "one": 1, "e": 1e1, "big": 12345678901, "half": 2.5, "huge": 1e300}`)
@@ -448,11 +447,11 @@ func TestUnknownFiltersRefusedAtPut(t *testing.T) {
 		"{{x|nope}}",
 	} {
 		for _, part := range []string{"body", "email.html"} {
-			in := store.TemplateInput{Locale: "en", Title: "t", Body: "b"}
+			in := inbox.TemplateInput{Locale: "en", Title: "t", Body: "b"}
 			if part == "body" {
 				in.Body = src
 			} else {
-				in.Email = &store.TemplateEmail{Subject: "s", HTML: src, Text: "x"}
+				in.Parts = map[string]inbox.Content{inbox.ChannelEmail: {Subject: "s", HTML: src, Text: "x"}}
 			}
 			if _, err := s.parse(in); inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "undefined filter") {
 				t.Errorf("%s in %s: err = %v; want BAD_USER_INPUT undefined filter", src, part, err)
@@ -465,7 +464,7 @@ func TestUnknownFiltersRefusedAtPut(t *testing.T) {
 		"{% assign y = x | split: ',' | sort | join: '-' %}{{ n | plus: 1 | minus: 2 | times: 3 | modulo: 2 }}",
 		"{{ x | escape | raw }}{{ d | date: '%Y' }}",
 	} {
-		if _, err := s.parse(store.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
+		if _, err := s.parse(inbox.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
 			t.Errorf("%s: %v", src, err)
 		}
 	}
@@ -491,14 +490,14 @@ func TestParseCostBounded(t *testing.T) {
 		"a 20-digit date":         "{{ 99999999999999999999 | date: '%Y' }}",
 	} {
 		for _, part := range []string{"body", "email.html"} {
-			in := store.TemplateInput{Locale: "en", Title: "t", Body: "b"}
+			in := inbox.TemplateInput{Locale: "en", Title: "t", Body: "b"}
 			if len(src) > MaxPartBytes {
 				t.Fatalf("%s: %d bytes, over a part's limit", name, len(src))
 			}
 			if part == "body" {
 				in.Body = src
 			} else {
-				in.Email = &store.TemplateEmail{Subject: "s", HTML: src, Text: "x"}
+				in.Parts = map[string]inbox.Content{inbox.ChannelEmail: {Subject: "s", HTML: src, Text: "x"}}
 			}
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
@@ -522,7 +521,7 @@ func TestParseCostBounded(t *testing.T) {
 		"a 19-digit number":   "{{ 999999999999999999 }}",
 		"100 chained filters": "{{ x" + strings.Repeat(" | upcase", 100) + " }}",
 	} {
-		if _, err := s.parse(store.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
+		if _, err := s.parse(inbox.TemplateInput{Locale: "en", Title: "t", Body: src}); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/store"
 )
 
 // memStore is a template store in memory: versions[locale] are that locale's versions,
@@ -35,44 +34,44 @@ func (m *memStore) put(locale string) int {
 	return m.latest
 }
 
-func (m *memStore) PutTemplate(context.Context, string, string, store.TemplateInput) (int, error) {
+func (m *memStore) PutTemplate(context.Context, string, string, inbox.TemplateInput) (int, error) {
 	panic("not used")
 }
 
-func (m *memStore) GetTemplate(context.Context, string, string, string, int) (store.Template, error) {
+func (m *memStore) GetTemplate(context.Context, string, string, string, int) (inbox.Template, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fallback++
-	return store.Template{}, fmt.Errorf("the fallback read is not for rendering")
+	return inbox.Template{}, fmt.Errorf("the fallback read is not for rendering")
 }
 
-func (m *memStore) GetTemplateHead(_ context.Context, _, id string) (store.TemplateHead, error) {
+func (m *memStore) GetTemplateHead(_ context.Context, _, id string) (inbox.TemplateHead, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.heads++
 	if m.latest == 0 {
-		return store.TemplateHead{}, inbox.Errorf(inbox.CodeNotFound, "unknown template %q", id)
+		return inbox.TemplateHead{}, inbox.Errorf(inbox.CodeNotFound, "unknown template %q", id)
 	}
 	var locales []string
 	for l := range m.versions {
 		locales = append(locales, l)
 	}
 	slices.Sort(locales)
-	return store.TemplateHead{Version: m.latest, DefaultLocale: m.def, Locales: locales}, nil
+	return inbox.TemplateHead{Version: m.latest, DefaultLocale: m.def, Locales: locales}, nil
 }
 
-func (m *memStore) GetTemplateLocale(_ context.Context, _, id, locale string, version int) (store.Template, error) {
+func (m *memStore) GetTemplateLocale(_ context.Context, _, id, locale string, version int) (inbox.Template, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.locales++
 	for _, v := range slices.Backward(m.versions[locale]) {
 		if v <= version {
 			// The title names what serves: the tests check every recipient's output.
-			return store.Template{ID: id, Version: v, Locale: locale,
-				TemplateInput: store.TemplateInput{Locale: locale, Title: fmt.Sprintf("%s@%d {{ name }}", locale, v)}}, nil
+			return inbox.Template{ID: id, Version: v, Locale: locale,
+				TemplateInput: inbox.TemplateInput{Locale: locale, Title: fmt.Sprintf("%s@%d {{ name }}", locale, v)}}, nil
 		}
 	}
-	return store.Template{}, inbox.Errorf(inbox.CodeNotFound, "no version")
+	return inbox.Template{}, inbox.Errorf(inbox.CodeNotFound, "no version")
 }
 
 func (m *memStore) reads() (heads, locales, fallback int) {
@@ -195,7 +194,7 @@ func TestResolveKeepsTheStoreFallbackErrors(t *testing.T) {
 	}{
 		{"en", 2, inbox.CodeNotFound},
 		{"en", -1, inbox.CodeBadUserInput},
-		{"en", store.MaxTemplateVersion + 1, inbox.CodeBadUserInput},
+		{"en", inbox.MaxTemplateVersion + 1, inbox.CodeBadUserInput},
 		{"not a tag!", 1, inbox.CodeBadUserInput},
 		{"zz", 1, inbox.CodeBadUserInput},
 	} {

@@ -15,15 +15,14 @@ import (
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/routing"
-	"github.com/inboxgw/gateway/store"
 )
 
 // Store is what the templates service needs of the store (*store.Store has it).
 type Store interface {
-	PutTemplate(ctx context.Context, tenantID, id string, in store.TemplateInput) (int, error)
-	GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (store.Template, error)
-	GetTemplateHead(ctx context.Context, tenantID, id string) (store.TemplateHead, error)
-	GetTemplateLocale(ctx context.Context, tenantID, id, locale string, version int) (store.Template, error)
+	PutTemplate(ctx context.Context, tenantID, id string, in inbox.TemplateInput) (int, error)
+	GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (inbox.Template, error)
+	GetTemplateHead(ctx context.Context, tenantID, id string) (inbox.TemplateHead, error)
+	GetTemplateLocale(ctx context.Context, tenantID, id, locale string, version int) (inbox.Template, error)
 }
 
 // DefaultCacheSize is the number of parsed template versions a Service keeps by default.
@@ -32,7 +31,7 @@ const DefaultCacheSize = 512
 // resolutionsPerVersion is how many entries of the resolution caches (HEADs, and which
 // version each stored locale has at a pinned version) a Service keeps per parsed version
 // it keeps: they are a few dozen bytes each, and one template has up to
-// store.MaxTemplateLocales stored locales.
+// inbox.MaxTemplateLocales stored locales.
 const resolutionsPerVersion = 16
 
 // Service puts, reads, pins and renders templates. It is safe for concurrent use.
@@ -47,7 +46,7 @@ const resolutionsPerVersion = 16
 type Service struct {
 	st       Store
 	en       *engine
-	heads    *lru.Cache[headKey, store.TemplateHead]
+	heads    *lru.Cache[headKey, inbox.TemplateHead]
 	versions *lru.Cache[versionKey, int]
 	parsed   *lru.Cache[parsedKey, *parsed]
 	// loads makes concurrent misses of one stored version read and parse it once.
@@ -73,7 +72,7 @@ func New(st Store, opts ...Option) *Service {
 		o(&c)
 	}
 	return &Service{st: st, en: newEngine(),
-		heads:    newLRU[headKey, store.TemplateHead](c.cacheSize * resolutionsPerVersion),
+		heads:    newLRU[headKey, inbox.TemplateHead](c.cacheSize * resolutionsPerVersion),
 		versions: newLRU[versionKey, int](c.cacheSize * resolutionsPerVersion),
 		parsed:   newLRU[parsedKey, *parsed](c.cacheSize)}
 }
@@ -106,7 +105,7 @@ func (s *Service) Stats() Stats {
 // and stores it as a new version of template id; it returns the version. Errors:
 // BAD_USER_INPUT for a part that does not parse (naming it and the line) or anything
 // store.PutTemplate refuses; nothing is written then.
-func (s *Service) Put(ctx context.Context, tenantID, id string, in store.TemplateInput) (int, error) {
+func (s *Service) Put(ctx context.Context, tenantID, id string, in inbox.TemplateInput) (int, error) {
 	if _, err := s.parse(in); err != nil {
 		return 0, err
 	}
@@ -115,7 +114,7 @@ func (s *Service) Put(ctx context.Context, tenantID, id string, in store.Templat
 
 // Get returns the stored sources of template id for locale at version (store.GetTemplate:
 // version 0 = the latest, locale "" = the default, fallback to the default locale).
-func (s *Service) Get(ctx context.Context, tenantID, id, locale string, version int) (store.Template, error) {
+func (s *Service) Get(ctx context.Context, tenantID, id, locale string, version int) (inbox.Template, error) {
 	return s.st.GetTemplate(ctx, tenantID, id, locale, version)
 }
 
@@ -127,7 +126,7 @@ func (s *Service) Get(ctx context.Context, tenantID, id, locale string, version 
 // variable (or the budget exceeded); data that is not a JSON object is BAD_USER_INPUT.
 func (s *Service) Pin(ctx context.Context, tenantID, id, locale string, data inbox.JSON) (int, error) {
 	if locale != "" {
-		if _, err := store.CanonicalLocale(locale); err != nil {
+		if _, err := inbox.CanonicalLocale(locale); err != nil {
 			return 0, err
 		}
 	}
@@ -168,44 +167,6 @@ func unknownAsBadInput(err error, id string) error {
 	return err
 }
 
-// Rendered is a template rendered for one recipient.
-type Rendered struct {
-	// Title and Body are the in-app notification's.
-	Title, Body string
-	// Email, Push and SMS are nil when the template has no such part.
-	Email *EmailContent
-	Push  *PushContent
-	SMS   *SMSContent
-	// Channels are the channels the template defines: inbox.ChannelInApp always, then
-	// inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS for the parts present.
-	Channels []string
-}
-
-// Inbox returns r as the send service takes it (inbox.Rendered: the same parts, nil where
-// the template has none).
-func (r Rendered) Inbox() inbox.Rendered {
-	out := inbox.Rendered{Title: r.Title, Body: r.Body, Channels: r.Channels}
-	if r.Email != nil {
-		out.Email = &inbox.EmailContent{Subject: r.Email.Subject, HTML: r.Email.HTML, Text: r.Email.Text}
-	}
-	if r.Push != nil {
-		out.Push = &inbox.PushContent{Title: r.Push.Title, Body: r.Push.Body}
-	}
-	if r.SMS != nil {
-		out.SMS = &inbox.SMSContent{Text: r.SMS.Text}
-	}
-	return out
-}
-
-// EmailContent is a rendered email: HTML with every output escaped (see the package doc).
-type EmailContent struct{ Subject, HTML, Text string }
-
-// PushContent is a rendered push notification.
-type PushContent struct{ Title, Body string }
-
-// SMSContent is a rendered SMS.
-type SMSContent struct{ Text string }
-
 // Render renders template id at version (a pinned version; 0 = the latest) for locale
 // (fallback as store.GetTemplate) with data, in strict mode. The locale is resolved to
 // the stored content that serves it first (Resolve), and parsed content comes from a
@@ -213,18 +174,18 @@ type SMSContent struct{ Text string }
 // is never stale. Errors: BAD_USER_INPUT for a locale that is not a BCP 47 tag, naming
 // the part and the undefined variable (or the budget exceeded), or for data that is not
 // an object; NOT_FOUND for an unknown template or version.
-func (s *Service) Render(ctx context.Context, tenantID, id string, version int, locale string, data inbox.JSON) (Rendered, error) {
+func (s *Service) Render(ctx context.Context, tenantID, id string, version int, locale string, data inbox.JSON) (inbox.Rendered, error) {
 	vars, err := decodeData(data)
 	if err != nil {
-		return Rendered{}, err
+		return inbox.Rendered{}, err
 	}
 	p, err := s.resolve(ctx, tenantID, id, locale, version)
 	if err != nil {
-		return Rendered{}, err
+		return inbox.Rendered{}, err
 	}
 	r, err := s.render(p, vars, time.Now().Add(RenderTimeout))
 	if err != nil {
-		return Rendered{}, inbox.Errorf(inbox.CodeBadUserInput, "template %q locale %s: %s", id, p.locale, inbox.ErrorMessage(err))
+		return inbox.Rendered{}, inbox.Errorf(inbox.CodeBadUserInput, "template %q locale %s: %s", id, p.locale, inbox.ErrorMessage(err))
 	}
 	return r, nil
 }
@@ -265,24 +226,36 @@ type parsedKey struct {
 
 // parsed is one stored version of one locale, parsed.
 type parsed struct {
-	locale                             string
-	version                            int
-	title, body                        *compiled
-	emailSubject, emailHTML, emailText *compiled
-	pushTitle, pushBody                *compiled
-	smsText                            *compiled
+	locale      string
+	version     int
+	title, body *compiled
+	// parts are the channels' parts (inbox.PartChannels order), each field compiled.
+	parts []parsedPart
+}
+
+// parsedPart is one channel's part of a template, parsed.
+type parsedPart struct {
+	channel string
+	fields  []parsedField
+}
+
+// parsedField is one field of a part: its inbox.Content field name, its source's name
+// ("email.subject") and its compiled source.
+type parsedField struct {
+	field, name string
+	c           *compiled
 }
 
 // resolve returns the parsed content that serves locale at version (0 = the latest) of
 // template id (Resolve): the candidates of routing.LocaleCandidates, in turn, until
 // one has a version at or below version.
 func (s *Service) resolve(ctx context.Context, tenantID, id, locale string, version int) (*parsed, error) {
-	if version < 0 || version > store.MaxTemplateVersion {
-		return nil, inbox.Errorf(inbox.CodeBadUserInput, "version must be between 0 and %d", store.MaxTemplateVersion)
+	if version < 0 || version > inbox.MaxTemplateVersion {
+		return nil, inbox.Errorf(inbox.CodeBadUserInput, "version must be between 0 and %d", inbox.MaxTemplateVersion)
 	}
 	want := ""
 	if locale != "" {
-		l, err := store.CanonicalLocale(locale)
+		l, err := inbox.CanonicalLocale(locale)
 		if err != nil {
 			return nil, err
 		}
@@ -314,7 +287,7 @@ func (s *Service) resolve(ctx context.Context, tenantID, id, locale string, vers
 // HEAD whose version is at or above version serves, as the locales and versions at or
 // below it never change (the default locale never does; a locale added later has no
 // version at or below it). Else, and for version 0, it reads HEAD (latestHead).
-func (s *Service) head(ctx context.Context, tenantID, id string, version int) (store.TemplateHead, error) {
+func (s *Service) head(ctx context.Context, tenantID, id string, version int) (inbox.TemplateHead, error) {
 	if version > 0 {
 		if h, ok := s.heads.Get(headKey{tenantID, id}); ok && h.Version >= version {
 			return h, nil
@@ -325,10 +298,10 @@ func (s *Service) head(ctx context.Context, tenantID, id string, version int) (s
 
 // latestHead reads template id's HEAD (one consistent GetItem) and keeps it unless a
 // newer one is kept already.
-func (s *Service) latestHead(ctx context.Context, tenantID, id string) (store.TemplateHead, error) {
+func (s *Service) latestHead(ctx context.Context, tenantID, id string) (inbox.TemplateHead, error) {
 	h, err := s.st.GetTemplateHead(ctx, tenantID, id)
 	if err != nil {
-		return store.TemplateHead{}, err
+		return inbox.TemplateHead{}, err
 	}
 	k := headKey{tenantID, id}
 	if old, ok := s.heads.Peek(k); !ok || old.Version < h.Version {
@@ -383,43 +356,45 @@ func (s *Service) stored(ctx context.Context, tenantID, id, locale string, versi
 }
 
 // render renders p (render) and counts it.
-func (s *Service) render(p *parsed, vars map[string]any, deadline time.Time) (Rendered, error) {
+func (s *Service) render(p *parsed, vars map[string]any, deadline time.Time) (inbox.Rendered, error) {
 	s.renders.Add(1)
 	return p.render(vars, deadline)
 }
 
 // parse parses every part of in.
-func (s *Service) parse(in store.TemplateInput) (*parsed, error) {
+func (s *Service) parse(in inbox.TemplateInput) (*parsed, error) {
 	p := &parsed{locale: in.Locale}
 	var err error
-	one := func(dst **compiled, part, src string, html bool) {
-		if err == nil {
-			*dst, err = s.en.parse(part, src, html)
-		}
-	}
-	one(&p.title, "title", in.Title, false)
-	one(&p.body, "body", in.Body, false)
-	if in.Email != nil {
-		one(&p.emailSubject, "email.subject", in.Email.Subject, false)
-		one(&p.emailHTML, "email.html", in.Email.HTML, true)
-		one(&p.emailText, "email.text", in.Email.Text, false)
-	}
-	if in.Push != nil {
-		one(&p.pushTitle, "push.title", in.Push.Title, false)
-		one(&p.pushBody, "push.body", in.Push.Body, false)
-	}
-	if in.SMS != nil {
-		one(&p.smsText, "sms.text", in.SMS.Text, false)
-	}
-	if err != nil {
+	if p.title, err = s.en.parse("title", in.Title, false); err != nil {
 		return nil, err
+	}
+	if p.body, err = s.en.parse("body", in.Body, false); err != nil {
+		return nil, err
+	}
+	for _, c := range inbox.PartChannels {
+		content, ok := in.Parts[c]
+		if !ok {
+			continue
+		}
+		spec, _ := inbox.Spec(c)
+		part := parsedPart{channel: c}
+		for _, f := range spec.Fields {
+			name := spec.Part + "." + f.Name
+			cf, err := s.en.parse(name, content.Field(f.Name), f.HTML)
+			if err != nil {
+				return nil, err
+			}
+			part.fields = append(part.fields, parsedField{field: f.Name, name: name, c: cf})
+		}
+		p.parts = append(p.parts, part)
 	}
 	return p, nil
 }
 
 // render renders every part of p with vars, all of them within one budget that ends at
-// deadline (RenderTimeout from now for one render; Pin's budget may end sooner).
-func (p *parsed) render(vars map[string]any, deadline time.Time) (Rendered, error) {
+// deadline (RenderTimeout from now for one render; Pin's budget may end sooner). The
+// result's Channels are in-app, then the channels of the parts present.
+func (p *parsed) render(vars map[string]any, deadline time.Time) (inbox.Rendered, error) {
 	var err error
 	b := p.title.en.budgetUntil(deadline)
 	one := func(c *compiled, part string) string {
@@ -430,21 +405,20 @@ func (p *parsed) render(vars map[string]any, deadline time.Time) (Rendered, erro
 		out, err = c.renderWithin(part, vars, b)
 		return out
 	}
-	r := Rendered{Title: one(p.title, "title"), Body: one(p.body, "body"), Channels: []string{inbox.ChannelInApp}}
-	if p.emailSubject != nil {
-		r.Email = &EmailContent{Subject: one(p.emailSubject, "email.subject"), HTML: one(p.emailHTML, "email.html"), Text: one(p.emailText, "email.text")}
-		r.Channels = append(r.Channels, inbox.ChannelEmail)
-	}
-	if p.pushTitle != nil {
-		r.Push = &PushContent{Title: one(p.pushTitle, "push.title"), Body: one(p.pushBody, "push.body")}
-		r.Channels = append(r.Channels, inbox.ChannelPush)
-	}
-	if p.smsText != nil {
-		r.SMS = &SMSContent{Text: one(p.smsText, "sms.text")}
-		r.Channels = append(r.Channels, inbox.ChannelSMS)
+	r := inbox.Rendered{Title: one(p.title, "title"), Body: one(p.body, "body"), Channels: []string{inbox.ChannelInApp}}
+	for _, part := range p.parts {
+		var content inbox.Content
+		for _, f := range part.fields {
+			content.SetField(f.field, one(f.c, f.name))
+		}
+		if r.Parts == nil {
+			r.Parts = make(map[string]inbox.Content, len(p.parts))
+		}
+		r.Parts[part.channel] = content
+		r.Channels = append(r.Channels, part.channel)
 	}
 	if err != nil {
-		return Rendered{}, err
+		return inbox.Rendered{}, err
 	}
 	return r, nil
 }

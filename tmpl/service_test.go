@@ -3,6 +3,7 @@ package tmpl_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -27,18 +28,18 @@ type countingStore struct {
 	gets, heads, locales atomic.Int64
 }
 
-func (c *countingStore) GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (store.Template, error) {
+func (c *countingStore) GetTemplate(ctx context.Context, tenantID, id, locale string, version int) (inbox.Template, error) {
 	c.gets.Add(1)
 	return c.Store.GetTemplate(ctx, tenantID, id, locale, version)
 }
 
-func (c *countingStore) GetTemplateHead(ctx context.Context, tenantID, id string) (store.TemplateHead, error) {
+func (c *countingStore) GetTemplateHead(ctx context.Context, tenantID, id string) (inbox.TemplateHead, error) {
 	c.gets.Add(1)
 	c.heads.Add(1)
 	return c.Store.GetTemplateHead(ctx, tenantID, id)
 }
 
-func (c *countingStore) GetTemplateLocale(ctx context.Context, tenantID, id, locale string, version int) (store.Template, error) {
+func (c *countingStore) GetTemplateLocale(ctx context.Context, tenantID, id, locale string, version int) (inbox.Template, error) {
 	c.gets.Add(1)
 	c.locales.Add(1)
 	return c.Store.GetTemplateLocale(ctx, tenantID, id, locale, version)
@@ -67,7 +68,7 @@ func newService(t *testing.T) (*tmpl.Service, *countingStore) {
 	return tmpl.New(cs), cs
 }
 
-func put(t *testing.T, s *tmpl.Service, id string, in store.TemplateInput) int {
+func put(t *testing.T, s *tmpl.Service, id string, in inbox.TemplateInput) int {
 	t.Helper()
 	v, err := s.Put(context.Background(), tenant, id, in)
 	if err != nil {
@@ -80,34 +81,34 @@ func TestPinAndRender(t *testing.T) {
 	t.Parallel()
 	s, cs := newService(t)
 	ctx := context.Background()
-	v1 := put(t, s, "order", store.TemplateInput{
+	v1 := put(t, s, "order", inbox.TemplateInput{
 		Title: "Order {{ order.id }} shipped",
 		Body:  "Hi {{ name }}",
-		Email: &store.TemplateEmail{Subject: "Order {{ order.id }}", HTML: "<p>Hi {{ name }}</p>{{ footer | raw }}", Text: "Hi {{ name }}"},
-		SMS:   &store.TemplateSMS{Text: "Order {{ order.id }} shipped"},
+		Parts: map[string]inbox.Content{inbox.ChannelEmail: {Subject: "Order {{ order.id }}", HTML: "<p>Hi {{ name }}</p>{{ footer | raw }}", Text: "Hi {{ name }}"}, inbox.ChannelSMS: {Text: "Order {{ order.id }} shipped"}},
 	})
 	data := inbox.JSON(`{"name": "Ada <admin>", "order": {"id": 12345678901}, "footer": "<hr>"}`)
 	pinned, err := s.Pin(ctx, tenant, "order", "", data)
 	if err != nil || pinned != v1 {
 		t.Fatalf("pin = %d, %v; want %d", pinned, err, v1)
 	}
-	put(t, s, "order", store.TemplateInput{Title: "v2 {{ name }}", Push: &store.TemplatePush{Title: "{{ name }}"}})
+	put(t, s, "order", inbox.TemplateInput{Title: "v2 {{ name }}", Parts: map[string]inbox.Content{inbox.ChannelPush: {Title: "{{ name }}"}}})
 
 	r, err := s.Render(ctx, tenant, "order", pinned, "en-GB", data)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
-	want := tmpl.Rendered{
+	want := inbox.Rendered{
 		Title: "Order 12345678901 shipped", Body: "Hi Ada <admin>",
-		Email:    &tmpl.EmailContent{Subject: "Order 12345678901", HTML: "<p>Hi Ada &lt;admin&gt;</p><hr>", Text: "Hi Ada <admin>"},
-		SMS:      &tmpl.SMSContent{Text: "Order 12345678901 shipped"},
+		Parts: map[string]inbox.Content{
+			inbox.ChannelEmail: {Subject: "Order 12345678901", HTML: "<p>Hi Ada &lt;admin&gt;</p><hr>", Text: "Hi Ada <admin>"},
+			inbox.ChannelSMS:   {Text: "Order 12345678901 shipped"}},
 		Channels: []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelSMS},
 	}
-	if r.Title != want.Title || r.Body != want.Body || *r.Email != *want.Email || *r.SMS != *want.SMS || r.Push != nil || !slices.Equal(r.Channels, want.Channels) {
-		t.Errorf("pinned render = %+v %+v %+v; want %+v %+v %+v", r, r.Email, r.SMS, want, want.Email, want.SMS)
+	if !reflect.DeepEqual(r, want) {
+		t.Errorf("pinned render = %+v; want %+v", r, want)
 	}
 	latest, err := s.Render(ctx, tenant, "order", 0, "", data)
-	if err != nil || latest.Title != "v2 Ada <admin>" || latest.Push == nil || latest.Push.Title != "Ada <admin>" || latest.Email != nil ||
+	if err != nil || latest.Title != "v2 Ada <admin>" || latest.Parts[inbox.ChannelPush].Title != "Ada <admin>" || len(latest.Parts) != 1 ||
 		!slices.Equal(latest.Channels, []string{inbox.ChannelInApp, inbox.ChannelPush}) {
 		t.Errorf("latest render = %+v, %v", latest, err)
 	}
@@ -128,8 +129,8 @@ func TestPinChecksEveryLocale(t *testing.T) {
 	t.Parallel()
 	s, _ := newService(t)
 	ctx := context.Background()
-	put(t, s, "greet", store.TemplateInput{Title: "Hello {{ name }}"})
-	put(t, s, "greet", store.TemplateInput{Locale: "de", Title: "Hallo {{ name }}", Body: "{{ user.city }}"})
+	put(t, s, "greet", inbox.TemplateInput{Title: "Hello {{ name }}"})
+	put(t, s, "greet", inbox.TemplateInput{Locale: "de", Title: "Hallo {{ name }}", Body: "{{ user.city }}"})
 
 	if v, err := s.Pin(ctx, tenant, "greet", "de", inbox.JSON(`{"name": "Ada", "user": {"city": "Bonn"}}`)); err != nil || v != 2 {
 		t.Fatalf("pin = %d, %v; want 2", v, err)
@@ -168,13 +169,13 @@ func TestPutRefusesWhatDoesNotParse(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string
-		in   store.TemplateInput
+		in   inbox.TemplateInput
 		want string
 	}{
-		{"unclosed if", store.TemplateInput{Title: "{% if x %}hi"}, "title"},
-		{"bad html", store.TemplateInput{Title: "t", Email: &store.TemplateEmail{Subject: "s", HTML: "{{ x | }}"}}, "email.html"},
-		{"include", store.TemplateInput{Title: "t", SMS: &store.TemplateSMS{Text: "{% include 'secrets' %}"}}, "include"},
-		{"oversized", store.TemplateInput{Title: "t", Body: strings.Repeat("x", tmpl.MaxPartBytes+1)}, "bytes"},
+		{"unclosed if", inbox.TemplateInput{Title: "{% if x %}hi"}, "title"},
+		{"bad html", inbox.TemplateInput{Title: "t", Parts: map[string]inbox.Content{inbox.ChannelEmail: {Subject: "s", HTML: "{{ x | }}"}}}, "email.html"},
+		{"include", inbox.TemplateInput{Title: "t", Parts: map[string]inbox.Content{inbox.ChannelSMS: {Text: "{% include 'secrets' %}"}}}, "include"},
+		{"oversized", inbox.TemplateInput{Title: "t", Body: strings.Repeat("x", tmpl.MaxPartBytes+1)}, "bytes"},
 	} {
 		if _, err := s.Put(ctx, tenant, "bad", c.in); inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want BAD_USER_INPUT with %q", c.name, err, c.want)
@@ -193,10 +194,10 @@ func TestResolveAnswersAsTheStoreFallback(t *testing.T) {
 	t.Parallel()
 	s, cs := newService(t)
 	ctx := context.Background()
-	put(t, s, "greet", store.TemplateInput{Title: "en1 {{ name }}"})                  // v1, en the default
-	put(t, s, "greet", store.TemplateInput{Locale: "de", Title: "de2 {{ name }}"})    // v2
-	put(t, s, "greet", store.TemplateInput{Title: "en3 {{ name }}"})                  // v3
-	put(t, s, "greet", store.TemplateInput{Locale: "fr-CA", Title: "fr4 {{ name }}"}) // v4, a regional locale
+	put(t, s, "greet", inbox.TemplateInput{Title: "en1 {{ name }}"})                  // v1, en the default
+	put(t, s, "greet", inbox.TemplateInput{Locale: "de", Title: "de2 {{ name }}"})    // v2
+	put(t, s, "greet", inbox.TemplateInput{Title: "en3 {{ name }}"})                  // v3
+	put(t, s, "greet", inbox.TemplateInput{Locale: "fr-CA", Title: "fr4 {{ name }}"}) // v4, a regional locale
 	tags := []string{"", "en", "de", "fr-CA", "fr", "fr-CA-x-a", "de-CH", "DE_ch", "de-AT-x-abc", "de-1901",
 		"EN-x-AAAA", "en-GB-oed", "i-klingon", "qaa-x-abc", "und-x-abc", "x-private", "tlh", "fr-ca", "de-Latn-CH-x-a"}
 	for i := range 5 {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
 
+	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/rest"
-	"github.com/inboxgw/gateway/store"
 )
 
 // TestTwilioPayloadsReachTheSignatureCheck: a hostile form that net/url refuses (over its
@@ -100,11 +100,11 @@ func TestSendgridForgeryIsCheckedInFull(t *testing.T) {
 // parser and the renderer rather than a 413.
 func TestTemplatePayloadsAreStored(t *testing.T) {
 	part := localePart()
-	if len(part) > store.MaxTemplatePartBytes || len(part) < store.MaxTemplatePartBytes*9/10 {
-		t.Errorf("locale part: %d bytes, want just under %d", len(part), store.MaxTemplatePartBytes)
+	if len(part) > inbox.MaxTemplatePartBytes || len(part) < inbox.MaxTemplatePartBytes*9/10 {
+		t.Errorf("locale part: %d bytes, want just under %d", len(part), inbox.MaxTemplatePartBytes)
 	}
-	if 2*len(part) > store.MaxTemplateBytes {
-		t.Errorf("locale template: two parts of %d bytes are over a version's %d", len(part), store.MaxTemplateBytes)
+	if 2*len(part) > inbox.MaxTemplateBytes {
+		t.Errorf("locale template: two parts of %d bytes are over a version's %d", len(part), inbox.MaxTemplateBytes)
 	}
 	for _, body := range []string{templateBody("en", part, part), templateBody("de", part, part), templateBody("en", rangeInt64, ""),
 		templateBody("en", range20M, ""), templateBody("en", rangeData, "")} {

@@ -158,12 +158,12 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 			return nil, fmt.Errorf("profile: %w", err)
 		}
 	}
-	if _, err := g.Templates.Put(ctx, tenant, "bench-e2e", store.TemplateInput{
+	if _, err := g.Templates.Put(ctx, tenant, "bench-e2e", inbox.TemplateInput{
 		Title: "Grace Hopper replied to your comment ({{ seq }})",
 		Body:  "Have you tried the compiler? It saves a great deal of work.",
-		Email: &store.TemplateEmail{Subject: "e2e {{ seq }}",
+		Parts: map[string]inbox.Content{inbox.ChannelEmail: {Subject: "e2e {{ seq }}",
 			Text: "Grace Hopper replied to your comment:\n\nHave you tried the compiler? It saves a great deal of work.\n",
-			HTML: "<p>Grace Hopper replied to your comment:</p><blockquote>Have you tried the compiler? It saves a great deal of work.</blockquote>"},
+			HTML: "<p>Grace Hopper replied to your comment:</p><blockquote>Have you tried the compiler? It saves a great deal of work.</blockquote>"}},
 	}); err != nil {
 		return nil, fmt.Errorf("template: %w", err)
 	}

@@ -30,6 +30,7 @@ type ChannelSwitchesInput struct {
 	Email *bool `json:"email,omitempty"`
 	Push  *bool `json:"push,omitempty"`
 	Sms   *bool `json:"sms,omitempty"`
+	Slack *bool `json:"slack,omitempty"`
 }
 
 // One delivery of a notification: through one channel (to one device, for push).
@@ -44,7 +45,7 @@ type Delivery struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Why it failed, or was skipped (e.g. opted_out, category_opted_out, no_device, no_provider); a delivery deferred by quiet hours stays QUEUED.
 	Error *string `json:"error,omitempty"`
-	// The record's key within the notification: IN_APP, EMAIL, SMS, WEBHOOK, or PUSH#{deviceId} (one record per push device).
+	// The record's key within the notification: IN_APP, EMAIL, SMS, SLACK, WEBHOOK, or PUSH#{deviceId} (one record per push device).
 	Key string `json:"key"`
 	// The push device's id (POST /v1/users/{id}/devices answers it); null for other channels.
 	DeviceID *string `json:"deviceId,omitempty"`
@@ -235,10 +236,12 @@ func (e ArchivedFilter) MarshalJSON() ([]byte, error) {
 type Channel string
 
 const (
-	ChannelInApp   Channel = "IN_APP"
-	ChannelEmail   Channel = "EMAIL"
-	ChannelPush    Channel = "PUSH"
-	ChannelSms     Channel = "SMS"
+	ChannelInApp Channel = "IN_APP"
+	ChannelEmail Channel = "EMAIL"
+	ChannelPush  Channel = "PUSH"
+	ChannelSms   Channel = "SMS"
+	// A direct message from the tenant's Slack bot to the recipient's slackUserId.
+	ChannelSLACk   Channel = "SLACK"
 	ChannelWebhook Channel = "WEBHOOK"
 )
 
@@ -247,12 +250,13 @@ var AllChannel = []Channel{
 	ChannelEmail,
 	ChannelPush,
 	ChannelSms,
+	ChannelSLACk,
 	ChannelWebhook,
 }
 
 func (e Channel) IsValid() bool {
 	switch e {
-	case ChannelInApp, ChannelEmail, ChannelPush, ChannelSms, ChannelWebhook:
+	case ChannelInApp, ChannelEmail, ChannelPush, ChannelSms, ChannelSLACk, ChannelWebhook:
 		return true
 	}
 	return false

@@ -51,6 +51,7 @@ const (
 	Email   Channel = "email"
 	InApp   Channel = "in_app"
 	Push    Channel = "push"
+	Slack   Channel = "slack"
 	Sms     Channel = "sms"
 	Webhook Channel = "webhook"
 )
@@ -63,6 +64,8 @@ func (e Channel) Valid() bool {
 	case InApp:
 		return true
 	case Push:
+		return true
+	case Slack:
 		return true
 	case Sms:
 		return true
@@ -312,6 +315,7 @@ type ChannelSwitches struct {
 	Email bool `json:"email"`
 	InApp bool `json:"inApp"`
 	Push  bool `json:"push"`
+	Slack bool `json:"slack"`
 	Sms   bool `json:"sms"`
 }
 
@@ -320,6 +324,7 @@ type ChannelSwitchesInput struct {
 	Email *bool `json:"email,omitempty"`
 	InApp *bool `json:"inApp,omitempty"`
 	Push  *bool `json:"push,omitempty"`
+	Slack *bool `json:"slack,omitempty"`
 	Sms   *bool `json:"sms,omitempty"`
 }
 
@@ -597,6 +602,11 @@ type SendRequest struct {
 	Type ID `json:"type"`
 }
 
+// SlackContent A Slack message's text (Slack mrkdwn). Without a slack part a template's Slack message is its title, then its body.
+type SlackContent struct {
+	Text *string `json:"text,omitempty"`
+}
+
 // TargetInput defines model for TargetInput.
 type TargetInput struct {
 	// Id An id (1..256 bytes of UTF-8, no '#', no control characters).
@@ -625,9 +635,12 @@ type Template struct {
 	Id            string        `json:"id"`
 	Locale        string        `json:"locale"`
 	Push          *PushContent  `json:"push,omitempty"`
-	Sms           *SMSContent   `json:"sms,omitempty"`
-	Title         *string       `json:"title,omitempty"`
-	Version       int64         `json:"version"`
+
+	// Slack A Slack message's text (Slack mrkdwn). Without a slack part a template's Slack message is its title, then its body.
+	Slack   *SlackContent `json:"slack,omitempty"`
+	Sms     *SMSContent   `json:"sms,omitempty"`
+	Title   *string       `json:"title,omitempty"`
+	Version int64         `json:"version"`
 }
 
 // TemplateInput defines model for TemplateInput.
@@ -638,8 +651,11 @@ type TemplateInput struct {
 	// Locale A BCP 47 language tag, e.g. de-DE.
 	Locale Locale       `json:"locale"`
 	Push   *PushContent `json:"push,omitempty"`
-	Sms    *SMSContent  `json:"sms,omitempty"`
-	Title  *string      `json:"title,omitempty"`
+
+	// Slack A Slack message's text (Slack mrkdwn). Without a slack part a template's Slack message is its title, then its body.
+	Slack *SlackContent `json:"slack,omitempty"`
+	Sms   *SMSContent   `json:"sms,omitempty"`
+	Title *string       `json:"title,omitempty"`
 }
 
 // TemplateVersion defines model for TemplateVersion.
@@ -680,11 +696,12 @@ type TwilioStatusCallback struct {
 
 // UserProfile defines model for UserProfile.
 type UserProfile struct {
-	Email    *string `json:"email,omitempty"`
-	Id       string  `json:"id"`
-	Locale   *string `json:"locale,omitempty"`
-	Phone    *string `json:"phone,omitempty"`
-	Timezone *string `json:"timezone,omitempty"`
+	Email       *string `json:"email,omitempty"`
+	Id          string  `json:"id"`
+	Locale      *string `json:"locale,omitempty"`
+	Phone       *string `json:"phone,omitempty"`
+	SlackUserId *string `json:"slackUserId,omitempty"`
+	Timezone    *string `json:"timezone,omitempty"`
 }
 
 // UserProfileInput defines model for UserProfileInput.
@@ -696,6 +713,9 @@ type UserProfileInput struct {
 
 	// Phone E.164, e.g. +4915112345678.
 	Phone *string `json:"phone,omitempty"`
+
+	// SlackUserId The user's Slack member id (e.g. U024BE7LH); SLACK messages go to it as direct messages from the tenant's bot.
+	SlackUserId *string `json:"slackUserId,omitempty"`
 
 	// Timezone An IANA time zone name.
 	Timezone *string `json:"timezone,omitempty"`

@@ -1,0 +1,220 @@
+package inbox
+
+import (
+	"slices"
+	"strings"
+)
+
+// Channels a notification can be delivered through: the names of status records,
+// delivery keys, skip counts and channel hints.
+const (
+	ChannelInApp   = "IN_APP"
+	ChannelEmail   = "EMAIL"
+	ChannelPush    = "PUSH"
+	ChannelSMS     = "SMS"
+	ChannelSlack   = "SLACK"
+	ChannelWebhook = "WEBHOOK"
+)
+
+// ChannelSpec is what the domain knows of one channel: the one place a channel is
+// registered outside its adapter (package channel). Preferences, templates, routing,
+// status records and the delivery worker read it; none of them names a channel to know
+// its switch, its template part or its address.
+type ChannelSpec struct {
+	// Name is the channel (a Channel* constant).
+	Name string
+	// Switch is the name of the channel's preference switch: its JSON name and the
+	// PREFS attribute ("<Switch>", "cat#<category>#<Switch>"); "" when users have none
+	// (the webhook goes to the tenant).
+	Switch string
+	// Part is the name of the channel's template part (its JSON name and the template
+	// version's attribute); "" when templates have none.
+	Part string
+	// Fields are the part's fields, Content field names ("subject", "html", "text",
+	// "title", "body") in order; HTML fields are escaped at render.
+	Fields []PartField
+	// Address returns the recipient's address on the channel from their profile; nil
+	// when it is not on the profile (in-app, push: the devices, webhook: the tenant).
+	Address func(UserProfile) string
+	// NoAddress is the skip reason of a recipient whose Address is "".
+	NoAddress string
+	// Quiet reports whether quiet hours defer the channel (not in-app, not the webhook).
+	Quiet bool
+	// Check returns what is wrong with a template part of the channel, as "<part> needs
+	// ..." ("" when it is fine); nil: anything goes.
+	Check func(Content) string
+	// Fallback is what the channel shows of a notification whose template has no part
+	// for it: from the notification's title and body.
+	Fallback func(title, body string) Content
+}
+
+// PartField is one field of a channel's template part.
+type PartField struct {
+	// Name is a Content field name: "subject", "html", "text", "title" or "body".
+	Name string
+	// HTML marks a field rendered as HTML: every output of the template escaped.
+	HTML bool
+}
+
+// Content is one channel's message, rendered or as template sources: the fields a
+// ChannelSpec's Fields name (an email's subject, HTML and text; a push notification's
+// title and body; an SMS's or a Slack message's text).
+type Content struct {
+	Subject, HTML, Text, Title, Body string
+}
+
+// Field returns c's field name ("" for a name that is none of Content's).
+func (c Content) Field(name string) string {
+	if p := c.field(name); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// SetField sets c's field name to v; it reports false for a name that is none of
+// Content's.
+func (c *Content) SetField(name, v string) bool {
+	if p := c.field(name); p != nil {
+		*p = v
+		return true
+	}
+	return false
+}
+
+func (c *Content) field(name string) *string {
+	switch name {
+	case "subject":
+		return &c.Subject
+	case "html":
+		return &c.HTML
+	case "text":
+		return &c.Text
+	case "title":
+		return &c.Title
+	case "body":
+		return &c.Body
+	}
+	return nil
+}
+
+// titleThenBody is the text of a channel with one text field: the title, then the body
+// on a line of its own.
+func titleThenBody(title, body string) Content {
+	if title != "" && body != "" {
+		return Content{Text: title + "\n" + body}
+	}
+	return Content{Text: title + body}
+}
+
+// channelSpecs is every channel, in Channels order.
+var channelSpecs = []ChannelSpec{
+	{Name: ChannelInApp, Switch: "inApp"},
+	{
+		Name: ChannelEmail, Switch: "email", Part: "email",
+		Fields:    []PartField{{Name: "subject"}, {Name: "html", HTML: true}, {Name: "text"}},
+		Address:   func(p UserProfile) string { return p.Email },
+		NoAddress: ReasonNoEmail, Quiet: true,
+		Check: func(c Content) string {
+			switch {
+			case strings.TrimSpace(c.Subject) == "":
+				return "email needs a subject"
+			case c.HTML == "" && c.Text == "":
+				return "email needs html or text"
+			}
+			return ""
+		},
+		Fallback: func(title, body string) Content { return Content{Subject: title, Text: body} },
+	},
+	{
+		Name: ChannelPush, Switch: "push", Part: "push",
+		Fields: []PartField{{Name: "title"}, {Name: "body"}},
+		Quiet:  true,
+		Check: func(c Content) string {
+			if c.Title == "" && c.Body == "" {
+				return "push needs a title or a body"
+			}
+			return ""
+		},
+		Fallback: func(title, body string) Content { return Content{Title: title, Body: body} },
+	},
+	{
+		Name: ChannelSMS, Switch: "sms", Part: "sms",
+		Fields:    []PartField{{Name: "text"}},
+		Address:   func(p UserProfile) string { return p.Phone },
+		NoAddress: ReasonNoPhone, Quiet: true,
+		Check:    requireText("sms"),
+		Fallback: titleThenBody,
+	},
+	{
+		Name: ChannelSlack, Switch: "slack", Part: "slack",
+		Fields:    []PartField{{Name: "text"}},
+		Address:   func(p UserProfile) string { return p.SlackUserID },
+		NoAddress: ReasonNoSlackUser, Quiet: true,
+		Check:    requireText("slack"),
+		Fallback: titleThenBody,
+	},
+	{Name: ChannelWebhook},
+}
+
+func requireText(name string) func(Content) string {
+	return func(c Content) string {
+		if strings.TrimSpace(c.Text) == "" {
+			return name + " needs text"
+		}
+		return ""
+	}
+}
+
+// Channels lists every channel in the order status records and skip counts use.
+var Channels = func() []string {
+	out := make([]string, len(channelSpecs))
+	for i, s := range channelSpecs {
+		out[i] = s.Name
+	}
+	return out
+}()
+
+// SwitchChannels are the channels users switch on and off, in Channels order.
+var SwitchChannels = func() []string {
+	var out []string
+	for _, s := range channelSpecs {
+		if s.Switch != "" {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}()
+
+// PartChannels are the channels templates have a part for, in Channels order.
+var PartChannels = func() []string {
+	var out []string
+	for _, s := range channelSpecs {
+		if s.Part != "" {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}()
+
+// ValidChannel reports whether c is one of Channels.
+func ValidChannel(c string) bool { return slices.Contains(Channels, c) }
+
+// Spec returns channel's ChannelSpec; false for a name that is none of Channels.
+func Spec(channel string) (ChannelSpec, bool) {
+	for _, s := range channelSpecs {
+		if s.Name == channel {
+			return s, true
+		}
+	}
+	return ChannelSpec{}, false
+}
+
+// ChannelBySwitch returns the channel whose Switch is name ("" for none).
+func ChannelBySwitch(name string) string {
+	for _, s := range channelSpecs {
+		if s.Switch != "" && s.Switch == name {
+			return s.Name
+		}
+	}
+	return ""
+}
