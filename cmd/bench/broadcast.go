@@ -214,6 +214,60 @@ func fillSegmentTimed(ctx context.Context, st *store.Store, label, seg, prefix s
 	return secs, nil
 }
 
+// busyBroadcast is what a broadcast wrote during a busy phase, and its status after it.
+type busyBroadcast struct {
+	written int
+	perSec  float64
+	status  string
+}
+
+// running says whether the broadcast was still running (or queued) after the phase.
+func (bb busyBroadcast) running() bool {
+	return bb.status == inbox.BroadcastRunning || bb.status == inbox.BroadcastQueued
+}
+
+// idleBusyIdle runs phase for half (idle), then for busy while a broadcast runs in the
+// bulk lane (start starts it and returns its id; the busy phase begins once it wrote its
+// first recipients, within firstPages), cancels it if it is still running, waits until it
+// writes no more, and runs phase for half again (idle). label names the scenario in the
+// progress lines.
+func idleBusyIdle[W any](ctx context.Context, label string, half, busy, firstPages time.Duration, phase func(time.Duration) W,
+	start func() (string, error), get func(id string) (inbox.Broadcast, error), cancel func(id string) error) (idle1, busyW, idle2 W, bb busyBroadcast, err error) {
+	progress("%s: idle, first half (%s)", label, half)
+	idle1 = phase(half)
+	id, err := start()
+	if err != nil {
+		return idle1, busyW, idle2, bb, fmt.Errorf("start the broadcast: %w", err)
+	}
+	progress("%s: broadcast %s started; waiting for its first pages", label, id)
+	read := func() (inbox.Broadcast, error) { return get(id) }
+	bc, err := broadcastStarted(ctx, firstPages, id, read)
+	if err != nil {
+		return idle1, busyW, idle2, bb, err
+	}
+	w0 := bc.Written
+	progress("%s: busy (%s, the broadcast running in the bulk lane)", label, busy)
+	tb := time.Now()
+	busyW = phase(busy)
+	if bc, err = read(); err != nil {
+		return idle1, busyW, idle2, bb, err
+	}
+	bb = busyBroadcast{written: bc.Written - w0, status: bc.Status}
+	bb.perSec = ratio(float64(bb.written), time.Since(tb).Seconds())
+	progress("%s: the broadcast wrote %d during busy (%.0f/s), %s; cancelling it", label, bb.written, bb.perSec, bc.Status)
+	if bb.running() {
+		if err := cancel(id); err != nil {
+			return idle1, busyW, idle2, bb, fmt.Errorf("cancel the broadcast: %w", err)
+		}
+	}
+	if err := broadcastSettled(ctx, read); err != nil {
+		return idle1, busyW, idle2, bb, err
+	}
+	progress("%s: idle, second half (%s)", label, half)
+	idle2 = phase(half)
+	return idle1, busyW, idle2, bb, nil
+}
+
 // broadcastStarted waits (at most limit) until broadcast id has written its first
 // recipients, and returns it then; get reads it.
 func broadcastStarted(ctx context.Context, limit time.Duration, id string, get func() (inbox.Broadcast, error)) (inbox.Broadcast, error) {

@@ -195,42 +195,15 @@ func (b *harness) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	if w := phase(warm); w.errors+w.lost > 0 {
 		return nil, fmt.Errorf("warm-up: %d errors, %d lost (first error: %s)", w.errors, w.lost, w.firstErr)
 	}
-	half := c.phase / 2
-	progress("e2e: idle, first half (%s)", half)
-	i1 := phase(half)
-
 	// The broadcast, through the REST API (priority bulk).
-	bid, err := e2eStartBroadcast(ctx, client, base, token, seg)
+	i1, busy, i2, bb, err := idleBusyIdle(ctx, "e2e", c.phase/2, c.phase, 2*time.Minute, phase,
+		func() (string, error) { return e2eStartBroadcast(ctx, client, base, token, seg) },
+		func(id string) (inbox.Broadcast, error) { return st.GetBroadcast(ctx, tenant, id) },
+		func(id string) error { _, err := st.CancelBroadcast(ctx, tenant, id); return err })
 	if err != nil {
 		return nil, err
 	}
-	progress("e2e: broadcast %s started; waiting for its first pages", bid)
-	get := func() (inbox.Broadcast, error) { return st.GetBroadcast(ctx, tenant, bid) }
-	bc, err := broadcastStarted(ctx, 2*time.Minute, bid, get)
-	if err != nil {
-		return nil, err
-	}
-	w0 := bc.Written
-	progress("e2e: busy (%s, the broadcast running in the bulk lane)", c.phase)
-	tb := time.Now()
-	busy := phase(c.phase)
-	if bc, err = get(); err != nil {
-		return nil, err
-	}
-	res.BroadcastWritten = bc.Written - w0
-	res.BroadcastPerSec = ratio(float64(res.BroadcastWritten), time.Since(tb).Seconds())
-	res.BroadcastStatus = string(bc.Status)
-	progress("e2e: the broadcast wrote %d during busy (%.0f/s), %s; cancelling it", res.BroadcastWritten, res.BroadcastPerSec, bc.Status)
-	if bc.Status == inbox.BroadcastRunning || bc.Status == inbox.BroadcastQueued {
-		if _, err := st.CancelBroadcast(ctx, tenant, bid); err != nil {
-			return nil, fmt.Errorf("cancel the broadcast: %w", err)
-		}
-	}
-	if err := broadcastSettled(ctx, get); err != nil {
-		return nil, err
-	}
-	progress("e2e: idle, second half (%s)", half)
-	i2 := phase(half)
+	res.BroadcastWritten, res.BroadcastPerSec, res.BroadcastStatus = bb.written, bb.perSec, bb.status
 
 	res.Idle = e2ePhaseOf(i1, i2)
 	res.IdleHalves = []E2EPhase{e2ePhaseOf(i1), e2ePhaseOf(i2)}

@@ -250,45 +250,20 @@ func (b *harness) lanesScenario(ctx context.Context) (*LanesResult, error) {
 	}
 	progress("lanes: warming up (%.0f transactional sends/s for %s)", c.rate, 2*b.warmup())
 	phase(2 * b.warmup())
-	half := b.c.duration / 2
-	progress("lanes: idle, first half (%s)", half)
-	i1 := phase(half)
-
-	// The broadcast, through the bulk lane.
-	if err := rig.waitHeld(ctx); err != nil {
-		return nil, err
-	}
-	spec := service.BroadcastSpec{IdempotencyKey: "bench-lanes-" + ulid.Make().String(), Segment: seg, Send: broadcastSend()}
-	id, err := rig.b.Start(ctx, tenant, spec)
-	if err != nil {
-		return nil, fmt.Errorf("start the broadcast: %w", err)
-	}
-	progress("lanes: broadcast %s started; waiting for its first pages", id)
-	get := func() (inbox.Broadcast, error) { return rig.b.Get(ctx, tenant, id) }
-	bc, err := broadcastStarted(ctx, time.Minute, id, get)
+	// The broadcast runs through the bulk lane.
+	i1, busy, i2, bb, err := idleBusyIdle(ctx, "lanes", b.c.duration/2, b.c.duration, time.Minute, phase,
+		func() (string, error) {
+			if err := rig.waitHeld(ctx); err != nil {
+				return "", err
+			}
+			return rig.b.Start(ctx, tenant, service.BroadcastSpec{IdempotencyKey: "bench-lanes-" + ulid.Make().String(), Segment: seg, Send: broadcastSend()})
+		},
+		func(id string) (inbox.Broadcast, error) { return rig.b.Get(ctx, tenant, id) },
+		func(id string) error { _, err := rig.b.Cancel(ctx, tenant, id); return err })
 	if err != nil {
 		return nil, err
 	}
-	w0 := bc.Written
-	progress("lanes: busy (%s, broadcast running in the bulk lane)", b.c.duration)
-	tb := time.Now()
-	busy := phase(b.c.duration)
-	if bc, err = get(); err != nil {
-		return nil, err
-	}
-	res.BroadcastWritten = bc.Written - w0
-	res.BroadcastPerSec = ratio(float64(res.BroadcastWritten), time.Since(tb).Seconds())
-	res.BroadcastStatus = string(bc.Status)
-	res.BroadcastRunning = bc.Status == inbox.BroadcastRunning || bc.Status == inbox.BroadcastQueued
-	progress("lanes: broadcast wrote %d during busy (%.0f/s), %s; cancelling it", res.BroadcastWritten, res.BroadcastPerSec, bc.Status)
-	if _, err := rig.b.Cancel(ctx, tenant, id); err != nil {
-		return nil, fmt.Errorf("cancel the broadcast: %w", err)
-	}
-	if err := broadcastSettled(ctx, get); err != nil {
-		return nil, err
-	}
-	progress("lanes: idle, second half (%s)", half)
-	i2 := phase(half)
+	res.BroadcastWritten, res.BroadcastPerSec, res.BroadcastStatus, res.BroadcastRunning = bb.written, bb.perSec, bb.status, bb.running()
 
 	res.Idle = lanesPhaseOf(i1, i2)
 	res.IdleHalves = []Latency{lanesPhaseOf(i1).Latency, lanesPhaseOf(i2).Latency}
