@@ -291,11 +291,6 @@ func broadcastSettled(ctx context.Context, get func() (inbox.Broadcast, error)) 
 	return err
 }
 
-// fillSegment adds users to segment seg through the rig's store (fillSegment).
-func (r *broadcastRig) fillSegment(ctx context.Context, seg string, users []string) error {
-	return fillSegment(ctx, r.st, seg, users)
-}
-
 // fillSegment adds users to segment seg through Store.UpdateSegment, MaxSegmentChange a
 // call, 4 calls at once (each writes its shards 8 at a time).
 func fillSegment(ctx context.Context, st *store.Store, seg string, users []string) error {
