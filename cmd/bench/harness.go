@@ -81,11 +81,6 @@ func (l *lazy[T]) peek() (T, bool) {
 	return l.v, true
 }
 
-// redisServer is a running redis-server, or why there is none (errRedisMissing).
-type redisServer struct {
-	url string
-}
-
 // harness is what the scenarios share: the engine, the bench's table and store, the
 // verifier of every gateway's tokens, and the expensive parts (the data set, the
 // gateways, redis) built on first use by the scenario that declared them.
@@ -113,7 +108,7 @@ type harness struct {
 	batched   lazy[*gateway]
 	naive     lazy[*gateway]
 	cached    lazy[*gateway]
-	redis     lazy[redisServer]
+	redis     lazy[string] // the shared redis-server's URL
 }
 
 // builders make the harness's expensive parts; each returns what to run at the harness's
@@ -121,7 +116,7 @@ type harness struct {
 type builders struct {
 	seed    func(ctx context.Context) (*dataset, error)
 	gateway func(ctx context.Context, kind need) (*gateway, error)
-	redis   func(ctx context.Context) (redisServer, func(), error)
+	redis   func(ctx context.Context) (url string, stop func(), err error)
 }
 
 // realBuilders build the parts on the engine: the seed through the harness's store, the
@@ -143,13 +138,7 @@ func (h *harness) realBuilders() builders {
 			}
 			return h.serve(ctx, h.eng.db, set, deps)
 		},
-		redis: func(ctx context.Context) (redisServer, func(), error) {
-			url, stop, err := startRedis(ctx, h.c.live.redisServer)
-			if err != nil {
-				return redisServer{}, nil, err
-			}
-			return redisServer{url: url}, stop, nil
-		},
+		redis: func(ctx context.Context) (string, func(), error) { return startRedis(ctx, h.c.live.redisServer) },
 	}
 }
 
@@ -244,15 +233,13 @@ func (h *harness) redisURL(ctx context.Context) (string, error) {
 	if err := h.use(needRedis); err != nil {
 		return "", err
 	}
-	r, err := h.redis.get(func() (redisServer, error) {
-		r, stop, err := h.builders.redis(ctx)
-		if err != nil {
-			return r, err
+	return h.redis.get(func() (string, error) {
+		url, stop, err := h.builders.redis(ctx)
+		if err == nil {
+			h.record(needRedis, stop)
 		}
-		h.record(needRedis, stop)
-		return r, nil
+		return url, err
 	})
-	return r.url, err
 }
 
 // inboxRequests are the initial inbox load's requests, one per regular user of the data

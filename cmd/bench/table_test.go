@@ -130,9 +130,9 @@ func fakeHarness() (*harness, map[string]int) {
 			calls[kind.String()]++
 			return &gateway{url: "http://" + kind.String(), close: func() { calls["closed "+kind.String()]++ }}, nil
 		},
-		redis: func(context.Context) (redisServer, func(), error) {
+		redis: func(context.Context) (string, func(), error) {
 			calls["redis"]++
-			return redisServer{}, nil, errRedisMissing
+			return "", nil, errRedisMissing
 		},
 	}}
 	return h, calls
