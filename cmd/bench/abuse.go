@@ -270,7 +270,7 @@ type abuseChildResult struct {
 
 // ---- the scenario --------------------------------------------------------------------
 
-func (b *bench) abuseScenario(ctx context.Context) (*AbuseResult, error) {
+func (b *harness) abuseScenario(ctx context.Context) (*AbuseResult, error) {
 	c := b.c.abuse
 	progress("abuse: building the gateway binary")
 	bin, cleanup, err := buildGateway(ctx)
@@ -285,17 +285,21 @@ func (b *bench) abuseScenario(ctx context.Context) (*AbuseResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b.ds.users) < 2 {
+	ds, err := b.dataset(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds.users) < 2 {
 		return nil, errors.New("the abuse scenario needs at least 2 users (-users)")
 	}
 	sign := func(user string) (string, error) {
 		return verifier.Sign(auth.Claims{TenantID: tenant, UserID: user}, 24*time.Hour)
 	}
-	normalTok, err := sign(b.ds.users[0])
+	normalTok, err := sign(ds.users[0])
 	if err != nil {
 		return nil, err
 	}
-	attackerTok, err := sign(b.ds.users[1])
+	attackerTok, err := sign(ds.users[1])
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +333,7 @@ func (b *bench) abuseScenario(ctx context.Context) (*AbuseResult, error) {
 		return nil, fmt.Errorf("attacker's notification ids: %w", err)
 	}
 	if len(ids) < 2 {
-		return nil, fmt.Errorf("the attacker %s has %d notifications, want 2 (seed more: -per-user)", b.ds.users[1], len(ids))
+		return nil, fmt.Errorf("the attacker %s has %d notifications, want 2 (seed more: -per-user)", ds.users[1], len(ids))
 	}
 
 	baseline := b.engineBaseline(ctx)
@@ -518,7 +522,7 @@ func (ac abuseCase) spec(gw *childGateway, conc, total int, d time.Duration) abu
 	return s
 }
 
-func (b *bench) runAttack(ctx context.Context, ac abuseCase, start func() (*childGateway, error), normalTok string) (AttackResult, error) {
+func (b *harness) runAttack(ctx context.Context, ac abuseCase, start func() (*childGateway, error), normalTok string) (AttackResult, error) {
 	c := b.c.abuse
 	r := AttackResult{Name: ac.name, Tokenless: ac.tokenless, ServiceToken: ac.service, LoadAvg: loadAvg(), Alone: ac.alone}
 	if ac.setup != nil {
@@ -732,7 +736,7 @@ func judgeCost(r *AttackResult, ac abuseCase) {
 }
 
 // unreadCounts are users' unread counts, read from the table.
-func (b *bench) unreadCounts(ctx context.Context, users []string) ([]int, error) {
+func (b *harness) unreadCounts(ctx context.Context, users []string) ([]int, error) {
 	out := make([]int, len(users))
 	for i, u := range users {
 		n, err := b.st.UnreadCount(ctx, inbox.Viewer{TenantID: tenant, UserID: u})
@@ -747,7 +751,7 @@ func (b *bench) unreadCounts(ctx context.Context, users []string) ([]int, error)
 // waitUnread waits until each of users has more unread notifications than before (a
 // send was processed for them), polling the table every 100 ms, until end or the
 // gateway's exit; it reports whether they all had.
-func (b *bench) waitUnread(ctx context.Context, gw *childGateway, users []string, before []int, end time.Time) bool {
+func (b *harness) waitUnread(ctx context.Context, gw *childGateway, users []string, before []int, end time.Time) bool {
 	for i := 0; i < len(users); {
 		n, err := b.st.UnreadCount(ctx, inbox.Viewer{TenantID: tenant, UserID: users[i]})
 		if err == nil && n > before[i] {
@@ -779,7 +783,7 @@ func accepted(o abuseOutcome) bool {
 }
 
 // engineBaseline is the median time of 5 DescribeTable calls on an idle engine.
-func (b *bench) engineBaseline(ctx context.Context) time.Duration {
+func (b *harness) engineBaseline(ctx context.Context) time.Duration {
 	var ds []time.Duration
 	for range 5 {
 		ds = append(ds, b.describeTime(ctx))
@@ -788,7 +792,7 @@ func (b *bench) engineBaseline(ctx context.Context) time.Duration {
 	return ds[2]
 }
 
-func (b *bench) describeTime(ctx context.Context) time.Duration {
+func (b *harness) describeTime(ctx context.Context) time.Duration {
 	t0 := time.Now()
 	_, _ = b.eng.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(b.c.table)})
 	return time.Since(t0)
@@ -797,7 +801,7 @@ func (b *bench) describeTime(ctx context.Context) time.Duration {
 // settleEngine waits (at most 45 s) until the engine answers within 3x its baseline (and at
 // least 25 ms): the calls of an attack's gateway, killed when the attack ended, may still
 // be queued in a local engine and would weigh on the next attack's figures at rest.
-func (b *bench) settleEngine(ctx context.Context, baseline time.Duration) time.Duration {
+func (b *harness) settleEngine(ctx context.Context, baseline time.Duration) time.Duration {
 	t0 := time.Now()
 	bound := max(3*baseline, 25*time.Millisecond)
 	for fast := 0; fast < 2 && time.Since(t0) < 45*time.Second && ctx.Err() == nil; {

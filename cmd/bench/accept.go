@@ -46,7 +46,6 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/inboxgw/gateway/app"
-	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/live"
 )
 
@@ -91,25 +90,20 @@ func acceptBody(user string) []byte {
 	return b
 }
 
-func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
+func (b *harness) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 	c := b.c
 	// One client: the gateway's store and the raw PutItem both call through it; its
 	// meter counts the calls and units, and tells when the bulk lane's background
 	// processing has finished.
 	meter := &capacityMeter{}
 	db := dynamodb.New(b.eng.db.Options(), meter.option())
-	g, err := build(ctx, db, c.table, b.log, b.secret, nil, app.Deps{Broker: live.NewLocal()})
-	if err != nil {
-		return nil, err
-	}
-	defer g.Close()
-	gw, err := startGateway(g.HTTP)
+	gw, err := b.serve(ctx, db, nil, app.Deps{Broker: live.NewLocal()})
 	if err != nil {
 		return nil, err
 	}
 	defer gw.close()
 	base := strings.TrimSuffix(gw.url, "/graphql")
-	token, err := b.verifier.Sign(auth.Claims{TenantID: tenant, Subject: "bench-service", Scopes: []string{auth.ScopeSend}}, 24*time.Hour)
+	token, err := b.serviceToken()
 	if err != nil {
 		return nil, err
 	}
@@ -175,39 +169,18 @@ func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 	// drain waits until the client has made no call for a second: the bulk lane has
 	// processed what the gateway accepted (or left it to its recovery task).
 	drain := func() error {
-		t0 := time.Now()
-		quiet := time.Now()
-		calls := -1
-		for time.Since(quiet) < time.Second {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if time.Since(t0) > 5*time.Minute {
-				return fmt.Errorf("the bulk lane was still busy after 5m")
-			}
-			time.Sleep(100 * time.Millisecond)
+		el, err := untilQuiet(ctx, time.Second, 5*time.Minute, "the bulk lane", func() (int, error) {
 			meter.mu.Lock()
-			n := meter.total.Calls
-			meter.mu.Unlock()
-			if n != calls {
-				calls, quiet = n, time.Now()
-			}
-		}
-		res.DrainSeconds = append(res.DrainSeconds, time.Since(t0).Seconds()-1)
-		return nil
+			defer meter.mu.Unlock()
+			return meter.total.Calls, nil
+		})
+		res.DrainSeconds = append(res.DrainSeconds, el.Seconds()-1)
+		return err
 	}
 
 	progress("accept: warming up both for %s, twice", b.warmup())
-	for range 2 {
-		if _, n, err := inProcessLoad(ctx, c.concurrency, b.warmup(), post); err != nil {
-			return nil, fmt.Errorf("gateway warm-up (%d errors): %w", n, err)
-		}
-		if err := drain(); err != nil {
-			return nil, err
-		}
-		if _, n, err := inProcessLoad(ctx, c.concurrency, b.warmup(), raw); err != nil {
-			return nil, fmt.Errorf("raw warm-up (%d errors): %w", n, err)
-		}
+	if err := b.warmInTurn(ctx, 2, warmSide{name: "gateway", load: post, after: drain}, warmSide{name: "raw", load: raw}); err != nil {
+		return nil, err
 	}
 	res.DrainSeconds = nil
 	half := c.duration / 2
@@ -224,31 +197,28 @@ func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 			}
 		}
 	}
-	gatewayHalf := func(conc int, d time.Duration) (window, error) {
-		meter.take()
-		w := b.rawWindow(ctx, conc, d, post)
-		err := drain()
-		if conc == c.concurrency {
-			addCap(&gcap, gby)
-		}
-		return w, err
-	}
-	rawHalf := func(conc int, d time.Duration) window {
-		meter.take()
-		w := b.rawWindow(ctx, conc, d, raw)
-		if conc == c.concurrency {
-			addCap(&rcap, nil)
-		}
-		return w
+	// sides measures both in halves at conc for d each: a gateway half's units include
+	// its bulk lane's processing, left to finish after it.
+	sides := func(conc int, d time.Duration) ([]window, []window, error) {
+		return inHalves(func() (window, error) {
+			meter.take()
+			w := b.rawWindow(ctx, conc, d, post)
+			err := drain()
+			if conc == c.concurrency {
+				addCap(&gcap, gby)
+			}
+			return w, err
+		}, func() (window, error) {
+			meter.take()
+			w := b.rawWindow(ctx, conc, d, raw)
+			if conc == c.concurrency {
+				addCap(&rcap, nil)
+			}
+			return w, nil
+		})
 	}
 	progress("accept: POST /v1/notifications and raw PutItem, %s each at concurrency %d, in halves: gateway, raw, raw, gateway", c.duration, c.concurrency)
-	g1, err := gatewayHalf(c.concurrency, half)
-	if err != nil {
-		return nil, err
-	}
-	r1 := rawHalf(c.concurrency, half)
-	r2 := rawHalf(c.concurrency, half)
-	g2, err := gatewayHalf(c.concurrency, half)
+	gs, rs, err := sides(c.concurrency, half)
 	if err != nil {
 		return nil, err
 	}
@@ -256,19 +226,14 @@ func (b *bench) acceptScenario(ctx context.Context) (*AcceptResult, error) {
 	w1 := b.rawWindow(ctx, c.concurrency, half, waiting)
 	d1 := max(half/2, time.Second)
 	progress("accept: one request at a time, %s each, in halves: gateway, raw, raw, gateway", 2*d1)
-	s1, err := gatewayHalf(1, d1)
+	ss, ts, err := sides(1, d1)
 	if err != nil {
 		return nil, err
 	}
-	t1, t2 := rawHalf(1, d1), rawHalf(1, d1)
-	s2, err := gatewayHalf(1, d1)
-	if err != nil {
-		return nil, err
-	}
-	res.Gateway = sideOf("POST /v1/notifications (HTTP, service token, priority bulk: answers at accept)", g1, g2)
-	res.Raw = sideOf("raw PutItem of the request's body", r1, r2)
+	res.Gateway = sideOf("POST /v1/notifications (HTTP, service token, priority bulk: answers at accept)", gs...)
+	res.Raw = sideOf("raw PutItem of the request's body", rs...)
 	res.Waiting = sideOf("GraphQL sendNotification (transactional: answers once stored)", w1)
-	res.GatewaySerial, res.RawSerial = sideOf("", s1, s2).Latency, sideOf("", t1, t2).Latency
+	res.GatewaySerial, res.RawSerial = sideOf("", ss...).Latency, sideOf("", ts...).Latency
 	res.SerialRatio = ratio(res.GatewaySerial.P50, res.RawSerial.P50)
 	per := func(x Capacity, n int) Capacity {
 		return Capacity{WCU: ratio(x.WCU, float64(n)), RCU: ratio(x.RCU, float64(n)), Calls: x.Calls}

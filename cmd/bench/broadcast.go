@@ -168,7 +168,7 @@ type broadcastRigOptions struct {
 }
 
 // startBroadcastRig starts a rig and waits until its scheduler holds every shard.
-func (b *bench) startBroadcastRig(ctx context.Context, o broadcastRigOptions) (*broadcastRig, error) {
+func (b *harness) startBroadcastRig(ctx context.Context, o broadcastRigOptions) (*broadcastRig, error) {
 	r := &broadcastRig{meter: &capacityMeter{}}
 	r.db = dynamodb.New(b.eng.db.Options(), append([]func(*dynamodb.Options){r.meter.option()}, o.clientOptions...)...)
 	r.st = store.New(r.db, b.c.table, store.WithLogger(b.log), store.WithSweepWorkers(0))
@@ -182,18 +182,9 @@ func (b *bench) startBroadcastRig(ctx context.Context, o broadcastRigOptions) (*
 	if o.setup != nil {
 		o.setup(r)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = r.s.Run(sctx)
-	}()
+	stopSched := background(ctx, r.s.Run, r.s.Release)
 	r.stop = func() {
-		cancel()
-		<-done
-		rctx, c := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer c()
-		_ = r.s.Release(rctx)
+		_ = stopSched()
 		r.st.Close()
 	}
 	if err := r.waitHeld(ctx); err != nil {
@@ -207,23 +198,97 @@ func (b *bench) startBroadcastRig(ctx context.Context, o broadcastRigOptions) (*
 // after a load that kept the engine so busy that lease renewals timed out (the raw
 // loop's), so that a broadcast starts on a whole scheduler.
 func (r *broadcastRig) waitHeld(ctx context.Context) error {
-	deadline := time.Now().Add(time.Minute)
-	for len(r.s.Held()) < store.DefaultSchedShards {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("broadcast: the scheduler holds %d of %d shards after 1m", len(r.s.Held()), store.DefaultSchedShards)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
+	return waitHeld(ctx, time.Minute, "the broadcast's scheduler", store.DefaultSchedShards, func() int { return len(r.s.Held()) })
 }
 
-// fillSegment adds users to segment seg through the rig's store (fillSegment).
-func (r *broadcastRig) fillSegment(ctx context.Context, seg string, users []string) error {
-	return fillSegment(ctx, r.st, seg, users)
+// fillSegmentTimed fills segment seg with n users named prefix-N through st and returns
+// how long it took (the scenario's label names it in the progress lines).
+func fillSegmentTimed(ctx context.Context, st *store.Store, label, seg, prefix string, n int) (float64, error) {
+	progress("%s: adding %d members to segment %s", label, n, seg)
+	t0 := time.Now()
+	if err := fillSegment(ctx, st, seg, segmentMembers(prefix, n)); err != nil {
+		return 0, fmt.Errorf("fill segment: %w", err)
+	}
+	secs := time.Since(t0).Seconds()
+	progress("%s: segment filled in %.1fs", label, secs)
+	return secs, nil
+}
+
+// busyBroadcast is what a broadcast wrote during a busy phase, and its status after it.
+type busyBroadcast struct {
+	written int
+	perSec  float64
+	status  string
+}
+
+// running says whether the broadcast was still running (or queued) after the phase.
+func (bb busyBroadcast) running() bool {
+	return bb.status == inbox.BroadcastRunning || bb.status == inbox.BroadcastQueued
+}
+
+// idleBusyIdle runs phase for half (idle), then for busy while a broadcast runs in the
+// bulk lane (start starts it and returns its id; the busy phase begins once it wrote its
+// first recipients, within firstPages), cancels it if it is still running, waits until it
+// writes no more, and runs phase for half again (idle). label names the scenario in the
+// progress lines.
+func idleBusyIdle[W any](ctx context.Context, label string, half, busy, firstPages time.Duration, phase func(time.Duration) W,
+	start func() (string, error), get func(id string) (inbox.Broadcast, error), cancel func(id string) error) (idle1, busyW, idle2 W, bb busyBroadcast, err error) {
+	progress("%s: idle, first half (%s)", label, half)
+	idle1 = phase(half)
+	id, err := start()
+	if err != nil {
+		return idle1, busyW, idle2, bb, fmt.Errorf("start the broadcast: %w", err)
+	}
+	progress("%s: broadcast %s started; waiting for its first pages", label, id)
+	read := func() (inbox.Broadcast, error) { return get(id) }
+	bc, err := broadcastStarted(ctx, firstPages, id, read)
+	if err != nil {
+		return idle1, busyW, idle2, bb, err
+	}
+	w0 := bc.Written
+	progress("%s: busy (%s, the broadcast running in the bulk lane)", label, busy)
+	tb := time.Now()
+	busyW = phase(busy)
+	if bc, err = read(); err != nil {
+		return idle1, busyW, idle2, bb, err
+	}
+	bb = busyBroadcast{written: bc.Written - w0, status: bc.Status}
+	bb.perSec = ratio(float64(bb.written), time.Since(tb).Seconds())
+	progress("%s: the broadcast wrote %d during busy (%.0f/s), %s; cancelling it", label, bb.written, bb.perSec, bc.Status)
+	if bb.running() {
+		if err := cancel(id); err != nil {
+			return idle1, busyW, idle2, bb, fmt.Errorf("cancel the broadcast: %w", err)
+		}
+	}
+	if err := broadcastSettled(ctx, read); err != nil {
+		return idle1, busyW, idle2, bb, err
+	}
+	progress("%s: idle, second half (%s)", label, half)
+	idle2 = phase(half)
+	return idle1, busyW, idle2, bb, nil
+}
+
+// broadcastStarted waits (at most limit) until broadcast id has written its first
+// recipients, and returns it then; get reads it.
+func broadcastStarted(ctx context.Context, limit time.Duration, id string, get func() (inbox.Broadcast, error)) (inbox.Broadcast, error) {
+	var bc inbox.Broadcast
+	err := waitUntil(ctx, limit, "broadcast "+id+" writes", func() (bool, string, error) {
+		var err error
+		bc, err = get()
+		return bc.Written > 0, string(bc.Status), err
+	})
+	return bc, err
+}
+
+// broadcastSettled waits until broadcast id (cancelled, or done) writes nothing more for
+// 5s: its pages already in the bulk lane (up to one a shard) still run, a page of 100
+// taking about a second a worker.
+func broadcastSettled(ctx context.Context, get func() (inbox.Broadcast, error)) error {
+	_, err := untilQuiet(ctx, 5*time.Second, 0, "the broadcast", func() (int, error) {
+		bc, err := get()
+		return bc.Written, err
+	})
+	return err
 }
 
 // fillSegment adds users to segment seg through Store.UpdateSegment, MaxSegmentChange a
@@ -302,7 +367,7 @@ func broadcastSend() inbox.SendInput {
 		Target: &inbox.Target{TargetID: "post-1843", Kind: "post", Title: "Notes on the Analytical Engine", URL: "https://example.com/p/1843"}}
 }
 
-func (b *bench) broadcastScenario(ctx context.Context) (*BroadcastResult, error) {
+func (b *harness) broadcastScenario(ctx context.Context) (*BroadcastResult, error) {
 	n := b.c.broadcast.members
 	if n < 1 {
 		return nil, fmt.Errorf("-broadcast-members must be positive")
@@ -315,21 +380,13 @@ func (b *bench) broadcastScenario(ctx context.Context) (*BroadcastResult, error)
 	shards := rig.st.SegmentShards()
 	res := &BroadcastResult{Engine: b.eng.name, Members: n, SegmentShards: shards, Concurrency: shards * storeSendConcurrency, GoalRatio: 0.8}
 
-	// The segment.
+	// The segment (of shards shards).
 	seg := "followers:ada"
-	members := make([]string, n)
-	for i := range members {
-		members[i] = fmt.Sprintf("bm-%07d", i)
-	}
-	progress("broadcast: adding %d members to segment %s (%d shards)", n, seg, shards)
 	rig.meter.take()
-	t0 := time.Now()
-	if err := rig.fillSegment(ctx, seg, members); err != nil {
-		return nil, fmt.Errorf("fill segment: %w", err)
+	if res.FillSeconds, err = fillSegmentTimed(ctx, rig.st, "broadcast", seg, "bm", n); err != nil {
+		return nil, err
 	}
-	res.FillSeconds = time.Since(t0).Seconds()
 	res.FillCapacity, _ = rig.meter.take()
-	progress("broadcast: segment filled in %.1fs", res.FillSeconds)
 
 	// One recipient's transaction, recorded from a real send of the same notification.
 	tpl, err := b.recordRecipientTxn(ctx, broadcastSend())
@@ -441,7 +498,7 @@ type recipientTxn struct {
 
 // recordRecipientTxn sends in to one probe user through a store whose client keeps its
 // requests, and returns the recipient's TransactWriteItems.
-func (b *bench) recordRecipientTxn(ctx context.Context, in inbox.SendInput) (*recipientTxn, error) {
+func (b *harness) recordRecipientTxn(ctx context.Context, in inbox.SendInput) (*recipientTxn, error) {
 	rec := &ddbtrace.Recorder{}
 	rec.KeepInputs()
 	db := dynamodb.New(b.eng.db.Options(), rec.Option())

@@ -48,7 +48,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/oklog/ulid/v2"
 	"golang.org/x/sync/errgroup"
@@ -245,7 +244,7 @@ func queueDeliveries(ctx context.Context, st *store.Store, channel string, n int
 	return tasks, nil
 }
 
-func (b *bench) deliverScenario(ctx context.Context) (*DeliverResult, error) {
+func (b *harness) deliverScenario(ctx context.Context) (*DeliverResult, error) {
 	c := b.c.deliver
 	if c.messages < 2 || c.concurrency < 1 {
 		return nil, fmt.Errorf("-deliver-messages must be at least 2 and -deliver-concurrency positive")
@@ -260,11 +259,7 @@ func (b *bench) deliverScenario(ctx context.Context) (*DeliverResult, error) {
 	if err := st.CreateTable(ctx); err != nil {
 		return nil, err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		_, _ = b.eng.db.DeleteTable(dctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	}()
+	defer b.dropTable(ctx, table)
 
 	sinkLatency = c.latency
 	smtpS, err := startSMTPSink()
@@ -316,7 +311,7 @@ func (b *bench) deliverScenario(ctx context.Context) (*DeliverResult, error) {
 }
 
 // deliverChannel measures one channel's three sides.
-func (b *bench) deliverChannel(ctx context.Context, st *store.Store, meter *capacityMeter, rig deliverRig) (DeliverChannel, error) {
+func (b *harness) deliverChannel(ctx context.Context, st *store.Store, meter *capacityMeter, rig deliverRig) (DeliverChannel, error) {
 	c := b.c.deliver
 	half := c.messages / 2
 	warm := max(half/5, 2*c.concurrency)

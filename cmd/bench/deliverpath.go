@@ -23,7 +23,7 @@ const deliverRate = 1e6
 // deliverRigs builds scenario 16's email and webhook rigs: the delivery handler over st
 // with the adapters behind their rate limits (as app builds them), the same adapters
 // alone, and the raw clients, all sending to the sinks.
-func (b *bench) deliverRigs(st *store.Store, rr *rawRecords, smtpS *smtpSink, hookS *webhookSink, secret string, secretKey []byte, conc int) ([]deliverRig, error) {
+func (b *harness) deliverRigs(st *store.Store, rr *rawRecords, smtpS *smtpSink, hookS *webhookSink, secret string, secretKey []byte, conc int) ([]deliverRig, error) {
 	email, err := channel.NewEmail(channel.EmailConfig{URL: "smtp://" + smtpS.addr, From: deliverFrom, Timeout: delivery.DefaultTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("email adapter: %w", err)

@@ -40,13 +40,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/caarlos0/env/v11"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/inboxgw/gateway/app"
-	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/store"
@@ -118,7 +116,7 @@ type e2eWindow struct {
 	firstErr               string
 }
 
-func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
+func (b *harness) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	c := b.c.e2e
 	if c.rate <= 0 || c.phase <= 0 || c.members < 1 {
 		return nil, fmt.Errorf("-e2e-rate, -e2e-duration and -e2e-members must be positive")
@@ -137,17 +135,13 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	// scheduler runs below).
 	createTable := true
 	cfg.CreateTable = &createTable
-	g, err := build(ctx, dynamodb.New(b.eng.db.Options()), table, b.log, b.secret, func(c *app.Config) { *c = cfg }, app.Deps{Broker: live.NewLocal()})
+	gw, err := b.serve(ctx, dynamodb.New(b.eng.db.Options()), func(c *app.Config) { *c = cfg }, app.Deps{Broker: live.NewLocal()})
 	if err != nil {
 		return nil, err
 	}
-	defer g.Close()
-	st := g.Store
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		_, _ = b.eng.db.DeleteTable(dctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	}()
+	defer b.dropTable(ctx, table) // after the gateway closed
+	defer gw.close()
+	g, st := gw.app, gw.app.Store
 	res := &E2EResult{Engine: b.eng.name, Rate: c.rate, Duration: c.phase.String(), Members: c.members,
 		SchedPoll: cfg.SchedPoll.String(), RateEmail: cfg.RateEmail}
 
@@ -168,24 +162,10 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 		return nil, fmt.Errorf("template: %w", err)
 	}
 
-	// The gateway: its HTTP surface and its scheduler.
-	gw, err := startGateway(g.HTTP)
-	if err != nil {
-		return nil, err
-	}
-	defer gw.close()
-	sctx, stopSched := context.WithCancel(ctx)
-	schedDone := make(chan struct{})
-	go func() {
-		defer close(schedDone)
-		_ = g.RunScheduler(sctx) // releases its shards when stopped
-	}()
-	defer func() {
-		stopSched()
-		<-schedDone
-	}()
+	// The gateway's scheduler (it releases its shards when stopped).
+	defer background(ctx, g.RunScheduler, nil)()
 	base := strings.TrimSuffix(gw.url, "/graphql")
-	token, err := b.verifier.Sign(auth.Claims{TenantID: tenant, Subject: "bench-service", Scopes: []string{auth.ScopeSend}}, 24*time.Hour)
+	token, err := b.serviceToken()
 	if err != nil {
 		return nil, err
 	}
@@ -194,26 +174,16 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 
 	// The segment, filled before anything is measured.
 	seg := "followers:e2e"
-	members := make([]string, c.members)
-	for i := range members {
-		members[i] = fmt.Sprintf("em-%07d", i)
+	if res.FillSeconds, err = fillSegmentTimed(ctx, st, "e2e", seg, "em", c.members); err != nil {
+		return nil, err
 	}
-	progress("e2e: adding %d members to segment %s", c.members, seg)
-	t0 := time.Now()
-	if err := fillSegment(ctx, st, seg, members); err != nil {
-		return nil, fmt.Errorf("fill segment: %w", err)
-	}
-	res.FillSeconds = time.Since(t0).Seconds()
-	progress("e2e: segment filled in %.1fs; letting the engine settle", res.FillSeconds)
+	progress("e2e: letting the engine settle")
 	time.Sleep(5 * time.Second)
 	// The fill keeps the engine so busy that lease renewals time out: the idle phase
 	// starts on a scheduler holding every shard again (a task on a shard nobody holds
 	// waits for its lease to be taken back).
-	for deadline := time.Now().Add(time.Minute); len(g.Scheduler.Held()) < cfg.SchedShards; {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the gateway's scheduler holds %d of %d shards 1m after the fill", len(g.Scheduler.Held()), cfg.SchedShards)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitHeld(ctx, time.Minute, "after the fill, the gateway's scheduler", cfg.SchedShards, func() int { return len(g.Scheduler.Held()) }); err != nil {
+		return nil, err
 	}
 
 	var seq atomic.Int64
@@ -225,59 +195,15 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	if w := phase(warm); w.errors+w.lost > 0 {
 		return nil, fmt.Errorf("warm-up: %d errors, %d lost (first error: %s)", w.errors, w.lost, w.firstErr)
 	}
-	half := c.phase / 2
-	progress("e2e: idle, first half (%s)", half)
-	i1 := phase(half)
-
 	// The broadcast, through the REST API (priority bulk).
-	bid, err := e2eStartBroadcast(ctx, client, base, token, seg)
+	i1, busy, i2, bb, err := idleBusyIdle(ctx, "e2e", c.phase/2, c.phase, 2*time.Minute, phase,
+		func() (string, error) { return e2eStartBroadcast(ctx, client, base, token, seg) },
+		func(id string) (inbox.Broadcast, error) { return st.GetBroadcast(ctx, tenant, id) },
+		func(id string) error { _, err := st.CancelBroadcast(ctx, tenant, id); return err })
 	if err != nil {
 		return nil, err
 	}
-	progress("e2e: broadcast %s started; waiting for its first pages", bid)
-	deadline := time.Now().Add(2 * time.Minute)
-	var bc inbox.Broadcast
-	for {
-		if bc, err = st.GetBroadcast(ctx, tenant, bid); err != nil {
-			return nil, err
-		}
-		if bc.Written > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("broadcast %s wrote nothing in 2m (%s)", bid, bc.Status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	w0 := bc.Written
-	progress("e2e: busy (%s, the broadcast running in the bulk lane)", c.phase)
-	tb := time.Now()
-	busy := phase(c.phase)
-	if bc, err = st.GetBroadcast(ctx, tenant, bid); err != nil {
-		return nil, err
-	}
-	res.BroadcastWritten = bc.Written - w0
-	res.BroadcastPerSec = ratio(float64(res.BroadcastWritten), time.Since(tb).Seconds())
-	res.BroadcastStatus = string(bc.Status)
-	progress("e2e: the broadcast wrote %d during busy (%.0f/s), %s; cancelling it", res.BroadcastWritten, res.BroadcastPerSec, bc.Status)
-	if bc.Status == inbox.BroadcastRunning || bc.Status == inbox.BroadcastQueued {
-		if _, err := st.CancelBroadcast(ctx, tenant, bid); err != nil {
-			return nil, fmt.Errorf("cancel the broadcast: %w", err)
-		}
-	}
-	// Pages already running finish: wait until nothing more is written for 5 s.
-	last, still := -1, time.Now()
-	for time.Since(still) < 5*time.Second {
-		if bc, err = st.GetBroadcast(ctx, tenant, bid); err != nil {
-			return nil, err
-		}
-		if bc.Written != last {
-			last, still = bc.Written, time.Now()
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	progress("e2e: idle, second half (%s)", half)
-	i2 := phase(half)
+	res.BroadcastWritten, res.BroadcastPerSec, res.BroadcastStatus = bb.written, bb.perSec, bb.status
 
 	res.Idle = e2ePhaseOf(i1, i2)
 	res.IdleHalves = []E2EPhase{e2ePhaseOf(i1), e2ePhaseOf(i2)}
@@ -290,7 +216,7 @@ func (b *bench) e2eScenario(ctx context.Context) (*E2EResult, error) {
 
 // e2eWindow sends at rate for d (open loop) and waits for every email (up to timeout
 // after the window).
-func (b *bench) e2eWindow(ctx context.Context, st *store.Store, client *http.Client, base, token string, sink *smtpSink, seq *atomic.Int64, rate float64, d, timeout time.Duration) e2eWindow {
+func (b *harness) e2eWindow(ctx context.Context, st *store.Store, client *http.Client, base, token string, sink *smtpSink, seq *atomic.Int64, rate float64, d, timeout time.Duration) e2eWindow {
 	var (
 		mu sync.Mutex
 		w  e2eWindow

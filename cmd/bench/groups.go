@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"math/rand"
 )
 
 // --- 11. a page of groups vs a page of the inbox ---------------------------------------
@@ -28,8 +26,17 @@ type GroupsResult struct {
 }
 
 // groupsScenario warms both queries up in turn, then measures them in halves: groups,
-// inbox, inbox, groups (as scenario 1, so an engine still warming up weighs on both).
-func (b *bench) groupsScenario(ctx context.Context, inboxReqs []loadRequest) (*GroupsResult, error) {
+// inbox, inbox, groups (as scenario 1, so an engine still warming up weighs on both). It
+// is nil when the data set has no regular users (-users 0).
+func (b *harness) groupsScenario(ctx context.Context) (*GroupsResult, error) {
+	inboxReqs, err := b.inboxRequests(ctx)
+	if err != nil || len(inboxReqs) == 0 {
+		return nil, noUsers("groups", err)
+	}
+	batched, err := b.gatewayOf(ctx, needGateway)
+	if err != nil {
+		return nil, err
+	}
 	body, _ := json.Marshal(map[string]string{"query": groupsQuery})
 	groupReqs := make([]loadRequest, len(inboxReqs))
 	for i, rq := range inboxReqs {
@@ -37,27 +44,21 @@ func (b *bench) groupsScenario(ctx context.Context, inboxReqs []loadRequest) (*G
 	}
 	c := b.c
 	progress("groups vs inbox: warming up both for %s", b.warmup())
-	for _, reqs := range [][]loadRequest{groupReqs, inboxReqs} {
-		gw := func(ctx context.Context, _ int, rng *rand.Rand) error {
-			rq := reqs[rng.Intn(len(reqs))]
-			return postGraphQL(ctx, b.client, b.batched.url, rq.Token, rq.Body, nil)
-		}
-		if _, _, err := inProcessLoad(ctx, c.concurrency, b.warmup(), gw); err != nil {
-			return nil, fmt.Errorf("groups warm-up: %w", err)
-		}
+	if err := b.warmInTurn(ctx, 1, warmSide{name: "groups", load: b.postRandom(batched.url, groupReqs)},
+		warmSide{name: "inbox", load: b.postRandom(batched.url, inboxReqs)}); err != nil {
+		return nil, err
 	}
 	half := c.duration / 2
 	progress("groups vs inbox: %s each at concurrency %d, in halves: groups, inbox, inbox, groups", c.duration, c.concurrency)
-	var ws [4]window
-	for i, reqs := range [][]loadRequest{groupReqs, inboxReqs, inboxReqs, groupReqs} {
-		w, err := b.gatewayWindow(ctx, b.batched.url, c.concurrency, half, reqs)
-		if err != nil {
-			return nil, err
-		}
-		ws[i] = w
+	side := func(reqs []loadRequest) func() (window, error) {
+		return func() (window, error) { return b.gatewayWindow(ctx, batched.url, c.concurrency, half, reqs) }
+	}
+	gs, is, err := inHalves(side(groupReqs), side(inboxReqs))
+	if err != nil {
+		return nil, err
 	}
 	r := &GroupsResult{Engine: b.eng.name, Concurrency: c.concurrency, Duration: c.duration.String(), Query: groupsQuery,
-		Groups: sideOf("groups page (HTTP+GraphQL)", ws[0], ws[3]), Inbox: sideOf("inbox page (HTTP+GraphQL)", ws[1], ws[2])}
+		Groups: sideOf("groups page (HTTP+GraphQL)", gs...), Inbox: sideOf("inbox page (HTTP+GraphQL)", is...)}
 	r.P50Ratio = ratio(r.Groups.Latency.P50, r.Inbox.Latency.P50)
 	r.GoalP50 = r.P50Ratio <= 1.25
 	return r, nil

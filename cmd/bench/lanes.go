@@ -207,7 +207,7 @@ func cpuNow() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func (b *bench) lanesScenario(ctx context.Context) (*LanesResult, error) {
+func (b *harness) lanesScenario(ctx context.Context) (*LanesResult, error) {
 	c := b.c.lanes
 	if c.members < 1 || c.rate <= 0 {
 		return nil, fmt.Errorf("-lanes-members and -lanes-rate must be positive")
@@ -234,17 +234,9 @@ func (b *bench) lanesScenario(ctx context.Context) (*LanesResult, error) {
 	res := &LanesResult{Engine: b.eng.name, Members: c.members, Rate: c.rate, TransactionalWorkers: 16, BulkWorkers: 4, GoalRatio: lanesGoal}
 
 	seg := "followers:lanes"
-	members := make([]string, c.members)
-	for i := range members {
-		members[i] = fmt.Sprintf("lm-%07d", i)
+	if res.FillSeconds, err = fillSegmentTimed(ctx, rig.st, "lanes", seg, "lm", c.members); err != nil {
+		return nil, err
 	}
-	progress("lanes: adding %d members to segment %s", c.members, seg)
-	t0 := time.Now()
-	if err := rig.fillSegment(ctx, seg, members); err != nil {
-		return nil, fmt.Errorf("fill segment: %w", err)
-	}
-	res.FillSeconds = time.Since(t0).Seconds()
-	progress("lanes: segment filled in %.1fs", res.FillSeconds)
 	// The fill keeps the engine so busy that lease renewals time out: the idle phase
 	// starts on a whole scheduler and an engine that has worked off the fill.
 	if err := rig.waitHeld(ctx); err != nil {
@@ -258,63 +250,20 @@ func (b *bench) lanesScenario(ctx context.Context) (*LanesResult, error) {
 	}
 	progress("lanes: warming up (%.0f transactional sends/s for %s)", c.rate, 2*b.warmup())
 	phase(2 * b.warmup())
-	half := b.c.duration / 2
-	progress("lanes: idle, first half (%s)", half)
-	i1 := phase(half)
-
-	// The broadcast, through the bulk lane.
-	if err := rig.waitHeld(ctx); err != nil {
-		return nil, err
-	}
-	spec := service.BroadcastSpec{IdempotencyKey: "bench-lanes-" + ulid.Make().String(), Segment: seg, Send: broadcastSend()}
-	id, err := rig.b.Start(ctx, tenant, spec)
+	// The broadcast runs through the bulk lane.
+	i1, busy, i2, bb, err := idleBusyIdle(ctx, "lanes", b.c.duration/2, b.c.duration, time.Minute, phase,
+		func() (string, error) {
+			if err := rig.waitHeld(ctx); err != nil {
+				return "", err
+			}
+			return rig.b.Start(ctx, tenant, service.BroadcastSpec{IdempotencyKey: "bench-lanes-" + ulid.Make().String(), Segment: seg, Send: broadcastSend()})
+		},
+		func(id string) (inbox.Broadcast, error) { return rig.b.Get(ctx, tenant, id) },
+		func(id string) error { _, err := rig.b.Cancel(ctx, tenant, id); return err })
 	if err != nil {
-		return nil, fmt.Errorf("start the broadcast: %w", err)
-	}
-	progress("lanes: broadcast %s started; waiting for its first pages", id)
-	deadline := time.Now().Add(time.Minute)
-	var bc inbox.Broadcast
-	for {
-		if bc, err = rig.b.Get(ctx, tenant, id); err != nil {
-			return nil, err
-		}
-		if bc.Written > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("broadcast %s wrote nothing in 1m (%s)", id, bc.Status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	w0 := bc.Written
-	progress("lanes: busy (%s, broadcast running in the bulk lane)", b.c.duration)
-	tb := time.Now()
-	busy := phase(b.c.duration)
-	if bc, err = rig.b.Get(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	res.BroadcastWritten = bc.Written - w0
-	res.BroadcastPerSec = ratio(float64(res.BroadcastWritten), time.Since(tb).Seconds())
-	res.BroadcastStatus = string(bc.Status)
-	res.BroadcastRunning = bc.Status == inbox.BroadcastRunning || bc.Status == inbox.BroadcastQueued
-	progress("lanes: broadcast wrote %d during busy (%.0f/s), %s; cancelling it", res.BroadcastWritten, res.BroadcastPerSec, bc.Status)
-	if _, err := rig.b.Cancel(ctx, tenant, id); err != nil {
-		return nil, fmt.Errorf("cancel the broadcast: %w", err)
-	}
-	// Its pages already in the bulk lane (up to one a shard) still run: wait until
-	// nothing more is written for 5 s (a page of 100 takes about a second a worker).
-	last, still := -1, time.Now()
-	for time.Since(still) < 5*time.Second {
-		if bc, err = rig.b.Get(ctx, tenant, id); err != nil {
-			return nil, err
-		}
-		if bc.Written != last {
-			last, still = bc.Written, time.Now()
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	progress("lanes: idle, second half (%s)", half)
-	i2 := phase(half)
+	res.BroadcastWritten, res.BroadcastPerSec, res.BroadcastStatus, res.BroadcastRunning = bb.written, bb.perSec, bb.status, bb.running()
 
 	res.Idle = lanesPhaseOf(i1, i2)
 	res.IdleHalves = []Latency{lanesPhaseOf(i1).Latency, lanesPhaseOf(i2).Latency}
@@ -342,7 +291,7 @@ type lanesWindow struct {
 }
 
 // lanesWindow sends at rate for d (open loop), waits for the sends, and checks each.
-func (b *bench) lanesWindow(ctx context.Context, svc *service.Service, st *store.Store, timer *callTimer, seq *atomic.Int64, rate float64, d time.Duration) lanesWindow {
+func (b *harness) lanesWindow(ctx context.Context, svc *service.Service, st *store.Store, timer *callTimer, seq *atomic.Int64, rate float64, d time.Duration) lanesWindow {
 	timer.take()
 	cpu0, eng0 := cpuNow(), procCPU(b.eng.pid)
 	var (

@@ -294,7 +294,7 @@ type liveGateway struct {
 	srvs    []*http.Server
 }
 
-func (b *bench) startLiveGateway(broker live.Broker, slowListener bool) (*liveGateway, error) {
+func (b *harness) startLiveGateway(broker live.Broker, slowListener bool) (*liveGateway, error) {
 	gw, err := build(context.Background(), b.eng.db, b.c.table, b.log, b.secret, nil,
 		app.Deps{Broker: broker, Store: []store.Option{store.WithSweepWorkers(0)}})
 	if err != nil {
@@ -377,7 +377,7 @@ var errRedisMissing = errors.New("redis-server not found on PATH (apt-get instal
 // settle waits until the engine saw no DynamoDB call for quiet (at most limit): the
 // subscriptions' first badge reads, and with redis the re-reads that follow each
 // channel's SUBSCRIBE confirmation, are over.
-func (b *bench) settle(quiet, limit time.Duration) {
+func (b *harness) settle(quiet, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	n, since := len(b.eng.rec.Ops()), time.Now()
 	for time.Now().Before(deadline) {
@@ -390,7 +390,7 @@ func (b *bench) settle(quiet, limit time.Duration) {
 	}
 }
 
-func (b *bench) liveScenario(ctx context.Context) (*LiveResult, error) {
+func (b *harness) liveScenario(ctx context.Context) (*LiveResult, error) {
 	lc := b.c.live
 	sizes, err := lc.sizes()
 	if err != nil {
@@ -438,98 +438,11 @@ func (b *bench) liveScenario(ctx context.Context) (*LiveResult, error) {
 	}
 
 	for _, brokerName := range strings.Split(lc.brokers, ",") {
-		brokerName = strings.TrimSpace(brokerName)
-		var subGW, mutGW *liveGateway
-		var channels func() int
-		var cleanup []func()
-		switch brokerName {
-		case "":
-			continue
-		case "local":
-			br := live.NewLocal()
-			g, err := b.startLiveGateway(br, true)
-			if err != nil {
+		if brokerName = strings.TrimSpace(brokerName); brokerName != "" {
+			if err := b.liveBroker(ctx, res, brokerName, sizes, specUsers, ids["liveburst"], sender); err != nil {
 				return nil, err
 			}
-			subGW, mutGW = g, g
-			cleanup = append(cleanup, g.close)
-		case "redis":
-			url, stopRedis, err := startRedis(ctx, lc.redisServer)
-			if errors.Is(err, errRedisMissing) {
-				res.RedisSkipped = err.Error()
-				progress("live: redis skipped: %v", err)
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			cleanup = append(cleanup, stopRedis)
-			var gws [2]*liveGateway
-			var brs [2]*live.Redis
-			for i := range gws {
-				br, err := live.NewRedis(ctx, live.RedisOptions{URL: url, Logger: b.log})
-				if err != nil {
-					runAllRev(cleanup)
-					return nil, err
-				}
-				brs[i] = br
-				g, err := b.startLiveGateway(br, false)
-				if err != nil {
-					_ = br.Close()
-					runAllRev(cleanup)
-					return nil, err
-				}
-				gws[i] = g
-				cleanup = append(cleanup, func() { g.close(); _ = br.Close() })
-			}
-			subGW, mutGW = gws[0], gws[1]
-			channels = brs[0].Channels
-		default:
-			return nil, fmt.Errorf("-live-brokers: unknown broker %q (local, redis)", brokerName)
 		}
-		for _, S := range sizes {
-			run, err := b.liveRun(ctx, brokerName, S, subGW, mutGW, channels, specUsers[:S], sender)
-			if err != nil {
-				runAllRev(cleanup)
-				return nil, fmt.Errorf("%s, %d subscribers: %w", brokerName, S, err)
-			}
-			res.Runs = append(res.Runs, run)
-		}
-		if brokerName == "local" && lc.burst > 0 {
-			bu := liveUser{ID: "liveburst"}
-			if bu.Token, err = b.token(bu.ID); err != nil {
-				runAllRev(cleanup)
-				return nil, err
-			}
-			for _, id := range ids["liveburst"] {
-				bu.Notifs = append(bu.Notifs, notificationGID(id))
-			}
-			progress("live: burst of %d markRead/markUnread toggles on one user, a fast and a slow (%s a frame) subscriber", lc.burst, lc.slowDelay)
-			out, err := runLiveChild(ctx, liveSpec{Mode: "burst", SubURL: wsURL(subGW.url), SlowSubURL: wsURL(subGW.slowURL), MutURL: mutGW.url,
-				Users: []liveUser{bu}, Burst: lc.burst, SlowDelay: lc.slowDelay, Timeout: 30 * time.Second}, nil)
-			if err != nil {
-				runAllRev(cleanup)
-				return nil, fmt.Errorf("burst: %w", err)
-			}
-			bo := out.Burst
-			bo.Broker = brokerName
-			res.Burst = bo
-		}
-		if brokerName == "local" && lc.events > 0 {
-			eu := liveUser{ID: "liveevents"}
-			if eu.Token, err = b.token(eu.ID); err != nil {
-				runAllRev(cleanup)
-				return nil, err
-			}
-			progress("live: inboxEvents delivery, %d rounds of sendNotification + markRead on one user", lc.events)
-			ev, err := b.liveEvents(ctx, eu, sender, lc.events)
-			if err != nil {
-				runAllRev(cleanup)
-				return nil, fmt.Errorf("inboxEvents: %w", err)
-			}
-			res.Events = ev
-		}
-		runAllRev(cleanup)
 	}
 	if res.Burst != nil {
 		res.Burst.How = "subscribes through a listener whose accepted sockets have SO_SNDBUF 1 KiB (the kernel's minimum, about 4.5 KiB), " +
@@ -539,14 +452,99 @@ func (b *bench) liveScenario(ctx context.Context) (*LiveResult, error) {
 	return res, nil
 }
 
-func runAllRev(fs []func()) {
-	for i := len(fs) - 1; i >= 0; i-- {
-		fs[i]()
+// liveBroker runs the live runs of one broker (local: one gateway instance; redis: two
+// over the shared redis-server, subscribers on one and mutations to the other) into res,
+// and on the local broker the burst (burstIDs are its user's notifications) and the
+// inboxEvents measurement.
+func (b *harness) liveBroker(ctx context.Context, res *LiveResult, brokerName string, sizes []int, specUsers []liveUser, burstIDs []string, sender string) error {
+	lc := b.c.live
+	var subGW, mutGW *liveGateway
+	var channels func() int
+	switch brokerName {
+	case "local":
+		g, err := b.startLiveGateway(live.NewLocal(), true)
+		if err != nil {
+			return err
+		}
+		defer g.close()
+		subGW, mutGW = g, g
+	case "redis":
+		url, err := b.redisURL(ctx)
+		if errors.Is(err, errRedisMissing) {
+			res.RedisSkipped = err.Error()
+			progress("live: redis skipped: %v", err)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var gws [2]*liveGateway
+		var brs [2]*live.Redis
+		for i := range gws {
+			br, err := live.NewRedis(ctx, live.RedisOptions{URL: url, Logger: b.log})
+			if err != nil {
+				return err
+			}
+			defer br.Close()
+			g, err := b.startLiveGateway(br, false)
+			if err != nil {
+				return err
+			}
+			defer g.close() // before its broker's Close
+			gws[i], brs[i] = g, br
+		}
+		subGW, mutGW = gws[0], gws[1]
+		channels = brs[0].Channels
+	default:
+		return fmt.Errorf("-live-brokers: unknown broker %q (local, redis)", brokerName)
 	}
+	for _, S := range sizes {
+		run, err := b.liveRun(ctx, brokerName, S, subGW, mutGW, channels, specUsers[:S], sender)
+		if err != nil {
+			return fmt.Errorf("%s, %d subscribers: %w", brokerName, S, err)
+		}
+		res.Runs = append(res.Runs, run)
+	}
+	if brokerName != "local" {
+		return nil
+	}
+	if lc.burst > 0 {
+		bu := liveUser{ID: "liveburst"}
+		var err error
+		if bu.Token, err = b.token(bu.ID); err != nil {
+			return err
+		}
+		for _, id := range burstIDs {
+			bu.Notifs = append(bu.Notifs, notificationGID(id))
+		}
+		progress("live: burst of %d markRead/markUnread toggles on one user, a fast and a slow (%s a frame) subscriber", lc.burst, lc.slowDelay)
+		out, err := runLiveChild(ctx, liveSpec{Mode: "burst", SubURL: wsURL(subGW.url), SlowSubURL: wsURL(subGW.slowURL), MutURL: mutGW.url,
+			Users: []liveUser{bu}, Burst: lc.burst, SlowDelay: lc.slowDelay, Timeout: 30 * time.Second}, nil)
+		if err != nil {
+			return fmt.Errorf("burst: %w", err)
+		}
+		bo := out.Burst
+		bo.Broker = brokerName
+		res.Burst = bo
+	}
+	if lc.events > 0 {
+		eu := liveUser{ID: "liveevents"}
+		var err error
+		if eu.Token, err = b.token(eu.ID); err != nil {
+			return err
+		}
+		progress("live: inboxEvents delivery, %d rounds of sendNotification + markRead on one user", lc.events)
+		ev, err := b.liveEvents(ctx, eu, sender, lc.events)
+		if err != nil {
+			return fmt.Errorf("inboxEvents: %w", err)
+		}
+		res.Events = ev
+	}
+	return nil
 }
 
 // liveRun is one (broker, S) run.
-func (b *bench) liveRun(ctx context.Context, broker string, S int, subGW, mutGW *liveGateway, channels func() int, users []liveUser, sender string) (LiveRun, error) {
+func (b *harness) liveRun(ctx context.Context, broker string, S int, subGW, mutGW *liveGateway, channels func() int, users []liveUser, sender string) (LiveRun, error) {
 	lc := b.c.live
 	r := LiveRun{Broker: broker, Subscribers: S, Topology: "subscribers and mutations on one gateway instance (in-process broker)"}
 	r.GoalP99Ms = 50

@@ -75,7 +75,7 @@ type eventFrame struct {
 
 // liveEvents measures inboxEvents delivery for rounds send+markRead pairs of user u, on a
 // gateway of its own (local broker).
-func (b *bench) liveEvents(ctx context.Context, u liveUser, sender string, rounds int) (*LiveEventsResult, error) {
+func (b *harness) liveEvents(ctx context.Context, u liveUser, sender string, rounds int) (*LiveEventsResult, error) {
 	res := &LiveEventsResult{Rounds: rounds, GoalP99Ms: 50,
 		Transport: "graphql-transport-ws over github.com/coder/websocket, one subscriber and the gateway in the bench process, local broker",
 		Measures: "from the store's publish of the committed write (sendNotification, then markRead of that notification; one at a time) " +

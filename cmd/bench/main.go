@@ -28,9 +28,6 @@ import (
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/dynlocal"
-	"github.com/inboxgw/gateway/httpapi"
-	"github.com/inboxgw/gateway/live"
-	"github.com/inboxgw/gateway/loader"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -90,8 +87,8 @@ func main() {
 	flag.IntVar(&c.seedWorkers, "seed-workers", 32, "concurrent sends while seeding")
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
-	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip: inbox,naive,cache,markall,groups,send,live,relay,abuse,sched,snooze,broadcast,lanes,accept,deliver,e2e")
-	flag.StringVar(&c.only, "only", "", "comma-separated scenarios to run, all others skipped (the complement of -skip; e.g. -only deliver,e2e -users 0 -big-users 0 -few-size 0)")
+	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip, of: "+scenarioNames(scenarios))
+	flag.StringVar(&c.only, "only", "", "comma-separated scenarios to run, all others skipped (the complement of -skip; e.g. -only deliver,e2e); the data set is seeded only when a scenario run reads it")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 (its first half) to this file")
@@ -143,6 +140,12 @@ func main() {
 	flag.DurationVar(&c.e2e.timeout, "e2e-timeout", 30*time.Second, "e2e scenario: how long after a phase its emails may still arrive before they count as lost")
 	flag.DurationVar(&c.e2e.poll, "e2e-sched-poll", 0, "e2e scenario: the gateway scheduler's poll interval (0: the gateway's default)")
 	flag.BoolVar(&c.abusegen, "abusegen", false, "internal: run as the abuse scenario's attacker (spec on stdin)")
+	flag.Usage = func() {
+		out := flag.CommandLine.Output()
+		fmt.Fprintf(out, "Usage of %s:\n", os.Args[0])
+		flag.PrintDefaults()
+		fmt.Fprintf(out, "\nScenarios, in the order they run (-only, -skip):\n%s", scenarioList(scenarios))
+	}
 	flag.Parse()
 
 	if c.abusegen {
@@ -263,6 +266,7 @@ type gateway struct {
 	url   string
 	srv   *http.Server
 	close func()
+	app   *app.Gateway // the composition behind it, when harness.serve built it
 }
 
 // build composes a gateway as serve does (app.Build) over db and the bench's table,
@@ -304,6 +308,10 @@ func startGateway(h http.Handler) (*gateway, error) {
 }
 
 func run(ctx context.Context, c config) error {
+	sel, err := selectScenarios(scenarios, c.only, c.skipScenario)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	started := time.Now()
 	if c.table == "" {
@@ -319,9 +327,10 @@ func run(ctx context.Context, c config) error {
 	defer eng.stop()
 	progress("engine: %s; table %s", eng.name, c.table)
 
-	// The sweep is off: markAllRead is measured by restoring META's earlier image between
-	// calls, which leaves the inbox exactly as before only while nothing sweeps GSI1. The
-	// sweep is background housekeeping and no part of markAllRead's latency.
+	// The store of the seed and the raw sides. The sweep is off: markAllRead is measured
+	// by restoring META's earlier image between calls, which leaves the inbox exactly as
+	// before only while nothing sweeps GSI1. The sweep is background housekeeping and no
+	// part of markAllRead's latency.
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
 	secret := hex.EncodeToString(raw)
@@ -344,157 +353,18 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-
-	ds, err := seed(ctx, c, st, eng.db)
-	if err != nil {
-		return fmt.Errorf("seed: %w", err)
-	}
-
-	// The gateways under test, each composed as serve composes it (app.Build) with a store
-	// of its own over the seeded table (sweep off, as above): with dataloaders, without
-	// them (every profile read on its own), and with the shared profile cache (scenario
-	// 6; only that gateway's store has the cache).
-	broker := live.NewLocal()
-	sweepOff := []store.Option{store.WithSweepWorkers(0)}
-	var gateways []*gateway
-	defer func() {
-		for _, g := range gateways {
-			g.close()
-		}
-	}()
-	serveBuilt := func(set func(*app.Config), deps app.Deps) (*gateway, *app.Gateway, error) {
-		deps.Broker, deps.Store = broker, sweepOff
-		g, err := build(ctx, eng.db, c.table, log, secret, set, deps)
-		if err != nil {
-			return nil, nil, err
-		}
-		gw, err := startGateway(g.HTTP)
-		if err != nil {
-			g.Close()
-			return nil, nil, err
-		}
-		stop := gw.close
-		gw.close = func() { stop(); g.Close() }
-		gateways = append(gateways, gw)
-		return gw, g, nil
-	}
-	batched, _, err := serveBuilt(nil, app.Deps{})
-	if err != nil {
-		return err
-	}
-	naive, _, err := serveBuilt(nil, app.Deps{Handler: func(o *httpapi.Options) {
-		o.Loaders = func(string) *loader.Loaders { return nil }
-	}})
-	if err != nil {
-		return err
-	}
-	cached, cachedGW, err := serveBuilt(func(cfg *app.Config) { cfg.ProfileCacheSize, cfg.ProfileCacheTTL = c.cacheSize, c.cacheTTL }, app.Deps{})
-	if err != nil {
-		return err
-	}
-	cachedSt := cachedGW.Store
-
-	b := &bench{c: c, eng: eng, st: st, verifier: verifier, secret: secret, ds: ds, batched: batched, naive: naive, cached: cached, cachedSt: cachedSt, log: log}
+	h := newHarness(c, eng, st, verifier, secret, log)
+	defer h.close()
+	progress("scenarios: %s (using: %s)", scenarioNames(sel), needsOf(sel))
 	res := &Results{
 		Engine:    eng.name,
 		StartedAt: started.UTC(),
 		Host:      hostInfo(),
 		Settings:  settingsOf(c),
-		Seed:      ds.stats,
 		Command:   strings.TrimSpace("go run ./cmd/bench " + strings.Join(os.Args[1:], " ")),
 	}
-	runtime.GC()
-	res.Memory.RSSAtRestMiB = rssMiB()
-	if err := b.runAll(ctx, res); err != nil {
+	if err := runScenarios(ctx, h, sel, res); err != nil {
 		return err
-	}
-	res.Memory.RSSUnderLoadMiB = b.rssPeak.max()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	res.Memory.HeapInUseMiB = float64(ms.HeapInuse) / (1 << 20)
-	res.Memory.Engine = eng.name
-	// The live scenario runs after scenario 5's figures are taken: its subscribers
-	// would otherwise move them.
-	if !b.skip("live") {
-		r, err := b.liveScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("live: %w", err)
-		}
-		res.Live = r
-	}
-	// The relay scenario: an outside write through the stream relay to a subscriber.
-	if !b.skip("relay") {
-		r, err := b.relayScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("relay: %w", err)
-		}
-		res.Relay = r
-	}
-	// The sched scenario: the durable scheduler's lag with many tasks due in one minute.
-	if !b.skip("sched") {
-		r, err := b.schedScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("sched: %w", err)
-		}
-		res.Sched = r
-	}
-	// The snooze scenario: wake-up lag through the real scheduler and Store.Wake.
-	if !b.skip("snooze") {
-		r, err := b.snoozeScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("snooze: %w", err)
-		}
-		res.Snooze = r
-	}
-	// The broadcast scenario: a broadcast to a segment against raw transactions.
-	if !b.skip("broadcast") {
-		r, err := b.broadcastScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("broadcast: %w", err)
-		}
-		res.Broadcast = r
-	}
-	// The lanes scenario: a transactional send while a broadcast runs in the bulk lane.
-	if !b.skip("lanes") {
-		r, err := b.lanesScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("lanes: %w", err)
-		}
-		res.Lanes = r
-	}
-	// The accept scenario: POST /v1/notifications against one raw PutItem.
-	if !b.skip("accept") {
-		r, err := b.acceptScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("accept: %w", err)
-		}
-		res.Accept = r
-	}
-	// The deliver scenario: channel deliveries/s through the delivery path against raw
-	// client loops.
-	if !b.skip("deliver") {
-		r, err := b.deliverScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("deliver: %w", err)
-		}
-		res.Deliver = r
-	}
-	// The e2e scenario: POST /v1/notifications to the email's arrival, idle and during a
-	// bulk broadcast.
-	if !b.skip("e2e") {
-		r, err := b.e2eScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("e2e: %w", err)
-		}
-		res.E2E = r
-	}
-	// The abuse scenario: the attacks of issue 8 against the gateway binary.
-	if !b.skip("abuse") {
-		r, err := b.abuseScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("abuse: %w", err)
-		}
-		res.Abuse = r
 	}
 	res.Elapsed = time.Since(started).Round(time.Second).String()
 	res.finish()

@@ -85,7 +85,7 @@ func outsideWrite(table, user, id string) (*dynamodb.TransactWriteItemsInput, er
 	})
 }
 
-func (b *bench) relayScenario(ctx context.Context) (*RelayResult, error) {
+func (b *harness) relayScenario(ctx context.Context) (*RelayResult, error) {
 	rc := b.c.relay
 	res := &RelayResult{Engine: b.eng.name, Broker: "redis", Subscribers: rc.subscribers, Rate: rc.rate, GoalP99Ms: 1000,
 		LostAfter: rc.timeout.String(),
@@ -106,7 +106,7 @@ func (b *bench) relayScenario(ctx context.Context) (*RelayResult, error) {
 		res.SkippedNote = "no DynamoDB Streams client for this engine"
 		return res, nil
 	}
-	url, stopRedis, err := startRedis(ctx, b.c.live.redisServer)
+	url, err := b.redisURL(ctx)
 	if errors.Is(err, errRedisMissing) {
 		res.SkippedNote = err.Error()
 		progress("relay: skipped: %v", err)
@@ -115,7 +115,6 @@ func (b *bench) relayScenario(ctx context.Context) (*RelayResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer stopRedis()
 
 	users := make([]string, rc.subscribers)
 	for i := range users {
@@ -133,18 +132,12 @@ func (b *bench) relayScenario(ctx context.Context) (*RelayResult, error) {
 	}
 	defer relayBroker.Close()
 	r := relay.New(relay.Options{DB: b.eng.db, Streams: b.eng.streams, Table: b.c.table, Publisher: relayBroker, Owner: "bench-relay", Logger: b.log})
-	rctx, stopRelay := context.WithCancel(ctx)
-	relayDone := make(chan error, 1)
 	relayStart := time.Now()
-	go func() { relayDone <- r.Run(rctx) }()
+	stopRelay := background(ctx, r.Run, r.Release)
 	defer func() {
-		stopRelay()
-		if err := <-relayDone; err != nil {
+		if err := stopRelay(); err != nil {
 			progress("relay: %v", err)
 		}
-		rel, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = r.Release(rel)
-		cancel()
 	}()
 
 	// The gateway instance.

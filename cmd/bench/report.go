@@ -275,9 +275,13 @@ func (r *Results) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Engine: %s. Host: %s, %d CPUs%s, %s. Each side: %s at concurrency %s.\n\n", r.Engine, r.Host.OS, r.Host.CPUs,
 		cpuModel(r.Host.CPUModel), r.Host.Go, r.Settings.Duration, fmt.Sprint(r.Settings.Concurrency))
-	fmt.Fprintf(&b, "Data set: %d notifications (%d regular users x ~%d, %d x %d, 1 x %d), actors and targets from Zipf tails of %d and %d; %d sent through the store (%.0f notifications/s), %d bulk-loaded into the big inboxes; %.0fs in all.\n\n",
-		r.Seed.Notifications, r.Seed.RegularUsers, r.Seed.PerUser, r.Seed.BigUsers, r.Seed.BigSize, r.Seed.FewSize, r.Seed.Actors, r.Seed.Targets,
-		r.Seed.Notifications-r.Seed.BulkLoaded, r.Seed.NotificationsPerSec, r.Seed.BulkLoaded, r.Seed.Seconds)
+	if r.Seed == (SeedStats{}) {
+		fmt.Fprintf(&b, "Data set: none seeded (no scenario of this run reads it).\n\n")
+	} else {
+		fmt.Fprintf(&b, "Data set: %d notifications (%d regular users x ~%d, %d x %d, 1 x %d), actors and targets from Zipf tails of %d and %d; %d sent through the store (%.0f notifications/s), %d bulk-loaded into the big inboxes; %.0fs in all.\n\n",
+			r.Seed.Notifications, r.Seed.RegularUsers, r.Seed.PerUser, r.Seed.BigUsers, r.Seed.BigSize, r.Seed.FewSize, r.Seed.Actors, r.Seed.Targets,
+			r.Seed.Notifications-r.Seed.BulkLoaded, r.Seed.NotificationsPerSec, r.Seed.BulkLoaded, r.Seed.Seconds)
+	}
 	fmt.Fprintln(&b, "| scenario | metric | A | B | A/B | engine |")
 	fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | --- |")
 	row := func(scn, metric, a, bb, rat string) {

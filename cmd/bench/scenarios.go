@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,104 +26,6 @@ import (
 
 // inboxQuery is the initial inbox load of issue 3.
 const inboxQuery = `query InitialInbox { viewer { unreadCount inbox(first: 20) { edges { node { actor { name avatarUrl } target { title url } } } pageInfo { hasNextPage endCursor } } } }`
-
-type bench struct {
-	c        config
-	eng      *engine
-	st       *store.Store
-	verifier *auth.Verifier
-	// secret is the JWT secret of the bench's gateways (build), which verifier signs with.
-	secret   string
-	ds       *dataset
-	batched  *gateway
-	naive    *gateway
-	cached   *gateway     // the gateway with the shared profile cache
-	cachedSt *store.Store // its store
-	log      *slog.Logger
-	rssPeak  peak
-	client   *http.Client
-}
-
-func (b *bench) skip(name string) bool {
-	if b.c.only != "" {
-		for _, s := range strings.Split(b.c.only, ",") {
-			if strings.TrimSpace(s) == name {
-				return false
-			}
-		}
-		return true
-	}
-	for _, s := range strings.Split(b.c.skipScenario, ",") {
-		if strings.TrimSpace(s) == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (b *bench) token(user string, scopes ...string) (string, error) {
-	return b.verifier.Sign(auth.Claims{TenantID: tenant, UserID: user, Scopes: scopes}, 24*time.Hour)
-}
-
-func (b *bench) warmup() time.Duration {
-	return min(max(b.c.duration/5, 500*time.Millisecond), 3*time.Second)
-}
-
-func (b *bench) runAll(ctx context.Context, res *Results) error {
-	b.client = &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024}}
-	var inboxReqs []loadRequest
-	body, _ := json.Marshal(map[string]string{"query": inboxQuery})
-	for _, u := range b.ds.users {
-		tok, err := b.token(u)
-		if err != nil {
-			return err
-		}
-		inboxReqs = append(inboxReqs, loadRequest{Token: tok, Body: string(body)})
-	}
-	if len(inboxReqs) > 0 && !b.skip("inbox") {
-		r, err := b.inboxScenario(ctx, inboxReqs)
-		if err != nil {
-			return fmt.Errorf("gateway vs raw: %w", err)
-		}
-		res.Inbox = r
-	}
-	if len(inboxReqs) > 0 && !b.skip("naive") {
-		r, err := b.naiveScenario(ctx, inboxReqs, res.Inbox)
-		if err != nil {
-			return fmt.Errorf("batched vs naive: %w", err)
-		}
-		res.Naive = r
-	}
-	if len(inboxReqs) > 0 && !b.skip("cache") {
-		r, err := b.cacheScenario(ctx, inboxReqs, res.Inbox)
-		if err != nil {
-			return fmt.Errorf("profile cache: %w", err)
-		}
-		res.Cache = r
-	}
-	if len(b.ds.big) > 0 && !b.skip("markall") {
-		r, err := b.markAllScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("markAllRead: %w", err)
-		}
-		res.MarkAll = r
-	}
-	if len(inboxReqs) > 0 && !b.skip("groups") {
-		r, err := b.groupsScenario(ctx, inboxReqs)
-		if err != nil {
-			return fmt.Errorf("groups vs inbox: %w", err)
-		}
-		res.Groups = r
-	}
-	if !b.skip("send") {
-		r, err := b.sendScenario(ctx)
-		if err != nil {
-			return fmt.Errorf("send throughput: %w", err)
-		}
-		res.Send = r
-	}
-	return nil
-}
 
 // inProcessLoad runs fn from `workers` goroutines for d and returns the latencies and
 // how many calls failed (the first error kept).
@@ -170,80 +70,140 @@ func inProcessLoad(ctx context.Context, workers int, d time.Duration, fn func(ct
 	return all, errs, firstErr
 }
 
+// loadFunc is one call of an in-process load (inProcessLoad): worker w, its own rng.
+type loadFunc = func(ctx context.Context, w int, rng *rand.Rand) error
+
+// postRandom is a load of reqs, each call one at random, posted to url from this process.
+func (b *harness) postRandom(url string, reqs []loadRequest) loadFunc {
+	return func(ctx context.Context, _ int, rng *rand.Rand) error {
+		rq := reqs[rng.Intn(len(reqs))]
+		return postGraphQL(ctx, b.client, url, rq.Token, rq.Body, nil)
+	}
+}
+
+// warmSide is one side's warm-up: its load, and what to wait for after it (nil: nothing).
+type warmSide struct {
+	name  string
+	load  loadFunc
+	after func() error
+}
+
+// warmInTurn warms the sides up in turn, rounds times, each for warmup() at
+// concurrency: DynamoDB Local's JIT keeps compiling the read paths for tens of seconds
+// after the seeding's writes, and measured back to back, the side that ran first would
+// pay for it.
+func (b *harness) warmInTurn(ctx context.Context, rounds int, sides ...warmSide) error {
+	for range rounds {
+		for _, s := range sides {
+			if _, n, err := inProcessLoad(ctx, b.c.concurrency, b.warmup(), s.load); err != nil {
+				return fmt.Errorf("%s warm-up (%d errors): %w", s.name, n, err)
+			}
+			if s.after != nil {
+				if err := s.after(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// inHalves measures two sides in halves run a, b, b, a, so that a drift of the engine
+// (a JIT still warming up) weighs on both alike, and returns each side's windows.
+func inHalves(a, b func() (window, error)) (as, bs []window, err error) {
+	for _, side := range []func() (window, error){a, b, b, a} {
+		w, err := side()
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(as) == len(bs) {
+			as = append(as, w)
+		} else {
+			bs = append(bs, w)
+		}
+	}
+	return as, bs, nil
+}
+
 // --- 1. gateway vs raw ---------------------------------------------------------------
 
-func (b *bench) inboxScenario(ctx context.Context, reqs []loadRequest) (*InboxResult, error) {
+// inboxScenario is nil when the data set has no regular users (-users 0).
+func (b *harness) inboxScenario(ctx context.Context) (*InboxResult, error) {
 	c := b.c
-	progress("gateway vs raw: warming up both for %s", b.warmup())
-	gw := func(ctx context.Context, _ int, rng *rand.Rand) error {
-		rq := reqs[rng.Intn(len(reqs))]
-		return postGraphQL(ctx, b.client, b.batched.url, rq.Token, rq.Body, nil)
+	reqs, err := b.inboxRequests(ctx)
+	if err != nil || len(reqs) == 0 {
+		return nil, noUsers("inbox", err)
 	}
+	ds, _ := b.dataset(ctx)
+	batched, err := b.gatewayOf(ctx, needGateway)
+	if err != nil {
+		return nil, err
+	}
+	gw := b.postRandom(batched.url, reqs)
 	raw := func(ctx context.Context, _ int, rng *rand.Rand) error {
-		return b.rawInbox(ctx, b.ds.users[rng.Intn(len(b.ds.users))], io.Discard)
+		return b.rawInbox(ctx, ds.users[rng.Intn(len(ds.users))], io.Discard)
 	}
-	// DynamoDB Local's JIT keeps compiling the read paths for tens of seconds after the
-	// seeding's writes: measured back to back, the side that runs first pays for it (the
-	// gateway side's engine CPU per request was 5.0 ms in its first 5s against 3.0 ms
-	// later, for the same calls). So both sides warm up in turn, twice, and each side's
-	// measured time is split in two halves run gateway, raw, raw, gateway: a drift of the
-	// engine weighs on both alike.
-	for range 2 {
-		if _, _, err := inProcessLoad(ctx, c.concurrency, b.warmup(), gw); err != nil {
-			return nil, fmt.Errorf("gateway warm-up: %w", err)
-		}
-		if _, _, err := inProcessLoad(ctx, c.concurrency, b.warmup(), raw); err != nil {
-			return nil, fmt.Errorf("raw warm-up: %w", err)
-		}
+	// Both sides warm up in turn, twice, and each side's measured time is split in two
+	// halves run gateway, raw, raw, gateway (the gateway side's engine CPU per request was
+	// 5.0 ms in its first 5s against 3.0 ms later, for the same calls, measured first).
+	progress("gateway vs raw: warming up both for %s", b.warmup())
+	if err := b.warmInTurn(ctx, 2, warmSide{name: "gateway", load: gw}, warmSide{name: "raw", load: raw}); err != nil {
+		return nil, err
 	}
-	if err := b.checkSameAnswer(ctx, reqs[0].Token, b.ds.users[0]); err != nil {
+	if err := b.checkSameAnswer(ctx, batched.url, reqs[0].Token, ds.users[0]); err != nil {
 		return nil, err
 	}
 
-	half := c.duration / 2
 	progress("gateway vs raw: gateway (HTTP+GraphQL, load from a child process) and raw (Query + BatchGetItem + encoding/json), %s each at concurrency %d, in halves: gateway, raw, raw, gateway", c.duration, c.concurrency)
+	// The profiles cover the first gateway half.
 	stopProf, err := startProfiles(c.cpuProfile, c.memProfile)
 	if err != nil {
 		return nil, err
 	}
-	g1, err := b.gatewayWindow(ctx, b.batched.url, c.concurrency, half, reqs)
-	if perr := stopProf(); perr != nil && err == nil {
-		err = perr
+	profiled := false
+	sides := func(conc int, d time.Duration) ([]window, []window, error) {
+		return inHalves(func() (window, error) {
+			w, err := b.gatewayWindow(ctx, batched.url, conc, d, reqs)
+			if !profiled {
+				profiled = true
+				if perr := stopProf(); perr != nil && err == nil {
+					err = perr
+				}
+			}
+			return w, err
+		}, func() (window, error) { return b.rawWindow(ctx, conc, d, raw), nil })
 	}
-	if err != nil {
-		return nil, err
-	}
-	r1 := b.rawWindow(ctx, c.concurrency, half, raw)
-	r2 := b.rawWindow(ctx, c.concurrency, half, raw)
-	g2, err := b.gatewayWindow(ctx, b.batched.url, c.concurrency, half, reqs)
+	gs, rs, err := sides(c.concurrency, c.duration/2)
 	if err != nil {
 		return nil, err
 	}
 	r := &InboxResult{Engine: b.eng.name, Concurrency: c.concurrency, Duration: c.duration.String(), Query: inboxQuery,
-		Gateway: sideOf("gateway (HTTP+GraphQL, dataloaders)", g1, g2), Raw: sideOf("raw (Query + BatchGetItem + JSON)", r1, r2)}
+		Gateway: sideOf("gateway (HTTP+GraphQL, dataloaders)", gs...), Raw: sideOf("raw (Query + BatchGetItem + JSON)", rs...)}
 
 	// At the fixed concurrency a small machine is CPU-bound (the JVM, the gateway and the
 	// load generator share the cores), so latency there is mostly queueing. One request at
 	// a time shows the latency the gateway adds to the same DynamoDB calls.
 	d1 := max(c.duration/2, time.Second)
 	progress("gateway vs raw: one request at a time, %s each, in halves: gateway, raw, raw, gateway", d1)
-	s1, err := b.gatewayWindow(ctx, b.batched.url, 1, d1/2, reqs)
-	if err != nil {
+	if gs, rs, err = sides(1, d1/2); err != nil {
 		return nil, err
 	}
-	t1 := b.rawWindow(ctx, 1, d1/2, raw)
-	t2 := b.rawWindow(ctx, 1, d1/2, raw)
-	s2, err := b.gatewayWindow(ctx, b.batched.url, 1, d1/2, reqs)
-	if err != nil {
-		return nil, err
+	r.GatewaySerial = sideOf("", gs...).Latency
+	raw1 := sideOf("", rs...)
+	if raw1.FirstError != "" {
+		return nil, errors.New(raw1.FirstError)
 	}
-	r.GatewaySerial = sideOf("", s1, s2).Latency
-	rs := sideOf("", t1, t2)
-	if rs.FirstError != "" {
-		return nil, errors.New(rs.FirstError)
-	}
-	r.RawSerial = rs.Latency
+	r.RawSerial = raw1.Latency
 	return r, nil
+}
+
+// noUsers is err, or nil with a note that scenario name is skipped: the data set has no
+// regular users (-users 0).
+func noUsers(name string, err error) error {
+	if err == nil {
+		progress("%s: skipped: no regular users (-users 0)", name)
+	}
+	return err
 }
 
 // window is one measured stretch of one side's load: its requests, their latencies and
@@ -258,7 +218,7 @@ type window struct {
 
 // gatewayWindow runs reqs against url from a child process for d and measures this
 // process meanwhile.
-func (b *bench) gatewayWindow(ctx context.Context, url string, concurrency int, d time.Duration, reqs []loadRequest) (window, error) {
+func (b *harness) gatewayWindow(ctx context.Context, url string, concurrency int, d time.Duration, reqs []loadRequest) (window, error) {
 	stop := b.rssPeak.sampleWhile(ctx)
 	defer stop()
 	u0 := snapshot(b.eng)
@@ -270,7 +230,7 @@ func (b *bench) gatewayWindow(ctx context.Context, url string, concurrency int, 
 }
 
 // rawWindow runs fn in this process for d at concurrency.
-func (b *bench) rawWindow(ctx context.Context, concurrency int, d time.Duration, fn func(ctx context.Context, w int, rng *rand.Rand) error) window {
+func (b *harness) rawWindow(ctx context.Context, concurrency int, d time.Duration, fn func(ctx context.Context, w int, rng *rand.Rand) error) window {
 	stop := b.rssPeak.sampleWhile(ctx)
 	defer stop()
 	u0 := snapshot(b.eng)
@@ -311,7 +271,7 @@ func sideOf(name string, ws ...window) Side {
 }
 
 // gatewayLoad runs reqs against url from a child process and measures this process.
-func (b *bench) gatewayLoad(ctx context.Context, name, url string, reqs []loadRequest) (Side, error) {
+func (b *harness) gatewayLoad(ctx context.Context, name, url string, reqs []loadRequest) (Side, error) {
 	w, err := b.gatewayWindow(ctx, url, b.c.concurrency, b.c.duration, reqs)
 	if err != nil {
 		return Side{}, err
@@ -376,7 +336,7 @@ var rawProjectionNames = map[string]string{"#pk": "pk", "#sk": "sk", "#n": "name
 // rawInbox is the initial inbox load by hand: one Query (META sorts above every
 // notification, so it comes first), one BatchGetItem of the distinct actors and targets,
 // and the GraphQL response's JSON written to w.
-func (b *bench) rawInbox(ctx context.Context, user string, w io.Writer) error {
+func (b *harness) rawInbox(ctx context.Context, user string, w io.Writer) error {
 	const first = 20
 	out, err := b.eng.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:                aws.String(b.c.table),
@@ -465,11 +425,11 @@ func (b *bench) rawInbox(ctx context.Context, user string, w io.Writer) error {
 }
 
 // checkSameAnswer makes sure both sides answer the same document for one user.
-func (b *bench) checkSameAnswer(ctx context.Context, token, user string) error {
+func (b *harness) checkSameAnswer(ctx context.Context, url, token, user string) error {
 	var gw, raw strings.Builder
 	body, _ := json.Marshal(map[string]string{"query": inboxQuery})
 	var g any
-	if err := postGraphQL(ctx, b.client, b.batched.url, token, string(body), &g); err != nil {
+	if err := postGraphQL(ctx, b.client, url, token, string(body), &g); err != nil {
 		return err
 	}
 	_ = json.NewEncoder(&gw).Encode(g)
@@ -488,26 +448,39 @@ func (b *bench) checkSameAnswer(ctx context.Context, token, user string) error {
 
 // --- 2. batched vs naive -------------------------------------------------------------
 
-func (b *bench) naiveScenario(ctx context.Context, reqs []loadRequest, prev *InboxResult) (*NaiveResult, error) {
-	var batched Side
+// inboxBaseline is the gateway with dataloaders under the inbox load: scenario 1's
+// gateway side when it ran (prev), else a run of its own (what names it in the progress).
+func (b *harness) inboxBaseline(ctx context.Context, prev *InboxResult, what string, reqs []loadRequest) (Side, error) {
 	if prev != nil {
-		batched = prev.Gateway
-	} else {
-		progress("batched vs naive: batched, %s at concurrency %d", b.c.duration, b.c.concurrency)
-		var err error
-		if batched, err = b.gatewayLoad(ctx, "gateway (HTTP+GraphQL, dataloaders)", b.batched.url, reqs); err != nil {
-			return nil, err
-		}
+		return prev.Gateway, nil
+	}
+	batched, err := b.gatewayOf(ctx, needGateway)
+	if err != nil {
+		return Side{}, err
+	}
+	progress("%s, %s at concurrency %d", what, b.c.duration, b.c.concurrency)
+	return b.gatewayLoad(ctx, "gateway (HTTP+GraphQL, dataloaders)", batched.url, reqs)
+}
+
+// naiveScenario is nil when the data set has no regular users (-users 0).
+func (b *harness) naiveScenario(ctx context.Context, prev *InboxResult) (*NaiveResult, error) {
+	reqs, err := b.inboxRequests(ctx)
+	if err != nil || len(reqs) == 0 {
+		return nil, noUsers("naive", err)
+	}
+	batched, err := b.inboxBaseline(ctx, prev, "batched vs naive: batched", reqs)
+	if err != nil {
+		return nil, err
+	}
+	naiveGW, err := b.gatewayOf(ctx, needNaive)
+	if err != nil {
+		return nil, err
 	}
 	progress("batched vs naive: naive (no dataloaders), %s at concurrency %d", b.c.duration, b.c.concurrency)
-	gw := func(ctx context.Context, _ int, rng *rand.Rand) error {
-		rq := reqs[rng.Intn(len(reqs))]
-		return postGraphQL(ctx, b.client, b.naive.url, rq.Token, rq.Body, nil)
+	if err := b.warmInTurn(ctx, 1, warmSide{name: "naive", load: b.postRandom(naiveGW.url, reqs)}); err != nil {
+		return nil, err
 	}
-	if _, _, err := inProcessLoad(ctx, b.c.concurrency, b.warmup(), gw); err != nil {
-		return nil, fmt.Errorf("naive warm-up: %w", err)
-	}
-	naive, err := b.gatewayLoad(ctx, "gateway, naive (one call per actor and per target)", b.naive.url, reqs)
+	naive, err := b.gatewayLoad(ctx, "gateway, naive (one call per actor and per target)", naiveGW.url, reqs)
 	if err != nil {
 		return nil, err
 	}
@@ -520,34 +493,34 @@ func (b *bench) naiveScenario(ctx context.Context, reqs []loadRequest, prev *Inb
 // cache across requests (store.WithProfileCache) and compares it with the same gateway
 // without one (scenario 1's gateway side, or a run of its own when scenario 1 is skipped).
 // The hit rate is over the measured window only, after a warm-up through the same cache:
-// the steady state of a running gateway.
-func (b *bench) cacheScenario(ctx context.Context, reqs []loadRequest, prev *InboxResult) (*CacheResult, error) {
-	var off Side
-	if prev != nil {
-		off = prev.Gateway
-	} else {
-		progress("profile cache: off, %s at concurrency %d", b.c.duration, b.c.concurrency)
-		var err error
-		if off, err = b.gatewayLoad(ctx, "gateway (HTTP+GraphQL, dataloaders)", b.batched.url, reqs); err != nil {
-			return nil, err
-		}
+// the steady state of a running gateway. It is nil when the data set has no regular
+// users (-users 0).
+func (b *harness) cacheScenario(ctx context.Context, prev *InboxResult) (*CacheResult, error) {
+	reqs, err := b.inboxRequests(ctx)
+	if err != nil || len(reqs) == 0 {
+		return nil, noUsers("cache", err)
 	}
-	progress("profile cache: on (size %d, ttl %s), warming up for %s", b.c.cacheSize, b.c.cacheTTL, b.warmup())
-	gw := func(ctx context.Context, _ int, rng *rand.Rand) error {
-		rq := reqs[rng.Intn(len(reqs))]
-		return postGraphQL(ctx, b.client, b.cached.url, rq.Token, rq.Body, nil)
-	}
-	hc, mc := b.cachedSt.ProfileCacheStats() // zero: nothing used the cache before
-	if _, _, err := inProcessLoad(ctx, b.c.concurrency, b.warmup(), gw); err != nil {
-		return nil, fmt.Errorf("cached warm-up: %w", err)
-	}
-	progress("profile cache: on, %s at concurrency %d", b.c.duration, b.c.concurrency)
-	h0, m0 := b.cachedSt.ProfileCacheStats()
-	on, err := b.gatewayLoad(ctx, fmt.Sprintf("gateway with the shared profile cache (size %d, ttl %s)", b.c.cacheSize, b.c.cacheTTL), b.cached.url, reqs)
+	off, err := b.inboxBaseline(ctx, prev, "profile cache: off", reqs)
 	if err != nil {
 		return nil, err
 	}
-	h1, m1 := b.cachedSt.ProfileCacheStats()
+	cached, err := b.gatewayOf(ctx, needCached)
+	if err != nil {
+		return nil, err
+	}
+	cachedSt := cached.app.Store
+	progress("profile cache: on (size %d, ttl %s), warming up for %s", b.c.cacheSize, b.c.cacheTTL, b.warmup())
+	hc, mc := cachedSt.ProfileCacheStats() // zero: nothing used the cache before
+	if err := b.warmInTurn(ctx, 1, warmSide{name: "cached", load: b.postRandom(cached.url, reqs)}); err != nil {
+		return nil, err
+	}
+	progress("profile cache: on, %s at concurrency %d", b.c.duration, b.c.concurrency)
+	h0, m0 := cachedSt.ProfileCacheStats()
+	on, err := b.gatewayLoad(ctx, fmt.Sprintf("gateway with the shared profile cache (size %d, ttl %s)", b.c.cacheSize, b.c.cacheTTL), cached.url, reqs)
+	if err != nil {
+		return nil, err
+	}
+	h1, m1 := cachedSt.ProfileCacheStats()
 	r := &CacheResult{Engine: b.eng.name, Concurrency: b.c.concurrency, Duration: b.c.duration.String(),
 		Size: b.c.cacheSize, TTL: b.c.cacheTTL.String(), On: on, Off: off, Hits: h1 - h0, Misses: m1 - m0,
 		ColdHits: h1 - hc, ColdMisses: m1 - mc}
@@ -598,17 +571,30 @@ var markAllOps = []markAllOp{
 // over one on 10.
 const markAllGoal = 1.5
 
-func (b *bench) markAllScenario(ctx context.Context) (*MarkAllResult, error) {
+// markAllScenario is nil when the data set has no big users (-big-users 0).
+func (b *harness) markAllScenario(ctx context.Context) (*MarkAllResult, error) {
+	ds, err := b.dataset(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds.big) == 0 {
+		progress("markall: skipped: no big users (-big-users 0)")
+		return nil, nil
+	}
+	batched, err := b.gatewayOf(ctx, needGateway)
+	if err != nil {
+		return nil, err
+	}
 	r := &MarkAllResult{Engine: b.eng.name, Duration: b.c.duration.String(), GoalP50Ratio: markAllGoal,
 		Method: "sequential mutations through HTTP+GraphQL; before each, META's image from before the first call is restored with a PutItem (untimed), so every call finds the same counts; the GSI sweep is off; " +
 			"per mutation, each user runs -duration in two halves, in the order few, many, many, few (the first call of each half is a warm-up, not timed)"}
-	users := []struct{ user, cat string }{{b.ds.few, "github"}, {b.ds.big[0], bigCategory}}
+	users := []struct{ user, cat string }{{ds.few, "github"}, {ds.big[0], bigCategory}}
 	for _, op := range markAllOps {
 		progress("%s: %d and %d notifications, %s each in halves", op.name, b.c.fewSize, b.c.bigSize, b.c.duration)
 		lat := make([][]time.Duration, len(users))
 		before := make([]inbox.Badge, len(users))
 		for _, i := range []int{0, 1, 1, 0} {
-			l, bd, err := b.markAllUser(ctx, op, users[i].user, users[i].cat, b.c.duration/2)
+			l, bd, err := b.markAllUser(ctx, batched.url, op, users[i].user, users[i].cat, b.c.duration/2)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", op.name, err)
 			}
@@ -637,10 +623,10 @@ func (b *bench) markAllScenario(ctx context.Context) (*MarkAllResult, error) {
 	return r, nil
 }
 
-// markAllUser runs op for user (whose notifications are of category cat) for d, restoring
-// META before each call, and returns the timed latencies and the badge every call starts
+// markAllUser runs op for user (whose notifications are of category cat) for d through
+// the gateway at url, restoring META before each call, and returns the timed latencies and the badge every call starts
 // from.
-func (b *bench) markAllUser(ctx context.Context, op markAllOp, user, cat string, d time.Duration) ([]time.Duration, inbox.Badge, error) {
+func (b *harness) markAllUser(ctx context.Context, url string, op markAllOp, user, cat string, d time.Duration) ([]time.Duration, inbox.Badge, error) {
 	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: userPK(user)}, "sk": &types.AttributeValueMemberS{Value: "N~META"}}
 	got, err := b.eng.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(b.c.table), Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
@@ -668,7 +654,7 @@ func (b *bench) markAllUser(ctx context.Context, op markAllOp, user, cat string,
 			Data map[string]any `json:"data"`
 		}
 		t0 := time.Now()
-		err := postGraphQL(ctx, b.client, b.batched.url, tok, body, &out)
+		err := postGraphQL(ctx, b.client, url, tok, body, &out)
 		el := time.Since(t0)
 		if err != nil {
 			return nil, inbox.Badge{}, err
@@ -689,34 +675,39 @@ func (b *bench) markAllUser(ctx context.Context, op markAllOp, user, cat string,
 
 // --- 4. send throughput --------------------------------------------------------------
 
-func (b *bench) sendScenario(ctx context.Context) (*SendResult, error) {
+func (b *harness) sendScenario(ctx context.Context) (*SendResult, error) {
 	c := b.c
 	n := c.sendRecips
+	batched, err := b.gatewayOf(ctx, needGateway)
+	if err != nil {
+		return nil, err
+	}
 	tok, err := b.token("bench-sender", auth.ScopeSend)
 	if err != nil {
 		return nil, err
 	}
 	g := newSendGen(2, c.actors, c.targets)
 	var genMu sync.Mutex
-	recipients := func(side string, w int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = fmt.Sprintf("%s-%02d-%03d", side, w, i)
-		}
-		return out
-	}
 	var seq atomic.Int64
-	var delivered atomic.Int64
-	progress("send throughput: sendNotification x %d recipients, %s at concurrency %d", n, c.duration, c.concurrency)
-	gwRcpt := make([][]string, c.concurrency)
-	rawRcpt := make([][]string, c.concurrency)
-	for w := range c.concurrency {
-		gwRcpt[w], rawRcpt[w] = recipients("gw", w), recipients("raw", w)
+	// Each worker of each side sends to recipients of its own (n users named side-w-i).
+	rcpt := map[string][][]string{}
+	for _, side := range []string{"gw", "raw"} {
+		rcpt[side] = make([][]string, c.concurrency)
+		for w := range c.concurrency {
+			for i := range n {
+				rcpt[side][w] = append(rcpt[side][w], fmt.Sprintf("%s-%02d-%03d", side, w, i))
+			}
+		}
 	}
-	gwCall := func(ctx context.Context, w int, _ *rand.Rand) error {
+	// next is worker w's next send of side (keyed bench-send-N on the gateway's, bench-raw-N on the raw one).
+	next := func(side string, w int) inbox.SendInput {
 		genMu.Lock()
-		in := g.input(fmt.Sprintf("bench-send-%d", seq.Add(1)), gwRcpt[w])
-		genMu.Unlock()
+		defer genMu.Unlock()
+		return g.input(fmt.Sprintf("bench-%s-%d", map[string]string{"gw": "send", "raw": "raw"}[side], seq.Add(1)), rcpt[side][w])
+	}
+	progress("send throughput: sendNotification x %d recipients, %s at concurrency %d", n, c.duration, c.concurrency)
+	gside := b.sendSide(ctx, "sendNotification (HTTP+GraphQL, store.Send)", func(ctx context.Context, w int) (int, error) {
+		in := next("gw", w)
 		vars := map[string]any{"input": map[string]any{
 			"idempotencyKey": in.IdempotencyKey, "recipients": in.Recipients, "type": in.Type, "category": in.Category,
 			"title": in.Title, "body": in.Body, "payload": json.RawMessage(in.Payload),
@@ -729,29 +720,12 @@ func (b *bench) sendScenario(ctx context.Context) (*SendResult, error) {
 				SendNotification struct{ Accepted int } `json:"sendNotification"`
 			} `json:"data"`
 		}
-		if err := postGraphQL(ctx, b.client, b.batched.url, tok, string(body), &out); err != nil {
-			return err
-		}
-		delivered.Add(int64(out.Data.SendNotification.Accepted))
-		return nil
-	}
-	stop := b.rssPeak.sampleWhile(ctx)
-	t0 := time.Now()
-	lat, errs, ferr := inProcessLoad(ctx, c.concurrency, c.duration, gwCall)
-	el := time.Since(t0)
-	stop()
-	gside := SendSide{Name: "sendNotification (HTTP+GraphQL, store.Send)", Calls: len(lat), Errors: errs, Notifications: delivered.Load(),
-		Seconds: el.Seconds(), PerSec: float64(delivered.Load()) / el.Seconds(), CallLatency: summarize(lat)}
-	if ferr != nil {
-		gside.FirstError = ferr.Error()
-	}
-
+		err := postGraphQL(ctx, b.client, batched.url, tok, string(body), &out)
+		return out.Data.SendNotification.Accepted, err
+	})
 	progress("send throughput: raw TransactWriteItems loop, %s at concurrency %d", c.duration, c.concurrency)
-	delivered.Store(0)
-	rawCall := func(ctx context.Context, w int, _ *rand.Rand) error {
-		genMu.Lock()
-		in := g.input(fmt.Sprintf("bench-raw-%d", seq.Add(1)), rawRcpt[w])
-		genMu.Unlock()
+	rside := b.sendSide(ctx, "raw TransactWriteItems loop (guard + notification + META per recipient)", func(ctx context.Context, w int) (int, error) {
+		in := next("raw", w)
 		eg, gctx := errgroup.WithContext(ctx)
 		eg.SetLimit(8) // the store's per-send concurrency
 		for _, r := range in.Recipients {
@@ -760,27 +734,39 @@ func (b *bench) sendScenario(ctx context.Context) (*SendResult, error) {
 			})
 		}
 		if err := eg.Wait(); err != nil {
-			return err
+			return 0, err
 		}
-		delivered.Add(int64(len(in.Recipients)))
-		return nil
-	}
-	stop = b.rssPeak.sampleWhile(ctx)
-	t0 = time.Now()
-	lat, errs, ferr = inProcessLoad(ctx, c.concurrency, c.duration, rawCall)
-	el = time.Since(t0)
-	stop()
-	rside := SendSide{Name: "raw TransactWriteItems loop (guard + notification + META per recipient)", Calls: len(lat), Errors: errs,
-		Notifications: delivered.Load(), Seconds: el.Seconds(), PerSec: float64(delivered.Load()) / el.Seconds(), CallLatency: summarize(lat)}
-	if ferr != nil {
-		rside.FirstError = ferr.Error()
-	}
+		return len(in.Recipients), nil
+	})
 	return &SendResult{Engine: b.eng.name, Concurrency: c.concurrency, RecipientsPerCall: n, Duration: c.duration.String(), Gateway: gside, Raw: rside}, nil
+}
+
+// sendSide runs send (worker w's next call; it returns the notifications it delivered)
+// at -concurrency for -duration and reports the side's notifications/s.
+func (b *harness) sendSide(ctx context.Context, name string, send func(ctx context.Context, w int) (int, error)) SendSide {
+	var delivered atomic.Int64
+	stop := b.rssPeak.sampleWhile(ctx)
+	t0 := time.Now()
+	lat, errs, ferr := inProcessLoad(ctx, b.c.concurrency, b.c.duration, func(ctx context.Context, w int, _ *rand.Rand) error {
+		n, err := send(ctx, w)
+		if err == nil {
+			delivered.Add(int64(n))
+		}
+		return err
+	})
+	el := time.Since(t0)
+	stop()
+	s := SendSide{Name: name, Calls: len(lat), Errors: errs, Notifications: delivered.Load(),
+		Seconds: el.Seconds(), PerSec: float64(delivered.Load()) / el.Seconds(), CallLatency: summarize(lat)}
+	if ferr != nil {
+		s.FirstError = ferr.Error()
+	}
+	return s
 }
 
 // rawSendOne writes one recipient's guard, notification and META counter in one
 // transaction, as the store does, retrying a cancelled transaction with a fresh id.
-func (b *bench) rawSendOne(ctx context.Context, key, user, typ, category, title, body, payload, actorID, targetKind, targetID string) error {
+func (b *harness) rawSendOne(ctx context.Context, key, user, typ, category, title, body, payload, actorID, targetKind, targetID string) error {
 	table := aws.String(b.c.table)
 	notExists := aws.String("attribute_not_exists(#pk)")
 	pkName := map[string]string{"#pk": "pk"}

@@ -86,15 +86,11 @@ type schedTally struct {
 	errs atomic.Int64
 }
 
-func (b *bench) schedScenario(ctx context.Context) (*SchedResult, error) {
+func (b *harness) schedScenario(ctx context.Context) (*SchedResult, error) {
 	sc := b.c.sched
-	var spreads []time.Duration
-	for _, f := range strings.Split(sc.spreads, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(f))
-		if err != nil || d < 0 || d > time.Minute {
-			return nil, fmt.Errorf("-sched-spread %q: each must be a duration within 0..1m", f)
-		}
-		spreads = append(spreads, d)
+	spreads, err := parseSpreads("sched-spread", sc.spreads)
+	if err != nil {
+		return nil, err
 	}
 	if sc.tasks < 1 || sc.instances < 1 || sc.shards < 1 {
 		return nil, fmt.Errorf("-sched-tasks, -sched-instances and -sched-shards must be positive")
@@ -132,42 +128,22 @@ func (b *bench) schedScenario(ctx context.Context) (*SchedResult, error) {
 	})
 	cur.Store(&schedTally{runs: map[string]int{}})
 
-	sctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
 	var scheds []*sched.Scheduler
 	for i := range sc.instances {
 		s := sched.New(st, sched.Options{DB: b.eng.db, Owner: fmt.Sprintf("bench-sched-%d", i), Poll: sc.poll, Concurrency: concurrency, Logger: b.log})
 		s.Register("bench", handler)
 		scheds = append(scheds, s)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = s.Run(sctx)
-		}()
+		defer background(ctx, s.Run, s.Release)()
 	}
-	defer func() {
-		stop()
-		wg.Wait()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		for _, s := range scheds {
-			_ = s.Release(rctx)
-		}
-	}()
 	progress("sched: %d instance(s) sharing %d shards", sc.instances, sc.shards)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := waitHeld(ctx, 30*time.Second, "the sched instances", sc.shards, func() int {
 		held := 0
 		for _, s := range scheds {
 			held += len(s.Held())
 		}
-		if held == sc.shards {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("sched: the instances hold %d of %d shards after 30s", held, sc.shards)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return held
+	}); err != nil {
+		return nil, err
 	}
 	for i, spread := range spreads {
 		tl := &schedTally{runs: make(map[string]int, sc.tasks)}
@@ -184,7 +160,7 @@ func (b *bench) schedScenario(ctx context.Context) (*SchedResult, error) {
 
 // schedRun writes the tasks of one run, due within one minute spread over spread, and
 // waits until they ran.
-func (b *bench) schedRun(ctx context.Context, st *store.Store, tl *schedTally, prefix string, spread time.Duration) SchedRun {
+func (b *harness) schedRun(ctx context.Context, st *store.Store, tl *schedTally, prefix string, spread time.Duration) SchedRun {
 	sc := b.c.sched
 	r := SchedRun{Spread: spread.String()}
 	// The due minute: the first whole minute that starts at least 20s + 1ms a task (a

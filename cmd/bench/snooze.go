@@ -172,15 +172,11 @@ type snoozeUser struct {
 	ids []string
 }
 
-func (b *bench) snoozeScenario(ctx context.Context) (*SnoozeResult, error) {
+func (b *harness) snoozeScenario(ctx context.Context) (*SnoozeResult, error) {
 	sz, sc := b.c.snooze, b.c.sched
-	var spreads []time.Duration
-	for _, f := range strings.Split(sz.spreads, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(f))
-		if err != nil || d < 0 || d > time.Minute {
-			return nil, fmt.Errorf("-snooze-spread %q: each must be a duration within 0..1m", f)
-		}
-		spreads = append(spreads, d)
+	spreads, err := parseSpreads("snooze-spread", sz.spreads)
+	if err != nil {
+		return nil, err
 	}
 	if sz.users < 1 || sz.notifications < sz.users || sz.notifications/sz.users > inbox.MaxStateIDs || sc.shards < 1 {
 		return nil, fmt.Errorf("-snooze-users must be positive, -snooze-notifications at least that and at most %d a user, -sched-shards positive", inbox.MaxStateIDs)
@@ -202,25 +198,9 @@ func (b *bench) snoozeScenario(ctx context.Context) (*SnoozeResult, error) {
 	}
 
 	s := sched.NewInbox(st, sched.Options{DB: b.eng.db, Owner: "bench-snooze", Poll: sc.poll, Logger: b.log})
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Run(sctx)
-	}()
-	defer func() {
-		stop()
-		<-done
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = s.Release(rctx)
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(s.Held()) < sc.shards {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the scheduler holds %d of %d shards after 30s", len(s.Held()), sc.shards)
-		}
-		time.Sleep(100 * time.Millisecond)
+	defer background(ctx, s.Run, s.Release)()
+	if err := waitHeld(ctx, 30*time.Second, "the scheduler", sc.shards, func() int { return len(s.Held()) }); err != nil {
+		return nil, err
 	}
 	for _, spread := range spreads {
 		rec.reset()
@@ -237,7 +217,7 @@ func (b *bench) snoozeScenario(ctx context.Context) (*SnoozeResult, error) {
 // seedSnooze sends every user its notifications through the store: rounds of sends to
 // groups of at most 100 users, the groups in parallel (one META per user, so no two sends
 // at once touch one inbox).
-func (b *bench) seedSnooze(ctx context.Context, st *store.Store) ([]snoozeUser, float64, error) {
+func (b *harness) seedSnooze(ctx context.Context, st *store.Store) ([]snoozeUser, float64, error) {
 	sz := b.c.snooze
 	per := sz.notifications / sz.users
 	users := make([]snoozeUser, sz.users)
@@ -289,7 +269,7 @@ func (b *bench) seedSnooze(ctx context.Context, st *store.Store) ([]snoozeUser, 
 
 // snoozeRun snoozes every user's notifications until due times within one minute spread
 // over spread, waits for the wake-ups and checks the badges.
-func (b *bench) snoozeRun(ctx context.Context, st *store.Store, s *sched.Scheduler, rec *wakeRecorder, users []snoozeUser, spread time.Duration) SnoozeRun {
+func (b *harness) snoozeRun(ctx context.Context, st *store.Store, s *sched.Scheduler, rec *wakeRecorder, users []snoozeUser, spread time.Duration) SnoozeRun {
 	sc := b.c.sched
 	r := SnoozeRun{Spread: spread.String()}
 	total := 0
@@ -436,7 +416,7 @@ func (b *bench) snoozeRun(ctx context.Context, st *store.Store, s *sched.Schedul
 // checkSnoozeBadges compares every user's badge with a recount of its notifications (all
 // of the partition's notification items, a raw Query; their state as Store.Notifications
 // reports it; the counts of the active ones) and counts those still snoozed.
-func (b *bench) checkSnoozeBadges(ctx context.Context, st *store.Store, users []snoozeUser, r *SnoozeRun) {
+func (b *harness) checkSnoozeBadges(ctx context.Context, st *store.Store, users []snoozeUser, r *SnoozeRun) {
 	var mu sync.Mutex
 	eg, gctx := errgroup.WithContext(ctx)
 	eg.SetLimit(max(b.c.seedWorkers/2, 1))
@@ -470,7 +450,7 @@ func (b *bench) checkSnoozeBadges(ctx context.Context, st *store.Store, users []
 
 // recount counts v's active unread and unseen notifications (global and per category)
 // from the notifications themselves, and those snoozed.
-func (b *bench) recount(ctx context.Context, st *store.Store, v inbox.Viewer) (inbox.Badge, int, error) {
+func (b *harness) recount(ctx context.Context, st *store.Store, v inbox.Viewer) (inbox.Badge, int, error) {
 	var ids []string
 	in := &dynamodb.QueryInput{
 		TableName:                aws.String(b.c.table),
