@@ -6,12 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -192,14 +191,10 @@ func (s *Store) RecheckDelivery(ctx context.Context, job inbox.DeliveryJob) (str
 
 // claimCond is the condition of an outcome of claim attempt :attempt: the record is
 // QUEUED and claimed by that attempt.
-const claimCond = "#status = :queued AND #attempts = :attempt AND attribute_exists(#claimUntil)"
-
-// claimValues are claimCond's values for attempt.
-func claimValues(attempt int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		":queued":  &types.AttributeValueMemberS{Value: inbox.DeliveryQueued},
-		":attempt": numAV(int64(attempt)),
-	}
+func claimCond(attempt int) expression.ConditionBuilder {
+	return expression.Name(statusAttrStatus).Equal(expression.Value(inbox.DeliveryQueued)).
+		And(expression.Name(attrAttempts).Equal(expression.Value(attempt))).
+		And(expression.AttributeExists(expression.Name(attrClaimUntil)))
 }
 
 // DeliverySent records that attempt's provider call succeeded: QUEUED and claimed by
@@ -217,7 +212,7 @@ func (s *Store) DeliverySent(ctx context.Context, ref inbox.DeliveryRef, attempt
 	if messageID != "" {
 		u.set(attrProviderMessageID, messageID)
 	}
-	return s.claimOutcome(ctx, ref, u, claimCond, claimValues(attempt), "sent")
+	return s.claimOutcome(ctx, ref, u, claimCond(attempt), "sent")
 }
 
 // DeliveryRetry records that attempt failed transiently and is tried again at at: the
@@ -238,13 +233,16 @@ func (s *Store) DeliveryRetry(ctx context.Context, ref inbox.DeliveryRef, userID
 	key := itemKey{notifStatusPK(ref.TenantID, ref.NotificationID), deliverySK(ref.Key)}
 	u := newRecordUpdate(s.now()).set(attrProvider, provider).set(attrError, errMsg).
 		set(attrNextAttemptAt, at.UnixMilli()).remove(attrClaimUntil)
-	up := u.input(s.table, key, claimCond, claimValues(attempt))
+	up, err := u.input(s.table, key, claimCond(attempt))
+	if err != nil {
+		return err
+	}
 	t := &txn{}
 	t.add(key, types.TransactWriteItem{Update: &types.Update{TableName: up.TableName, Key: up.Key,
 		UpdateExpression: up.UpdateExpression, ConditionExpression: up.ConditionExpression,
 		ExpressionAttributeNames: up.ExpressionAttributeNames, ExpressionAttributeValues: up.ExpressionAttributeValues}})
 	t.add(s.taskAction(inbox.TaskDeliver, v, ref.NotificationID, at, ref.Key))
-	_, err := s.db.TransactWriteItems(ctx, t.input())
+	_, err = s.db.TransactWriteItems(ctx, t.input())
 	switch {
 	case err == nil:
 		return nil
@@ -265,7 +263,7 @@ func (s *Store) DeliveryFailed(ctx context.Context, ref inbox.DeliveryRef, attem
 	}
 	u := newRecordUpdate(s.now()).set(statusAttrStatus, inbox.DeliveryFailed).set(attrProvider, provider).
 		set(attrError, errMsg).remove(attrClaimUntil, attrNextAttemptAt, statusAttrDeferred).removeContent()
-	return s.claimOutcome(ctx, ref, u, claimCond, claimValues(attempt), "failed")
+	return s.claimOutcome(ctx, ref, u, claimCond(attempt), "failed")
 }
 
 // DeliveryUnconfirmed settles an orphaned claim (ClaimOrphaned) of attempt: QUEUED and
@@ -282,14 +280,13 @@ func (s *Store) DeliveryUnconfirmed(ctx context.Context, ref inbox.DeliveryRef, 
 	u := newRecordUpdate(now).set(statusAttrStatus, inbox.DeliverySent).set(attrSentAt, now.UnixMilli()).
 		set(attrError, fmt.Sprintf("unconfirmed: attempt %d stopped during the provider call; not resent (the provider got it at most once)", attempt)).
 		remove(attrClaimUntil, attrNextAttemptAt, statusAttrDeferred).removeContent()
-	vals := claimValues(attempt)
-	vals[":now"] = numAV(now.UnixMilli())
-	return s.claimOutcome(ctx, ref, u, claimCond+" AND #claimUntil <= :now", vals, "unconfirmed")
+	cond := claimCond(attempt).And(expression.Name(attrClaimUntil).LessThanEqual(expression.Value(now.UnixMilli())))
+	return s.claimOutcome(ctx, ref, u, cond, "unconfirmed")
 }
 
 // claimOutcome applies u to ref's record on cond; a failed condition is ErrClaimLost.
-func (s *Store) claimOutcome(ctx context.Context, ref inbox.DeliveryRef, u *recordUpdate, cond string, vals map[string]types.AttributeValue, what string) error {
-	ok, err := s.updateRecord(ctx, ref, u, cond, vals)
+func (s *Store) claimOutcome(ctx context.Context, ref inbox.DeliveryRef, u *recordUpdate, cond expression.ConditionBuilder, what string) error {
+	ok, err := s.updateRecord(ctx, ref, u, cond)
 	switch {
 	case err != nil:
 		return fmt.Errorf("delivery %s: %w", what, err)
@@ -347,12 +344,9 @@ func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) 
 		}
 		u.set(attrError, msg)
 	}
-	vals := map[string]types.AttributeValue{}
-	var in []string
-	for i, st := range from {
-		n := fmt.Sprintf(":from%d", i)
-		vals[n] = &types.AttributeValueMemberS{Value: st}
-		in = append(in, n)
+	var in []expression.OperandBuilder
+	for _, st := range from {
+		in = append(in, expression.Value(st))
 	}
 	// The call's own id: a failed condition after an update that committed and lost its
 	// answer (the store retried it) is recognised as this call's change.
@@ -364,15 +358,21 @@ func (s *Store) ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) 
 	// provider is not known): the event's provider, authenticated by its signature, is
 	// taken.
 	u.setIfNotExists(attrProvider, ev.Provider)
-	cond := "#status IN (" + strings.Join(in, ", ") + ") AND (attribute_not_exists(#provider) OR #provider = :provider)"
+	status := expression.Name(statusAttrStatus)
+	cond := status.In(in[0], in[1:]...).And(expression.AttributeNotExists(expression.Name(attrProvider)).
+		Or(expression.Name(attrProvider).Equal(expression.Value(ev.Provider))))
 	if ev.MessageID != "" {
 		u.setIfNotExists(attrProviderMessageID, ev.MessageID)
-		cond += " AND (attribute_not_exists(#providerMessageId) OR #providerMessageId = :" + attrProviderMessageID + ")"
+		cond = cond.And(expression.AttributeNotExists(expression.Name(attrProviderMessageID)).
+			Or(expression.Name(attrProviderMessageID).Equal(expression.Value(ev.MessageID))))
 	}
 	key := itemKey{notifStatusPK(ev.Ref.TenantID, ev.Ref.NotificationID), deliverySK(ev.Ref.Key)}
-	upd := u.input(s.table, key, cond, vals)
+	upd, err := u.input(s.table, key, cond)
+	if err != nil {
+		return false, err
+	}
 	upd.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	_, err := s.db.UpdateItem(ctx, upd)
+	_, err = s.db.UpdateItem(ctx, upd)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
@@ -400,53 +400,31 @@ func eventAt(at, now time.Time) time.Time {
 	return at
 }
 
-// recordUpdate builds the UpdateItem of a delivery record: SET and REMOVE clauses whose
-// names are "#" + the attribute and values ":" + the attribute. updatedAt is always set.
-type recordUpdate struct {
-	sets    []string
-	removes []string
-	names   map[string]string
-	values  map[string]types.AttributeValue
-}
+// recordUpdate is the update of a delivery record: an expression.UpdateBuilder that
+// always sets updatedAt.
+type recordUpdate struct{ up expression.UpdateBuilder }
 
 // newRecordUpdate starts an update at now (updatedAt).
 func newRecordUpdate(now time.Time) *recordUpdate {
-	u := &recordUpdate{names: map[string]string{}, values: map[string]types.AttributeValue{}}
-	return u.set(statusAttrUpdatedAt, now.UnixMilli())
+	return &recordUpdate{up: expression.Set(expression.Name(statusAttrUpdatedAt), expression.Value(now.UnixMilli()))}
 }
 
-// recordValue returns v (string or int64) as an attribute value.
-func recordValue(v any) types.AttributeValue {
-	switch v := v.(type) {
-	case string:
-		return &types.AttributeValueMemberS{Value: v}
-	case int64:
-		return numAV(v)
-	}
-	panic(fmt.Sprintf("store: record update of a %T", v))
-}
-
-// set adds SET attr = v (v a string or an int64).
+// set adds SET attr = v.
 func (u *recordUpdate) set(attr string, v any) *recordUpdate {
-	u.names["#"+attr] = attr
-	u.values[":"+attr] = recordValue(v)
-	u.sets = append(u.sets, "#"+attr+" = :"+attr)
+	u.up = u.up.Set(expression.Name(attr), expression.Value(v))
 	return u
 }
 
 // setIfNotExists adds SET attr = if_not_exists(attr, v).
 func (u *recordUpdate) setIfNotExists(attr string, v any) *recordUpdate {
-	u.names["#"+attr] = attr
-	u.values[":"+attr] = recordValue(v)
-	u.sets = append(u.sets, "#"+attr+" = if_not_exists(#"+attr+", :"+attr+")")
+	u.up = u.up.Set(expression.Name(attr), expression.Name(attr).IfNotExists(expression.Value(v)))
 	return u
 }
 
 // remove adds REMOVE attrs.
 func (u *recordUpdate) remove(attrs ...string) *recordUpdate {
 	for _, a := range attrs {
-		u.names["#"+a] = a
-		u.removes = append(u.removes, "#"+a)
+		u.up = u.up.Remove(expression.Name(a))
 	}
 	return u
 }
@@ -454,38 +432,24 @@ func (u *recordUpdate) remove(attrs ...string) *recordUpdate {
 // removeContent removes what a QUEUED record carries for its delivery (contentAttrs).
 func (u *recordUpdate) removeContent() *recordUpdate { return u.remove(contentAttrs...) }
 
-// condNames finds the "#name" placeholders of a condition.
-var condNames = regexp.MustCompile(`#[A-Za-z]+`)
-
-// input returns the UpdateItem of u on the record at key on condition cond (its names
-// "#attr" for attribute attr, vals its values besides u's).
-func (u *recordUpdate) input(table string, key itemKey, cond string, vals map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
-	names := make(map[string]string, len(u.names)+4)
-	for k, v := range u.names {
-		names[k] = v
+// input returns the UpdateItem of u on the record at key on condition cond.
+func (u *recordUpdate) input(table string, key itemKey, cond expression.ConditionBuilder) (*dynamodb.UpdateItemInput, error) {
+	x, err := buildUpdate(u.up, []expression.ConditionBuilder{cond}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build delivery record update: %w", err)
 	}
-	for _, n := range condNames.FindAllString(cond, -1) {
-		names[n] = strings.TrimPrefix(n, "#")
-	}
-	values := make(map[string]types.AttributeValue, len(u.values)+len(vals))
-	for k, v := range u.values {
-		values[k] = v
-	}
-	for k, v := range vals {
-		values[k] = v
-	}
-	expr := "SET " + strings.Join(u.sets, ", ")
-	if len(u.removes) > 0 {
-		expr += " REMOVE " + strings.Join(u.removes, ", ")
-	}
-	return &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key.av(), UpdateExpression: aws.String(expr),
-		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values}
+	return &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key.av(), UpdateExpression: x.Update(),
+		ConditionExpression: x.Condition(), ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values()}, nil
 }
 
 // updateRecord applies u to ref's record on cond; false when the condition failed.
-func (s *Store) updateRecord(ctx context.Context, ref inbox.DeliveryRef, u *recordUpdate, cond string, vals map[string]types.AttributeValue) (bool, error) {
+func (s *Store) updateRecord(ctx context.Context, ref inbox.DeliveryRef, u *recordUpdate, cond expression.ConditionBuilder) (bool, error) {
 	key := itemKey{notifStatusPK(ref.TenantID, ref.NotificationID), deliverySK(ref.Key)}
-	_, err := s.db.UpdateItem(ctx, u.input(s.table, key, cond, vals))
+	in, err := u.input(s.table, key, cond)
+	if err != nil {
+		return false, err
+	}
+	_, err = s.db.UpdateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -470,8 +471,8 @@ func (s *Store) SkipDelivery(ctx context.Context, tenantID, notificationID, key,
 	}
 	u := newRecordUpdate(s.now()).set(statusAttrStatus, inbox.DeliverySkipped).set(statusAttrReason, reason).
 		remove(attrClaimUntil, statusAttrDeferred, attrNextAttemptAt).removeContent()
-	ok, err := s.updateRecord(ctx, ref, u, "attribute_exists(#pk) AND #status = :queued",
-		map[string]types.AttributeValue{":queued": &types.AttributeValueMemberS{Value: inbox.DeliveryQueued}})
+	ok, err := s.updateRecord(ctx, ref, u, expression.AttributeExists(expression.Name(attrPK)).
+		And(expression.Name(statusAttrStatus).Equal(expression.Value(inbox.DeliveryQueued))))
 	if err != nil {
 		return false, fmt.Errorf("skip delivery: %w", err)
 	}
