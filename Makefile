@@ -26,7 +26,7 @@ node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-## generate: regenerate graph/ (gqlgen).
+## generate: regenerate graph/ (gqlgen) and rest/gen/ (oapi-codegen).
 generate:
 	$(GO) generate ./...
 

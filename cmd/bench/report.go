@@ -282,10 +282,12 @@ func (r *Results) Table() string {
 			r.Seed.Notifications, r.Seed.RegularUsers, r.Seed.PerUser, r.Seed.BigUsers, r.Seed.BigSize, r.Seed.FewSize, r.Seed.Actors, r.Seed.Targets,
 			r.Seed.Notifications-r.Seed.BulkLoaded, r.Seed.NotificationsPerSec, r.Seed.BulkLoaded, r.Seed.Seconds)
 	}
-	fmt.Fprintln(&b, "| scenario | metric | A | B | A/B | engine |")
-	fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | --- |")
+	// The summary's rows come from the request-load scenarios (1 to 6, 11) only: a
+	// run of none of them (-only sched) prints no summary, not an empty table and a note
+	// about scenario 1.
+	var rows strings.Builder
 	row := func(scn, metric, a, bb, rat string) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", scn, metric, a, bb, rat, r.Engine)
+		fmt.Fprintf(&rows, "| %s | %s | %s | %s | %s | %s |\n", scn, metric, a, bb, rat, r.Engine)
 	}
 	if i := r.Inbox; i != nil {
 		s := "1. initial inbox load: A gateway (HTTP+GraphQL), B raw SDK + JSON"
@@ -363,8 +365,13 @@ func (r *Results) Table() string {
 		row(s, "our CPU µs/request", f1(gr.Groups.Cost.CPUMicros), f1(gr.Inbox.Cost.CPUMicros), f2(ratio(gr.Groups.Cost.CPUMicros, gr.Inbox.Cost.CPUMicros)))
 		row(s, "DynamoDB calls/request", calls(gr.Groups.Cost), calls(gr.Inbox.Cost), "")
 	}
-	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "Our CPU and allocations are this process's (getrusage RUSAGE_SELF, runtime.MemStats) over the measured window divided by requests: the gateway side's load comes from a child process, and DynamoDB Local is a separate JVM, so neither is counted. Engine CPU is the JVM's, from /proc. Scenario 1's sides warm up in turn (twice each), then each runs its time in two halves, in the order gateway, raw, raw, gateway, so that the engine's JIT, still warming up after the seeding, does not weigh on one side only.")
+	if rows.Len() > 0 {
+		fmt.Fprintln(&b, "| scenario | metric | A | B | A/B | engine |")
+		fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | --- |")
+		b.WriteString(rows.String())
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, "Our CPU and allocations are this process's (getrusage RUSAGE_SELF, runtime.MemStats) over the measured window divided by requests: the gateway side's load comes from a child process, and DynamoDB Local is a separate JVM, so neither is counted. Engine CPU is the JVM's, from /proc. Scenario 1's sides warm up in turn (twice each), then each runs its time in two halves, in the order gateway, raw, raw, gateway, so that the engine's JIT, still warming up after the seeding, does not weigh on one side only.")
+	}
 	if i := r.Inbox; i != nil {
 		fmt.Fprintf(&b, "\nQuery: `%s`\n", i.Query)
 	}

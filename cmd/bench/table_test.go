@@ -215,3 +215,30 @@ func TestHarnessBuildsOnlyWhatTheSelectionUses(t *testing.T) {
 		}
 	}
 }
+
+// The summary table and its note about scenario 1 are printed only when a request-load
+// scenario (1 to 6, 11) filled a row: a run of others (-only sched, -only deliver) printed
+// a table header with no rows under it.
+func TestSummaryTableOnlyWithRows(t *testing.T) {
+	const header = "| scenario | metric |"
+	for _, c := range []struct {
+		name string
+		r    Results
+		want bool
+	}{
+		{"nothing", Results{}, false},
+		{"sched", Results{Sched: &SchedResult{}}, false},
+		{"deliver", Results{Deliver: &DeliverResult{}}, false},
+		{"send", Results{Send: &SendResult{}}, true},
+		{"memory", Results{Memory: Memory{RSSUnderLoadMiB: 100, RSSAtRestMiB: 50}}, true},
+		{"groups", Results{Groups: &GroupsResult{}}, true},
+	} {
+		table := c.r.Table()
+		if got := strings.Contains(table, header); got != c.want {
+			t.Errorf("%s: table has the summary header = %v, want %v:\n%s", c.name, got, c.want, table)
+		}
+		if got := strings.Contains(table, "Our CPU and allocations"); got != c.want {
+			t.Errorf("%s: table has the note on CPU and allocations = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
