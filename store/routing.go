@@ -194,6 +194,94 @@ func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []st
 	return routes, cfg, nil
 }
 
+// ReadRecipients reads what a send's decisions and writes need of users of tenantID, in
+// ONE strongly consistent BatchGetItem (AP13; one call per 100 keys): each user's PREFS
+// (unless need.Prefs says the cached configuration does without), their PROFILE (AP24,
+// with their push devices) when need.Profile, their group need.GroupKey (AP15; the send's
+// transactions are conditioned on it) when set, and the tenant's settings (AP23) when this
+// instance has not cached them. It decides nothing: the values are returned as stored
+// (zero where an item is missing), with the tenant's configuration and the store's time.
+func (s *Store) ReadRecipients(ctx context.Context, tenantID string, users []string, need routing.Need) (routing.Read, error) {
+	set, cached := s.settings.get(tenantID)
+	cfg := s.config(tenantID, set)
+	prefs := !cached || need.Prefs == nil || need.Prefs(cfg)
+	gk := need.GroupKey
+	setKey := itemKey{settingsPK(tenantID), skSettings}
+	keys := make([]itemKey, 0, 3*len(users)+1)
+	if !cached {
+		keys = append(keys, setKey)
+	}
+	for _, u := range users {
+		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
+		if prefs {
+			keys = append(keys, itemKey{pk, skPrefs})
+		}
+		if need.Profile {
+			keys = append(keys, itemKey{pk, skUserProfile})
+		}
+		if gk != "" {
+			keys = append(keys, itemKey{pk, groupSK(gk)})
+		}
+	}
+	got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
+	if err != nil {
+		return routing.Read{}, err
+	}
+	if !cached {
+		if set, err = decodeSettings(got[setKey]); err != nil {
+			return routing.Read{}, err
+		}
+		s.settings.put(tenantID, set)
+		cfg = s.config(tenantID, set)
+		prefs = need.Prefs == nil || need.Prefs(cfg)
+	}
+	out := routing.Read{Tenant: cfg, Recipients: make(map[string]routing.Recipient, len(users)),
+		Groups: map[string]routing.Group{}, At: s.now()}
+	for _, u := range users {
+		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
+		var r routing.Recipient
+		if prefs {
+			if r.Own, err = decodePrefs(got[itemKey{pk, skPrefs}]); err != nil {
+				return routing.Read{}, err
+			}
+		}
+		if r.Profile, r.Devices, err = decodeUserDevices(got[itemKey{pk, skUserProfile}]); err != nil {
+			return routing.Read{}, err
+		}
+		out.Recipients[u] = r
+		if gk == "" {
+			continue
+		}
+		raw, ok := got[itemKey{pk, groupSK(gk)}]
+		if !ok {
+			out.Groups[u] = routing.Group{Key: gk, Members: map[string]string{}}
+			continue
+		}
+		g, err := decodeGroup(raw)
+		if err != nil {
+			return routing.Read{}, fmt.Errorf("decode group: %w", err)
+		}
+		out.Groups[u] = g.plain()
+	}
+	return out, nil
+}
+
+// plain is g as a routing.Group.
+func (g *groupItem) plain() routing.Group {
+	return routing.Group{Key: g.GroupKey, Type: g.Type, TargetKind: g.TargetKind, TargetID: g.TargetID,
+		Category: g.Category, Rev: g.Rev, Members: g.Members, Stored: g.exists}
+}
+
+// groupOf is the stored form of v's group g as read.
+func groupOf(v inbox.Viewer, g routing.Group) *groupItem {
+	members := g.Members
+	if members == nil {
+		members = map[string]string{}
+	}
+	return &groupItem{UserPK: userPK(v), GroupKey: g.Key, Type: g.Type, TargetKind: g.TargetKind, TargetID: g.TargetID,
+		Category: g.Category, Rev: g.Rev, Members: members, exists: g.Stored}
+}
+
 // maxTxnActions is TransactWriteItems' limit of actions. One recipient's send holds at
 // most 33: the guard, the notification, META, the group, the expiry task, the status
 // summary, a record per channel but push (4) and per push device (inbox.MaxDevices), and

@@ -122,12 +122,12 @@ func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (
 	// (a replay) has written them already: a replay writes nothing the first send wrote.
 	if len(pending) > 0 && len(guards) == 0 {
 		if in.Actor != nil {
-			if err := s.upsertActor(ctx, tenantID, in.Actor); err != nil {
+			if err := s.UpsertActor(ctx, tenantID, in.Actor); err != nil {
 				return inbox.SendResult{}, err
 			}
 		}
 		if in.Target != nil {
-			if err := s.upsertTarget(ctx, tenantID, in.Target); err != nil {
+			if err := s.UpsertTarget(ctx, tenantID, in.Target); err != nil {
 				return inbox.SendResult{}, err
 			}
 		}
@@ -229,6 +229,20 @@ func inputHash(in inbox.SendInput, recipients []string) string {
 		in.TemplateChannels, in.Channels, in.Locale, in.RenderKey})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
+}
+
+// Guards returns the guards of idempotency key of tenantID by recipient: what the sends
+// of the key wrote so far (one strongly consistent Query of the key's partition).
+func (s *Store) Guards(ctx context.Context, tenantID, key string) (map[string]routing.Guard, error) {
+	gs, err := s.guards(ctx, tenantID, key)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]routing.Guard, len(gs))
+	for u, g := range gs {
+		out[u] = routing.Guard{InputHash: g.InputHash, NotificationID: g.NotificationID, StatusID: g.StatusID}
+	}
+	return out, nil
 }
 
 // guards reads every recipient guard of an idempotency key (Query on its partition,
