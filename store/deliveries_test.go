@@ -61,7 +61,7 @@ func (f *deliveryFixture) send(t *testing.T, key string, in inbox.SendInput, use
 	if in.Render == nil && in.TemplateChannels == nil {
 		in.TemplateChannels = slices.Clone(inbox.Channels)
 	}
-	res, err := f.s.Send(context.Background(), f.tenant, in)
+	res, err := writer(f.s).Send(context.Background(), f.tenant, in)
 	if err != nil {
 		t.Fatal(err)
 	}

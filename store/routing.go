@@ -18,14 +18,15 @@ import (
 	"github.com/inboxgw/gateway/routing"
 )
 
-// Routing: which channels each recipient of a send gets (decided by package routing,
-// routing.Decide, over what routeRecipients reads), the status records
-// that keep each decision (AP22: written in the recipient's send transaction), the
-// scheduler tasks that deliver the queued channels (TaskDeliver), and the status read.
+// Routing: what each recipient of a send needs read for the decisions (ReadRecipients),
+// the status records that keep each decision (AP22: written in the recipient's send
+// transaction, WriteRecipient), the scheduler tasks that deliver the queued channels
+// (TaskDeliver), and the status read.
 //
 // The rules (which channels, which skip reason, which deferral) are package routing's
 // and nothing here repeats them: the store reads what they need in one BatchGetItem,
-// calls routing.Decide per recipient, and writes each decision as a status record.
+// the send loop (service.Writer) calls routing.Decide per recipient, and the store
+// writes each decision as a status record.
 
 // DefaultStatusTTL is how long a notification's status records are kept (after their
 // deferral, if any) unless WithStatusTTL says otherwise.
@@ -110,10 +111,10 @@ type userProfileItem struct {
 	DevicesRev int64                 `dynamodbav:"devicesRev,omitempty"`
 }
 
-// route is what a send does for one recipient: the decisions of the channels it
-// considered (routing.Decide's: in inbox.Channels order, a push decision per device;
-// in-app always among them), when in-app is queued the recipient's group as read, and
-// the content rendered for the recipient (nil: the send's title and body).
+// route is what a send does for one recipient (of its routing.Plan): the decisions of
+// the channels it considered (routing.Decide's: in inbox.Channels order, a push decision
+// per device; in-app always among them), when in-app is queued the recipient's group as
+// read, and the content rendered for the recipient (nil: the send's title and body).
 type route struct {
 	decisions []routing.Decision
 	grp       *groupItem
@@ -122,77 +123,6 @@ type route struct {
 
 // inApp returns the in-app decision of r (routing.InApp).
 func (r *route) inApp() routing.Decision { return routing.InApp(r.decisions) }
-
-// routeRecipients reads what the send's decisions need of users, in ONE strongly
-// consistent BatchGetItem (AP13): each user's PREFS (not for a critical category), their
-// PROFILE (AP24, with their push devices; only when EMAIL, PUSH or SMS may be sent),
-// their group gk (AP15; the send's
-// transactions are conditioned on it), and the tenant's settings (AP23) when this
-// instance has not cached them; then decides every user's channels (routing.Decide) at
-// the store's now. The group is that of each user whose in-app is queued (a new one, not
-// stored, where none exists). It returns the tenant's configuration too.
-func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []string, in inbox.SendInput, gk string) (map[string]*route, routing.Tenant, error) {
-	set, cached := s.settings.get(tenantID)
-	cfg := s.config(tenantID, set)
-	critical := cached && cfg.Critical(in.Category)
-	needProfile := routing.NeedsProfile(in)
-	setKey := itemKey{settingsPK(tenantID), skSettings}
-	keys := make([]itemKey, 0, 3*len(users)+1)
-	if !cached {
-		keys = append(keys, setKey)
-	}
-	for _, u := range users {
-		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
-		if !critical {
-			keys = append(keys, itemKey{pk, skPrefs})
-		}
-		if needProfile {
-			keys = append(keys, itemKey{pk, skUserProfile})
-		}
-		keys = append(keys, itemKey{pk, groupSK(gk)})
-	}
-	got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
-	if err != nil {
-		return nil, routing.Tenant{}, err
-	}
-	if !cached {
-		if set, err = decodeSettings(got[setKey]); err != nil {
-			return nil, routing.Tenant{}, err
-		}
-		s.settings.put(tenantID, set)
-		cfg = s.config(tenantID, set)
-		critical = cfg.Critical(in.Category)
-	}
-	now := s.now()
-	routes := make(map[string]*route, len(users))
-	for _, u := range users {
-		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
-		var own inbox.OwnPreferences
-		if !critical {
-			if own, err = decodePrefs(got[itemKey{pk, skPrefs}]); err != nil {
-				return nil, routing.Tenant{}, err
-			}
-		}
-		prof, devices, err := decodeUserDevices(got[itemKey{pk, skUserProfile}])
-		if err != nil {
-			return nil, routing.Tenant{}, err
-		}
-		r := &route{decisions: routing.Decide(in, cfg, routing.Recipient{Own: own, Profile: prof, Devices: devices}, now)}
-		routes[u] = r
-		if !r.inApp().Queued() {
-			continue
-		}
-		raw, ok := got[itemKey{pk, groupSK(gk)}]
-		if !ok {
-			r.grp = &groupItem{UserPK: pk, GroupKey: gk, Members: map[string]string{}}
-			continue
-		}
-		if r.grp, err = decodeGroup(raw); err != nil {
-			return nil, routing.Tenant{}, fmt.Errorf("decode group: %w", err)
-		}
-	}
-	return routes, cfg, nil
-}
 
 // ReadRecipients reads what a send's decisions and writes need of users of tenantID, in
 // ONE strongly consistent BatchGetItem (AP13; one call per 100 keys): each user's PREFS

@@ -175,7 +175,7 @@ func (b *bench) startBroadcastRig(ctx context.Context, o broadcastRigOptions) (*
 	r.s = sched.New(r.st, sched.Options{DB: r.db, Owner: o.owner, Logger: b.log})
 	send := o.send
 	if send == nil {
-		send = r.st.Send
+		send = service.Writer{Store: r.st}.Write
 	}
 	r.b = service.NewBroadcasts(service.BroadcastOptions{Store: r.st, Send: send, Lane: o.lane, Logger: b.log,
 		Register: func(kind string, h func(context.Context, inbox.Task) error) { r.s.Register(kind, sched.HandlerFunc(h)) }})
@@ -450,7 +450,7 @@ func (b *bench) recordRecipientTxn(ctx context.Context, in inbox.SendInput) (*re
 	// Same lengths as the broadcast's member ids and page keys: the items' sizes match.
 	t := &recipientTxn{user: "bp-0000000", key: rawPageKey(0, 0)}
 	in.IdempotencyKey, in.Recipients = t.key, []string{t.user}
-	res, err := st.Send(ctx, tenant, in)
+	res, err := service.Writer{Store: st}.Send(ctx, tenant, in)
 	if err != nil {
 		return nil, err
 	}
