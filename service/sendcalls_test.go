@@ -3,8 +3,11 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -141,4 +144,48 @@ func countOps(ops []string) map[string]int {
 		out[o]++
 	}
 	return out
+}
+
+// TestReplayOfGuardsWrittenBeforeTheMove: guards written by the store's own send loop
+// (before it moved to the service; their hash is the one it computed) are recognised by
+// the service's: a replay of the same content answers their notifications as a
+// duplicate and writes nothing; other content under the key is refused.
+func TestReplayOfGuardsWrittenBeforeTheMove(t *testing.T) {
+	t.Parallel()
+	rec := &ddbtrace.Recorder{}
+	e := setup(t, rec.Option())
+	ctx := context.Background()
+	// As the store's Send wrote them for {Key "old", Recipients [bob alice], Type "t",
+	// Title "hello"} (TestInputHashIsTheStoresOfOld has the hash).
+	ids := map[string]string{"bob": "01JD0000000000000000000001", "alice": "01JD0000000000000000000002"}
+	for u, id := range ids {
+		item, err := attributevalue.MarshalMap(map[string]any{"pk": "T#" + tenant + "#IDEM#old", "sk": "R#" + u,
+			"entityType": "IdempotencyGuard", "userId": u, "notificationId": id,
+			"inputHash": "abc460cb3ceb1149842b614b16da0e3f", "expiresAt": time.Now().Add(time.Hour).Unix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &e.table, Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := service.Writer{Store: e.st}
+	in := inbox.SendInput{IdempotencyKey: "old", Recipients: []string{"bob", "alice", "bob"}, Type: "t", Title: "hello"}
+	before := len(rec.Ops())
+	res, err := w.Send(ctx, tenant, in)
+	if err != nil || !res.Duplicate || !slices.Equal(res.NotificationIDs, []string{ids["bob"], ids["alice"]}) {
+		t.Fatalf("replay of an old send: %+v, %v; want a duplicate answering %v", res, err, ids)
+	}
+	if ops := rec.Ops()[before:]; !slices.Equal(ops, []string{"Query"}) {
+		t.Errorf("the replay called %v; want only the guards' Query", ops)
+	}
+	for _, changed := range []inbox.SendInput{
+		{IdempotencyKey: "old", Recipients: []string{"bob", "alice"}, Type: "t", Title: "hello!"},
+		{IdempotencyKey: "old", Recipients: []string{"bob"}, Type: "t", Title: "hello"},
+		{IdempotencyKey: "old", Recipients: []string{"bob", "alice"}, Type: "t", Title: "hello", Category: "c"},
+	} {
+		if _, err := w.Send(ctx, tenant, changed); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("other content under an old key (%+v): %v; want BAD_USER_INPUT", changed, err)
+		}
+	}
 }
