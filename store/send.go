@@ -281,7 +281,7 @@ const (
 	maxActionURL   = 2048
 )
 
-// CheckSend checks in as Send would before writing anything: inbox.SendInput.Validate,
+// CheckSend checks in as a send must be before anything of it is written: inbox.SendInput.Validate,
 // the store's own rules (checkSendV2), a payload that is JSON, and pre-assigned ids that
 // are ULIDs. Errors: BAD_USER_INPUT.
 func (s *Store) CheckSend(in inbox.SendInput) error {

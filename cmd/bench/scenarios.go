@@ -740,7 +740,7 @@ func (b *bench) sendScenario(ctx context.Context) (*SendResult, error) {
 	lat, errs, ferr := inProcessLoad(ctx, c.concurrency, c.duration, gwCall)
 	el := time.Since(t0)
 	stop()
-	gside := SendSide{Name: "sendNotification (HTTP+GraphQL, store.Send)", Calls: len(lat), Errors: errs, Notifications: delivered.Load(),
+	gside := SendSide{Name: "sendNotification (HTTP+GraphQL, service.Writer)", Calls: len(lat), Errors: errs, Notifications: delivered.Load(),
 		Seconds: el.Seconds(), PerSec: float64(delivered.Load()) / el.Seconds(), CallLatency: summarize(lat)}
 	if ferr != nil {
 		gside.FirstError = ferr.Error()
