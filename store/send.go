@@ -88,7 +88,6 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 		return routing.Written{}, err
 	}
 	tenantID, user, in, hash := p.TenantID, p.UserID, p.Send, p.InputHash
-	cfg := routing.Tenant{Retention: p.Retention}
 	var wrote, dup bool
 	v := inbox.Viewer{TenantID: tenantID, UserID: user}
 	rt := &route{decisions: p.Decisions, content: p.Content}
@@ -144,7 +143,7 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 			for _, a := range in.Actions {
 				it.Actions = append(it.Actions, actionItem{Label: a.Label, URL: a.URL})
 			}
-			if exp := routing.Expiry(in, now, cfg.Retention); !exp.IsZero() {
+			if exp := routing.Expiry(in, now, p.Retention); !exp.IsZero() {
 				it.ExpireAt = exp.UnixMilli()
 				it.TTL = exp.Add(ttlGrace).Unix()
 			}
