@@ -14,8 +14,8 @@ import (
 // besides the tenant's settings.
 type Need struct {
 	// Prefs reports whether the recipients' preferences are needed under the tenant's
-	// configuration (as this instance has it cached; nil: always). It is asked again of
-	// the configuration read when none was cached; preferences fetched then are kept.
+	// configuration (nil: always). With no configuration cached, the preferences are
+	// fetched with it and returned when Prefs says so of the configuration read.
 	Prefs func(Tenant) bool
 	// Profile: the recipients' channel profiles and push devices (NeedsProfile, or a
 	// template that picks their locale).

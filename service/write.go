@@ -202,7 +202,7 @@ func (w Writer) Write(ctx context.Context, tenantID string, in inbox.SendInput, 
 		}
 		results := make([]routing.Written, len(pending))
 		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(cmpOr(w.Concurrency, DefaultWriteConcurrency))
+		g.SetLimit(positiveOr(w.Concurrency, DefaultWriteConcurrency))
 		for i := range plans {
 			g.Go(func() error {
 				v := inbox.Viewer{TenantID: tenantID, UserID: plans[i].UserID}
@@ -260,8 +260,8 @@ func (w Writer) publish(ctx context.Context, c inbox.Change) {
 	}
 }
 
-// cmpOr is n when positive, else def.
-func cmpOr(n, def int) int {
+// positiveOr is n when positive, else def.
+func positiveOr(n, def int) int {
 	if n > 0 {
 		return n
 	}
