@@ -17,6 +17,7 @@ import (
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/testgw"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -135,7 +136,7 @@ func TestGraphQLSendKilledMidwayBadgeMatchesRecount(t *testing.T) {
 		users[i] = fmt.Sprintf("g%d", i)
 	}
 	for i := range 2 {
-		res, err := st.Send(t.Context(), "t1", inbox.SendInput{IdempotencyKey: fmt.Sprintf("pre-%d", i), Recipients: users, Type: "pre", Title: "before"})
+		res, err := service.Writer{Store: st}.Send(t.Context(), "t1", inbox.SendInput{IdempotencyKey: fmt.Sprintf("pre-%d", i), Recipients: users, Type: "pre", Title: "before"})
 		if err != nil {
 			t.Fatal(err)
 		}

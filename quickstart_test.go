@@ -27,6 +27,7 @@ import (
 	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/internal/testgw"
+	"github.com/inboxgw/gateway/service"
 )
 
 var updateQuickstart = flag.Bool("update-quickstart", false,
@@ -371,7 +372,7 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := app.Config{DemoImport: "node_modules/@octokit/webhooks-examples/api.github.com/index.json", DemoTenant: "default"}
-	user, err := app.ImportDemo(ctx, cfg, slog.New(slog.DiscardHandler), s.Store)
+	user, err := app.ImportDemo(ctx, cfg, slog.New(slog.DiscardHandler), service.Writer{Store: s.Store, Publisher: s.Broker})
 	if err != nil {
 		t.Fatalf("demo import: %v", err)
 	}

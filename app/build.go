@@ -187,12 +187,14 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 	// The send pipeline: templates, broadcasts (their pages run in the service's lanes)
 	// and the send service that uses both.
 	g.Templates = tmpl.New(g.Store)
-	g.Broadcasts = service.NewBroadcasts(service.BroadcastOptions{Store: g.Store, Send: g.Store.Send, Templates: g.Templates,
+	writer := service.Writer{Store: g.Store, Publisher: g.Broker}
+	g.Broadcasts = service.NewBroadcasts(service.BroadcastOptions{Store: g.Store, Send: writer.Write, Templates: g.Templates,
 		Lane: func(ctx context.Context, lane string, work func(context.Context) error) error {
 			return g.Service.RunInLane(ctx, lane, work)
 		}, Logger: log})
 	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
-		IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Templates: g.Templates, Broadcaster: g.Broadcasts})
+		IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Templates: g.Templates, Broadcaster: g.Broadcasts,
+		Publisher: g.Broker})
 	g.onClose(g.Service.Close)
 
 	// Dev mode without an SMTP server: mail goes to an in-process catcher (a worker's to

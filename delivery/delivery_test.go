@@ -23,6 +23,7 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/sched"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -95,7 +96,7 @@ func (f *fixture) tasks(t *testing.T, key string, ahead time.Duration) []inbox.T
 // (in-app added) and returns its id and the one deliver task of key it wrote.
 func (f *fixture) send(t *testing.T, idemKey, key string, chans ...string) (string, inbox.Task) {
 	t.Helper()
-	res, err := f.st.Send(context.Background(), tenant, inbox.SendInput{IdempotencyKey: idemKey, Recipients: []string{user},
+	res, err := service.Writer{Store: f.st}.Send(context.Background(), tenant, inbox.SendInput{IdempotencyKey: idemKey, Recipients: []string{user},
 		Type: "invoice.paid", Title: "Invoice paid", Body: "Thank you", TemplateChannels: append([]string{inbox.ChannelInApp}, chans...)})
 	if err != nil {
 		t.Fatal(err)
@@ -604,7 +605,7 @@ func TestDeliverRechecksPreferencesAfterAWait(t *testing.T) {
 	recv, url := channeltest.StartWebhook(t, webhookSecret)
 	recv.Respond(channeltest.WebhookResponse{Status: 503})
 	f.withWebhook(t, url)
-	res, err := f.st.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "thread", Recipients: []string{user}, Type: "comment",
+	res, err := service.Writer{Store: f.st}.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "thread", Recipients: []string{user}, Type: "comment",
 		Title: "New comment", Target: &inbox.Target{Kind: "issue", TargetID: "42"}})
 	if err != nil {
 		t.Fatal(err)

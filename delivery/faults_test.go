@@ -23,6 +23,7 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/sched"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -447,7 +448,7 @@ func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
 	const n = 200
 	ids := make([]string, 0, n)
 	for i := range n {
-		res, err := f.st.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("mix-%d", i), Recipients: []string{user},
+		res, err := service.Writer{Store: f.st}.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("mix-%d", i), Recipients: []string{user},
 			Type: "invoice.paid", Title: "Invoice paid", TemplateChannels: []string{inbox.ChannelInApp, inbox.ChannelWebhook}})
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/inboxgw/gateway/channel/channeltest"
 	"github.com/inboxgw/gateway/delivery"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/service"
 )
 
 // SLACK end to end, registered as any channel: a send whose template has SLACK to a
@@ -98,7 +99,7 @@ func TestDeliverSlack(t *testing.T) {
 	if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{Email: "a@example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.st.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "no-id", Recipients: []string{user}, Type: "invoice.paid",
+	res, err := service.Writer{Store: f.st}.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "no-id", Recipients: []string{user}, Type: "invoice.paid",
 		Title: "Invoice paid", TemplateChannels: []string{inbox.ChannelInApp, inbox.ChannelSlack}})
 	if err != nil {
 		t.Fatal(err)

@@ -133,7 +133,7 @@ func TestIDsThatCouldBreakAKeyNeverReachAKey(t *testing.T) {
 func TestOmittedOptionalFieldsAreNull(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t)
-	if _, err := g.st.Send(context.Background(), "acme", inbox.SendInput{IdempotencyKey: "k", Recipients: []string{"alice"}, Type: "t",
+	if _, err := g.send(context.Background(), "acme", inbox.SendInput{IdempotencyKey: "k", Recipients: []string{"alice"}, Type: "t",
 		Actor: &inbox.Actor{ActorID: "bob"}, Target: &inbox.Target{Kind: "issue", TargetID: "1"}}); err != nil {
 		t.Fatal(err)
 	}

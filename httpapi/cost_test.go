@@ -218,7 +218,7 @@ func TestProfilesOnlyThroughTheViewersNotifications(t *testing.T) {
 	ctx := context.Background()
 	send := func(user, target, title string) {
 		t.Helper()
-		_, err := g.st.Send(ctx, "acme", inbox.SendInput{IdempotencyKey: user + target + title, Recipients: []string{user}, Type: "t",
+		_, err := g.send(ctx, "acme", inbox.SendInput{IdempotencyKey: user + target + title, Recipients: []string{user}, Type: "t",
 			Actor: &inbox.Actor{ActorID: "ceo", Name: "CEO"}, Target: &inbox.Target{Kind: "doc", TargetID: target, Title: title}})
 		if err != nil {
 			t.Fatal(err)
@@ -352,7 +352,7 @@ func TestSubscriptionErrorPathsHaveTheRootField(t *testing.T) {
 	// event arrives (the subscription may start after the first send).
 	var ev string
 	for i := 0; ev == "" && i < 20; i++ {
-		if _, err := g.st.Send(ctx, "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("k%d", i), Recipients: []string{"alice"}, Type: "t",
+		if _, err := g.send(ctx, "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("k%d", i), Recipients: []string{"alice"}, Type: "t",
 			Title: "hello", Actor: &inbox.Actor{ActorID: "broken"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -419,7 +419,7 @@ func TestSubscriptionErrorPathsHaveTheRootField(t *testing.T) {
 	}()
 	var m msg
 	for i := 0; m.Type == "" && i < 20; i++ {
-		if _, err := g.st.Send(ctx, "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("ws%d", i), Recipients: []string{"alice"}, Type: "t",
+		if _, err := g.send(ctx, "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("ws%d", i), Recipients: []string{"alice"}, Type: "t",
 			Title: "hello", Actor: &inbox.Actor{ActorID: "broken"}}); err != nil {
 			t.Fatal(err)
 		}

@@ -80,7 +80,7 @@ func TestCursorsBoundToViewerAndList(t *testing.T) {
 	g := newGateway(t)
 	for _, user := range []string{"alice", "bob"} {
 		for i := range 3 {
-			if _, err := g.st.Send(context.Background(), "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("c-%s-%d", user, i),
+			if _, err := g.send(context.Background(), "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("c-%s-%d", user, i),
 				Recipients: []string{user}, Type: "cursor", Title: fmt.Sprint(i)}); err != nil {
 				t.Fatal(err)
 			}

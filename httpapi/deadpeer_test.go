@@ -243,7 +243,7 @@ func TestSSEStalledReaderIsDropped(t *testing.T) {
 	payload := inbox.JSON(`{"blob":"` + strings.Repeat("x", 12<<10) + `"}`)
 	sending := time.Now()
 	for i := 0; i < 64 && g.broker.Subscribers() > 0; i++ {
-		_, err := g.st.Send(context.Background(), "acme", inbox.SendInput{
+		_, err := g.send(context.Background(), "acme", inbox.SendInput{
 			IdempotencyKey: fmt.Sprintf("stall-%d", i), Recipients: []string{"alice"}, Type: "stall", Payload: payload})
 		if err != nil {
 			t.Fatal(err)

@@ -18,7 +18,7 @@ const groupSel = `edges { cursor node { id groupKey type count unreadCount read 
 // global id.
 func (g *gateway) sendGroup(t *testing.T, typ, target, actor string) string {
 	t.Helper()
-	res, err := g.st.Send(context.Background(), "acme", inbox.SendInput{
+	res, err := g.send(context.Background(), "acme", inbox.SendInput{
 		IdempotencyKey: fmt.Sprintf("g-%s-%s-%d", typ, actor, time.Now().UnixNano()), Recipients: []string{"alice"}, Type: typ,
 		Title: typ + " by " + actor, Actor: &inbox.Actor{ActorID: actor, Name: "Name " + actor},
 		Target: &inbox.Target{Kind: "issue", TargetID: target, Title: "Issue " + target},
@@ -177,7 +177,7 @@ func TestGroupIDsExpandToABoundedNumberOfNotifications(t *testing.T) {
 			for i := range work {
 				if err == nil {
 					key := fmt.Sprintf("bulk-%d", i%6)
-					_, err = g.st.Send(ctx, "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("bound-%d", i),
+					_, err = g.send(ctx, "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("bound-%d", i),
 						Recipients: []string{"alice"}, Type: "comment", GroupKey: key})
 				}
 			}

@@ -324,7 +324,7 @@ func TestResponseSizeIsBounded(t *testing.T) {
 	g := newLimitedGateway(t, func(o *httpapi.Options) { o.MaxResponseBytes = 1 << 20 }, httpapi.Timeouts{})
 	payload, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 15<<10)})
 	for i := range 20 {
-		_, err := g.st.Send(context.Background(), "acme", inbox.SendInput{
+		_, err := g.send(context.Background(), "acme", inbox.SendInput{
 			IdempotencyKey: fmt.Sprintf("big-%d", i), Recipients: []string{"alice"}, Type: "t", Payload: inbox.JSON(payload)})
 		if err != nil {
 			t.Fatal(err)

@@ -62,7 +62,7 @@ func TestViewerPreferencesAndUpdateRoundTrip(t *testing.T) {
 	}
 
 	// A target with a profile, reached through a notification; another without one.
-	if _, err := g.st.Send(context.Background(), "acme", inbox.SendInput{IdempotencyKey: "k", Recipients: []string{"alice"}, Type: "t",
+	if _, err := g.send(context.Background(), "acme", inbox.SendInput{IdempotencyKey: "k", Recipients: []string{"alice"}, Type: "t",
 		Target: &inbox.Target{Kind: "issue", TargetID: "42", Title: "Issue 42"}}); err != nil {
 		t.Fatal(err)
 	}

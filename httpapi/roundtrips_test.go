@@ -21,6 +21,7 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -35,6 +36,12 @@ type gateway struct {
 	broker *live.Local
 	db     *dynamodb.Client
 	table  string
+}
+
+// send writes in through the send loop over the gateway's store, publishing to its
+// broker, as the gateway's own sends do.
+func (g *gateway) send(ctx context.Context, tenant string, in inbox.SendInput) (inbox.SendResult, error) {
+	return service.Writer{Store: g.st, Publisher: g.broker}.Send(ctx, tenant, in)
 }
 
 // gatewaySetup varies the test gateway; the zero value is newGateway's.
@@ -109,7 +116,7 @@ func (g *gateway) ops(t *testing.T, query string, vars map[string]any) ([]string
 func (g *gateway) seed(t *testing.T, n int, typ string, actor, target func(i int) string) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		_, err := g.st.Send(context.Background(), "acme", inbox.SendInput{
+		_, err := g.send(context.Background(), "acme", inbox.SendInput{
 			IdempotencyKey: fmt.Sprintf("%s-%d-%d", typ, i, time.Now().UnixNano()), Recipients: []string{"alice"}, Type: typ,
 			Title:  fmt.Sprintf("n%d", i),
 			Actor:  &inbox.Actor{ActorID: actor(i), Name: "Actor " + actor(i), AvatarURL: "https://a.example/" + actor(i)},

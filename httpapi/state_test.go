@@ -49,7 +49,7 @@ func (g *gateway) sendTo(t *testing.T, user, category string, n int) []string {
 	t.Helper()
 	var ids []string
 	for i := range n {
-		res, err := g.st.Send(context.Background(), "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("s-%s-%d-%d", user, i, time.Now().UnixNano()),
+		res, err := g.send(context.Background(), "acme", inbox.SendInput{IdempotencyKey: fmt.Sprintf("s-%s-%d-%d", user, i, time.Now().UnixNano()),
 			Recipients: []string{user}, Type: "t", Category: category})
 		if err != nil {
 			t.Fatal(err)

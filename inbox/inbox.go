@@ -303,12 +303,9 @@ type SendInput struct {
 	// Locale is the send's locale (BCP 47): a recipient without a locale of their own
 	// gets the content rendered for it.
 	Locale string
-	// Render, when set, renders the title and body for one locale: the store calls it
-	// once per distinct locale of the recipients (their preferences' locale, else
-	// Locale) and uses its Title and Body instead of the fields above. RenderKey
-	// identifies what Render renders (template, version, data), for the idempotency
-	// check.
-	Render    func(ctx context.Context, locale string) (Rendered, error) `json:"-"`
+	// RenderKey identifies the template content of a templated send (template, version,
+	// data; the send renders it per recipient locale), for the idempotency check: it is
+	// part of the content a key is first sent with. "" without a template.
 	RenderKey string
 }
 
@@ -363,7 +360,8 @@ type Delivery struct {
 	New bool
 }
 
-// Sender writes notifications; the store implements it, and importers use it.
+// Sender writes notifications; the send loop (service.Writer) and the send service
+// (service.Sender) implement it, and importers use it.
 type Sender interface {
 	// Send fans in out to its recipients of tenantID, idempotently by in.IdempotencyKey.
 	Send(ctx context.Context, tenantID string, in SendInput) (SendResult, error)

@@ -26,6 +26,7 @@ import (
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/live/redistest"
 	"github.com/inboxgw/gateway/relay"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -374,7 +375,7 @@ func TestRelayEventsOnceBesideTheWriter(t *testing.T) {
 	e.settle(t, r) // it holds the lease and reads the shards
 
 	ctx := context.Background()
-	res, err := st.Send(ctx, v.TenantID, inbox.SendInput{IdempotencyKey: "k1", Recipients: []string{v.UserID}, Type: "mention", Title: "hi"})
+	res, err := service.Writer{Store: st, Publisher: stamp}.Send(ctx, v.TenantID, inbox.SendInput{IdempotencyKey: "k1", Recipients: []string{v.UserID}, Type: "mention", Title: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}

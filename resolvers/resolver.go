@@ -28,7 +28,6 @@ type Store interface {
 	MarkAll(ctx context.Context, v inbox.Viewer, categories []string) (inbox.MarkAllResult, error)
 	// MarkAllSeen marks every notification seen.
 	MarkAllSeen(ctx context.Context, v inbox.Viewer) (inbox.Badge, error)
-	Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error)
 	Profiles(ctx context.Context, tenantID string, refs []inbox.ProfileRef) ([]*inbox.Profile, error)
 	// Nodes resolves what global ids name for v (notifications, and profiles anchored on
 	// a notification of v's that names them), aligned with refs, in one BatchGetItem.

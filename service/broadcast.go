@@ -22,7 +22,7 @@ import (
 //
 // A shard's run pages its members (one Query per page of 100, from the shard's cursor),
 // fixes each page in the shard's progress item, writes it through the send function
-// (Store.Send) under an idempotency key derived from the broadcast id, shard and page
+// (Writer.Write) under an idempotency key derived from the broadcast id, shard and page
 // number, in the broadcast's lane, and checkpoints: ONE TransactWriteItems moves the
 // cursor and adds the page's written/skipped/failed to the head, on condition of the
 // page it started from. So a run killed anywhere redoes at most its page, which
@@ -101,9 +101,10 @@ type BroadcastStore interface {
 	BroadcastPage() int
 }
 
-// BroadcastSendFunc writes one page: store.Send's shape (idempotent by in.IdempotencyKey;
-// Accepted counts the recipients that got a notification, new or found written).
-type BroadcastSendFunc func(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error)
+// BroadcastSendFunc writes one page: Writer.Write's shape (idempotent by
+// in.IdempotencyKey; render, when set, renders a templated broadcast's content per
+// locale; Accepted counts the recipients that got a notification, new or found written).
+type BroadcastSendFunc func(ctx context.Context, tenantID string, in inbox.SendInput, render RenderFunc) (inbox.SendResult, error)
 
 // LaneFunc runs work in lane's bounded worker pool and returns its error, once it ran
 // (or ctx's error if it could not start).
@@ -323,6 +324,7 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 	log := b.o.Logger.With("broadcast", id, "tenant", tenant, "shard", shard)
 	deadline := b.o.Now().Add(b.o.RunFor)
 	var in inbox.SendInput
+	var render RenderFunc
 	for pages := 0; ; {
 		bc, err := b.o.Store.GetBroadcast(ctx, tenant, id)
 		if inbox.ErrorCode(err) == inbox.CodeNotFound {
@@ -343,14 +345,14 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 					return fmt.Errorf("broadcast %s: templated, and no Templates configured", id)
 				}
 				tpl, ver, data := br.Template, br.TemplateVersion, br.Data
-				in.Render = renderHook(b.o.Templates, tenant, tpl, ver, data)
+				render = renderHook(b.o.Templates, tenant, tpl, ver, data)
 			}
 		}
 		if bc.Status == inbox.BroadcastCancelled {
 			// A page fixed before the cancel may be partly written (a run that died in
 			// it): it is completed and counted, so written stays the number of
 			// recipients notified. Nothing after it is written.
-			return b.settlePending(ctx, tenant, bc, shard, in)
+			return b.settlePending(ctx, tenant, bc, shard, in, render)
 		}
 		if bc.Status != inbox.BroadcastQueued && bc.Status != inbox.BroadcastRunning {
 			return nil // done or failed: nothing more to write
@@ -381,7 +383,7 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 		}
 		var c inbox.BroadcastCounts
 		if len(sh.Pending) > 0 {
-			if c, err = b.writePage(ctx, tenant, bc, shard, sh, in); err != nil {
+			if c, err = b.writePage(ctx, tenant, bc, shard, sh, in, render); err != nil {
 				return err
 			}
 		}
@@ -398,14 +400,14 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 
 // settlePending completes and checkpoints shard's pending page of cancelled broadcast
 // bc, if it has one (writing it again is idempotent: its recipients' guards).
-func (b *Broadcasts) settlePending(ctx context.Context, tenant string, bc inbox.Broadcast, shard int, in inbox.SendInput) error {
+func (b *Broadcasts) settlePending(ctx context.Context, tenant string, bc inbox.Broadcast, shard int, in inbox.SendInput, render RenderFunc) error {
 	sh, err := b.o.Store.BroadcastShardState(ctx, tenant, bc.ID, shard)
 	if err != nil || sh.Done || sh.Pending == nil {
 		return err
 	}
 	var c inbox.BroadcastCounts
 	if len(sh.Pending) > 0 {
-		if c, err = b.writePage(ctx, tenant, bc, shard, sh, in); err != nil {
+		if c, err = b.writePage(ctx, tenant, bc, shard, sh, in, render); err != nil {
 			return err
 		}
 	}
@@ -459,13 +461,13 @@ func pageKey(id string, shard, page int) string {
 // earlier ones by their guards), skipped = the others (their preferences kept it out),
 // failed = all of them when the send refuses the request (BAD_USER_INPUT, e.g. an
 // expiresAt that has passed since the start). Other errors are returned (retried).
-func (b *Broadcasts) writePage(ctx context.Context, tenant string, bc inbox.Broadcast, shard int, sh inbox.BroadcastShard, in inbox.SendInput) (inbox.BroadcastCounts, error) {
+func (b *Broadcasts) writePage(ctx context.Context, tenant string, bc inbox.Broadcast, shard int, sh inbox.BroadcastShard, in inbox.SendInput, render RenderFunc) (inbox.BroadcastCounts, error) {
 	in.IdempotencyKey = pageKey(bc.ID, shard, sh.Page)
 	in.Recipients = sh.Pending
 	var res inbox.SendResult
 	work := func(ctx context.Context) error {
 		var err error
-		res, err = b.o.Send(ctx, tenant, in)
+		res, err = b.o.Send(ctx, tenant, in, render)
 		return err
 	}
 	var err error

@@ -85,11 +85,11 @@ type instance struct {
 	done chan struct{}
 }
 
-// start runs an instance; send wraps Store.Send (nil: Store.Send itself).
+// start runs an instance; send wraps the send loop's Write (nil: Write itself).
 func (e *bcEnv) start(t *testing.T, owner string, pagesPerRun int, send service.BroadcastSendFunc) *instance {
 	t.Helper()
 	if send == nil {
-		send = e.st.Send
+		send = service.Writer{Store: e.st}.Write
 	}
 	s := sched.New(e.st, sched.Options{DB: e.db, Owner: owner, Poll: 200 * time.Millisecond, Lease: 6 * time.Second,
 		Lookback: 2 * time.Minute, Grace: time.Second, RetryBase: 50 * time.Millisecond, RetryMax: time.Second, Logger: e.log})
@@ -240,8 +240,8 @@ func TestBroadcastResumesAfterCrashes(t *testing.T) {
 	crashAfter := func(n int64) (service.BroadcastSendFunc, func(*instance)) {
 		var pages atomic.Int64
 		named := make(chan *instance, 1)
-		return func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
-			res, err := e.st.Send(ctx, tenantID, si)
+		return func(ctx context.Context, tenantID string, si inbox.SendInput, render service.RenderFunc) (inbox.SendResult, error) {
+			res, err := service.Writer{Store: e.st}.Write(ctx, tenantID, si, render)
 			if pages.Add(1) == n {
 				(<-named).kill()
 			}
@@ -286,9 +286,9 @@ func TestBroadcastCancel(t *testing.T) {
 	e := bcSetup(t, store.WithSegmentShards(1))
 	seg := "slow"
 	users := e.fill(t, seg, "s-", 60)
-	slow := func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
+	slow := func(ctx context.Context, tenantID string, si inbox.SendInput, render service.RenderFunc) (inbox.SendResult, error) {
 		time.Sleep(300 * time.Millisecond)
-		return e.st.Send(ctx, tenantID, si)
+		return service.Writer{Store: e.st}.Write(ctx, tenantID, si, render)
 	}
 	in := e.start(t, "a", 2, slow)
 	id, err := in.b.Start(context.Background(), tenant, spec("cancel-1", seg))
@@ -417,17 +417,17 @@ func TestBroadcastCancelledMidPageCountsItsPage(t *testing.T) {
 		in    *instance
 		id    = service.BroadcastID("cancel-mid")
 	)
-	crashOnce := func(ctx context.Context, tenantID string, si inbox.SendInput) (inbox.SendResult, error) {
+	crashOnce := func(ctx context.Context, tenantID string, si inbox.SendInput, render service.RenderFunc) (inbox.SendResult, error) {
 		if first.CompareAndSwap(false, true) {
 			if _, err := in.b.Cancel(ctx, tenantID, id); err != nil {
 				return inbox.SendResult{}, err
 			}
-			if _, err := e.st.Send(ctx, tenantID, si); err != nil {
+			if _, err := (service.Writer{Store: e.st}).Write(ctx, tenantID, si, render); err != nil {
 				return inbox.SendResult{}, err
 			}
 			return inbox.SendResult{}, fmt.Errorf("the run dies after its page's write, before its checkpoint")
 		}
-		return e.st.Send(ctx, tenantID, si)
+		return service.Writer{Store: e.st}.Write(ctx, tenantID, si, render)
 	}
 	in = e.start(t, "a", 5, crashOnce)
 	if got, err := in.b.Start(context.Background(), tenant, spec("cancel-mid", "mid")); err != nil || got != id {

@@ -12,9 +12,10 @@
 //
 // Processing runs in one of two lanes, each a bounded pool of workers
 // (Options.Transactional, Options.Bulk): bulk work never takes a transactional worker.
-// It writes the recipients in chunks of inbox.MaxRecipients through store.Send with the
-// pre-assigned ids (idempotent per recipient), then marks the request done and deletes
-// its task in one transaction. A send with sendAt is only scheduled: its task runs it.
+// It writes the recipients in chunks of inbox.MaxRecipients through the send loop
+// (Writer: the store's reads and one transaction per recipient, with the pre-assigned ids,
+// idempotent per recipient; rendering, decisions and publishing here), then marks the
+// request done and deletes its task in one transaction. A send with sendAt is only scheduled: its task runs it.
 // A segment send must name a segment with members; its processing, which starts the
 // durable broadcast (Broadcaster; queued until sendAt, if any), is done before Accept
 // answers, so that the broadcast id answered is readable at once.

@@ -183,8 +183,8 @@ func (s *Service) process(ctx context.Context, tenant string, doc *document) (Re
 	task := inbox.Task{ID: taskID(tenant, r.IdempotencyKey), Due: doc.TaskDue}
 	var res Result
 	if r.Segment != "" {
+		// The broadcast renders through its own Templates, after a restart too.
 		in := s.Input(tenant, r, doc.TemplateVersion)
-		in.Render = nil // the broadcast renders through its own Templates, after a restart too
 		id, err := s.o.Broadcaster.Start(ctx, tenant, BroadcastSpec{Segment: r.Segment, IdempotencyKey: r.IdempotencyKey,
 			ID: SendBroadcastID(r.IdempotencyKey), Send: in, Lane: string(r.Priority), Template: r.Template,
 			TemplateVersion: doc.TemplateVersion, Data: r.Data, SendAt: r.SendAt})
@@ -203,6 +203,7 @@ func (s *Service) process(ctx context.Context, tenant string, doc *document) (Re
 		res.Duplicate = true
 		size := s.o.Chunk
 		chunks := (len(r.Recipients) + size - 1) / size
+		render := s.render(tenant, r, doc.TemplateVersion)
 		for c := range chunks {
 			lo, hi := c*size, min((c+1)*size, len(r.Recipients))
 			in := s.Input(tenant, r, doc.TemplateVersion)
@@ -212,7 +213,7 @@ func (s *Service) process(ctx context.Context, tenant string, doc *document) (Re
 			for i := lo; i < hi; i++ {
 				in.NotificationIDs[r.Recipients[i]] = doc.Answer.NotificationIDs[i]
 			}
-			out, err := s.st.Send(ctx, tenant, in)
+			out, err := s.w.Write(ctx, tenant, in, render)
 			if inbox.ErrorCode(err) == inbox.CodeBadUserInput {
 				// It will never pass: give the request up, with the reason.
 				res = Result{Error: inbox.ErrorMessage(err)}
@@ -250,20 +251,27 @@ func chunkKey(key string, c, n int) string {
 	return "chunk~" + hex.EncodeToString(sum[:16]) + "~" + strconv.Itoa(c)
 }
 
-// Input returns the store's input for r's content (no recipients; the key is r's), with
-// the render hook of its template at version when it names one. The broadcasts piece
-// writes its pages with it.
+// Input returns the send's input for r's content (no recipients; the key is r's), with
+// the render key of its template at version when it names one (see render). The
+// broadcasts piece writes its pages with it.
 func (s *Service) Input(tenant string, r SendRequest, version int) inbox.SendInput {
 	in := inbox.SendInput{IdempotencyKey: r.IdempotencyKey, Type: r.Type, Category: r.Category, Title: r.Title,
 		Body: r.Body, Actor: r.Actor, Target: r.Target, Payload: r.Payload, ExpiresAt: r.ExpiresAt,
 		GroupKey: r.GroupKey, Actions: r.Actions, Channels: r.Channels, Locale: r.Locale}
 	if r.Template != "" && s.o.Templates != nil {
-		tpl, data := r.Template, r.Data
-		in.Render = renderHook(s.o.Templates, tenant, tpl, version, data)
-		sum := sha256.Sum256(data)
-		in.RenderKey = tpl + "@" + strconv.Itoa(version) + "@" + hex.EncodeToString(sum[:8])
+		sum := sha256.Sum256(r.Data)
+		in.RenderKey = r.Template + "@" + strconv.Itoa(version) + "@" + hex.EncodeToString(sum[:8])
 	}
 	return in
+}
+
+// render is the render function of r's template at version (nil when r names none): one
+// per processing of a request, shared by its chunks.
+func (s *Service) render(tenant string, r SendRequest, version int) RenderFunc {
+	if r.Template == "" || s.o.Templates == nil {
+		return nil
+	}
+	return renderHook(s.o.Templates, tenant, r.Template, version, r.Data)
 }
 
 // RunInLane runs work in lane's bounded pool ("transactional" or "bulk"; anything else

@@ -7,7 +7,7 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-// renderHook returns the render hook (inbox.SendInput.Render) of template tpl of tenant
+// renderHook returns the render function (RenderFunc) of template tpl of tenant
 // at version with data, for one send (a chunk of a request, or one run of a broadcast's
 // shard). It resolves each locale asked for to the stored content that serves it
 // (Templates.Resolve, in memory once the template's stored locales are known) and renders
@@ -15,7 +15,7 @@ import (
 // en-x-aaab all to en; de-CH-x-abc to de) share one render of the same data. It keeps at
 // most one rendering per stored locale of the template (store.MaxTemplateLocales), never
 // one per locale asked for. A failed render is not kept: the next call tries again.
-func renderHook(t Templates, tenant, tpl string, version int, data inbox.JSON) func(context.Context, string) (inbox.Rendered, error) {
+func renderHook(t Templates, tenant, tpl string, version int, data inbox.JSON) RenderFunc {
 	type served struct {
 		locale  string
 		version int

@@ -68,10 +68,10 @@ type Broadcaster interface {
 	Start(ctx context.Context, tenant string, spec BroadcastSpec) (broadcastID string, err error)
 }
 
-// Store is what the service needs of the store (*store.Store).
+// Store is what the service needs of the store (*store.Store): the send loop's reads and
+// writes (Writes), and the requests' records.
 type Store interface {
-	Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error)
-	CheckSend(in inbox.SendInput) error
+	Writes
 	NewID() string
 	AcceptRequest(ctx context.Context, r inbox.Request, ttl time.Duration, task inbox.Task) (inbox.Request, bool, error)
 	GetRequest(ctx context.Context, tenantID, key string) (inbox.Request, bool, error)
@@ -102,6 +102,11 @@ type Options struct {
 	// AcceptOnly leaves every request to its recovery task (no processing in this
 	// process: the scheduler's workers run them).
 	AcceptOnly bool
+	// Publisher hears of every recipient written (nil: nobody); see Writer.
+	Publisher inbox.Publisher
+	// WriteConcurrency is how many recipients of one chunk are written at once (default
+	// DefaultWriteConcurrency).
+	WriteConcurrency int
 	// Logger receives processing failures (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
@@ -112,6 +117,7 @@ type Options struct {
 // Handler with the scheduler (TaskSend), and Close it after the transports stopped.
 type Service struct {
 	st       Store
+	w        Writer
 	o        Options
 	lanes    map[Priority]*lane
 	mu       sync.Mutex
@@ -143,7 +149,8 @@ func New(st Store, o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Service{st: st, o: o, inflight: map[string]*run{}, closed: make(chan struct{})}
+	s := &Service{st: st, o: o, inflight: map[string]*run{}, closed: make(chan struct{}),
+		w: Writer{Store: st, Publisher: o.Publisher, Concurrency: o.WriteConcurrency}}
 	s.lanes = map[Priority]*lane{
 		Transactional: newLane(o.Transactional),
 		Bulk:          newLane(o.Bulk),

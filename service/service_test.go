@@ -15,6 +15,7 @@ import (
 
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/routing"
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
@@ -245,24 +246,25 @@ func TestSendAtRunsLater(t *testing.T) {
 	}
 }
 
-// slowStore delays the store's sends of bulk keys ("bulk-").
+// slowStore delays the sends of bulk keys ("bulk-") at their first store call (the
+// guards of the key).
 type slowStore struct {
 	*store.Store
 	running atomic.Int32
 	release chan struct{} // bulk sends wait for it
 }
 
-func (s *slowStore) Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error) {
-	if strings.HasPrefix(in.IdempotencyKey, "bulk-") {
+func (s *slowStore) Guards(ctx context.Context, tenantID, key string) (map[string]routing.Guard, error) {
+	if strings.HasPrefix(key, "bulk-") {
 		s.running.Add(1)
 		defer s.running.Add(-1)
 		select {
 		case <-s.release:
 		case <-ctx.Done():
-			return inbox.SendResult{}, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
-	return s.Store.Send(ctx, tenantID, in)
+	return s.Store.Guards(ctx, tenantID, key)
 }
 
 func TestBulkNeverDelaysTransactional(t *testing.T) {
@@ -302,10 +304,10 @@ func TestPreassignedIDBelowClock(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	early, early2 := e.st.NewID(), e.st.NewID()
-	if _, err := e.st.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "later", Recipients: []string{"a"}, Type: "t"}); err != nil {
+	if _, err := (service.Writer{Store: e.st}).Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "later", Recipients: []string{"a"}, Type: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.st.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "early", Recipients: []string{"a"}, Type: "t",
+	res, err := service.Writer{Store: e.st}.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "early", Recipients: []string{"a"}, Type: "t",
 		NotificationIDs: map[string]string{"a": early}})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +321,7 @@ func TestPreassignedIDBelowClock(t *testing.T) {
 	if _, err := e.st.MarkAll(ctx, inbox.Viewer{TenantID: tenant, UserID: "a"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	res, err = e.st.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "early2", Recipients: []string{"a"}, Type: "t",
+	res, err = service.Writer{Store: e.st}.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "early2", Recipients: []string{"a"}, Type: "t",
 		NotificationIDs: map[string]string{"a": early2}})
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func TestBatchGetRetriesUnprocessedKeys(t *testing.T) {
 	ctx := context.Background()
 	var refs []inbox.ProfileRef
 	for i := 0; i < 37; i++ {
-		if _, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("u%d", i), Recipients: []string{"a"}, Type: "t",
+		if _, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("u%d", i), Recipients: []string{"a"}, Type: "t",
 			Actor: &inbox.Actor{ActorID: fmt.Sprintf("actor%d", i), Name: fmt.Sprintf("A%d", i)}}); err != nil {
 			t.Fatal(err)
 		}

@@ -28,14 +28,14 @@ import (
 //
 // The service (package service) drives a shard page by page: it fixes the next page in
 // the progress item (SetBroadcastPending, on condition of the page number it read),
-// writes it with Store.Send under a key derived from the broadcast, shard and page
+// writes it with the send loop (service.Writer) under a key derived from the broadcast, shard and page
 // number, then checkpoints (CheckpointBroadcast): ONE TransactWriteItems moves the
 // shard's page and cursor on condition of the page number it started from and ADDs the
 // page's written / skipped / failed to B. A page redone after a crash is the same page
 // (pending) under the same key: its recipients' guards exist, nobody gets a second
 // notification, and its counts are added once, by the one checkpoint that commits.
 
-// BroadcastPageSize is the most recipients of one broadcast page (one Store.Send).
+// BroadcastPageSize is the most recipients of one broadcast page (one send).
 const BroadcastPageSize = inbox.MaxRecipients
 
 // WithBroadcastPageSize sets the most recipients of one broadcast page (default and

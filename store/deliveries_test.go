@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -54,14 +55,20 @@ func newDeliveryFixture(t *testing.T) *deliveryFixture {
 // status ids.
 func (f *deliveryFixture) send(t *testing.T, key string, in inbox.SendInput, users ...string) map[string]string {
 	t.Helper()
+	return f.sendRendered(t, key, in, nil, users...)
+}
+
+// sendRendered is send with the template content render makes (nil: none, every channel).
+func (f *deliveryFixture) sendRendered(t *testing.T, key string, in inbox.SendInput, render service.RenderFunc, users ...string) map[string]string {
+	t.Helper()
 	in.IdempotencyKey, in.Recipients = key, users
 	if in.Type == "" {
 		in.Type = "comment"
 	}
-	if in.Render == nil && in.TemplateChannels == nil {
+	if render == nil && in.TemplateChannels == nil {
 		in.TemplateChannels = []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS, inbox.ChannelWebhook}
 	}
-	res, err := f.s.Send(context.Background(), f.tenant, in)
+	res, err := writer(f.s).Write(context.Background(), f.tenant, in, render)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,16 +211,17 @@ func TestRoutingTemplateContent(t *testing.T) {
 	t.Parallel()
 	f := newDeliveryFixture(t)
 	ctx := context.Background()
-	in := inbox.SendInput{Title: "ignored", RenderKey: "tpl@1", Render: func(_ context.Context, locale string) (inbox.Rendered, error) {
+	in := inbox.SendInput{Title: "ignored", RenderKey: "tpl@1"}
+	render := func(_ context.Context, locale string) (inbox.Rendered, error) {
 		return inbox.Rendered{Title: "T", Body: "B",
 			Parts:    map[string]inbox.Content{inbox.ChannelEmail: {Subject: "S", HTML: "<p>H</p>", Text: "X"}, inbox.ChannelPush: {Title: "PT", Body: "PB"}, inbox.ChannelSMS: {Text: "sms"}},
 			Channels: []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelPush, inbox.ChannelSMS}}, nil
-	}}
+	}
 	if _, err := f.s.UpdatePreferences(ctx, f.viewer("u"), inbox.PreferencesUpdate{
 		QuietHours: &inbox.QuietHours{Start: "11:00", End: "13:00"}, Timezone: sptr("UTC")}); err != nil {
 		t.Fatal(err)
 	}
-	ids := f.send(t, "tpl", in, "u")
+	ids := f.sendRendered(t, "tpl", in, render, "u")
 	end := routingNow.Add(time.Hour)
 	for _, k := range []string{"EMAIL", "SMS", inbox.DeliveryKey(inbox.ChannelPush, f.devs[0].ID)} {
 		if c := f.record(t, ids["u"], k); c.Status != inbox.DeliveryQueued || !c.DeferredUntil.Equal(end) {

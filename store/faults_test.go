@@ -14,6 +14,7 @@ import (
 
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -102,9 +103,9 @@ func (f *fixture) faulty(t *testing.T, j *injector, opts ...store.Option) *store
 	return s
 }
 
-func sendTo(t *testing.T, s *store.Store, tenant, key string, users ...string) inbox.SendResult {
+func sendTo(t *testing.T, w service.Writer, tenant, key string, users ...string) inbox.SendResult {
 	t.Helper()
-	res, err := s.Send(context.Background(), tenant, inbox.SendInput{IdempotencyKey: key, Recipients: users, Type: "t",
+	res, err := w.Send(context.Background(), tenant, inbox.SendInput{IdempotencyKey: key, Recipients: users, Type: "t",
 		Actor: &inbox.Actor{ActorID: "bob", Name: "Bob"}, Target: &inbox.Target{Kind: "issue", TargetID: "42", Title: "Issue 42"}})
 	if err != nil {
 		t.Fatalf("send %s: %v", key, err)
@@ -118,7 +119,7 @@ func sendTo(t *testing.T, s *store.Store, tenant, key string, users ...string) i
 func TestUnprocessedKeysForeverEndThrottledAfterBoundedCalls(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	ids := sendTo(t, f.s, f.tenant, "k1", "alice").NotificationIDs
+	ids := sendTo(t, writer(f.s), f.tenant, "k1", "alice").NotificationIDs
 	var mu sync.Mutex
 	calls := 0
 	unprocessed := func(o *dynamodb.Options) {
@@ -161,7 +162,7 @@ func TestUnprocessedKeysForeverEndThrottledAfterBoundedCalls(t *testing.T) {
 func TestTransientFailuresAreRetriedThenCoded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	sendTo(t, f.s, f.tenant, "k1", "alice")
+	sendTo(t, writer(f.s), f.tenant, "k1", "alice")
 	v := f.viewer("alice")
 	ctx := context.Background()
 
@@ -193,7 +194,7 @@ func TestTransientFailuresAreRetriedThenCoded(t *testing.T) {
 		if got := j.count("GetItem"); got != 6 {
 			t.Errorf("read under %s: %d GetItem calls, want the budget of 6", tc.code, got)
 		}
-		_, err = s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "k-" + tc.code, Recipients: []string{"alice"}, Type: "t"})
+		_, err = writer(s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "k-" + tc.code, Recipients: []string{"alice"}, Type: "t"})
 		if got := inbox.ErrorCode(err); got != tc.want {
 			t.Errorf("send under %s: code %q (%v), want %s", tc.code, got, err, tc.want)
 		}
@@ -235,7 +236,7 @@ func TestLostAnswersAfterCommitStayExactAndPublish(t *testing.T) {
 	arm := func(op string) { mu.Lock(); lose[op] = true; mu.Unlock() }
 
 	arm("TransactWriteItems")
-	res := sendTo(t, s, f.tenant, "lost-send", "alice")
+	res := sendTo(t, writer(s, pub), f.tenant, "lost-send", "alice")
 	if res.Accepted != 1 {
 		t.Fatalf("send with a lost answer: %+v", res)
 	}
@@ -261,7 +262,7 @@ func TestLostAnswersAfterCommitStayExactAndPublish(t *testing.T) {
 		t.Fatalf("mark with a lost answer published %+v; want the stored badge 0 at version %d", got, ver)
 	}
 
-	sendTo(t, s, f.tenant, "second", "alice")
+	sendTo(t, writer(s, pub), f.tenant, "second", "alice")
 	arm("UpdateItem")
 	if _, err := s.MarkAll(ctx, v, nil); err != nil {
 		t.Fatalf("markAllRead with a lost answer: %v", err)
@@ -279,7 +280,7 @@ func TestMarkPublishesWhenItsMetaReadFails(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	v := f.viewer("alice")
-	ids := sendTo(t, f.s, f.tenant, "k1", "alice").NotificationIDs
+	ids := sendTo(t, writer(f.s), f.tenant, "k1", "alice").NotificationIDs
 	pub := &recorder{}
 	var mu sync.Mutex
 	broken := false
@@ -339,11 +340,11 @@ func TestSendReplayWritesNoProfileAgain(t *testing.T) {
 		}
 		return pass, ""
 	})
-	if _, err := f.faulty(t, j).Send(ctx, f.tenant, in); err == nil {
+	if _, err := writer(f.faulty(t, j)).Send(ctx, f.tenant, in); err == nil {
 		t.Fatal("the first send should have failed for bob")
 	}
 	k := newInjector(func(string, int, any) (faultKind, string) { return pass, "" })
-	res, err := f.faulty(t, k).Send(ctx, f.tenant, in)
+	res, err := writer(f.faulty(t, k)).Send(ctx, f.tenant, in)
 	if err != nil || res.Accepted != 2 {
 		t.Fatalf("replay: %+v, %v", res, err)
 	}
@@ -370,7 +371,7 @@ func aliceDone(ctx context.Context, f *fixture) bool {
 func TestConflictLoopEndsThrottledAtTheDeadline(t *testing.T) {
 	// Not parallel: it bounds attempts at 300 ms, which a busy package could exceed.
 	f := newFixture(t)
-	ids := sendTo(t, f.s, f.tenant, "k1", "alice").NotificationIDs
+	ids := sendTo(t, writer(f.s), f.tenant, "k1", "alice").NotificationIDs
 	var mu sync.Mutex
 	calls := 0
 	conflicting := func(o *dynamodb.Options) {
@@ -410,7 +411,7 @@ func TestConflictLoopEndsThrottledAtTheDeadline(t *testing.T) {
 func TestUnansweredCallTimesOutAndIsRetried(t *testing.T) {
 	// Not parallel: it bounds attempts at 300 ms, which a busy package could exceed.
 	f := newFixture(t)
-	sendTo(t, f.s, f.tenant, "k1", "alice")
+	sendTo(t, writer(f.s), f.tenant, "k1", "alice")
 	var mu sync.Mutex
 	calls := 0
 	silent := func(o *dynamodb.Options) {
@@ -452,7 +453,7 @@ func TestClientRetryAfterLostAnswersPublishesTheEvent(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	v := f.viewer("alice")
-	ids := sendTo(t, f.s, f.tenant, "k1", "alice").NotificationIDs
+	ids := sendTo(t, writer(f.s), f.tenant, "k1", "alice").NotificationIDs
 	pub := &recorder{}
 	var mu sync.Mutex
 	losing := false

@@ -22,7 +22,7 @@ import (
 // cat, with groupKey gk (default when ""), and returns its id.
 func (f *fixture) sendG(t *testing.T, typ, target, actor, cat, gk string, exp time.Time) string {
 	t.Helper()
-	res, err := f.s.Send(context.Background(), f.tenant, inbox.SendInput{
+	res, err := writer(f.s).Send(context.Background(), f.tenant, inbox.SendInput{
 		IdempotencyKey: "g" + randSuffix(), Recipients: []string{"alice"}, Type: typ, Category: cat, GroupKey: gk,
 		Actor: &inbox.Actor{ActorID: actor, Name: actor}, Target: &inbox.Target{Kind: "issue", TargetID: target},
 		ExpiresAt: exp,
@@ -419,7 +419,7 @@ func TestGroupFullUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 30 {
-				res, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "full" + randSuffix(), Recipients: []string{"alice"},
+				res, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "full" + randSuffix(), Recipients: []string{"alice"},
 					Type: "comment", Actor: &inbox.Actor{ActorID: "a" + strconv.Itoa((w+i)%5)}, Target: &inbox.Target{Kind: "issue", TargetID: "1"}})
 				report(err)
 				if err == nil {

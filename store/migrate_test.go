@@ -134,7 +134,7 @@ func TestCreateTableUpgradesADeployedTable(t *testing.T) {
 		t.Fatalf("CreateTable on an up-to-date table updated it (%d UpdateTable calls in all)", n)
 	}
 	v := inbox.Viewer{TenantID: "acme", UserID: "alice"}
-	if _, err := st.Send(ctx, "acme", inbox.SendInput{IdempotencyKey: "k1", Recipients: []string{"alice"}, Type: "t", Title: "hello"}); err != nil {
+	if _, err := writer(st).Send(ctx, "acme", inbox.SendInput{IdempotencyKey: "k1", Recipients: []string{"alice"}, Type: "t", Title: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := st.Inbox(ctx, v, inbox.PageQuery{First: aws.Int(10), UnreadOnly: true})

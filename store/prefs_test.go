@@ -285,7 +285,7 @@ func TestSendEnforcesPreferences(t *testing.T) {
 			in.Target = &inbox.Target{Kind: "issue", TargetID: target}
 		}
 		f.rec.Reset()
-		res, err := f.s.Send(ctx, f.tenant, in)
+		res, err := writer(f.s).Send(ctx, f.tenant, in)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -113,16 +113,16 @@ func validRef(r inbox.ProfileRef) bool {
 	return r.TargetKind == "" || inbox.CheckID("kind", r.TargetKind) == nil
 }
 
-// upsertActor writes the fields of a that are set into its profile item (UpdateItem, so a
+// UpsertActor writes the fields of a that are set into its profile item (UpdateItem, so a
 // send that names only the id keeps the stored name and avatar).
-func (s *Store) upsertActor(ctx context.Context, tenantID string, a *inbox.Actor) error {
+func (s *Store) UpsertActor(ctx context.Context, tenantID string, a *inbox.Actor) error {
 	return s.upsertProfile(ctx, actorPK(tenantID, a.ActorID), entityActor, map[string]string{
 		"actorId": a.ActorID, "name": a.Name, "avatarUrl": a.AvatarURL, "url": a.URL,
 	})
 }
 
-// upsertTarget is upsertActor for a target.
-func (s *Store) upsertTarget(ctx context.Context, tenantID string, t *inbox.Target) error {
+// UpsertTarget is UpsertActor for a target.
+func (s *Store) UpsertTarget(ctx context.Context, tenantID string, t *inbox.Target) error {
 	return s.upsertProfile(ctx, targetPK(tenantID, t.Kind, t.TargetID), entityTarget, map[string]string{
 		"targetId": t.TargetID, "kind": t.Kind, "title": t.Title, "url": t.URL,
 	})

@@ -19,14 +19,15 @@ import (
 	"github.com/inboxgw/gateway/routing"
 )
 
-// Routing: which channels each recipient of a send gets (decided by package routing,
-// routing.Decide, over what routeRecipients reads), the status records
-// that keep each decision (AP22: written in the recipient's send transaction), the
-// scheduler tasks that deliver the queued channels (TaskDeliver), and the status read.
+// Routing: what each recipient of a send needs read for the decisions (ReadRecipients),
+// the status records that keep each decision (AP22: written in the recipient's send
+// transaction, WriteRecipient), the scheduler tasks that deliver the queued channels
+// (TaskDeliver), and the status read.
 //
 // The rules (which channels, which skip reason, which deferral) are package routing's
 // and nothing here repeats them: the store reads what they need in one BatchGetItem,
-// calls routing.Decide per recipient, and writes each decision as a status record.
+// the send loop (service.Writer) calls routing.Decide per recipient, and the store
+// writes each decision as a status record.
 
 // DefaultStatusTTL is how long a notification's status records are kept (after their
 // deferral, if any) unless WithStatusTTL says otherwise.
@@ -112,10 +113,10 @@ type userProfileItem struct {
 	DevicesRev int64                 `dynamodbav:"devicesRev,omitempty"`
 }
 
-// route is what a send does for one recipient: the decisions of the channels it
-// considered (routing.Decide's: in inbox.Channels order, a push decision per device;
-// in-app always among them), when in-app is queued the recipient's group as read, and
-// the content rendered for the recipient (nil: the send's title and body).
+// route is what a send does for one recipient (of its routing.Plan): the decisions of
+// the channels it considered (routing.Decide's: in inbox.Channels order, a push decision
+// per device; in-app always among them), when in-app is queued the recipient's group as
+// read, and the content rendered for the recipient (nil: the send's title and body).
 type route struct {
 	decisions []routing.Decision
 	grp       *groupItem
@@ -125,19 +126,18 @@ type route struct {
 // inApp returns the in-app decision of r (routing.InApp).
 func (r *route) inApp() routing.Decision { return routing.InApp(r.decisions) }
 
-// routeRecipients reads what the send's decisions need of users, in ONE strongly
-// consistent BatchGetItem (AP13): each user's PREFS (not for a critical category), their
-// PROFILE (AP24, with their push devices; only when EMAIL, PUSH or SMS may be sent),
-// their group gk (AP15; the send's
-// transactions are conditioned on it), and the tenant's settings (AP23) when this
-// instance has not cached them; then decides every user's channels (routing.Decide) at
-// the store's now. The group is that of each user whose in-app is queued (a new one, not
-// stored, where none exists). It returns the tenant's configuration too.
-func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []string, in inbox.SendInput, gk string) (map[string]*route, routing.Tenant, error) {
+// ReadRecipients reads what a send's decisions and writes need of users of tenantID, in
+// ONE strongly consistent BatchGetItem (AP13; one call per 100 keys): each user's PREFS
+// (unless need.Prefs says the cached configuration does without), their PROFILE (AP24,
+// with their push devices) when need.Profile, their group need.GroupKey (AP15; the send's
+// transactions are conditioned on it) when set, and the tenant's settings (AP23) when this
+// instance has not cached them. It decides nothing: the values are returned as stored
+// (zero where an item is missing), with the tenant's configuration and the store's time.
+func (s *Store) ReadRecipients(ctx context.Context, tenantID string, users []string, need routing.Need) (routing.Read, error) {
 	set, cached := s.settings.get(tenantID)
 	cfg := s.config(tenantID, set)
-	critical := cached && cfg.Critical(in.Category)
-	needProfile := routing.NeedsProfile(in)
+	prefs := !cached || need.Prefs == nil || need.Prefs(cfg)
+	gk := need.GroupKey
 	setKey := itemKey{settingsPK(tenantID), skSettings}
 	keys := make([]itemKey, 0, 3*len(users)+1)
 	if !cached {
@@ -145,55 +145,73 @@ func (s *Store) routeRecipients(ctx context.Context, tenantID string, users []st
 	}
 	for _, u := range users {
 		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
-		if !critical {
+		if prefs {
 			keys = append(keys, itemKey{pk, skPrefs})
 		}
-		if needProfile {
+		if need.Profile {
 			keys = append(keys, itemKey{pk, skUserProfile})
 		}
-		keys = append(keys, itemKey{pk, groupSK(gk)})
+		if gk != "" {
+			keys = append(keys, itemKey{pk, groupSK(gk)})
+		}
 	}
 	got, err := s.batchGet(ctx, keys, batchGetOptions{consistent: true})
 	if err != nil {
-		return nil, routing.Tenant{}, err
+		return routing.Read{}, err
 	}
 	if !cached {
 		if set, err = decodeSettings(got[setKey]); err != nil {
-			return nil, routing.Tenant{}, err
+			return routing.Read{}, err
 		}
 		s.settings.put(tenantID, set)
 		cfg = s.config(tenantID, set)
-		critical = cfg.Critical(in.Category)
+		prefs = need.Prefs == nil || need.Prefs(cfg)
 	}
-	now := s.now()
-	routes := make(map[string]*route, len(users))
+	out := routing.Read{Tenant: cfg, Recipients: make(map[string]routing.Recipient, len(users)),
+		Groups: map[string]routing.Group{}, At: s.now()}
 	for _, u := range users {
 		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
-		var own inbox.OwnPreferences
-		if !critical {
-			if own, err = decodePrefs(got[itemKey{pk, skPrefs}]); err != nil {
-				return nil, routing.Tenant{}, err
+		var r routing.Recipient
+		if prefs {
+			if r.Own, err = decodePrefs(got[itemKey{pk, skPrefs}]); err != nil {
+				return routing.Read{}, err
 			}
 		}
-		prof, devices, err := decodeUserDevices(got[itemKey{pk, skUserProfile}])
-		if err != nil {
-			return nil, routing.Tenant{}, err
+		if r.Profile, r.Devices, err = decodeUserDevices(got[itemKey{pk, skUserProfile}]); err != nil {
+			return routing.Read{}, err
 		}
-		r := &route{decisions: routing.Decide(in, cfg, routing.Recipient{Own: own, Profile: prof, Devices: devices}, now)}
-		routes[u] = r
-		if !r.inApp().Queued() {
+		out.Recipients[u] = r
+		if gk == "" {
 			continue
 		}
 		raw, ok := got[itemKey{pk, groupSK(gk)}]
 		if !ok {
-			r.grp = &groupItem{UserPK: pk, GroupKey: gk, Members: map[string]string{}}
+			out.Groups[u] = routing.Group{Key: gk, Members: map[string]string{}}
 			continue
 		}
-		if r.grp, err = decodeGroup(raw); err != nil {
-			return nil, routing.Tenant{}, fmt.Errorf("decode group: %w", err)
+		g, err := decodeGroup(raw)
+		if err != nil {
+			return routing.Read{}, fmt.Errorf("decode group: %w", err)
 		}
+		out.Groups[u] = g.plain()
 	}
-	return routes, cfg, nil
+	return out, nil
+}
+
+// plain is g as a routing.Group.
+func (g *groupItem) plain() routing.Group {
+	return routing.Group{Key: g.GroupKey, Type: g.Type, TargetKind: g.TargetKind, TargetID: g.TargetID,
+		Category: g.Category, Rev: g.Rev, Members: g.Members, Stored: g.exists}
+}
+
+// groupOf is the stored form of v's group g as read.
+func groupOf(v inbox.Viewer, g routing.Group) *groupItem {
+	members := g.Members
+	if members == nil {
+		members = map[string]string{}
+	}
+	return &groupItem{UserPK: userPK(v), GroupKey: g.Key, Type: g.Type, TargetKind: g.TargetKind, TargetID: g.TargetID,
+		Category: g.Category, Rev: g.Rev, Members: members, exists: g.Stored}
 }
 
 // maxTxnActions is TransactWriteItems' limit of actions. One recipient's send holds at

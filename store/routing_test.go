@@ -101,7 +101,7 @@ func TestRoutingWritesDecisions(t *testing.T) {
 	ids := map[string]string{} // "case/user" -> status id, for the deliver tasks
 	var wantTasks []string
 	for i, c := range cases {
-		res, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("routing-%d", i), Recipients: users,
+		res, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("routing-%d", i), Recipients: users,
 			Type: "comment", Category: c.category, Title: c.name, Target: &inbox.Target{Kind: "issue", TargetID: "42"},
 			TemplateChannels: c.template, Channels: c.hint})
 		if err != nil {

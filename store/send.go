@@ -1,15 +1,11 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -19,216 +15,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/routing"
 )
 
-// Send fans in out to its recipients of tenantID (AP8), idempotently.
-//
-// The recipients' preferences and groups are read in one consistent BatchGetItem. Each
-// recipient gets one TransactWriteItems: Put of its group with the notification as a
-// member (condition: its rev as read; groups.go), Put its idempotency guard
-// (attribute_not_exists), Put the notification (attribute_not_exists), and Update its META
-// (ADD unreadCount 1, condition: the notification's id is above the markAllRead watermark;
-// when it is not, the notification is written already read and the count is left alone).
-// Recipients run concurrently, a bounded number at a time. Each recipient's channels are
-// decided first (routeRecipients in routing.go, routing.Decide: the template's channels within
-// the hint, the preferences and what the recipient has; quiet hours defer) and every
-// decision is written in the recipient's transaction as the notification's status
-// records (AP22), with a TaskDeliver for each queued channel but in-app. Recipients whose
-// in-app is skipped (in-app off for the category, the target muted, ...) get a guard and
-// status records and no notification, and are not counted in Accepted; SendResult.Skipped
-// counts every skip.
-//
-// The guards of one key are read first (one Query): recipients that have one are not
-// written again, so a replay after a complete send writes nothing and returns the first
-// result with Duplicate set, and a replay after a send that failed part-way completes the
-// remaining recipients and duplicates none. A key reused with different content is refused.
-// Actor and target are upserted as profiles (UpdateItem) before any notification, by the
-// first call of a key only (one that finds no guard).
-//
-// Every recipient with a notification from this key is published: a new one with its
-// notification, one found already written (a replay) as a re-read hint, since the call
-// that wrote it may have lost its answer before publishing.
-//
-// Pre-assigned ids (in.NotificationIDs, the send service's): a recipient's notification
-// is written under its id. When the inbox's clock has passed the id since it was chosen
-// (a later notification or mark), the notification is still written under it as long as
-// every read and seen watermark it falls under is below it (it is then unread and unseen,
-// counted as such, and its group keeps its newest member first); when a watermark passed
-// it, it gets a fresh id above the clock, as without one.
-//
-// Templates (in.Render): the recipients' locales (their preferences' locale, else their
-// channel profile's, else in.Locale, else the tenant's default; see renderByLocale) are
-// read in one BatchGetItem, Render runs once per distinct locale, and each recipient's
-// notification carries its locale's title and body.
-//
-// Errors: BAD_USER_INPUT for invalid input (see CheckSend) or a reused key; Render's error;
-// the first write error of a recipient otherwise (recipients written before it stay
-// written, and a replay completes the rest).
-func (s *Store) Send(ctx context.Context, tenantID string, in inbox.SendInput) (inbox.SendResult, error) {
-	if err := inbox.CheckID("tenant", tenantID); err != nil {
-		return inbox.SendResult{}, err
-	}
-	if err := s.CheckSend(in); err != nil {
-		return inbox.SendResult{}, err
-	}
-	in.Payload = compactPayload(in.Payload)
-	recipients := make([]string, 0, len(in.Recipients))
-	for _, r := range in.Recipients {
-		if !slices.Contains(recipients, r) {
-			recipients = append(recipients, r)
-		}
-	}
-	hash := inputHash(in, recipients)
-
-	guards, err := s.guards(ctx, tenantID, in.IdempotencyKey)
+// Guards returns the guards of idempotency key of tenantID by recipient: what the sends
+// of the key wrote so far (one strongly consistent Query of the key's partition).
+func (s *Store) Guards(ctx context.Context, tenantID, key string) (map[string]routing.Guard, error) {
+	gs, err := s.guards(ctx, tenantID, key)
 	if err != nil {
-		return inbox.SendResult{}, err
+		return nil, err
 	}
-	var pending []string
-	for _, r := range recipients {
-		g, ok := guards[r]
-		if ok && g.InputHash != hash {
-			return inbox.SendResult{}, inbox.Errorf(inbox.CodeBadUserInput,
-				"idempotencyKey was already used for a different notification")
-		}
-		if !ok {
-			pending = append(pending, r)
-		}
+	out := make(map[string]routing.Guard, len(gs))
+	for u, g := range gs {
+		out[u] = routing.Guard{InputHash: g.InputHash, NotificationID: g.NotificationID, StatusID: g.StatusID}
 	}
-	for _, g := range guards {
-		if g.InputHash != hash {
-			return inbox.SendResult{}, inbox.Errorf(inbox.CodeBadUserInput,
-				"idempotencyKey was already used for a different notification")
-		}
-	}
-	deliveries := make(map[string]inbox.Delivery, len(recipients))
-	for r, g := range guards {
-		if g.NotificationID != "" {
-			deliveries[r] = inbox.Delivery{UserID: r, Notification: &inbox.Notification{ID: g.NotificationID}}
-		}
-	}
-	for r, g := range guards {
-		if g.NotificationID != "" && !slices.Contains(pending, r) {
-			// A replay: the first send may have committed this recipient's notification
-			// and lost its answer before publishing. Subscribers re-read the badge.
-			s.publish(ctx, inbox.Change{Viewer: inbox.Viewer{TenantID: tenantID, UserID: r}})
-		}
-	}
-	// Actor and target are upserted before any guard is written, so a key with guards
-	// (a replay) has written them already: a replay writes nothing the first send wrote.
-	if len(pending) > 0 && len(guards) == 0 {
-		if in.Actor != nil {
-			if err := s.upsertActor(ctx, tenantID, in.Actor); err != nil {
-				return inbox.SendResult{}, err
-			}
-		}
-		if in.Target != nil {
-			if err := s.upsertTarget(ctx, tenantID, in.Target); err != nil {
-				return inbox.SendResult{}, err
-			}
-		}
-	}
-	var content map[string]inbox.Rendered
-	if len(pending) > 0 && in.Render != nil {
-		if content, err = s.renderByLocale(ctx, tenantID, pending, in); err != nil {
-			return inbox.SendResult{}, err
-		}
-	}
-	if in.Render != nil && in.TemplateChannels == nil {
-		// The template's channels: those of any locale rendered.
-		in.TemplateChannels = routing.TemplateChannels(content)
-	}
-	skipped := inbox.SkipCounts{}
-	statusIDs := make(map[string]string, len(recipients))
-	for r, g := range guards {
-		if g.NotificationID != "" {
-			statusIDs[r] = g.NotificationID
-		} else if g.StatusID != "" {
-			statusIDs[r] = g.StatusID
-		}
-	}
-	if len(pending) > 0 {
-		routes, cfg, err := s.routeRecipients(ctx, tenantID, pending, in, routing.GroupKey(in))
-		if err != nil {
-			return inbox.SendResult{}, err
-		}
-		results := make([]sent, len(pending))
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(s.sendConcurrency)
-		for i, r := range pending {
-			g.Go(func() error {
-				in := in
-				if c, ok := content[r]; ok {
-					in.Title, in.Body = c.Title, c.Body
-					routes[r].content = &c
-				}
-				out, err := s.sendOne(gctx, tenantID, r, in, hash, routes[r], cfg)
-				results[i] = out
-				if err != nil {
-					return fmt.Errorf("send to a recipient: %w", err)
-				}
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return inbox.SendResult{}, err
-		}
-		for i, r := range pending {
-			if results[i].d.Notification != nil {
-				deliveries[r] = results[i].d
-			}
-			if results[i].statusID != "" {
-				statusIDs[r] = results[i].statusID
-			}
-			if results[i].wrote {
-				for _, d := range routes[r].decisions {
-					if d.Reason != "" {
-						skipped.Add(d.Channel, d.Reason)
-					}
-				}
-			}
-		}
-	}
-	res := inbox.SendResult{Duplicate: len(pending) == 0, Skipped: skipped, StatusIDs: statusIDs}
-	for _, r := range recipients {
-		if d, ok := deliveries[r]; ok {
-			res.NotificationIDs = append(res.NotificationIDs, d.Notification.ID)
-			res.Delivered = append(res.Delivered, d)
-		}
-	}
-	res.Accepted = len(res.NotificationIDs)
-	return res, nil
-}
-
-// inputHash identifies a send's content, so a reused key with other content is caught.
-func inputHash(in inbox.SendInput, recipients []string) string {
-	sorted := slices.Sorted(slices.Values(recipients))
-	// The v2 fields are omitted when empty, so a send without them hashes as before.
-	var exp int64
-	if !in.ExpiresAt.IsZero() {
-		exp = in.ExpiresAt.UnixMilli()
-	}
-	b, _ := json.Marshal(struct {
-		Recipients                  []string
-		Type, Category, Title, Body string
-		Actor                       *inbox.Actor
-		Target                      *inbox.Target
-		Payload                     json.RawMessage
-		ExpiresAt                   int64          `json:",omitempty"`
-		GroupKey                    string         `json:",omitempty"`
-		Actions                     []inbox.Action `json:",omitempty"`
-		TemplateChannels            []string       `json:",omitempty"`
-		Channels                    []string       `json:",omitempty"`
-		Locale                      string         `json:",omitempty"`
-		RenderKey                   string         `json:",omitempty"`
-	}{sorted, in.Type, in.Category, in.Title, in.Body, in.Actor, in.Target, json.RawMessage(in.Payload), exp, in.GroupKey, in.Actions,
-		in.TemplateChannels, in.Channels, in.Locale, in.RenderKey})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
+	return out, nil
 }
 
 // guards reads every recipient guard of an idempotency key (Query on its partition,
@@ -261,21 +64,44 @@ func (s *Store) guards(ctx context.Context, tenantID, key string) (map[string]gu
 	}
 }
 
-// sendOne writes one recipient's guard, notification, counter, group and status records
-// (decided by rt) in one transaction, retrying conflicts; rt.grp is the recipient's group
-// as read (re-read after a conflict on it). When another call holds the guard already,
-// its notification is returned with New false.
-func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.SendInput, hash string, rt *route, cfg routing.Tenant) (sent, error) {
-	var wrote bool
+// WriteRecipient writes one recipient's plan in one TransactWriteItems (AP7, AP8, AP22):
+// Put its idempotency guard (attribute_not_exists), Put the notification
+// (attribute_not_exists) and Update its META (ADD unreadCount 1, condition: the
+// notification's id is above the markAllRead watermark), the notification as a member of
+// its group (condition: the group's rev as read; groups.go), its expiry task, and the
+// status records and deliver tasks of the plan's decisions (addStatus). A recipient whose
+// in-app is skipped gets the guard and status records only. It renders, decides and
+// publishes nothing; the caller publishes what it answers once it has answered.
+//
+// Conflicts are the transaction's own and retried here: when the inbox's clock passed the
+// notification's id (a later notification or mark), a fresh id above it is taken, or a
+// pre-assigned id (p.NotificationID) is kept while every read and seen watermark it falls
+// under is below it (it is then unread and unseen, counted as such, and its group keeps
+// its newest member first); a group changed since it was read is read again. When another
+// call holds the guard already, its result is answered with Duplicate set (its
+// notification with New false).
+func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Written, error) {
+	if err := inbox.CheckID("tenant", p.TenantID); err != nil {
+		return routing.Written{}, err
+	}
+	if err := inbox.CheckID("recipient", p.UserID); err != nil {
+		return routing.Written{}, err
+	}
+	tenantID, user, in, hash := p.TenantID, p.UserID, p.Send, p.InputHash
+	var wrote, dup bool
 	v := inbox.Viewer{TenantID: tenantID, UserID: user}
+	rt := &route{decisions: p.Decisions, content: p.Content}
+	if p.Group != nil {
+		rt.grp = groupOf(v, *p.Group)
+	}
 	muted := !rt.inApp().Queued()
 	grp := rt.grp
 	floor := ""
-	statusID := ""                  // the id of a recipient without a notification: its status only
-	pre := in.NotificationIDs[user] // "" once it cannot be used
-	var below *metaItem             // META as read when pre is below its clock
+	statusID := ""          // the id of a recipient without a notification: its status only
+	pre := p.NotificationID // "" once it cannot be used
+	var below *metaItem     // META as read when pre is below its clock
 	d, err := retryConflicts(ctx, func() (inbox.Delivery, error) {
-		wrote = false
+		wrote, dup = false, false
 		if grp == nil && !muted {
 			gs, err := s.readGroups(ctx, v, []string{routing.GroupKey(in)})
 			if err != nil {
@@ -317,7 +143,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 			for _, a := range in.Actions {
 				it.Actions = append(it.Actions, actionItem{Label: a.Label, URL: a.URL})
 			}
-			if exp := routing.Expiry(in, now, cfg.Retention); !exp.IsZero() {
+			if exp := routing.Expiry(in, now, p.Retention); !exp.IsZero() {
 				it.ExpireAt = exp.UnixMilli()
 				it.TTL = exp.Add(ttlGrace).Unix()
 			}
@@ -344,6 +170,7 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 			if gerr != nil {
 				return inbox.Delivery{}, gerr
 			}
+			dup = true
 			if g.NotificationID == "" {
 				statusID = g.StatusID
 				return inbox.Delivery{UserID: user}, nil
@@ -376,32 +203,14 @@ func (s *Store) sendOne(ctx context.Context, tenantID, user string, in inbox.Sen
 		}
 		return inbox.Delivery{UserID: user, Notification: toNotification(it, nil), New: true}, nil
 	})
-	switch {
-	case err != nil:
-		// A transaction may have committed with its answer lost: subscribers re-read.
-		s.publish(ctx, inbox.Change{Viewer: v})
-		return sent{}, err
-	case d.New:
-		s.publish(ctx, inbox.Change{Viewer: v, Notification: d.Notification, Kind: inbox.EventAdded, IDs: []string{d.Notification.ID}})
-	case d.Notification != nil:
-		// The guard was there: another call with this key, or this call's own commit
-		// whose answer was lost (and so never published). Subscribers re-read the badge.
-		s.publish(ctx, inbox.Change{Viewer: v})
+	if err != nil {
+		return routing.Written{}, err
 	}
-	out := sent{d: d, wrote: wrote, statusID: statusID}
+	out := routing.Written{Delivery: d, Wrote: wrote, Duplicate: dup, StatusID: statusID}
 	if d.Notification != nil {
-		out.statusID = d.Notification.ID
+		out.StatusID = d.Notification.ID
 	}
 	return out, nil
-}
-
-// sent is what sendOne did for one recipient: its notification (if any), whether this
-// call's transaction committed (its decisions are the stored ones), and the id its
-// status records are under.
-type sent struct {
-	d        inbox.Delivery
-	wrote    bool
-	statusID string
 }
 
 // sendTxn is one recipient's send transaction: Put the guard, Put the notification, the
@@ -471,7 +280,7 @@ const (
 	maxActionURL   = 2048
 )
 
-// CheckSend checks in as Send would before writing anything: inbox.SendInput.Validate,
+// CheckSend checks in as a send must be before anything of it is written: inbox.SendInput.Validate,
 // the store's own rules (checkSendV2), a payload that is JSON, and pre-assigned ids that
 // are ULIDs. Errors: BAD_USER_INPUT.
 func (s *Store) CheckSend(in inbox.SendInput) error {
@@ -490,18 +299,6 @@ func (s *Store) CheckSend(in inbox.SendInput) error {
 		}
 	}
 	return nil
-}
-
-// compactPayload returns p compacted (nil for JSON null); p is valid JSON (CheckSend).
-func compactPayload(p inbox.JSON) inbox.JSON {
-	if len(p) == 0 {
-		return p
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, p); err != nil || buf.String() == "null" {
-		return nil
-	}
-	return buf.Bytes()
 }
 
 // NewID returns a fresh notification id (a ULID of now from the store's monotonic
@@ -551,59 +348,6 @@ func metaImage(err error) (*metaItem, bool) {
 func belowWatermarks(m *metaItem, cat, id string) bool {
 	c := m.cat(cat)
 	return m.ReadAllBefore < id && m.SeenAllBefore < id && c.ReadWM < id && c.SeenWM < id
-}
-
-// renderByLocale renders in for each of users (Render once per distinct locale). A
-// user's locale is routing.Locale's: their preferences' locale, else their channel
-// profile's (PUT /v1/users/{id}), else in.Locale, else the tenant's default preferences'
-// locale; "" leaves the choice to the template (its default locale). The preferences and profile
-// items (and the tenant's settings when this instance has not cached them) are read in
-// one eventually consistent BatchGetItem.
-func (s *Store) renderByLocale(ctx context.Context, tenantID string, users []string, in inbox.SendInput) (map[string]inbox.Rendered, error) {
-	set, cached := s.settings.get(tenantID)
-	setKey := itemKey{settingsPK(tenantID), skSettings}
-	keys := make([]itemKey, 0, 2*len(users)+1)
-	if !cached {
-		keys = append(keys, setKey)
-	}
-	for _, u := range users {
-		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
-		keys = append(keys, itemKey{pk, skPrefs}, itemKey{pk, skUserProfile})
-	}
-	got, err := s.batchGet(ctx, keys, batchGetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	if !cached {
-		if set, err = decodeSettings(got[setKey]); err != nil {
-			return nil, err
-		}
-		s.settings.put(tenantID, set)
-	}
-	tenantLocale := s.config(tenantID, set).Prefs.Locale
-	byLocale := map[string]inbox.Rendered{}
-	out := make(map[string]inbox.Rendered, len(users))
-	for _, u := range users {
-		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
-		own, err := decodePrefs(got[itemKey{pk, skPrefs}])
-		if err != nil {
-			return nil, err
-		}
-		prof, err := decodeUserProfile(got[itemKey{pk, skUserProfile}])
-		if err != nil {
-			return nil, err
-		}
-		loc := routing.Locale(own.Locale, prof.Locale, in.Locale, tenantLocale)
-		r, ok := byLocale[loc]
-		if !ok {
-			if r, err = in.Render(ctx, loc); err != nil {
-				return nil, err
-			}
-			byLocale[loc] = r
-		}
-		out[u] = r
-	}
-	return out, nil
 }
 
 // checkSendV2 checks the fields of a send that the store adds to inbox.SendInput.Validate:

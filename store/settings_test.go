@@ -22,7 +22,7 @@ func TestStatusOneQueryAndReplay(t *testing.T) {
 	}
 	in := inbox.SendInput{IdempotencyKey: "st", Recipients: []string{"a", "b"}, Type: "t",
 		TemplateChannels: []string{inbox.ChannelInApp, inbox.ChannelEmail}}
-	res, err := f.s.Send(ctx, f.tenant, in)
+	res, err := writer(f.s).Send(ctx, f.tenant, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,18 +55,18 @@ func TestStatusOneQueryAndReplay(t *testing.T) {
 		t.Fatalf("status of a = %+v, %v", st, err)
 	}
 
-	replay, err := f.s.Send(ctx, f.tenant, in)
+	replay, err := writer(f.s).Send(ctx, f.tenant, in)
 	if err != nil || !replay.Duplicate || len(replay.Skipped) != 0 ||
 		replay.StatusIDs["a"] != res.StatusIDs["a"] || replay.StatusIDs["b"] != res.StatusIDs["b"] {
 		t.Fatalf("replay = %+v, %v (first %+v)", replay, err, res)
 	}
 	// The channels are part of the content: the key with another hint is refused.
 	in.Channels = []string{inbox.ChannelEmail}
-	if _, err := f.s.Send(ctx, f.tenant, in); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+	if _, err := writer(f.s).Send(ctx, f.tenant, in); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 		t.Fatalf("reused key with another hint: %v", err)
 	}
 	in.IdempotencyKey, in.Channels = "st2", []string{"FAX"}
-	if _, err := f.s.Send(ctx, f.tenant, in); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+	if _, err := writer(f.s).Send(ctx, f.tenant, in); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 		t.Fatalf("unknown channel: %v", err)
 	}
 
@@ -161,7 +161,7 @@ func TestTenantSettings(t *testing.T) {
 
 	send := func(key, category string) (inbox.SendResult, inbox.NotificationStatus) {
 		t.Helper()
-		res, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: key, Recipients: []string{"a"}, Type: "t", Category: category,
+		res, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: key, Recipients: []string{"a"}, Type: "t", Category: category,
 			TemplateChannels: []string{inbox.ChannelInApp, inbox.ChannelWebhook}})
 		if err != nil {
 			t.Fatal(err)

@@ -26,7 +26,7 @@ func (f *fixture) sendIn(t *testing.T, in inbox.SendInput) string {
 	if in.Type == "" {
 		in.Type = "t"
 	}
-	res, err := f.s.Send(context.Background(), f.tenant, in)
+	res, err := writer(f.s).Send(context.Background(), f.tenant, in)
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}
@@ -243,7 +243,7 @@ func TestDeleteAndExpire(t *testing.T) {
 		t.Fatalf("after expiry: %+v", bg)
 	}
 	for _, exp := range []time.Time{time.Now().Add(-time.Second), time.Now().Add(inbox.MaxSnooze + time.Hour)} {
-		_, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "bad-exp" + randSuffix(), Recipients: []string{"alice"}, Type: "t", ExpiresAt: exp})
+		_, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "bad-exp" + randSuffix(), Recipients: []string{"alice"}, Type: "t", ExpiresAt: exp})
 		if inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Fatalf("expiresAt %v: %v", exp, err)
 		}
@@ -309,7 +309,7 @@ func TestCategoriesCountFilterAndMarkAll(t *testing.T) {
 		if _, err := f.s.Inbox(ctx, v, inbox.PageQuery{Categories: []string{c}}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Errorf("page of %q: %v", c, err)
 		}
-		if _, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "c" + randSuffix(), Recipients: []string{"alice"}, Type: "t", Category: c}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		if _, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "c" + randSuffix(), Recipients: []string{"alice"}, Type: "t", Category: c}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Errorf("send in %q: %v", c, err)
 		}
 	}
@@ -340,12 +340,12 @@ func TestSendActionsAndGroupKey(t *testing.T) {
 		slices.Repeat([]inbox.Action{{Label: "a", URL: "https://x"}}, inbox.MaxActions+1),
 	}
 	for _, acts := range bad {
-		_, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "a" + randSuffix(), Recipients: []string{"alice"}, Type: "t", Actions: acts})
+		_, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "a" + randSuffix(), Recipients: []string{"alice"}, Type: "t", Actions: acts})
 		if inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Errorf("actions %.60v: %v", acts, err)
 		}
 	}
-	if _, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "g" + randSuffix(), Recipients: []string{"alice"}, Type: "t", GroupKey: "a#b"}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+	if _, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "g" + randSuffix(), Recipients: []string{"alice"}, Type: "t", GroupKey: "a#b"}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 		t.Errorf("groupKey a#b: %v", err)
 	}
 }

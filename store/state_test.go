@@ -190,7 +190,7 @@ func race(t *testing.T, s *store.Store, tenant string, rounds int, ok func(error
 			in.ExpiresAt = time.Now().Add(time.Hour).Truncate(time.Millisecond)
 			exp = in.ExpiresAt.UnixMilli()
 		}
-		res, err := s.Send(ctx, tenant, in)
+		res, err := writer(s).Send(ctx, tenant, in)
 		report("send", err)
 		if err == nil && len(res.NotificationIDs) > 0 {
 			p.add(res.NotificationIDs[:1], exp)

@@ -39,27 +39,26 @@ type API interface {
 // Store reads and writes the inbox table. It is safe for concurrent use.
 type Store struct {
 	// dueHook is the NotifyDue function (nil: none).
-	dueHook         atomic.Pointer[func(shard int)]
-	db              API
-	table           string
-	now             func() time.Time
-	ids             *idSource
-	log             *slog.Logger
-	idemTTL         time.Duration
-	sweeper         *sweeper
-	sendConcurrency int
-	pub             inbox.Publisher
-	profiles        *profileCache
-	cursors         *cursorKey
-	retry           RetryPolicy
-	retryObs        RetryObserver
-	schedShards     int
-	segShards       int
-	bcPage          int
-	tenantPrefs     func(tenantID string) inbox.TenantPreferences
-	retention       time.Duration
-	settings        *settingsCache
-	statusTTL       time.Duration
+	dueHook     atomic.Pointer[func(shard int)]
+	db          API
+	table       string
+	now         func() time.Time
+	ids         *idSource
+	log         *slog.Logger
+	idemTTL     time.Duration
+	sweeper     *sweeper
+	pub         inbox.Publisher
+	profiles    *profileCache
+	cursors     *cursorKey
+	retry       RetryPolicy
+	retryObs    RetryObserver
+	schedShards int
+	segShards   int
+	bcPage      int
+	tenantPrefs func(tenantID string) inbox.TenantPreferences
+	retention   time.Duration
+	settings    *settingsCache
+	statusTTL   time.Duration
 }
 
 // Option configures a Store.
@@ -106,20 +105,19 @@ func (s *Store) publish(ctx context.Context, c inbox.Change) {
 // WithRetryPolicy and retry.go), with one SDK attempt each.
 func New(db API, table string, opts ...Option) *Store {
 	s := &Store{
-		db:              db,
-		table:           table,
-		now:             time.Now,
-		ids:             newIDSource(rand.Reader),
-		log:             slog.Default(),
-		idemTTL:         30 * 24 * time.Hour,
-		sendConcurrency: 8,
-		cursors:         randomCursorKey(),
-		retry:           DefaultRetryPolicy,
-		schedShards:     DefaultSchedShards,
-		segShards:       DefaultSegmentShards,
-		bcPage:          BroadcastPageSize,
-		settings:        newSettingsCache(DefaultSettingsCacheTTL),
-		statusTTL:       DefaultStatusTTL,
+		db:          db,
+		table:       table,
+		now:         time.Now,
+		ids:         newIDSource(rand.Reader),
+		log:         slog.Default(),
+		idemTTL:     30 * 24 * time.Hour,
+		cursors:     randomCursorKey(),
+		retry:       DefaultRetryPolicy,
+		schedShards: DefaultSchedShards,
+		segShards:   DefaultSegmentShards,
+		bcPage:      BroadcastPageSize,
+		settings:    newSettingsCache(DefaultSettingsCacheTTL),
+		statusTTL:   DefaultStatusTTL,
 	}
 	s.sweeper = newSweeper(2)
 	for _, o := range opts {

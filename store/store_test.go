@@ -17,6 +17,7 @@ import (
 	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -56,12 +57,22 @@ func newFixture(t *testing.T, opts ...store.Option) *fixture {
 
 func (f *fixture) viewer(u string) inbox.Viewer { return inbox.Viewer{TenantID: f.tenant, UserID: u} }
 
+// writer is the send service's loop over st (sends are the service's since the store
+// only reads and writes), publishing to pub when one is given.
+func writer(st *store.Store, pub ...inbox.Publisher) service.Writer {
+	w := service.Writer{Store: st}
+	if len(pub) > 0 {
+		w.Publisher = pub[0]
+	}
+	return w
+}
+
 // send delivers n notifications to users, one send each, and returns their ids in send order.
 func (f *fixture) send(t *testing.T, n int, typ string, users ...string) []string {
 	t.Helper()
 	var ids []string
 	for i := 0; i < n; i++ {
-		res, err := f.s.Send(context.Background(), f.tenant, inbox.SendInput{
+		res, err := writer(f.s).Send(context.Background(), f.tenant, inbox.SendInput{
 			IdempotencyKey: fmt.Sprintf("k-%s-%d-%s", typ, i, users[0]) + randSuffix(),
 			Recipients:     users, Type: typ, Title: fmt.Sprintf("%s %d", typ, i),
 			Actor:  &inbox.Actor{ActorID: "bob", Name: "Bob"},
@@ -416,11 +427,11 @@ func TestSendIdempotentAndResumable(t *testing.T) {
 	ctx := context.Background()
 	in := inbox.SendInput{IdempotencyKey: "evt-1", Recipients: []string{"a", "b", "c", "a"}, Type: "t", Title: "hello",
 		Payload: inbox.JSON(`{"x": [1, 2]}`)}
-	first, err := f.s.Send(ctx, f.tenant, in)
+	first, err := writer(f.s).Send(ctx, f.tenant, in)
 	if err != nil || first.Accepted != 3 || first.Duplicate || len(first.NotificationIDs) != 3 {
 		t.Fatalf("send = %+v, %v", first, err)
 	}
-	replay, err := f.s.Send(ctx, f.tenant, in)
+	replay, err := writer(f.s).Send(ctx, f.tenant, in)
 	if err != nil || !replay.Duplicate || !slices.Equal(replay.NotificationIDs, first.NotificationIDs) {
 		t.Fatalf("replay = %+v, %v", replay, err)
 	}
@@ -432,7 +443,7 @@ func TestSendIdempotentAndResumable(t *testing.T) {
 	}
 	changed := in
 	changed.Title = "other"
-	if _, err := f.s.Send(ctx, f.tenant, changed); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+	if _, err := writer(f.s).Send(ctx, f.tenant, changed); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 		t.Fatalf("key reused for other content: %v", err)
 	}
 
@@ -453,10 +464,10 @@ func TestSendIdempotentAndResumable(t *testing.T) {
 	broken := store.New(faulty, f.table, store.WithSweepWorkers(0))
 	defer broken.Close()
 	five := inbox.SendInput{IdempotencyKey: "evt-2", Recipients: []string{"p1", "p2", "p3", "p4", "p5"}, Type: "t"}
-	if _, err := broken.Send(ctx, f.tenant, five); err == nil {
+	if _, err := writer(broken).Send(ctx, f.tenant, five); err == nil {
 		t.Fatal("the injected failure did not surface")
 	}
-	done, err := f.s.Send(ctx, f.tenant, five)
+	done, err := writer(f.s).Send(ctx, f.tenant, five)
 	if err != nil || done.Duplicate || done.Accepted != 5 {
 		t.Fatalf("resumed send = %+v, %v", done, err)
 	}
@@ -490,7 +501,7 @@ func TestSendValidationWritesNothing(t *testing.T) {
 		"bad json":       {IdempotencyKey: "k", Recipients: []string{"a"}, Type: "t", Payload: inbox.JSON(`{`)},
 	} {
 		f.rec.Reset()
-		if _, err := f.s.Send(ctx, f.tenant, in); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		if _, err := writer(f.s).Send(ctx, f.tenant, in); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Errorf("%s: %v", name, err)
 		}
 		for _, op := range f.rec.Ops() {
@@ -508,14 +519,14 @@ func TestMutedCategorySkipsRecipient(t *testing.T) {
 	if err := f.s.SetMutedCategories(ctx, f.viewer("b"), []string{"marketing"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "m", Recipients: []string{"a", "b"}, Type: "promo", Category: "marketing"})
+	res, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "m", Recipients: []string{"a", "b"}, Type: "promo", Category: "marketing"})
 	if err != nil || res.Accepted != 1 {
 		t.Fatalf("send = %+v, %v", res, err)
 	}
 	if c, _ := f.s.UnreadCount(ctx, f.viewer("b")); c != 0 {
 		t.Fatalf("muted user got %d", c)
 	}
-	replay, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "m", Recipients: []string{"a", "b"}, Type: "promo", Category: "marketing"})
+	replay, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "m", Recipients: []string{"a", "b"}, Type: "promo", Category: "marketing"})
 	if err != nil || !replay.Duplicate || replay.Accepted != 1 {
 		t.Fatalf("replay = %+v, %v", replay, err)
 	}
@@ -527,7 +538,7 @@ func TestProfilesBatching(t *testing.T) {
 	ctx := context.Background()
 	var refs []inbox.ProfileRef
 	for i := 0; i < 150; i++ {
-		_, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("p%d", i), Recipients: []string{"a"}, Type: "t",
+		_, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("p%d", i), Recipients: []string{"a"}, Type: "t",
 			Actor: &inbox.Actor{ActorID: fmt.Sprintf("actor%d", i), Name: fmt.Sprintf("Actor %d", i)}})
 		if err != nil {
 			t.Fatal(err)
@@ -568,7 +579,7 @@ func TestCounterExactUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 8; i++ {
-				if _, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "c" + randSuffix(), Recipients: []string{"alice", "bob"}, Type: "t"}); err != nil {
+				if _, err := writer(f.s).Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "c" + randSuffix(), Recipients: []string{"alice", "bob"}, Type: "t"}); err != nil {
 					errs <- err
 				}
 			}

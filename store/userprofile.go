@@ -16,7 +16,7 @@ import (
 // timezone; "" leaves a field unset) and returns it as stored. It is checked first
 // (inbox.UserProfile.Validate; the locale is also looked up in the BCP 47 registry and
 // stored canonical, "de-de" as "de-DE"), then one UpdateItem of the user's PROFILE item
-// (AP24). Sends read it with the recipients' preferences (routeRecipients). Errors:
+// (AP24). Sends read it with the recipients' preferences (ReadRecipients). Errors:
 // BAD_USER_INPUT for an invalid profile or viewer. The user's push devices (RegisterDevice)
 // are kept.
 func (s *Store) PutUserProfile(ctx context.Context, v inbox.Viewer, p inbox.UserProfile) (inbox.UserProfile, error) {

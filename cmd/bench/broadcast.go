@@ -8,11 +8,11 @@ package main
 // The broadcast side is the real pipeline: -broadcast-members members added to a segment
 // through Store.UpdateSegment (1,000 a call), then service.Broadcasts.Start on a
 // sched.Scheduler in this process (sched.New + Run, the gateway's defaults), its shard
-// tasks paging the segment and writing each page through Store.Send; timed from just
+// tasks paging the segment and writing each page through service.Writer; timed from just
 // before Start to the broadcast's finishedAt (the store's clock, this process's).
 //
 // The raw side writes, for as many fresh users, exactly the transaction one recipient of
-// the broadcast costs: the TransactWriteItems of one real Store.Send of the same
+// the broadcast costs: the TransactWriteItems of one real service.Writer of the same
 // notification to a probe user (recorded through ddbtrace: guard, notification, META,
 // group, status summary and delivery record), with the user id, notification id and
 // idempotency key replaced. It runs at the broadcast's most recipients in flight (segment
@@ -54,9 +54,8 @@ type broadcastConfig struct {
 	timeout time.Duration
 }
 
-// storeSendConcurrency is the store's recipients at once per Store.Send (store.New's
-// default, not configurable).
-const storeSendConcurrency = 8
+// storeSendConcurrency is the recipients at once of one send (service.Writer's default).
+const storeSendConcurrency = service.DefaultWriteConcurrency
 
 // DynamoDB's documented limits used on paper (see BroadcastOnPaper.Sources).
 const (
@@ -175,7 +174,7 @@ func (b *harness) startBroadcastRig(ctx context.Context, o broadcastRigOptions) 
 	r.s = sched.New(r.st, sched.Options{DB: r.db, Owner: o.owner, Logger: b.log})
 	send := o.send
 	if send == nil {
-		send = r.st.Send
+		send = service.Writer{Store: r.st}.Write
 	}
 	r.b = service.NewBroadcasts(service.BroadcastOptions{Store: r.st, Send: send, Lane: o.lane, Logger: b.log,
 		Register: func(kind string, h func(context.Context, inbox.Task) error) { r.s.Register(kind, sched.HandlerFunc(h)) }})
@@ -411,7 +410,7 @@ func (b *harness) broadcastScenario(ctx context.Context) (*BroadcastResult, erro
 	spec := service.BroadcastSpec{IdempotencyKey: "bench-broadcast-" + ulid.Make().String(), Segment: seg, Send: broadcastSend()}
 	bc, el, err := rig.run(ctx, spec, b.c.broadcast.timeout)
 	bcap, bby := rig.meter.take()
-	bs := BroadcastSide{Name: "broadcast (service.Broadcasts on sched.Scheduler, pages through Store.Send)", Recipients: bc.Written,
+	bs := BroadcastSide{Name: "broadcast (service.Broadcasts on sched.Scheduler, pages through service.Writer)", Recipients: bc.Written,
 		Skipped: bc.Skipped, Failed: bc.Failed, Seconds: el.Seconds(), PerSec: ratio(float64(bc.Written), el.Seconds()),
 		Capacity: bcap, ByCall: bby}
 	if err != nil {
@@ -482,7 +481,7 @@ func onPaper(bs, rs BroadcastSide, tpl *recipientTxn, shards int) BroadcastOnPap
 	return p
 }
 
-// recipientTxn is one recipient's send transaction as Store.Send wrote it for a probe
+// recipientTxn is one recipient's send transaction as service.Writer wrote it for a probe
 // user, to be written again for other users (instance).
 type recipientTxn struct {
 	in            *dynamodb.TransactWriteItemsInput
@@ -507,7 +506,7 @@ func (b *harness) recordRecipientTxn(ctx context.Context, in inbox.SendInput) (*
 	// Same lengths as the broadcast's member ids and page keys: the items' sizes match.
 	t := &recipientTxn{user: "bp-0000000", key: rawPageKey(0, 0)}
 	in.IdempotencyKey, in.Recipients = t.key, []string{t.user}
-	res, err := st.Send(ctx, tenant, in)
+	res, err := service.Writer{Store: st}.Send(ctx, tenant, in)
 	if err != nil {
 		return nil, err
 	}
@@ -802,8 +801,8 @@ func (x *BroadcastResult) Table() string {
 	fmt.Fprintf(&b, "\n## 13. broadcast: %d-member segment, broadcast vs raw TransactWriteItems loop\n\n", x.Members)
 	fmt.Fprintf(&b, "Engine: %s. Segment of %d members over %d shards, added through Store.UpdateSegment in %.1fs (%.0f members/s; %.2f WCU a member). "+
 		"The broadcast runs on one sched.Scheduler in this process (defaults: poll 250ms, 8 tasks at once per shard), one task per segment shard, "+
-		"pages of %d through Store.Send (8 recipients at once); timed from just before Start to its finishedAt. "+
-		"The raw loop writes, for as many fresh users, the transaction one recipient of the broadcast costs, recorded from a real Store.Send of the same notification "+
+		"pages of %d through service.Writer (8 recipients at once); timed from just before Start to its finishedAt. "+
+		"The raw loop writes, for as many fresh users, the transaction one recipient of the broadcast costs, recorded from a real service.Writer of the same notification "+
 		"(%d actions: %s), at concurrency %d (segment shards × 8, the broadcast's most recipients in flight), half before the broadcast and half after.\n\n",
 		x.Engine, x.Members, x.SegmentShards, x.FillSeconds, ratio(float64(x.Members), x.FillSeconds), ratio(x.FillCapacity.WCU, float64(x.Members)),
 		store.BroadcastPageSize, x.Actions, x.Transaction, x.Concurrency)

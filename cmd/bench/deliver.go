@@ -10,7 +10,7 @@ package main
 // The path side is the delivery handler the gateway's scheduler runs (package delivery,
 // built as app builds it, with the email and webhook adapters of package channel) over
 // real delivery records on DynamoDB Local: before each measured stretch, records are
-// queued by real sends (Store.Send, 100 recipients a call, template channels IN_APP and
+// queued by real sends (service.Writer, 100 recipients a call, template channels IN_APP and
 // the channel; users with an email address in their profile, the tenant's webhook URL
 // and secret in its settings), then -deliver-concurrency callers hand their tasks
 // (inbox.TaskDeliver: recipient, notification, channel) to the handler's Handle, which
@@ -53,6 +53,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -222,7 +223,7 @@ func queueDeliveries(ctx context.Context, st *store.Store, channel string, n int
 				for u := range k {
 					in.Recipients = append(in.Recipients, deliverUser(u))
 				}
-				res, err := st.Send(gctx, tenant, in)
+				res, err := service.Writer{Store: st}.Send(gctx, tenant, in)
 				if err != nil {
 					return err
 				}
@@ -321,7 +322,7 @@ func (b *harness) deliverChannel(ctx context.Context, st *store.Store, meter *ca
 	// and both halves' each.
 	t0 := time.Now()
 	per := warm + 2*half
-	progress("deliver %s: queueing %d records through Store.Send", rig.channel, 2*per)
+	progress("deliver %s: queueing %d records through service.Writer", rig.channel, 2*per)
 	tasks, err := queueDeliveries(ctx, st, rig.channel, 2*per)
 	if err != nil {
 		return r, err
@@ -438,7 +439,7 @@ func (x *DeliverResult) Table() string {
 	fmt.Fprintf(&b, "Engine: %s. Local providers in this process: an SMTP server (go-smtp, no TLS, no auth) and a webhook receiver (net/http, 204), "+
 		"answering each message after %.0f ms (-deliver-latency). "+
 		"Path: the delivery handler as the gateway builds it (claim the record, send through the channel adapter, record SENT) called by %d callers with the tasks of records "+
-		"queued beforehand by real sends (Store.Send, 100 recipients a call), its DynamoDB client on DynamoDB Local; the provider rate limit set far above what is reached; "+
+		"queued beforehand by real sends (service.Writer, 100 recipients a call), its DynamoDB client on DynamoDB Local; the provider rate limit set far above what is reached; "+
 		"the scheduler's polling is not part of it (scenario 17). Raw client + records: the same two record writes by hand around the raw client's send "+
 		"(UpdateItem claiming the QUEUED record, ALL_NEW; UpdateItem to SENT on the claim), on records queued the same way. Adapter: the same adapter called directly "+
 		"with the same messages (no records). Raw: the client library alone (go-mail DialAndSend of the same text message; net/http POST of the same body, "+

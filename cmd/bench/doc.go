@@ -86,9 +86,9 @@
 //  13. broadcast: issue 10's broadcast throughput (goal: ≥ 0.8× raw). A segment of
 //     -broadcast-members (20,000 by default; the recorded run used 100,000) members added
 //     through Store.UpdateSegment, then a broadcast to it through service.Broadcasts on a
-//     sched.Scheduler in this process (pages of 100 through Store.Send), timed from Start
+//     sched.Scheduler in this process (pages of 100 through service.Writer), timed from Start
 //     to its finishedAt; against a raw TransactWriteItems loop writing, for as many fresh
-//     users, the transaction one recipient costs (recorded from a real Store.Send of the
+//     users, the transaction one recipient costs (recorded from a real service.Writer of the
 //     same notification), at the broadcast's most recipients in flight (segment shards ×
 //     8), half before the broadcast and half after. Every call asks for its consumed
 //     capacity: WCU and RCU per recipient by operation and partition kind, and 1,000,000

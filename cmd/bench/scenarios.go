@@ -706,7 +706,7 @@ func (b *harness) sendScenario(ctx context.Context) (*SendResult, error) {
 		return g.input(fmt.Sprintf("bench-%s-%d", map[string]string{"gw": "send", "raw": "raw"}[side], seq.Add(1)), rcpt[side][w])
 	}
 	progress("send throughput: sendNotification x %d recipients, %s at concurrency %d", n, c.duration, c.concurrency)
-	gside := b.sendSide(ctx, "sendNotification (HTTP+GraphQL, store.Send)", func(ctx context.Context, w int) (int, error) {
+	gside := b.sendSide(ctx, "sendNotification (HTTP+GraphQL, service.Writer)", func(ctx context.Context, w int) (int, error) {
 		in := next("gw", w)
 		vars := map[string]any{"input": map[string]any{
 			"idempotencyKey": in.IdempotencyKey, "recipients": in.Recipients, "type": in.Type, "category": in.Category,

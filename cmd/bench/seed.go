@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -147,7 +148,7 @@ func seed(ctx context.Context, c config, st *store.Store, db *dynamodb.Client) (
 		}
 	}()
 	send := func(ctx context.Context, in inbox.SendInput) error {
-		res, err := st.Send(ctx, tenant, in)
+		res, err := service.Writer{Store: st}.Send(ctx, tenant, in)
 		if err != nil {
 			return err
 		}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/sched"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -237,7 +238,7 @@ func (b *harness) seedSnooze(ctx context.Context, st *store.Store) ([]snoozeUser
 				rcpt[i] = u.v.UserID
 			}
 			for round := range per {
-				out, err := st.Send(gctx, tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("snooze-%d-%d", lo, round), Recipients: rcpt,
+				out, err := service.Writer{Store: st}.Send(gctx, tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("snooze-%d-%d", lo, round), Recipients: rcpt,
 					Type: "reminder", Category: snoozeCategory, Title: fmt.Sprintf("Follow up on review %d", round),
 					Body: "Snoozed until later: the review is waiting for the CI run."})
 				if err != nil {
