@@ -318,7 +318,9 @@ type Rendered struct {
 	// Parts are the template's channel parts, by channel (PartChannels); a channel
 	// missing has none and shows the title and body (see Content).
 	Parts map[string]Content
-	// Channels are the channels the template defines.
+	// Channels are the channels the template defines at its version: in-app and every
+	// channel some locale has a part for, whichever locale this is (a locale without a
+	// channel's part shows the title and body there: Content).
 	Channels []string
 }
 

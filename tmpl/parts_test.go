@@ -2,8 +2,12 @@ package tmpl
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/inboxgw/gateway/inbox"
@@ -70,4 +74,89 @@ func TestEveryRegisteredPartRenders(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+// A template's channels are the union of its locales' parts at the version, whatever
+// locale is rendered: a recipient whose locale has no Slack part still gets SLACK (with the
+// title and body), so a recipient's channels do not depend on who else is in the send (a
+// new user's finding: a de recipient got Slack only when sent together with an en one).
+// A version pinned before a locale gained a part keeps the channels it had.
+func TestChannelsAreTheTemplatesWhateverTheLocale(t *testing.T) {
+	ctx := context.Background()
+	st := newLocaleStore()
+	s := New(st)
+	put := func(in inbox.TemplateInput) int {
+		v, err := s.Put(ctx, "t", "multi", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	put(inbox.TemplateInput{Locale: "en", Title: "Hi", Parts: map[string]inbox.Content{inbox.ChannelSlack: {Text: "*hi*"}}})
+	v2 := put(inbox.TemplateInput{Locale: "de", Title: "Hallo", Body: "Welt"})
+	for _, l := range []string{"en", "de", "de-AT", "fr"} {
+		r, err := s.Render(ctx, "t", "multi", v2, l, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(r.Channels, []string{inbox.ChannelInApp, inbox.ChannelSlack}) {
+			t.Errorf("%s: channels %v", l, r.Channels)
+		}
+	}
+	r, _ := s.Render(ctx, "t", "multi", v2, "de", nil)
+	if _, ok := r.Parts[inbox.ChannelSlack]; ok || r.Content(inbox.ChannelSlack).Text != "Hallo\nWelt" {
+		t.Errorf("de's slack content: %+v", r.Content(inbox.ChannelSlack))
+	}
+	v3 := put(inbox.TemplateInput{Locale: "de", Title: "Hallo", Parts: map[string]inbox.Content{inbox.ChannelEmail: {Subject: "s", Text: "t"}}})
+	if r, _ := s.Render(ctx, "t", "multi", v3, "en", nil); !slices.Equal(r.Channels, []string{inbox.ChannelInApp, inbox.ChannelEmail, inbox.ChannelSlack}) {
+		t.Errorf("v3 from en: %v", r.Channels)
+	}
+	if r, _ := s.Render(ctx, "t", "multi", v2, "en", nil); !slices.Equal(r.Channels, []string{inbox.ChannelInApp, inbox.ChannelSlack}) {
+		t.Errorf("pinned v2 after v3: %v", r.Channels)
+	}
+}
+
+// localeStore is a template store in memory keeping every PUT's content, by locale.
+type localeStore struct {
+	mu       sync.Mutex
+	def      string
+	latest   int
+	versions map[string][]inbox.Template
+}
+
+func newLocaleStore() *localeStore { return &localeStore{versions: map[string][]inbox.Template{}} }
+
+func (m *localeStore) PutTemplate(_ context.Context, _, id string, in inbox.TemplateInput) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.def == "" {
+		m.def = in.Locale
+	}
+	m.latest++
+	m.versions[in.Locale] = append(m.versions[in.Locale], inbox.Template{ID: id, Version: m.latest, Locale: in.Locale, TemplateInput: in})
+	return m.latest, nil
+}
+
+func (m *localeStore) GetTemplate(context.Context, string, string, string, int) (inbox.Template, error) {
+	return inbox.Template{}, errors.New("not used")
+}
+
+func (m *localeStore) GetTemplateHead(_ context.Context, _, id string) (inbox.TemplateHead, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.latest == 0 {
+		return inbox.TemplateHead{}, inbox.Errorf(inbox.CodeNotFound, "unknown template %q", id)
+	}
+	return inbox.TemplateHead{Version: m.latest, DefaultLocale: m.def, Locales: slices.Sorted(maps.Keys(m.versions))}, nil
+}
+
+func (m *localeStore) GetTemplateLocale(_ context.Context, _, _, locale string, version int) (inbox.Template, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range slices.Backward(m.versions[locale]) {
+		if t.Version <= version {
+			return t, nil
+		}
+	}
+	return inbox.Template{}, inbox.Errorf(inbox.CodeNotFound, "no version")
 }

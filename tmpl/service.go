@@ -179,7 +179,7 @@ func (s *Service) Render(ctx context.Context, tenantID, id string, version int, 
 	if err != nil {
 		return inbox.Rendered{}, err
 	}
-	p, err := s.resolve(ctx, tenantID, id, locale, version)
+	p, head, err := s.resolveIn(ctx, tenantID, id, locale, version)
 	if err != nil {
 		return inbox.Rendered{}, err
 	}
@@ -187,7 +187,43 @@ func (s *Service) Render(ctx context.Context, tenantID, id string, version int, 
 	if err != nil {
 		return inbox.Rendered{}, inbox.Errorf(inbox.CodeBadUserInput, "template %q locale %s: %s", id, p.locale, inbox.ErrorMessage(err))
 	}
+	if version == 0 {
+		version = head.Version
+	}
+	if r.Channels, err = s.channels(ctx, tenantID, id, head, version); err != nil {
+		return inbox.Rendered{}, err
+	}
 	return r, nil
+}
+
+// channels returns the channels template id defines at version: in-app and every
+// channel that some stored locale's content at version (its newest version at or below
+// it) has a part for, in inbox.Channels order. They are the template's, not one locale's:
+// a send reaches the same channels whichever locales its recipients read (a locale
+// without a channel's part shows the title and body there, inbox.Rendered.Content), so a
+// recipient's channels never depend on who else is in the send. The stored contents
+// come from the caches (Resolve's, and what Pin parsed) after their first read.
+func (s *Service) channels(ctx context.Context, tenantID, id string, head inbox.TemplateHead, version int) ([]string, error) {
+	has := map[string]bool{inbox.ChannelInApp: true}
+	for _, l := range head.Locales {
+		p, err := s.stored(ctx, tenantID, id, l, version)
+		if err != nil {
+			return nil, err
+		}
+		if p == nil {
+			continue
+		}
+		for _, part := range p.parts {
+			has[part.channel] = true
+		}
+	}
+	var out []string
+	for _, c := range inbox.Channels {
+		if has[c] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // Resolve returns the stored content that serves locale at version of template id (0 =
@@ -250,37 +286,43 @@ type parsedField struct {
 // template id (Resolve): the candidates of routing.LocaleCandidates, in turn, until
 // one has a version at or below version.
 func (s *Service) resolve(ctx context.Context, tenantID, id, locale string, version int) (*parsed, error) {
+	p, _, err := s.resolveIn(ctx, tenantID, id, locale, version)
+	return p, err
+}
+
+// resolveIn is resolve, also returning the HEAD it resolved in.
+func (s *Service) resolveIn(ctx context.Context, tenantID, id, locale string, version int) (*parsed, inbox.TemplateHead, error) {
 	if version < 0 || version > inbox.MaxTemplateVersion {
-		return nil, inbox.Errorf(inbox.CodeBadUserInput, "version must be between 0 and %d", inbox.MaxTemplateVersion)
+		return nil, inbox.TemplateHead{}, inbox.Errorf(inbox.CodeBadUserInput, "version must be between 0 and %d", inbox.MaxTemplateVersion)
 	}
 	want := ""
 	if locale != "" {
 		l, err := inbox.CanonicalLocale(locale)
 		if err != nil {
-			return nil, err
+			return nil, inbox.TemplateHead{}, err
 		}
 		want = l
 	}
 	head, err := s.head(ctx, tenantID, id, version)
 	if err != nil {
-		return nil, err
+		return nil, head, err
 	}
 	if version == 0 {
 		version = head.Version
 	}
 	if version > head.Version {
-		return nil, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
+		return nil, head, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
 	}
 	for _, l := range routing.LocaleCandidates(want, head.Locales, head.DefaultLocale) {
 		p, err := s.stored(ctx, tenantID, id, l, version)
 		if err != nil {
-			return nil, err
+			return nil, head, err
 		}
 		if p != nil {
-			return p, nil
+			return p, head, nil
 		}
 	}
-	return nil, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
+	return nil, head, inbox.Errorf(inbox.CodeNotFound, "template %q has no version %d", id, version)
 }
 
 // head returns template id's HEAD as far as version (0 = the latest) needs it: a cached
