@@ -18,7 +18,8 @@ const DefaultSlackURL = "https://slack.com/api"
 
 // SlackConfig configures NewSlack.
 type SlackConfig struct {
-	// BotToken is the bot token ("xoxb-…") sent as Authorization: Bearer.
+	// BotToken is the bot token ("xoxb-…") sent as Authorization: Bearer: printable
+	// ASCII without spaces (a token read from a file with its line break is refused).
 	BotToken string
 	// BaseURL is the Web API's base URL; "" means DefaultSlackURL.
 	BaseURL string
@@ -50,6 +51,11 @@ type SlackConfig struct {
 func NewSlack(cfg SlackConfig) (Channel, error) {
 	if cfg.BotToken == "" {
 		return nil, errors.New("channel: Slack needs a bot token (xoxb-…)")
+	}
+	if i := strings.IndexFunc(cfg.BotToken, func(r rune) bool { return r <= ' ' || r > '~' }); i >= 0 {
+		// Not sent at all (an invalid header) or never Slack's: every send would fail.
+		// The error says where, never what the token is.
+		return nil, fmt.Errorf("channel: Slack's bot token has a space, a line break or another character no token has (byte %d of %d)", i+1, len(cfg.BotToken))
 	}
 	base := strings.TrimSuffix(cfg.BaseURL, "/")
 	if base == "" {
