@@ -84,3 +84,22 @@ func TestStoredSwitchesReadByThePreviousRelease(t *testing.T) {
 		})
 	}
 }
+
+// A notification without a Slack part shows its title and body in Slack as the inbox
+// does: as text, Slack's control characters escaped (a title quoting a user's
+// "<https://evil|bank>" is no link, "<!here>" no mention); an SMS keeps them as they are.
+func TestSlackFallbackIsText(t *testing.T) {
+	t.Parallel()
+	r := inbox.Rendered{Title: "Re: <https://evil.example|https://bank.example>", Body: "<!here> & <@U024BE7LH>"}
+	if got := r.Content(inbox.ChannelSlack).Text; got != "Re: &lt;https://evil.example|https://bank.example&gt;\n&lt;!here&gt; &amp; &lt;@U024BE7LH&gt;" {
+		t.Errorf("slack: %q", got)
+	}
+	if got := r.Content(inbox.ChannelSMS).Text; got != r.Title+"\n"+r.Body {
+		t.Errorf("sms: %q", got)
+	}
+	// A template's own Slack part is used as rendered (its outputs escaped at render).
+	r.Parts = map[string]inbox.Content{inbox.ChannelSlack: {Text: "<https://app.example|View>"}}
+	if got := r.Content(inbox.ChannelSlack).Text; got != "<https://app.example|View>" {
+		t.Errorf("slack part: %q", got)
+	}
+}
