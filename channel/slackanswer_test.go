@@ -82,6 +82,27 @@ func TestSlackLongOrCutSuccessIsSent(t *testing.T) {
 			}
 		})
 	}
+	// "ok": true, then the answer hangs (a proxy holding the rest): sent, without
+	// waiting for the timeout that made it a transient failure, posted again.
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true,"channel":"D024BE7LH","ts":"1503435956.000247","message":{"text":"`))
+		w.(http.Flusher).Flush()
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	ch, err := channel.NewSlack(channel.SlackConfig{BotToken: "xoxb-1", BaseURL: srv.URL, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := ch.Send(context.Background(), slackMessage("U024BE7LH")); err != nil || res.MessageID != "D024BE7LH:1503435956.000247" {
+		t.Errorf("ok, then a hang: %+v, %v; want posted", res, err)
+	}
 	for name, tc := range map[string]struct {
 		status int
 		body   string
