@@ -156,9 +156,24 @@ func TestNewSlackRejectsBadConfig(t *testing.T) {
 		"relative base":  {BotToken: "xoxb-1", BaseURL: "slack.com/api"},
 		"not http(s)":    {BotToken: "xoxb-1", BaseURL: "ftp://slack.com/api"},
 		"no host at all": {BotToken: "xoxb-1", BaseURL: "https://"},
+		// A token no request can carry (every send would fail as a transport error,
+		// retried, never counted as the configuration's) or that is never Slack's.
+		"line break":        {BotToken: "xoxb-secret-1\n"},
+		"CRLF":              {BotToken: "xoxb-secret-1\r\n"},
+		"leading space":     {BotToken: " xoxb-secret-1"},
+		"inner space":       {BotToken: "xoxb-secret 1"},
+		"NUL":               {BotToken: "xoxb-secret-1\x00"},
+		"tab":               {BotToken: "xoxb-secret-1\t"},
+		"non-ASCII":         {BotToken: "xoxb-sеcret-1"},
+		"quoted in the env": {BotToken: "\"xoxb-secret-1\"\u00a0"},
 	} {
-		if _, err := channel.NewSlack(cfg); err == nil {
+		_, err := channel.NewSlack(cfg)
+		if err == nil {
 			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error shows the token: %v", name, err)
 		}
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jonboulle/clockwork"
@@ -252,7 +254,7 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, due time.T
 	if errors.Is(sendErr, context.DeadlineExceeded) && kind == channel.Transient {
 		sendErr = fmt.Errorf("%s: no answer within %v: %w", provider, h.o.Timeout, sendErr)
 	}
-	msg := sendErr.Error()
+	msg := clipError(sendErr.Error())
 	log := h.log.With("tenant", ref.TenantID, "notification", ref.NotificationID, "key", ref.Key,
 		"attempt", job.Attempt, "provider", provider, "kind", kind.String(), "err", msg)
 	switch {
@@ -358,6 +360,26 @@ func (h *Handler) record(ctx context.Context, ref inbox.DeliveryRef, write func(
 		return nil
 	}
 	return fmt.Errorf("delivery: record %s of %s: %w", ref.Key, ref.NotificationID, err)
+}
+
+// MaxErrorBytes bounds the text of a send's error that a record keeps and its log line
+// shows: the provider writes it (Slack's "error", Twilio's message, a body quoted in a
+// transport error), and one too long for the record's item would fail the record's
+// write, the retry's included (providerhook.MaxErrorBytes bounds a callback's alike).
+const MaxErrorBytes = 512
+
+// clipError returns s as valid UTF-8 (a bad byte is U+FFFD) cut to at most
+// MaxErrorBytes bytes at a character boundary, the cut marked with "…".
+func clipError(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxErrorBytes {
+		return s
+	}
+	n := MaxErrorBytes - len("…")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // isConfigError reports whether err is a provider's refusal of the gateway's own

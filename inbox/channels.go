@@ -31,7 +31,7 @@ type ChannelSpec struct {
 	// version's attribute); "" when templates have none.
 	Part string
 	// Fields are the part's fields, Content field names ("subject", "html", "text",
-	// "title", "body") in order; HTML fields are escaped at render.
+	// "title", "body") in order, each with the escaping of its outputs at render.
 	Fields []PartField
 	// Address returns the recipient's address on the channel from their profile; nil
 	// when it is not on the profile (in-app, push: the devices, webhook: the tenant).
@@ -52,9 +52,32 @@ type ChannelSpec struct {
 type PartField struct {
 	// Name is a Content field name: "subject", "html", "text", "title" or "body".
 	Name string
-	// HTML marks a field rendered as HTML: every output of the template escaped.
-	HTML bool
+	// Escape is how every output of the field's template is escaped at render (its data
+	// shows as written, never as the channel's markup); NoEscaping for plain text.
+	Escape Escaping
 }
+
+// Escaping is what a channel reads as markup in a field, escaped in every output of a
+// template (the template's own text is the author's markup and stays as written).
+type Escaping string
+
+const (
+	// NoEscaping: plain text (an email's subject and text, a push, an SMS).
+	NoEscaping Escaping = ""
+	// EscapeHTML: HTML (an email's html): & < > " ' as character references.
+	EscapeHTML Escaping = "html"
+	// EscapeSlack: Slack's mrkdwn (a Slack message's text): & < > as &amp; &lt; &gt;,
+	// as Slack asks of every text not meant as its markup (<url|label> links, <@U…>
+	// mentions, <!here>): data cannot post a disguised link or a mention from the bot.
+	EscapeSlack Escaping = "slack"
+)
+
+// slackEscaper escapes Slack's control characters.
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// SlackEscape returns s with Slack's control characters (& < >) escaped: Slack shows it
+// as written.
+func SlackEscape(s string) string { return slackEscaper.Replace(s) }
 
 // Content is one channel's message, rendered or as template sources: the fields a
 // ChannelSpec's Fields name (an email's subject, HTML and text; a push notification's
@@ -111,7 +134,7 @@ var channelSpecs = []ChannelSpec{
 	{Name: ChannelInApp, Switch: "inApp"},
 	{
 		Name: ChannelEmail, Switch: "email", Part: "email",
-		Fields:    []PartField{{Name: "subject"}, {Name: "html", HTML: true}, {Name: "text"}},
+		Fields:    []PartField{{Name: "subject"}, {Name: "html", Escape: EscapeHTML}, {Name: "text"}},
 		Address:   func(p UserProfile) string { return p.Email },
 		NoAddress: ReasonNoEmail, Quiet: true,
 		Check: func(c Content) string {
@@ -147,11 +170,14 @@ var channelSpecs = []ChannelSpec{
 	},
 	{
 		Name: ChannelSlack, Switch: "slack", Part: "slack",
-		Fields:    []PartField{{Name: "text"}},
+		Fields:    []PartField{{Name: "text", Escape: EscapeSlack}},
 		Address:   func(p UserProfile) string { return p.SlackUserID },
 		NoAddress: ReasonNoSlackUser, Quiet: true,
-		Check:    requireText("slack"),
-		Fallback: titleThenBody,
+		Check: requireText("slack"),
+		// The title and body are plain text: Slack shows them as the inbox does.
+		Fallback: func(title, body string) Content {
+			return Content{Text: SlackEscape(titleThenBody(title, body).Text)}
+		},
 	},
 	{Name: ChannelWebhook},
 }

@@ -189,8 +189,8 @@ type ProviderEvent struct {
 // Content returns what r says on channel: the template's part for it when it has one,
 // else the channel's fallback from the in-app title and body (ChannelSpec.Fallback: an
 // email's subject is the title and its text the body; a push shows both; an SMS or a
-// Slack message the title, then the body on a line of its own). A channel without a
-// part (in-app, webhook) has the zero Content.
+// Slack message the title, then the body on a line of its own, escaped for Slack). A
+// channel without a part (in-app, webhook) has the zero Content.
 func (r Rendered) Content(channel string) Content {
 	if c, ok := r.Parts[channel]; ok {
 		return c

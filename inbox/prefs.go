@@ -546,6 +546,39 @@ func ParseTenantPreferences(js string, critical []string) (TenantPreferences, er
 // (InApp, Email, Push, SMS): stored tenant settings written then still hold them.
 var legacySwitchNames = map[string]string{"InApp": ChannelInApp, "Email": ChannelEmail, "Push": ChannelPush, "SMS": ChannelSMS}
 
+// storedSwitchName is the JSON name a switch of channel is stored by: its field name in
+// the struct the switches were (legacySwitchNames), which the release before reads (a
+// rolling deploy runs it beside this one, a rollback goes back to it; it read no
+// "IN_APP"), or the channel's name for a channel added since.
+func storedSwitchName(channel string) string {
+	for name, c := range legacySwitchNames {
+		if c == channel {
+			return name
+		}
+	}
+	return channel
+}
+
+// marshalSwitches writes switches by storedSwitchName (nil: null).
+func marshalSwitches(m map[string]bool) ([]byte, error) {
+	if m == nil {
+		return []byte("null"), nil
+	}
+	out := make(map[string]bool, len(m))
+	for c, on := range m {
+		out[storedSwitchName(c)] = on
+	}
+	return json.Marshal(out)
+}
+
+// MarshalJSON writes the switches as stored tenant settings keep them: by the names the
+// release before reads (storedSwitchName); UnmarshalJSON reads them back.
+func (s ChannelSwitches) MarshalJSON() ([]byte, error) { return marshalSwitches(s) }
+
+// MarshalJSON writes the switches set as stored tenant settings keep them (see
+// ChannelSwitches.MarshalJSON).
+func (c SwitchChanges) MarshalJSON() ([]byte, error) { return marshalSwitches(c) }
+
 // switchesFromJSON reads a JSON object of switches by channel name or legacy field name;
 // null values are left out.
 func switchesFromJSON(b []byte) (map[string]bool, error) {

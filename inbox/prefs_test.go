@@ -10,8 +10,6 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-func on() *bool            { t := true; return &t }
-func off() *bool           { f := false; return &f }
 func str(s string) *string { return &s }
 
 // only returns switches with every switch channel listed on and the others off.

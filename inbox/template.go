@@ -42,8 +42,8 @@ type TemplateInput struct {
 type TemplatePart struct {
 	Name   string
 	Source string
-	// HTML marks a source rendered as HTML (every output escaped).
-	HTML bool
+	// Escape is the escaping of the source's outputs at render (PartField.Escape).
+	Escape Escaping
 }
 
 // Sources returns the named sources of in that are present, in a fixed order: "title",
@@ -59,7 +59,7 @@ func (in TemplateInput) Sources() []TemplatePart {
 		}
 		s, _ := Spec(c)
 		for _, f := range s.Fields {
-			parts = append(parts, TemplatePart{Name: s.Part + "." + f.Name, Source: content.Field(f.Name), HTML: f.HTML})
+			parts = append(parts, TemplatePart{Name: s.Part + "." + f.Name, Source: content.Field(f.Name), Escape: f.Escape})
 		}
 	}
 	return parts

@@ -11,10 +11,14 @@
 //     variable optional.
 //   - No includes: {% include %} and {% render %} are refused at parse time (a template
 //     never reads a file or another template).
-//   - HTML escaping: in an email's HTML part every output is HTML-escaped unless its last
-//     filter is raw ({{ body_html | raw }}) or already escape / escape_once. Other parts
-//     (title, body, email subject and text, push, SMS) are plain text and are not escaped.
-//     A capture in an HTML part holds escaped text: output it with | raw.
+//   - Escaping (inbox.PartField.Escape), of every output wherever it stands (in if,
+//     unless, case, loops, captures): in an email's HTML part each output is HTML-escaped
+//     unless its last filter is raw ({{ body_html | raw }}) or already escape /
+//     escape_once; in a Slack text Slack's control characters (& < >) are escaped
+//     (slack_escape) unless its last filter is raw or slack_escape, so data shows as
+//     written while the author's own mrkdwn (<{{ url }}|View>, *bold*) stays. Other parts
+//     (title, body, email subject and text, push, SMS) are plain text and are not
+//     escaped. A capture in an escaping part holds escaped text: output it with | raw.
 //   - Bounds: a part's source is at most MaxPartBytes; one render of one part writes at
 //     most MaxOutputBytes, runs at most MaxIterations loop iterations and RenderTimeout
 //     (checked at every iteration, write, assign, filter and block); every string a filter

@@ -317,9 +317,9 @@ type compiled struct {
 	root render.Node
 }
 
-// parse parses src as the part named part (for messages); html parts get their outputs
-// escaped (escapeOutputs). The error is BAD_USER_INPUT with the line.
-func (en *engine) parse(part, src string, htmlPart bool) (*compiled, error) {
+// parse parses src as the part named part (for messages), its outputs escaped as esc
+// says (see prepare). The error is BAD_USER_INPUT with the line.
+func (en *engine) parse(part, src string, esc inbox.Escaping) (*compiled, error) {
 	if len(src) > MaxPartBytes {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s is over %d bytes", part, MaxPartBytes)
 	}
@@ -327,7 +327,7 @@ func (en *engine) parse(part, src string, htmlPart bool) (*compiled, error) {
 	if err != nil {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s does not parse: %s", part, sourceMessage(err))
 	}
-	if root, err = en.prepare(part, root, htmlPart); err != nil {
+	if root, err = en.prepare(part, root, esc); err != nil {
 		return nil, err
 	}
 	return &compiled{en: en, root: root}, nil
@@ -337,9 +337,14 @@ func (en *engine) parse(part, src string, htmlPart bool) (*compiled, error) {
 // MaxArrayItems items written with integer bounds and properties of ranges (checkExpr),
 // blocks of more than MaxClauses clauses; it bounds the range of every loop (boundedLoop)
 // and puts the tick first in its body, puts the clock before every other block (a
-// condition writes nothing, so no write checks its time) and, in HTML parts, escapes
-// every output (escapeOutputs).
-func (en *engine) prepare(part string, n render.Node, htmlPart bool) (render.Node, error) {
+// condition writes nothing, so no write checks its time) and, in parts with an escaping
+// (esc: an HTML part, a Slack text), escapes every output the author did not end with
+// raw or an escape of the same kind (escapings).
+func (en *engine) prepare(part string, n render.Node, esc inbox.Escaping) (render.Node, error) {
+	how, escapes := escapings[esc]
+	if esc != inbox.NoEscaping && !escapes {
+		return nil, fmt.Errorf("tmpl: part %s has an escaping %q this engine does not know", part, esc)
+	}
 	// check checks the expressions of n (a tag, an output, a block and its clauses).
 	check := func(n render.Node, total int, args ...string) error {
 		line := n.SourceLocation().LineNo
@@ -356,8 +361,13 @@ func (en *engine) prepare(part string, n render.Node, htmlPart bool) (render.Nod
 		return nil
 	}
 	var walk func(nodes []render.Node) ([]render.Node, error)
+	// walk prepares nodes in place: each node is replaced by exactly one (a block with
+	// its clock is one sequence), written into nodes' own array. Liquid compiled the
+	// tags before this walk, and an if or unless keeps a copy of its block whose body is
+	// the same array: a new slice would leave those bodies as parsed (their outputs not
+	// escaped, their loops not bounded).
 	walk = func(nodes []render.Node) ([]render.Node, error) {
-		out := make([]render.Node, 0, len(nodes))
+		out := nodes[:0]
 		for _, n := range nodes {
 			var err error
 			switch n := n.(type) {
@@ -378,8 +388,8 @@ func (en *engine) prepare(part string, n render.Node, htmlPart bool) (render.Nod
 				if err := check(n, 0, n.Args); err != nil {
 					return nil, err
 				}
-				if htmlPart && !unescapedRE.MatchString(n.Args) {
-					esc, err := en.escaped(part, n)
+				if escapes && !how.asWritten.MatchString(n.Args) {
+					esc, err := en.escaped(part, n, how.filter)
 					if err != nil {
 						return nil, err
 					}
@@ -429,7 +439,7 @@ func (en *engine) prepare(part string, n render.Node, htmlPart bool) (render.Nod
 					// The clock's errors quote the block.
 					clock := *en.clock
 					clock.Token = n.Token
-					out = append(out, &clock, n)
+					out = append(out, &render.SeqNode{Children: []render.Node{&clock, n}})
 				}
 			default:
 				out = append(out, n)
@@ -465,17 +475,28 @@ func (en *engine) boundedCapture(part string, n *render.BlockNode) (render.Node,
 	return c, nil
 }
 
-// autoEscape ends the source of an output escaped by an HTML part; messages show the
-// output as written (sourceMessage).
-const autoEscape = "|escape}}"
+// escaping is how a part of one inbox.Escaping escapes its outputs: filter is appended
+// to each output's expression, unless asWritten matches the expression (its last filter
+// is raw, or already an escape of that kind).
+type escaping struct {
+	filter    string
+	asWritten *regexp.Regexp
+}
 
-// unescapedRE matches an output expression whose last filter is raw, escape or
-// escape_once: an HTML part leaves those as they are.
-var unescapedRE = regexp.MustCompile(`\|\s*(raw|escape|escape_once)\s*$`)
+// autoEscape ends the source of an output that filter escapes automatically; messages
+// show the output as written (sourceMessage).
+func autoEscape(filter string) string { return "|" + filter + "}}" }
 
-// escaped returns the output node of "{{ expr | escape }}" for n = "{{ expr }}", at n's line.
-func (en *engine) escaped(part string, n *render.ObjectNode) (render.Node, error) {
-	root, err := en.compile("{{"+n.Args+autoEscape, n.SourceLoc.LineNo)
+// escapings are the engine's escapings, by inbox.Escaping.
+var escapings = map[inbox.Escaping]escaping{
+	inbox.EscapeHTML:  {filter: "escape", asWritten: regexp.MustCompile(`\|\s*(raw|escape|escape_once)\s*$`)},
+	inbox.EscapeSlack: {filter: "slack_escape", asWritten: regexp.MustCompile(`\|\s*(raw|slack_escape)\s*$`)},
+}
+
+// escaped returns the output node of "{{ expr | filter }}" for n = "{{ expr }}", at n's
+// line.
+func (en *engine) escaped(part string, n *render.ObjectNode, filter string) (render.Node, error) {
+	root, err := en.compile("{{"+n.Args+autoEscape(filter), n.SourceLoc.LineNo)
 	if err != nil {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s does not parse: %s", part, sourceMessage(err))
 	}
@@ -546,5 +567,8 @@ func (c *compiled) renderWithin(part string, vars map[string]any, b *budget) (ou
 func sourceMessage(err error) string {
 	// Liquid's text is "Liquid error (line N): cause in SOURCE".
 	msg := strings.TrimSpace(strings.TrimPrefix(err.Error(), "Liquid error"))
-	return strings.ReplaceAll(msg, autoEscape, "}}")
+	for _, e := range escapings {
+		msg = strings.ReplaceAll(msg, autoEscape(e.filter), "}}")
+	}
+	return msg
 }

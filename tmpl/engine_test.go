@@ -10,7 +10,11 @@ import (
 
 func renderPart(t *testing.T, src string, htmlPart bool, vars map[string]any) (string, error) {
 	t.Helper()
-	c, err := newEngine().parse("body", src, htmlPart)
+	esc := inbox.NoEscaping
+	if htmlPart {
+		esc = inbox.EscapeHTML
+	}
+	c, err := newEngine().parse("body", src, esc)
 	if err != nil {
 		t.Fatalf("parse %q: %v", src, err)
 	}
@@ -58,7 +62,7 @@ func TestEngineStrictUndefined(t *testing.T) {
 func TestEngineRefusesIncludes(t *testing.T) {
 	t.Parallel()
 	for _, src := range []string{"{% include 'x.liquid' %}", "{% if a %}{% include '/etc/passwd' %}{% endif %}"} {
-		_, err := newEngine().parse("body", src, false)
+		_, err := newEngine().parse("body", src, inbox.NoEscaping)
 		if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "include") {
 			t.Errorf("%q: err = %v; want BAD_USER_INPUT about include", src, err)
 		}
@@ -68,7 +72,7 @@ func TestEngineRefusesIncludes(t *testing.T) {
 func TestEngineParseErrors(t *testing.T) {
 	t.Parallel()
 	for _, src := range []string{"{% if x %}", "{{ x | }}", "{% assign = 3 %}", "{% nosuchtag %}", strings.Repeat("x", MaxPartBytes+1)} {
-		if _, err := newEngine().parse("body", src, false); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		if _, err := newEngine().parse("body", src, inbox.NoEscaping); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Errorf("%.40q: err = %v; want BAD_USER_INPUT", src, err)
 		}
 	}
@@ -112,7 +116,7 @@ func TestEngineIterationBudget(t *testing.T) {
 
 func TestEngineConcurrentRenders(t *testing.T) {
 	t.Parallel()
-	c, err := newEngine().parse("email.html", "{% for i in items %}<li>{{ i }}</li>{% endfor %}{% capture c %}{{ n }}{% endcapture %}{{ c }}", true)
+	c, err := newEngine().parse("email.html", "{% for i in items %}<li>{{ i }}</li>{% endfor %}{% capture c %}{{ n }}{% endcapture %}{{ c }}", inbox.EscapeHTML)
 	if err != nil {
 		t.Fatal(err)
 	}

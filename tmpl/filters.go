@@ -18,6 +18,8 @@ import (
 	"github.com/osteele/liquid/filters"
 	"github.com/osteele/liquid/values"
 	"github.com/osteele/tuesday"
+
+	"github.com/inboxgw/gateway/inbox"
 )
 
 // checkValue refuses a string over MaxValueBytes and an array or object (a map) that holds,
@@ -208,6 +210,7 @@ func boundedFilters() map[string]reflect.Value {
 	fs.AddFilter("truncate", truncateFilter)
 	fs.AddFilter("truncatewords", truncateWordsFilter)
 	fs.AddFilter("escape", htmlEscape)
+	fs.AddFilter("slack_escape", slackEscape)
 	fs.AddFilter("newline_to_br", func(s string) (string, error) {
 		return boundedString(strings.ReplaceAll(s, "\n", "<br />"))
 	})
@@ -249,7 +252,7 @@ func boundedFilters() map[string]reflect.Value {
 	fs.AddFilter("minus", func(a, b any) (any, error) { return arith('-', a, b) })
 	fs.AddFilter("times", func(a, b any) (any, error) { return arith('*', a, b) })
 	fs.AddFilter("modulo", func(a, b any) (any, error) { return arith('%', a, b) })
-	// raw marks an output of an HTML part that is not to be escaped (see escapeOutputs).
+	// raw marks an output of an escaping part (HTML, Slack) not to be escaped (prepare).
 	fs.AddFilter("raw", func(v any) any { return v })
 	out := make(map[string]reflect.Value, len(fs))
 	for name, fn := range fs {
@@ -307,6 +310,21 @@ func htmlEscape(v any) (any, error) {
 		return v, nil
 	default:
 		return boundedString(html.EscapeString(fmt.Sprint(v)))
+	}
+}
+
+// slackEscape is the slack_escape filter: escapes Slack's control characters (& < >,
+// inbox.SlackEscape), nil kept nil and numbers and booleans as they are (see htmlEscape).
+func slackEscape(v any) (any, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return boundedString(inbox.SlackEscape(v))
+	case int, int64, float64, bool:
+		return v, nil
+	default:
+		return boundedString(inbox.SlackEscape(fmt.Sprint(v)))
 	}
 }
 

@@ -14,8 +14,9 @@ import (
 )
 
 // Every registered channel's part is parsed and rendered by its fields (inbox.ChannelSpec),
-// with HTML escaping only where the field is HTML: a Slack part is a text field like an
-// SMS's, and a template with every part renders every one, in registration order.
+// each output escaped as the field's escaping says (HTML for an email's html, Slack's
+// mrkdwn for a Slack text, nothing for plain text), and a template with every part
+// renders every one, in registration order.
 func TestEveryRegisteredPartRenders(t *testing.T) {
 	ctx := context.Background()
 	st := &oneTemplateStore{}
@@ -43,7 +44,7 @@ func TestEveryRegisteredPartRenders(t *testing.T) {
 		var content inbox.Content
 		for _, f := range spec.Fields {
 			who := "<Ada>"
-			if f.HTML {
+			if f.Escape != inbox.NoEscaping {
 				who = "&lt;Ada&gt;"
 			}
 			content.SetField(f.Name, spec.Part+"."+f.Name+" "+who)
@@ -53,7 +54,7 @@ func TestEveryRegisteredPartRenders(t *testing.T) {
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("render\n got  %+v\n want %+v", r, want)
 	}
-	if got := r.Parts[inbox.ChannelSlack].Text; got != "slack.text <Ada>" {
+	if got := r.Parts[inbox.ChannelSlack].Text; got != "slack.text &lt;Ada&gt;" {
 		t.Errorf("slack part: %q", got)
 	}
 	// A part naming an unknown variable fails with the part's name (strict mode).
