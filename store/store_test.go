@@ -521,12 +521,16 @@ func TestMutedCategorySkipsRecipient(t *testing.T) {
 	}
 }
 
+// TestProfilesBatching: a read of more profiles than one BatchGetItem takes (100 keys)
+// takes two, and answers each ref in its place: the ones written, a repeat, and keys with
+// no profile (which count toward a batch as well).
 func TestProfilesBatching(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
+	const actors = 5
 	var refs []inbox.ProfileRef
-	for i := 0; i < 150; i++ {
+	for i := range actors {
 		_, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("p%d", i), Recipients: []string{"a"}, Type: "t",
 			Actor: &inbox.Actor{ActorID: fmt.Sprintf("actor%d", i), Name: fmt.Sprintf("Actor %d", i)}})
 		if err != nil {
@@ -534,17 +538,33 @@ func TestProfilesBatching(t *testing.T) {
 		}
 		refs = append(refs, inbox.ProfileRef{ID: fmt.Sprintf("actor%d", i)})
 	}
-	refs = append(refs, inbox.ProfileRef{ID: "actor7"}, inbox.ProfileRef{ID: "ghost"}, inbox.ProfileRef{TargetKind: "issue", ID: "nope"})
+	for i := range 100 - actors {
+		refs = append(refs, inbox.ProfileRef{ID: fmt.Sprintf("ghost%d", i)})
+	}
+	// 100 distinct keys so far; a repeat, then the 101st.
+	refs = append(refs, inbox.ProfileRef{ID: "actor2"}, inbox.ProfileRef{TargetKind: "issue", ID: "nope"})
 	f.rec.Reset()
 	got, err := f.s.Profiles(ctx, f.tenant, refs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := f.rec.Count("BatchGetItem"); n != 2 {
-		t.Errorf("%d BatchGetItem calls for 152 distinct keys, want 2", n)
+		t.Errorf("%d BatchGetItem calls for 101 distinct keys, want 2", n)
 	}
-	if got[7].Actor.Name != "Actor 7" || got[150] == nil || got[150].Actor.Name != "Actor 7" || got[151] != nil || got[152] != nil {
-		t.Fatalf("profiles misaligned: %+v %+v %+v", got[7], got[150], got[151])
+	if len(got) != len(refs) {
+		t.Fatalf("%d profiles for %d refs", len(got), len(refs))
+	}
+	for i, p := range got {
+		var want string
+		switch {
+		case i < actors:
+			want = fmt.Sprintf("Actor %d", i)
+		case i == 100:
+			want = "Actor 2"
+		}
+		if (want == "") != (p == nil) || p != nil && (p.Actor == nil || p.Actor.Name != want) {
+			t.Fatalf("profile %d (%+v) = %+v, want %q", i, refs[i], p, want)
+		}
 	}
 	// Another tenant sees none of them.
 	other, err := f.s.Profiles(ctx, "other", refs[:3])
