@@ -137,39 +137,41 @@ func TestInboxEmpty(t *testing.T) {
 func TestInboxPagination(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	sent := f.send(t, 45, "issues.opened", "alice")
+	// Nine notifications in pages of four: two full pages and a partial one, each bound
+	// crossed once.
+	sent := f.send(t, 9, "issues.opened", "alice")
 	newest := reversed(sent)
 
 	f.rec.Reset()
-	p1 := f.page(t, "alice", inbox.PageQuery{First: ptr(20)})
+	p1 := f.page(t, "alice", inbox.PageQuery{First: ptr(4)})
 	if got := f.rec.Ops(); !slices.Equal(got, []string{"Query"}) {
 		t.Errorf("first page ops = %v, want one Query (badge and page together)", got)
 	}
-	if !slices.Equal(ids(p1), newest[:20]) || !p1.PageInfo.HasNextPage || p1.PageInfo.HasPreviousPage || p1.UnreadCount != 45 {
+	if !slices.Equal(ids(p1), newest[:4]) || !p1.PageInfo.HasNextPage || p1.PageInfo.HasPreviousPage || p1.UnreadCount != 9 {
 		t.Fatalf("page 1 = %v next=%v prev=%v count=%d", ids(p1), p1.PageInfo.HasNextPage, p1.PageInfo.HasPreviousPage, p1.UnreadCount)
 	}
-	p2 := f.page(t, "alice", inbox.PageQuery{First: ptr(20), After: *p1.PageInfo.EndCursor})
-	if !slices.Equal(ids(p2), newest[20:40]) || !p2.PageInfo.HasNextPage || !p2.PageInfo.HasPreviousPage || p2.UnreadCount != 45 {
+	p2 := f.page(t, "alice", inbox.PageQuery{First: ptr(4), After: *p1.PageInfo.EndCursor})
+	if !slices.Equal(ids(p2), newest[4:8]) || !p2.PageInfo.HasNextPage || !p2.PageInfo.HasPreviousPage || p2.UnreadCount != 9 {
 		t.Fatalf("page 2 = %v", ids(p2))
 	}
-	p3 := f.page(t, "alice", inbox.PageQuery{First: ptr(20), After: *p2.PageInfo.EndCursor})
-	if !slices.Equal(ids(p3), newest[40:]) || p3.PageInfo.HasNextPage {
+	p3 := f.page(t, "alice", inbox.PageQuery{First: ptr(4), After: *p2.PageInfo.EndCursor})
+	if !slices.Equal(ids(p3), newest[8:]) || p3.PageInfo.HasNextPage {
 		t.Fatalf("last page = %v next=%v", ids(p3), p3.PageInfo.HasNextPage)
 	}
-	// Backward from page 2's start gives page 1's last ten, newest first.
-	b := f.page(t, "alice", inbox.PageQuery{Last: ptr(10), Before: *p2.PageInfo.StartCursor})
-	if !slices.Equal(ids(b), newest[10:20]) || !b.PageInfo.HasPreviousPage || !b.PageInfo.HasNextPage {
+	// Backward from page 2's start gives page 1's last two, newest first.
+	b := f.page(t, "alice", inbox.PageQuery{Last: ptr(2), Before: *p2.PageInfo.StartCursor})
+	if !slices.Equal(ids(b), newest[2:4]) || !b.PageInfo.HasPreviousPage || !b.PageInfo.HasNextPage {
 		t.Fatalf("backward = %v prev=%v", ids(b), b.PageInfo.HasPreviousPage)
 	}
 	// last without before: the oldest items.
-	tail := f.page(t, "alice", inbox.PageQuery{Last: ptr(5)})
-	if !slices.Equal(ids(tail), newest[40:]) || !tail.PageInfo.HasPreviousPage || tail.PageInfo.HasNextPage {
-		t.Fatalf("last 5 = %v", ids(tail))
+	tail := f.page(t, "alice", inbox.PageQuery{Last: ptr(3)})
+	if !slices.Equal(ids(tail), newest[6:]) || !tail.PageInfo.HasPreviousPage || tail.PageInfo.HasNextPage {
+		t.Fatalf("last 3 = %v", ids(tail))
 	}
 	// Exactly one page.
-	exact := f.page(t, "alice", inbox.PageQuery{First: ptr(45)})
-	if len(exact.Edges) != 45 || exact.PageInfo.HasNextPage {
-		t.Fatalf("first 45: %d edges, next=%v", len(exact.Edges), exact.PageInfo.HasNextPage)
+	exact := f.page(t, "alice", inbox.PageQuery{First: ptr(9)})
+	if len(exact.Edges) != 9 || exact.PageInfo.HasNextPage {
+		t.Fatalf("first 9: %d edges, next=%v", len(exact.Edges), exact.PageInfo.HasNextPage)
 	}
 	// first: 0 still answers hasNextPage.
 	zero := f.page(t, "alice", inbox.PageQuery{First: ptr(0)})
@@ -178,7 +180,7 @@ func TestInboxPagination(t *testing.T) {
 	}
 	// Alice's cursor is no cursor of another user's (issue 8, item 9): the partition
 	// comes from the viewer anyway, and the cursor is bound to the viewer as well.
-	if _, err := f.s.Inbox(context.Background(), f.viewer("mallory"), inbox.PageQuery{First: ptr(20), After: *p1.PageInfo.EndCursor}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+	if _, err := f.s.Inbox(context.Background(), f.viewer("mallory"), inbox.PageQuery{First: ptr(4), After: *p1.PageInfo.EndCursor}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 		t.Fatalf("mallory with alice's cursor: %v, want BAD_USER_INPUT", err)
 	}
 }
