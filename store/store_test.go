@@ -576,20 +576,21 @@ func TestProfilesBatching(t *testing.T) {
 }
 
 // TestCounterExactUnderConcurrency races sends, marks, unmarks and mark-alls on one inbox
-// and then checks the badge against the notifications themselves.
+// (16 goroutines, 4 calls each; the mark-alls 2) and then checks the badge against the
+// notifications themselves.
 func TestCounterExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	v := f.viewer("alice")
-	seed := f.send(t, 20, "t", "alice")
+	seed := f.send(t, 10, "t", "alice")
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
 	for w := 0; w < 4; w++ {
 		wg.Add(4)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 8; i++ {
+			for i := 0; i < 4; i++ {
 				if _, err := f.s.Send(ctx, f.tenant, inbox.SendInput{IdempotencyKey: "c" + randSuffix(), Recipients: []string{"alice", "bob"}, Type: "t"}); err != nil {
 					errs <- err
 				}
@@ -597,16 +598,16 @@ func TestCounterExactUnderConcurrency(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 8; i++ {
-				if _, err := f.s.Mark(ctx, v, []string{seed[(w*5+i)%20], seed[(w*3+i+1)%20]}, true); err != nil {
+			for i := 0; i < 4; i++ {
+				if _, err := f.s.Mark(ctx, v, []string{seed[(w*5+i)%10], seed[(w*3+i+1)%10]}, true); err != nil {
 					errs <- err
 				}
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 8; i++ {
-				if _, err := f.s.Mark(ctx, v, []string{seed[(w*7+i)%20]}, false); err != nil {
+			for i := 0; i < 4; i++ {
+				if _, err := f.s.Mark(ctx, v, []string{seed[(w*7+i)%10]}, false); err != nil {
 					errs <- err
 				}
 			}
