@@ -141,10 +141,10 @@ func checkExactlyOne(t *testing.T, st *store.Store, tenant string, users []strin
 	return ids
 }
 
-// A 300-recipient bulk send is accepted (202), and the only gateway is killed at once:
-// a gateway started later finds the request's recovery task and finishes it; every
-// recipient has exactly the notification the 202 named, once, badge 1, and the request
-// is done.
+// A 120-recipient bulk send (two of its chunks of inbox.MaxRecipients) is accepted (202),
+// and the only gateway is killed at once: a gateway started later finds the request's
+// recovery task and finishes it; every recipient has exactly the notification the 202
+// named, once, badge 1, and the request is done.
 func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 	// Not parallel, as the broadcast crash test.
 	if testing.Short() {
@@ -155,20 +155,20 @@ func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 	pa, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
 	st := store.New(dynlocaltest.Client(t), table)
 	t.Cleanup(st.Close)
-	users := make([]string, 300)
+	users := make([]string, inbox.MaxRecipients+20)
 	for i := range users {
 		users[i] = fmt.Sprintf("u%03d", i)
 	}
 	var acc struct {
 		NotificationIDs []string `json:"notificationIds"`
 	}
-	rest(t, a, http.MethodPost, "/v1/notifications", a.Token("t1", "svc", auth.ScopeSend), "crash-300",
+	rest(t, a, http.MethodPost, "/v1/notifications", a.Token("t1", "svc", auth.ScopeSend), "crash-bulk",
 		map[string]any{"recipients": users, "type": "digest", "title": "Weekly digest", "priority": "bulk"}, http.StatusAccepted, &acc)
 	pa.kill(syscall.SIGKILL)
 	if len(acc.NotificationIDs) != len(users) {
 		t.Fatalf("202 with %d ids", len(acc.NotificationIDs))
 	}
-	r, ok, err := st.GetRequest(t.Context(), "t1", "crash-300")
+	r, ok, err := st.GetRequest(t.Context(), "t1", "crash-bulk")
 	if err != nil || !ok {
 		t.Fatalf("the accepted request is not stored: %v", err)
 	}
@@ -176,7 +176,7 @@ func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 
 	startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
 	testgw.WaitFor(t, 45*time.Second, "the request done by the restarted gateway", func() bool {
-		r, ok, err := st.GetRequest(t.Context(), "t1", "crash-300")
+		r, ok, err := st.GetRequest(t.Context(), "t1", "crash-bulk")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,8 @@ func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 	}
 }
 
-// A broadcast to a 600-member segment: the only gateway is killed in the middle of it,
+// A broadcast to a 160-member segment (16 pages, one per segment shard, of about 10): the
+// only gateway is killed in the middle of it,
 // a new one resumes it and is killed in the middle too, and a third finishes it: done,
 // written = members (each page counted once), every member exactly one notification.
 func TestBroadcastSurvivesTwoKillsMidway(t *testing.T) {
@@ -199,7 +200,7 @@ func TestBroadcastSurvivesTwoKillsMidway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts gateway processes")
 	}
-	const members = 600
+	const members = 160
 	table := dynlocaltest.TableName(t)
 	// One bulk worker: the broadcast's 16 pages are written one at a time, so that the
 	// kills land between its first and last page.
