@@ -192,7 +192,8 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 			return g.Service.RunInLane(ctx, lane, work)
 		}, Logger: log})
 	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
-		IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Templates: inboxTemplates{g.Templates}, Broadcaster: g.Broadcasts})
+		IdempotencyTTL: cfg.IdempotencyTTL, RecoveryDelay: cfg.SendRecovery, Logger: log, Templates: inboxTemplates{g.Templates},
+		Broadcaster: g.Broadcasts})
 	g.onClose(g.Service.Close)
 
 	// Dev mode without an SMTP server: mail goes to an in-process catcher (a worker's to
