@@ -28,10 +28,12 @@ import (
 // crashEnv is the environment of the crash tests' gateways: the scheduler on two shards,
 // with leases short enough that a restarted gateway takes the dead one's shards within
 // seconds (6 s) and long enough that renewals ride out an engine busy for a second or two
-// (with 2 s leases, renewals timed out on a loaded machine and shards stopped).
+// (with 2 s leases, renewals timed out on a loaded machine and shards stopped); a send's
+// recovery task due 1 s after its accept (not 10 s), so that a send left by a killed
+// gateway runs as soon as the next one holds the shard.
 func crashEnv(t *testing.T, table string, extra ...string) []string {
 	return gwEnv(t, table, append([]string{"INBOX_SCHEDULER=true", "INBOX_SCHED_POLL=250ms", "INBOX_SCHED_LEASE=6s",
-		"INBOX_SCHED_SHARDS=2"}, extra...)...)
+		"INBOX_SCHED_SHARDS=2", "INBOX_SEND_RECOVERY=1s"}, extra...)...)
 }
 
 // restBase is the service API's base URL of a gateway process (its URL without /graphql).
