@@ -28,10 +28,12 @@ import (
 // crashEnv is the environment of the crash tests' gateways: the scheduler on two shards,
 // with leases short enough that a restarted gateway takes the dead one's shards within
 // seconds (6 s) and long enough that renewals ride out an engine busy for a second or two
-// (with 2 s leases, renewals timed out on a loaded machine and shards stopped).
+// (with 2 s leases, renewals timed out on a loaded machine and shards stopped); a send's
+// recovery task due 1 s after its accept (not 10 s), so that a send left by a killed
+// gateway runs as soon as the next one holds the shard.
 func crashEnv(t *testing.T, table string, extra ...string) []string {
 	return gwEnv(t, table, append([]string{"INBOX_SCHEDULER=true", "INBOX_SCHED_POLL=250ms", "INBOX_SCHED_LEASE=6s",
-		"INBOX_SCHED_SHARDS=2"}, extra...)...)
+		"INBOX_SCHED_SHARDS=2", "INBOX_SEND_RECOVERY=1s"}, extra...)...)
 }
 
 // restBase is the service API's base URL of a gateway process (its URL without /graphql).
@@ -141,10 +143,10 @@ func checkExactlyOne(t *testing.T, st *store.Store, tenant string, users []strin
 	return ids
 }
 
-// A 300-recipient bulk send is accepted (202), and the only gateway is killed at once:
-// a gateway started later finds the request's recovery task and finishes it; every
-// recipient has exactly the notification the 202 named, once, badge 1, and the request
-// is done.
+// A 120-recipient bulk send (two of its chunks of inbox.MaxRecipients) is accepted (202),
+// and the only gateway is killed at once: a gateway started later finds the request's
+// recovery task and finishes it; every recipient has exactly the notification the 202
+// named, once, badge 1, and the request is done.
 func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 	// Not parallel, as the broadcast crash test.
 	if testing.Short() {
@@ -155,20 +157,20 @@ func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 	pa, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
 	st := store.New(dynlocaltest.Client(t), table)
 	t.Cleanup(st.Close)
-	users := make([]string, 300)
+	users := make([]string, inbox.MaxRecipients+20)
 	for i := range users {
 		users[i] = fmt.Sprintf("u%03d", i)
 	}
 	var acc struct {
 		NotificationIDs []string `json:"notificationIds"`
 	}
-	rest(t, a, http.MethodPost, "/v1/notifications", a.Token("t1", "svc", auth.ScopeSend), "crash-300",
+	rest(t, a, http.MethodPost, "/v1/notifications", a.Token("t1", "svc", auth.ScopeSend), "crash-bulk",
 		map[string]any{"recipients": users, "type": "digest", "title": "Weekly digest", "priority": "bulk"}, http.StatusAccepted, &acc)
 	pa.kill(syscall.SIGKILL)
 	if len(acc.NotificationIDs) != len(users) {
 		t.Fatalf("202 with %d ids", len(acc.NotificationIDs))
 	}
-	r, ok, err := st.GetRequest(t.Context(), "t1", "crash-300")
+	r, ok, err := st.GetRequest(t.Context(), "t1", "crash-bulk")
 	if err != nil || !ok {
 		t.Fatalf("the accepted request is not stored: %v", err)
 	}
@@ -176,7 +178,7 @@ func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 
 	startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
 	testgw.WaitFor(t, 45*time.Second, "the request done by the restarted gateway", func() bool {
-		r, ok, err := st.GetRequest(t.Context(), "t1", "crash-300")
+		r, ok, err := st.GetRequest(t.Context(), "t1", "crash-bulk")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +192,8 @@ func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 	}
 }
 
-// A broadcast to a 600-member segment: the only gateway is killed in the middle of it,
+// A broadcast to a 160-member segment (16 pages, one per segment shard, of about 10): the
+// only gateway is killed in the middle of it,
 // a new one resumes it and is killed in the middle too, and a third finishes it: done,
 // written = members (each page counted once), every member exactly one notification.
 func TestBroadcastSurvivesTwoKillsMidway(t *testing.T) {
@@ -199,7 +202,7 @@ func TestBroadcastSurvivesTwoKillsMidway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts gateway processes")
 	}
-	const members = 600
+	const members = 160
 	table := dynlocaltest.TableName(t)
 	// One bulk worker: the broadcast's 16 pages are written one at a time, so that the
 	// kills land between its first and last page.

@@ -7,7 +7,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +23,32 @@ import (
 	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/store"
 )
+
+// tasksDone reads from gw's /metrics how many tasks of kind its scheduler ran to the end
+// (done: the handler succeeded and the task was deleted).
+func tasksDone(t *testing.T, gw *testgw.Server, kind string) int {
+	t.Helper()
+	resp, err := http.Get(restBase(gw) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	prefix := fmt.Sprintf(`inbox_sched_tasks_total{kind=%q,outcome="done"} `, kind)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("/metrics: %q", line)
+			}
+			return int(n)
+		}
+	}
+	return 0
+}
 
 // deliveryFrom is the sender the delivery tests' gateways send email as.
 const deliveryFrom = "Inbox Tests <inbox@example.test>"
@@ -152,13 +181,15 @@ func TestDeliveryKillBetweenAcceptAndRecordSendsOnce(t *testing.T) {
 	// The server answers the dead connection; nothing more is held.
 	smtpSrv.Release()
 
-	startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
+	_, b := startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
 	c = waitEmailRecord(t, st, id, 60*time.Second)
 	if c.Status != inbox.DeliverySent || !strings.HasPrefix(c.Error, "unconfirmed") || c.Attempts != 1 {
 		t.Fatalf("record %+v, want SENT unconfirmed after 1 attempt", c)
 	}
-	// The task is done: nothing is sent later either.
-	time.Sleep(3 * time.Second)
+	// The task is done (its run ended and it was deleted): nothing is sent later either.
+	testgw.WaitFor(t, 30*time.Second, "gateway-B's delivery task done", func() bool {
+		return tasksDone(t, b, inbox.TaskDeliver) >= 1
+	})
 	if got := len(smtpSrv.Messages()); got != 1 {
 		t.Fatalf("the SMTP server received %d messages, want exactly 1", got)
 	}

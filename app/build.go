@@ -193,8 +193,8 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 			return g.Service.RunInLane(ctx, lane, work)
 		}, Logger: log})
 	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
-		IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Templates: g.Templates, Broadcaster: g.Broadcasts,
-		Publisher: g.Broker})
+		IdempotencyTTL: cfg.IdempotencyTTL, RecoveryDelay: cfg.SendRecovery, Logger: log, Templates: g.Templates,
+		Broadcaster: g.Broadcasts, Publisher: g.Broker})
 	g.onClose(g.Service.Close)
 
 	// Dev mode without an SMTP server: mail goes to an in-process catcher (a worker's to

@@ -84,17 +84,18 @@ func TestTransportConfigBounds(t *testing.T) {
 	}
 }
 
-// The send pipeline's settings (issue 10) default to a 24 h idempotency window and 16 and 4
-// lane workers, and refuse at start what the service would silently replace by its default
-// (0 or negative) or what cannot be meant (a window under a minute, beyond MaxIdempotencyTTL).
+// The send pipeline's settings (issue 10) default to a 24 h idempotency window, 16 and 4
+// lane workers and a 10 s send recovery, and refuse at start what the service would
+// silently replace by its default (0 or negative) or what cannot be meant (a window under
+// a minute, beyond MaxIdempotencyTTL; a recovery under 100 ms or over an hour).
 func TestSendPipelineConfigDefaultsAndBounds(t *testing.T) {
 	cfg, err := LoadConfig()
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if cfg.IdempotencyTTL != 24*time.Hour || cfg.LaneTransactional != 16 || cfg.LaneBulk != 4 {
-		t.Errorf("defaults: INBOX_IDEMPOTENCY_TTL %v, INBOX_LANE_TRANSACTIONAL %d, INBOX_LANE_BULK %d, want 24h, 16, 4",
-			cfg.IdempotencyTTL, cfg.LaneTransactional, cfg.LaneBulk)
+	if cfg.IdempotencyTTL != 24*time.Hour || cfg.LaneTransactional != 16 || cfg.LaneBulk != 4 || cfg.SendRecovery != 10*time.Second {
+		t.Errorf("defaults: INBOX_IDEMPOTENCY_TTL %v, INBOX_LANE_TRANSACTIONAL %d, INBOX_LANE_BULK %d, INBOX_SEND_RECOVERY %v, want 24h, 16, 4, 10s",
+			cfg.IdempotencyTTL, cfg.LaneTransactional, cfg.LaneBulk, cfg.SendRecovery)
 	}
 	for _, tc := range []struct{ name, value string }{
 		{"INBOX_IDEMPOTENCY_TTL", "0s"},
@@ -104,6 +105,10 @@ func TestSendPipelineConfigDefaultsAndBounds(t *testing.T) {
 		{"INBOX_LANE_TRANSACTIONAL", "1025"},
 		{"INBOX_LANE_BULK", "-1"},
 		{"INBOX_LANE_BULK", "1025"},
+		{"INBOX_SEND_RECOVERY", "0s"},
+		{"INBOX_SEND_RECOVERY", "-1s"},
+		{"INBOX_SEND_RECOVERY", "99ms"},
+		{"INBOX_SEND_RECOVERY", "61m"},
 	} {
 		t.Setenv(tc.name, tc.value)
 		if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), tc.name) {
@@ -113,7 +118,8 @@ func TestSendPipelineConfigDefaultsAndBounds(t *testing.T) {
 	}
 	t.Setenv("INBOX_IDEMPOTENCY_TTL", "720h")
 	t.Setenv("INBOX_LANE_BULK", "1")
-	if cfg, err := LoadConfig(); err != nil || cfg.IdempotencyTTL != 720*time.Hour || cfg.LaneBulk != 1 {
-		t.Errorf("INBOX_IDEMPOTENCY_TTL=720h, INBOX_LANE_BULK=1: %v, %v, %v", cfg.IdempotencyTTL, cfg.LaneBulk, err)
+	t.Setenv("INBOX_SEND_RECOVERY", "1s")
+	if cfg, err := LoadConfig(); err != nil || cfg.IdempotencyTTL != 720*time.Hour || cfg.LaneBulk != 1 || cfg.SendRecovery != time.Second {
+		t.Errorf("INBOX_IDEMPOTENCY_TTL=720h, INBOX_LANE_BULK=1, INBOX_SEND_RECOVERY=1s: %v, %v, %v, %v", cfg.IdempotencyTTL, cfg.LaneBulk, cfg.SendRecovery, err)
 	}
 }

@@ -114,6 +114,11 @@ type Config struct {
 	// Retention, when > 0, is how long a notification sent without expiresAt stays in the
 	// inbox (its expiry is then scheduled at send); 0 keeps notifications until deleted.
 	Retention time.Duration `env:"INBOX_RETENTION" envDefault:"0s"`
+	// SendRecovery is how long after its accept a send request's recovery task is due
+	// (service.Options.RecoveryDelay): a request its instance did not finish (a crash) is
+	// run by whichever instance holds the task's shard then. It should exceed the usual
+	// processing time; a shorter one only looks again sooner.
+	SendRecovery time.Duration `env:"INBOX_SEND_RECOVERY" envDefault:"10s"`
 	// IdempotencyTTL is how long a send request's idempotency key is remembered: a
 	// replay within it answers the first answer, another body under it is CONFLICT.
 	IdempotencyTTL time.Duration `env:"INBOX_IDEMPOTENCY_TTL" envDefault:"24h"`
@@ -287,6 +292,9 @@ func LoadConfig() (Config, error) {
 	// default, and a zero window would forget keys at once; refuse them at start instead.
 	if c.IdempotencyTTL < time.Minute || c.IdempotencyTTL > MaxIdempotencyTTL {
 		return c, fmt.Errorf("configuration: INBOX_IDEMPOTENCY_TTL must be between 1m and %v, not %v", MaxIdempotencyTTL, c.IdempotencyTTL)
+	}
+	if c.SendRecovery < 100*time.Millisecond || c.SendRecovery > time.Hour {
+		return c, fmt.Errorf("configuration: INBOX_SEND_RECOVERY must be between 100ms and 1h, not %v", c.SendRecovery)
 	}
 	if c.LaneTransactional < 1 || c.LaneTransactional > MaxLaneWorkers {
 		return c, fmt.Errorf("configuration: INBOX_LANE_TRANSACTIONAL must be between 1 and %d, not %d", MaxLaneWorkers, c.LaneTransactional)

@@ -42,6 +42,7 @@ var envHelp = map[string]string{
 	"INBOX_SCHED_POLL":            "pause between two passes over a held scheduler shard",
 	"INBOX_SCHED_LEASE":           "how long a scheduler shard lease lasts without renewal (a crashed instance's shards move within it)",
 	"INBOX_RETENTION":             "how long a notification sent without expiresAt stays (0: until deleted)",
+	"INBOX_SEND_RECOVERY":         "how long after its accept a send not finished (its instance crashed) is run again by the scheduler (100ms..1h)",
 	"INBOX_IDEMPOTENCY_TTL":       "how long a send's Idempotency-Key is remembered (a replay answers the first answer; 1m..8784h)",
 	"INBOX_LANE_TRANSACTIONAL":    "workers of the transactional send lane, never taken by bulk work (1..1024)",
 	"INBOX_LANE_BULK":             "workers of the bulk send lane: broadcasts, segment sends, priority bulk (1..1024)",

@@ -428,9 +428,10 @@ func mixEnv(t *testing.T, f *fixture, cfg ddbfault.Config) (*store.Store, *dynam
 	return st, db, proxy
 }
 
-// 200 webhook deliveries through the real scheduler while DynamoDB throttles, fails and
+// 80 webhook deliveries through the real scheduler while DynamoDB throttles, fails and
 // loses answers after committing (seeded, 5-8% each) for the handler and the scheduler
-// alike, and the receiver refuses the first 30 requests with a 503 (retried): every message reaches the receiver exactly once, or at most once with its record
+// alike, and the receiver refuses the first 12 requests with a 503 (retried): every
+// message reaches the receiver exactly once, or at most once with its record
 // SENT "unconfirmed"; a message never received is never SENT otherwise; no record is
 // left QUEUED.
 func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
@@ -440,12 +441,12 @@ func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
 	recv, url := channeltest.StartWebhook(t, webhookSecret)
 	// The first refused503 requests are answered 503: their records are retried through
 	// tasks of their own.
-	const refused503 = 30
+	const refused503 = 12
 	for range refused503 {
 		recv.Respond(channeltest.WebhookResponse{Status: 503})
 	}
 	f.withWebhook(t, url)
-	const n = 200
+	const n = 80
 	ids := make([]string, 0, n)
 	for i := range n {
 		res, err := service.Writer{Store: f.st}.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: fmt.Sprintf("mix-%d", i), Recipients: []string{user},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,29 +53,79 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func TestStartInMemoryAnswers(t *testing.T) {
+// engineChecks are checks of a running in-memory engine that only some systems can make
+// (by name; the files of those systems add them): TestInMemoryEngine runs each on its one
+// engine.
+var engineChecks = map[string]func(t *testing.T, srv *dynlocal.Server){}
+
+// closedChecks are checks, by name, of an engine after Close that only some systems can
+// make (the java process is gone).
+var closedChecks = map[string]func(t *testing.T, srv *dynlocal.Server){}
+
+// TestInMemoryEngine starts one in-memory engine with the tests' JVM options and proves on
+// it what each start would otherwise prove alone: it answers on 127.0.0.1 with no tables
+// and one database for every region and credential, a second engine cannot start on its
+// port, the JVM options reach the process (Linux), and Close stops it (Done closed, the
+// endpoint silent, the process gone, a second Close harmless).
+func TestInMemoryEngine(t *testing.T) {
 	t.Parallel()
-	srv := start(t, dynlocal.Options{DataDir: dynlocal.MemoryDataDir})
-	if !strings.HasPrefix(srv.Endpoint(), "http://127.0.0.1:") {
-		t.Errorf("Endpoint() = %q, want http://127.0.0.1:PORT", srv.Endpoint())
-	}
-	out, err := client(srv.Endpoint()).ListTables(t.Context(), &dynamodb.ListTablesInput{})
-	if err != nil {
-		t.Fatalf("ListTables: %v", err)
-	}
-	if len(out.TableNames) != 0 {
-		t.Errorf("fresh in-memory engine has tables %v", out.TableNames)
-	}
-	// -sharedDb: another region and other credentials see the same tables.
-	createTable(t, client(srv.Endpoint()), "shared")
-	other := dynamodb.NewFromConfig(aws.Config{
-		Region:       "eu-west-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("other", "other", ""),
-		BaseEndpoint: aws.String(srv.Endpoint()),
+	srv := start(t, dynlocal.Options{DataDir: dynlocal.MemoryDataDir, JVMArgs: dynlocal.ShortLivedJVMArgs})
+	t.Run("answers", func(t *testing.T) {
+		if !strings.HasPrefix(srv.Endpoint(), "http://127.0.0.1:") {
+			t.Errorf("Endpoint() = %q, want http://127.0.0.1:PORT", srv.Endpoint())
+		}
+		out, err := client(srv.Endpoint()).ListTables(t.Context(), &dynamodb.ListTablesInput{})
+		if err != nil {
+			t.Fatalf("ListTables: %v", err)
+		}
+		if len(out.TableNames) != 0 {
+			t.Errorf("fresh in-memory engine has tables %v", out.TableNames)
+		}
+		// -sharedDb: another region and other credentials see the same tables.
+		createTable(t, client(srv.Endpoint()), "shared")
+		other := dynamodb.NewFromConfig(aws.Config{
+			Region:       "eu-west-1",
+			Credentials:  credentials.NewStaticCredentialsProvider("other", "other", ""),
+			BaseEndpoint: aws.String(srv.Endpoint()),
+		})
+		if names := listTables(t, other); !slices.Contains(names, "shared") {
+			t.Errorf("other region/credentials see %v, want the shared table", names)
+		}
 	})
-	if names := listTables(t, other); !slices.Contains(names, "shared") {
-		t.Errorf("other region/credentials see %v, want the shared table", names)
+	t.Run("explicit port in use", func(t *testing.T) {
+		p, err := strconv.Atoi(srv.Endpoint()[strings.LastIndex(srv.Endpoint(), ":")+1:])
+		if err != nil {
+			t.Fatalf("endpoint %q has no port: %v", srv.Endpoint(), err)
+		}
+		if second, err := dynlocal.Start(t.Context(), dynlocal.Options{Port: p}); err == nil {
+			_ = second.Close()
+			t.Fatalf("Start on busy port %d succeeded", p)
+		}
+	})
+	for name, check := range engineChecks {
+		t.Run(name, func(t *testing.T) { check(t, srv) })
 	}
+	t.Run("close", func(t *testing.T) {
+		if err := srv.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		select {
+		case <-srv.Done():
+		default:
+			t.Error("Done() not closed after Close")
+		}
+		if err := srv.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.Endpoint(), nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Errorf("endpoint still answers after Close")
+		}
+		for name, check := range closedChecks {
+			t.Run(name, func(t *testing.T) { check(t, srv) })
+		}
+	})
 }
 
 func TestDataDirPersistsAcrossRestart(t *testing.T) {
@@ -119,18 +170,6 @@ func TestMissingJava(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "openjdk-17-jre-headless") {
 		t.Errorf("error %q does not say how to install Java", err)
-	}
-}
-
-func TestExplicitPortInUse(t *testing.T) {
-	t.Parallel()
-	srv := start(t, dynlocal.Options{})
-	p, err := strconv.Atoi(srv.Endpoint()[strings.LastIndex(srv.Endpoint(), ":")+1:])
-	if err != nil {
-		t.Fatalf("endpoint %q has no port: %v", srv.Endpoint(), err)
-	}
-	if _, err := dynlocal.Start(t.Context(), dynlocal.Options{Port: p}); err == nil {
-		t.Fatalf("Start on busy port %d succeeded", p)
 	}
 }
 

@@ -85,11 +85,12 @@ func orphanHelper(mode string) {
 	os.Exit(0)
 }
 
-// JVMArgs reach the java process before -jar (ShortLivedJVMArgs is what the tests'
-// engines run with), and the engine answers with them.
-func TestJVMArgsReachTheProcess(t *testing.T) {
-	t.Parallel()
-	srv := start(t, dynlocal.Options{DataDir: dynlocal.MemoryDataDir, JVMArgs: dynlocal.ShortLivedJVMArgs})
+func init() { engineChecks["JVM args reach the process"] = checkJVMArgs }
+
+// checkJVMArgs: JVMArgs reach the java process before -jar (TestInMemoryEngine's engine
+// runs with ShortLivedJVMArgs, what the tests' engines run with), and the engine answers
+// with them.
+func checkJVMArgs(t *testing.T, srv *dynlocal.Server) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", srv.PID()))
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@
 package dynlocal_test
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,36 +10,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/inboxgw/gateway/dynlocal"
 )
 
-func TestCloseKillsProcess(t *testing.T) {
-	t.Parallel()
-	srv, err := dynlocal.Start(t.Context(), dynlocal.Options{StartTimeout: 90 * time.Second})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	pid := srv.PID()
-	if err := srv.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	select {
-	case <-srv.Done():
-	default:
-		t.Error("Done() not closed after Close")
-	}
-	if alive(pid) {
-		t.Errorf("java pid %d still alive after Close", pid)
-	}
-	if err := srv.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.Endpoint(), nil)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
-		t.Errorf("endpoint still answers after Close")
+func init() {
+	closedChecks["the java process is gone"] = func(t *testing.T, srv *dynlocal.Server) {
+		if alive(srv.PID()) {
+			t.Errorf("java pid %d still alive after Close", srv.PID())
+		}
 	}
 }
 

@@ -833,13 +833,12 @@ func TestBadSendInput(t *testing.T) {
 	// The actor of the good send exists; no actor named by a bad one does.
 	s.ExpectUnread(carol, 1, "carol after the good send")
 
-	// Exactly 100 recipients and a payload of exactly 16 KiB are fine.
-	hundred := hundredOne[:100]
-	okIn := s.SendInput("hundred", hundred...)
+	// A payload of exactly 16 KiB is fine, for each recipient (two: each gets a copy).
+	okIn := s.SendInput("full payload", "carol", "user1")
 	okIn["payload"] = strings.Repeat("q", 16<<10-2) // a JSON string of 16 KiB with its quotes
 	res = s.Send(sender, okIn)
-	if res.Accepted != 100 || len(res.NotificationIds) != 100 {
-		t.Fatalf("send to 100 recipients = %d accepted", res.Accepted)
+	if res.Accepted != 2 || len(res.NotificationIds) != 2 {
+		t.Fatalf("send of a 16 KiB payload to 2 recipients = %d accepted", res.Accepted)
 	}
-	s.ExpectUnread(carol, 2, "carol after the 100-recipient send")
+	s.ExpectUnread(carol, 2, "carol after the 16 KiB send")
 }

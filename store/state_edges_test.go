@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -350,24 +351,45 @@ func TestSendActionsAndGroupKey(t *testing.T) {
 	}
 }
 
-// 100 ids, some not found: the rest applied in chunks (a snooze's chunks are smaller:
-// each notification comes with its wake task), exact.
+// 100 ids (the most a call takes), some not found: the rest applied in chunks (a snooze's
+// chunks are smaller: each notification comes with its wake task), exact. The found ones
+// are spread over the ids so that every chunk of either size holds some.
 func TestHundredIDsInChunksWithNotFound(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	v := f.viewer("alice")
-	var all []string
-	for range 97 {
-		all = append(all, f.sendIn(t, inbox.SendInput{Category: "c"}))
+	const found = 34 // more than a snooze's chunk (33)
+	var asked []string
+	for i := range found {
+		asked = append(asked, f.sendIn(t, inbox.SendInput{Category: "c"}))
+		// Two ids not found after each found one: unknown ones, one not an id at all, and
+		// one of bob's notifications.
+		for j := range 2 {
+			switch k := 2*i + j; {
+			case len(asked) == inbox.MaxStateIDs:
+			case k == 0:
+				asked = append(asked, "bad")
+			case k == 1:
+				asked = append(asked, f.sendIn(t, inbox.SendInput{Recipients: []string{"bob"}}))
+			default:
+				id := fmt.Sprintf("01H00000000000000000000%03d", k)
+				if !store.ValidNotificationID(id) {
+					t.Fatalf("%q is no notification id", id)
+				}
+				asked = append(asked, id)
+			}
+		}
 	}
-	asked := append(slices.Clone(all), "01H0000000000000000000000Z", "bad", f.sendIn(t, inbox.SendInput{Recipients: []string{"bob"}}))
+	if len(asked) != inbox.MaxStateIDs {
+		t.Fatalf("%d ids asked", len(asked))
+	}
 	res, err := f.s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpSnooze, IDs: asked, Until: time.Now().Add(time.Hour)})
-	if err != nil || res.Changed != 97 || len(res.NotFound) != 3 || res.Badge.Unread != 0 || len(res.Badge.Categories) != 0 {
+	if err != nil || res.Changed != found || len(res.NotFound) != 100-found || res.Badge.Unread != 0 || len(res.Badge.Categories) != 0 {
 		t.Fatalf("snooze 100: changed %d notFound %v badge %+v err %v", res.Changed, res.NotFound, res.Badge, err)
 	}
 	res, err = f.s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpUnsnooze, IDs: asked})
-	if err != nil || res.Changed != 97 || res.Badge.Unread != 97 || len(res.Notifications) != 97 {
+	if err != nil || res.Changed != found || res.Badge.Unread != found || len(res.Notifications) != found {
 		t.Fatalf("unsnooze 100: %d %+v %v", res.Changed, res.Badge, err)
 	}
 	f.checkExact(t, v)

@@ -298,7 +298,7 @@ func TestEveryStateChangeExactUnderConcurrency(t *testing.T) {
 	// retries): on a starved machine a few calls of the hundreds get it, having written
 	// nothing, which the recount below proves. More than a few would be a livelock.
 	var throttled atomic.Int32
-	race(t, f.s, f.tenant, 5, func(err error) bool {
+	race(t, f.s, f.tenant, 3, func(err error) bool {
 		return inbox.ErrorCode(err) == inbox.CodeThrottled && throttled.Add(1) <= maxThrottledInRace
 	})
 	if n := throttled.Load(); n > 0 {
@@ -324,7 +324,7 @@ func TestEveryStateChangeExactUnderFaults(t *testing.T) {
 		store.WithRetryPolicy(store.RetryPolicy{Attempts: 4, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond}))
 	t.Cleanup(s.Close)
 	proxy.SetEnabled(true)
-	race(t, s, f.tenant, 4, func(err error) bool {
+	race(t, s, f.tenant, 3, func(err error) bool {
 		code := inbox.ErrorCode(err)
 		return code == inbox.CodeThrottled || code == inbox.CodeUnavailable
 	})
