@@ -15,9 +15,6 @@ import (
 // before its DST; 08:00 in New York, after its DST began on 8 March).
 var now = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 
-func off() *bool { f := false; return &f }
-func on() *bool  { t := true; return &t }
-
 // Channel names, short for the tables.
 const (
 	inApp   = inbox.ChannelInApp

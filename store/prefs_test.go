@@ -14,8 +14,6 @@ import (
 	"github.com/inboxgw/gateway/store"
 )
 
-func yes() *bool                      { t := true; return &t }
-func no() *bool                       { f := false; return &f }
 func sptr(s string) *string           { return &s }
 func tref(id string) inbox.ProfileRef { return inbox.ProfileRef{TargetKind: "issue", ID: id} }
 
