@@ -23,8 +23,11 @@ const (
 // guardTimeout ends a render that does not finish: Liquid's own range materialisation
 // (values.Range.AsArray) never ends for an upper bound of math.MaxInt, and no budget of
 // ours runs inside it. The guard turns that hang into a failure (run the old code with a
-// short -timeout and a ulimit -v: it allocates as fast as it can).
-const guardTimeout = 5 * time.Second
+// short -timeout and a ulimit -v: it allocates as fast as it can). It tells a render that
+// ends from one that never does: the bounded renders end in about RenderTimeout (1.2 s
+// under -race), and a fresh clone's make test beside other jobs took one to 6.4 s, so the
+// guard is 30 s, not a speed bound (the times are logged).
+const guardTimeout = 30 * time.Second
 
 // maxRenderAlloc is the most one hostile render may allocate in all (TotalAlloc, not the
 // live heap): the bound per request.
@@ -508,9 +511,13 @@ func TestParseCostBounded(t *testing.T) {
 			if inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 				t.Errorf("%s in %s: err = %v; want BAD_USER_INPUT", name, part, err)
 			}
-			if alloc := (after.TotalAlloc - before.TotalAlloc) >> 20; alloc > 64 || d > 2*time.Second {
+			// The parser's cost is its allocation here (gigabytes before the counts, a few
+			// MiB now); the time is logged, not bounded: a loaded machine under -race took
+			// over 2 s for the same 27 MiB (a fresh clone's make test beside other jobs).
+			if alloc := (after.TotalAlloc - before.TotalAlloc) >> 20; alloc > 64 {
 				t.Errorf("%s in %s: %d MiB allocated, %v; want little", name, part, alloc, d)
 			}
+			t.Logf("%s in %s: %v", name, part, d)
 		}
 	}
 	// At the limits, templates still parse.
