@@ -439,8 +439,10 @@ func TestUnansweredCallTimesOutAndIsRetried(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("UnreadCount = %d, %v; want 1 after the silent call timed out", n, err)
 	}
-	if calls != 2 {
-		t.Fatalf("%d calls, want 2 (the silent one, then its retry)", calls)
+	// At least the silent one and a retry; a retry slowed past 300 ms by a busy machine
+	// (store beside the gateway's processes) times out and is retried in turn.
+	if calls < 2 {
+		t.Fatalf("%d calls, want the silent one, then a retry", calls)
 	}
 }
 
