@@ -125,16 +125,8 @@ func TestDeliverSlackUnderDynamoDBFaults(t *testing.T) {
 			for _, n := range []int{1, store.DefaultRetryPolicy.Attempts} {
 				t.Run(fmt.Sprintf("%s/%s/x%d", point.name, fl.name, n), func(t *testing.T) {
 					t.Parallel()
-					f := newFixture(t)
+					f, srv, sl := newSlackFixture(t)
 					ctx := context.Background()
-					if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{SlackUserID: "U024BE7LH"}); err != nil {
-						t.Fatal(err)
-					}
-					srv := channeltest.NewSlack(t)
-					sl, err := channel.NewSlack(channel.SlackConfig{BotToken: srv.Token, BaseURL: srv.URL})
-					if err != nil {
-						t.Fatal(err)
-					}
 					e := &faultEnv{clk: f.clk, chans: channel.NewRegistry().Register(inbox.ChannelSlack, "", sl), key: inbox.ChannelSlack}
 					e.id, e.first = f.send(t, "slack-fault", inbox.ChannelSlack, inbox.ChannelSlack)
 					trig := &opTrigger{op: point.op, nth: point.nth, n: n, fault: fl.f}
@@ -146,7 +138,7 @@ func TestDeliverSlackUnderDynamoDBFaults(t *testing.T) {
 					if !fired {
 						t.Fatal("the fault never fired")
 					}
-					err = runErr
+					err := runErr
 					for i := 0; err != nil && i < 5; i++ {
 						if errors.Is(err, delivery.ErrBusy) {
 							f.clk.Advance(faultTimeout + faultMargin)

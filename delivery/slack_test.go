@@ -24,16 +24,8 @@ import (
 // A user without a Slack user id is skipped no_slack_user at send time.
 func TestDeliverSlack(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f, srv, sl := newSlackFixture(t)
 	ctx := context.Background()
-	if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{SlackUserID: "U024BE7LH"}); err != nil {
-		t.Fatal(err)
-	}
-	srv := channeltest.NewSlack(t)
-	sl, err := channel.NewSlack(channel.SlackConfig{BotToken: srv.Token, BaseURL: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var configErrors []string
 	h := delivery.NewHandler(f.st, delivery.Options{Channels: channel.NewRegistry().Register(inbox.ChannelSlack, "", sl),
@@ -107,4 +99,20 @@ func TestDeliverSlack(t *testing.T) {
 	if c := f.record(t, res.NotificationIDs[0], inbox.ChannelSlack); c.Status != inbox.DeliverySkipped || c.Reason != inbox.ReasonNoSlackUser {
 		t.Fatalf("without a Slack user id: %+v", c)
 	}
+}
+
+// newSlackFixture is a fixture whose user a has Slack user id U024BE7LH, a local Slack
+// server, and the real adapter pointed at it.
+func newSlackFixture(t *testing.T) (*fixture, *channeltest.Slack, channel.Channel) {
+	t.Helper()
+	f := newFixture(t)
+	if _, err := f.st.PutUserProfile(context.Background(), viewer, inbox.UserProfile{SlackUserID: "U024BE7LH"}); err != nil {
+		t.Fatal(err)
+	}
+	srv := channeltest.NewSlack(t)
+	sl, err := channel.NewSlack(channel.SlackConfig{BotToken: srv.Token, BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, srv, sl
 }
