@@ -55,15 +55,7 @@ func TestSendKilledMidwayRetriedOnAnotherGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts gateway processes")
 	}
-	table := dynlocaltest.TableName(t)
-	env := crashEnv(t, table)
-	pa, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
-	st := store.New(dynlocaltest.Client(t), table)
-	t.Cleanup(st.Close)
-	users := make([]string, 40)
-	for i := range users {
-		users[i] = fmt.Sprintf("r%02d", i)
-	}
+	env, pa, a, st, users := startCrashRetry(t, "r%02d", 40)
 	body := map[string]any{"recipients": users, "type": "digest", "title": "Weekly digest"}
 	tok := a.Token("t1", "svc", auth.ScopeSend)
 	first := make(chan int, 1)
@@ -126,15 +118,7 @@ func TestGraphQLSendKilledMidwayBadgeMatchesRecount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts gateway processes")
 	}
-	table := dynlocaltest.TableName(t)
-	env := crashEnv(t, table)
-	pa, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
-	st := store.New(dynlocaltest.Client(t), table)
-	t.Cleanup(st.Close)
-	users := make([]string, 8)
-	for i := range users {
-		users[i] = fmt.Sprintf("g%d", i)
-	}
+	env, pa, a, st, users := startCrashRetry(t, "g%d", 8)
 	for i := range 2 {
 		res, err := service.Writer{Store: st}.Send(t.Context(), "t1", inbox.SendInput{IdempotencyKey: fmt.Sprintf("pre-%d", i), Recipients: users, Type: "pre", Title: "before"})
 		if err != nil {
@@ -224,4 +208,21 @@ func postGraphQL(gw *testgw.Server, token, query string, vars map[string]any) (i
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
+}
+
+// startCrashRetry starts gateway-A of a crash-and-retry test on a fresh table (which it
+// creates), and returns the environment of the test's gateways, gateway-A's process and
+// server, a store on the table, and n user ids named by format.
+func startCrashRetry(t *testing.T, format string, n int) ([]string, *proc, *testgw.Server, *store.Store, []string) {
+	t.Helper()
+	table := dynlocaltest.TableName(t)
+	env := crashEnv(t, table)
+	pa, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
+	st := store.New(dynlocaltest.Client(t), table)
+	t.Cleanup(st.Close)
+	users := make([]string, n)
+	for i := range users {
+		users[i] = fmt.Sprintf(format, i)
+	}
+	return env, pa, a, st, users
 }
