@@ -23,7 +23,7 @@ func TestSnoozeAndExpiryOutliveACrashOfEveryInstance(t *testing.T) {
 	}
 	table := dynlocaltest.TableName(t)
 	env := gwEnv(t, table, "INBOX_SCHEDULER=true", "INBOX_SCHED_POLL=250ms", "INBOX_SCHED_LEASE=6s", "INBOX_SCHED_SHARDS=2")
-	pa, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
+	pa, a := startGatewayProc(t, "gateway-A", env)
 	sender := a.Token("t1", "svc", auth.ScopeSend)
 	alice := a.Token("t1", "alice")
 	ids := a.Seed(sender, "alice", 2)
@@ -50,7 +50,7 @@ func TestSnoozeAndExpiryOutliveACrashOfEveryInstance(t *testing.T) {
 	if time.Now().After(wake) {
 		t.Fatalf("the gateway took until after the wake-up time to die: the test proves nothing")
 	}
-	_, b := startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
+	_, b := startGatewayProc(t, "gateway-B", env)
 	want := fmt.Sprint([]string{ids[1], ids[0]})
 	testgw.WaitFor(t, 60*time.Second, "the woken notification back in the list and the expired one out", func() bool {
 		return fmt.Sprint(b.InboxIDs(alice)) == want

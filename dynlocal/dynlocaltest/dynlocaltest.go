@@ -56,7 +56,7 @@ const TestsPerEngineEnv = "INBOX_TEST_TESTS_PER_ENGINE"
 // A store package run (about 110 tests) on one engine took 359 s, its later tests five to
 // seven times slower than alone. A new engine costs about 2 s of start, overlapped with
 // the old one's last tests (it is started in the background at half its quota).
-const DefaultTestsPerEngine = 12
+const DefaultTestsPerEngine = 0
 
 // engine is one DynamoDB Local of this binary: the tests it was given and how many of
 // them still run.
@@ -235,7 +235,7 @@ func Client(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	if os.Getenv(CallsEnv) != "" {
 		optFns = append(optFns, countCalls(t))
 	}
-	return dynlocal.Client(Endpoint(t), optFns...)
+	return dynlocal.Client(Endpoint(t), append([]func(*dynamodb.Options){StreamOption(t)}, optFns...)...)
 }
 
 // CallsEnv names the environment variable that, when set, has every Client log at the
