@@ -154,7 +154,7 @@ func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 	}
 	table := dynlocaltest.TableName(t)
 	env := crashEnv(t, table)
-	pa, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
+	pa, a := startGatewayProc(t, "gateway-A", env)
 	st := store.New(dynlocaltest.Client(t), table)
 	t.Cleanup(st.Close)
 	users := make([]string, inbox.MaxRecipients+20)
@@ -176,7 +176,7 @@ func TestSendSurvivesAKillRightAfterItsAccept(t *testing.T) {
 	}
 	t.Logf("at the kill the request was %s", r.State)
 
-	startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
+	startGatewayProc(t, "gateway-B", env)
 	testgw.WaitFor(t, 45*time.Second, "the request done by the restarted gateway", func() bool {
 		r, ok, err := st.GetRequest(t.Context(), "t1", "crash-bulk")
 		if err != nil {
@@ -207,7 +207,7 @@ func TestBroadcastSurvivesTwoKillsMidway(t *testing.T) {
 	// One bulk worker: the broadcast's 16 pages are written one at a time, so that the
 	// kills land between its first and last page.
 	env := crashEnv(t, table, "INBOX_LANE_BULK=1")
-	p, gw := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
+	p, gw := startGatewayProc(t, "gateway-A", env)
 	st := store.New(dynlocaltest.Client(t), table)
 	t.Cleanup(st.Close)
 	admin := gw.Token("t1", "svc", auth.ScopeAdmin)
@@ -246,7 +246,7 @@ func TestBroadcastSurvivesTwoKillsMidway(t *testing.T) {
 		}
 		t.Logf("kill %d at %+v", kill+1, bc)
 		last = bc.Written
-		p, gw = startGatewayProc(t, name, append(env, "INBOX_CREATE_TABLE=0"))
+		p, gw = startGatewayProc(t, name, env)
 	}
 	var bc broadcastProgress
 	testgw.WaitFor(t, 2*time.Minute, "the broadcast done", func() bool {

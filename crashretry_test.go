@@ -70,7 +70,7 @@ func TestSendKilledMidwayRetriedOnAnotherGateway(t *testing.T) {
 	pa.kill(syscall.SIGKILL)
 	t.Logf("the first try answered %d", <-first)
 
-	_, b := startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
+	_, b := startGatewayProc(t, "gateway-B", env)
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -147,7 +147,7 @@ func TestGraphQLSendKilledMidwayBadgeMatchesRecount(t *testing.T) {
 	pa.kill(syscall.SIGKILL)
 	t.Logf("the first try answered %d", <-first)
 
-	_, b := startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
+	_, b := startGatewayProc(t, "gateway-B", env)
 	res := b.Send(tok, in)
 	if len(res.NotificationIds) != len(users) {
 		t.Fatalf("the retry answered %+v", res)
@@ -217,7 +217,7 @@ func startCrashRetry(t *testing.T, format string, n int) ([]string, *proc, *test
 	t.Helper()
 	table := dynlocaltest.TableName(t)
 	env := crashEnv(t, table)
-	pa, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
+	pa, a := startGatewayProc(t, "gateway-A", env)
 	st := store.New(dynlocaltest.Client(t), table)
 	t.Cleanup(st.Close)
 	users := make([]string, n)

@@ -118,8 +118,7 @@ func TestDeliveryEmailEndToEnd(t *testing.T) {
 	t.Parallel()
 	smtpSrv := channeltest.StartSMTP(t, channeltest.SMTPOptions{})
 	table := dynlocaltest.TableName(t)
-	_, gw := startGatewayProc(t, "gateway", crashEnv(t, table, "INBOX_CREATE_TABLE=1",
-		"INBOX_SMTP_URL="+smtpSrv.URL(), "INBOX_EMAIL_FROM="+deliveryFrom))
+	_, gw := startGatewayProc(t, "gateway", crashEnv(t, table, "INBOX_SMTP_URL="+smtpSrv.URL(), "INBOX_EMAIL_FROM="+deliveryFrom))
 	st := store.New(dynlocaltest.Client(t), table)
 	t.Cleanup(st.Close)
 
@@ -163,7 +162,7 @@ func TestDeliveryKillBetweenAcceptAndRecordSendsOnce(t *testing.T) {
 	table := dynlocaltest.TableName(t)
 	// A 5 s attempt: the claim lasts 10 s, well past the kill.
 	env := crashEnv(t, table, "INBOX_SMTP_URL="+smtpSrv.URL(), "INBOX_EMAIL_FROM="+deliveryFrom, "INBOX_DELIVERY_TIMEOUT=5s")
-	pa, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
+	pa, a := startGatewayProc(t, "gateway-A", env)
 	st := store.New(dynlocaltest.Client(t), table)
 	t.Cleanup(st.Close)
 
@@ -181,7 +180,7 @@ func TestDeliveryKillBetweenAcceptAndRecordSendsOnce(t *testing.T) {
 	// The server answers the dead connection; nothing more is held.
 	smtpSrv.Release()
 
-	_, b := startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
+	_, b := startGatewayProc(t, "gateway-B", env)
 	c = waitEmailRecord(t, st, id, 60*time.Second)
 	if c.Status != inbox.DeliverySent || !strings.HasPrefix(c.Error, "unconfirmed") || c.Attempts != 1 {
 		t.Fatalf("record %+v, want SENT unconfirmed after 1 attempt", c)
@@ -209,8 +208,7 @@ func TestDeliveryRetriesATransientFailure(t *testing.T) {
 	smtpSrv := channeltest.StartSMTP(t, channeltest.SMTPOptions{})
 	smtpSrv.Fail(channeltest.StepData, 451, [3]int{4, 3, 0}, "try again later", 2)
 	table := dynlocaltest.TableName(t)
-	_, gw := startGatewayProc(t, "gateway", crashEnv(t, table, "INBOX_CREATE_TABLE=1",
-		"INBOX_SMTP_URL="+smtpSrv.URL(), "INBOX_EMAIL_FROM="+deliveryFrom,
+	_, gw := startGatewayProc(t, "gateway", crashEnv(t, table, "INBOX_SMTP_URL="+smtpSrv.URL(), "INBOX_EMAIL_FROM="+deliveryFrom,
 		"INBOX_DELIVERY_BACKOFF=300ms", "INBOX_DELIVERY_ATTEMPTS=4"))
 	st := store.New(dynlocaltest.Client(t), table)
 	t.Cleanup(st.Close)

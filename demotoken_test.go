@@ -21,7 +21,7 @@ func TestDemoImportPrintsNoTokenOutsideDev(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a gateway process")
 	}
-	env := gwEnv(t, dynlocaltest.TableName(t), "INBOX_CREATE_TABLE=1", "INBOX_DEMO_IMPORT="+smallDemoImport(t))
+	env := gwEnv(t, dynlocaltest.TableName(t), "INBOX_DEMO_IMPORT="+smallDemoImport(t))
 	p, s := startGatewayProc(t, "gateway", env)
 	p.waitLog("demo user", time.Time{}, procTimeout)
 	// The banner is written before the server accepts: once /healthz answers it is in the

@@ -121,14 +121,15 @@ func TestTwoInstancesAndRelayOverRedis(t *testing.T) {
 	rds := redistest.Server(t)
 	table := dynlocaltest.TableName(t)
 	db := dynlocaltest.Client(t)
+	dynlocaltest.KeepStreams(t) // the relay reads the stream
 	env := gwEnv(t, table, "INBOX_BROKER=redis", "INBOX_REDIS_URL="+rds.URL(),
 		"INBOX_RELAY_LEASE="+relayLease.String())
 
-	_, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
-	_, b := startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
-	relay1 := startProc(t, "relay-1", append(env, "INBOX_CREATE_TABLE=0"), "relay")
+	_, a := startGatewayProc(t, "gateway-A", env)
+	_, b := startGatewayProc(t, "gateway-B", env)
+	relay1 := startProc(t, "relay-1", env, "relay")
 	relay1.waitLog("relay: reading stream", time.Time{}, procTimeout)
-	relay2 := startProc(t, "relay-2", append(env, "INBOX_CREATE_TABLE=0"), "relay")
+	relay2 := startProc(t, "relay-2", env, "relay")
 	relay2.waitLog("relay: lease held by another relay; standing by", time.Time{}, procTimeout)
 
 	sender := b.Token("t1", "svc", auth.ScopeSend)

@@ -156,10 +156,11 @@ func TestNodeClientsInboxEventsAcrossInstances(t *testing.T) {
 	defer rdb.Close()
 	table := dynlocaltest.TableName(t)
 	db := dynlocaltest.Client(t)
+	dynlocaltest.KeepStreams(t) // the relay reads the stream
 	env := gwEnv(t, table, "INBOX_BROKER=redis", "INBOX_REDIS_URL="+rds.URL(), "INBOX_RELAY_LEASE="+relayLease.String())
-	_, a := startGatewayProc(t, "gateway-A", append(env, "INBOX_CREATE_TABLE=1"))
-	_, b := startGatewayProc(t, "gateway-B", append(env, "INBOX_CREATE_TABLE=0"))
-	rel := startProc(t, "relay", append(env, "INBOX_CREATE_TABLE=0"), "relay")
+	_, a := startGatewayProc(t, "gateway-A", env)
+	_, b := startGatewayProc(t, "gateway-B", env)
+	rel := startProc(t, "relay", env, "relay")
 	rel.waitLog("relay: reading stream", time.Time{}, procTimeout)
 	sender := b.Token("t1", "svc", auth.ScopeSend)
 

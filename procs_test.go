@@ -5,6 +5,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/internal/testgw"
+	"github.com/inboxgw/gateway/store"
 )
 
 // procTimeout bounds a child process's start and stop.
@@ -69,9 +71,18 @@ type proc struct {
 
 // gwEnv is the environment of every child process: INBOX_STORE=dynamodb on the test
 // engine (DynamoDB Local through the standard AWS configuration), dummy credentials,
-// nothing of the caller's INBOX_*/AWS_* configuration.
+// nothing of the caller's INBOX_*/AWS_* configuration; the table is created here.
 func gwEnv(t *testing.T, table string, extra ...string) []string {
 	ep := dynlocaltest.Endpoint(t)
+	// The test creates the table, through package dynlocaltest (without the stream that
+	// slows DynamoDB Local down, unless the test called dynlocaltest.KeepStreams), and no
+	// process does (INBOX_CREATE_TABLE=0): a process would add the stream.
+	st := store.New(dynlocaltest.Client(t), table, store.WithSweepWorkers(0))
+	err := st.CreateTable(context.Background())
+	st.Close()
+	if err != nil {
+		t.Fatalf("create table %s: %v", table, err)
+	}
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "INBOX_") && !strings.HasPrefix(kv, "AWS_") {
@@ -95,6 +106,7 @@ func gwEnv(t *testing.T, table string, extra ...string) []string {
 		// these tests share one DynamoDB Local, so only the tests of the scheduler run it
 		// (a later INBOX_SCHEDULER=true in extra wins: os/exec keeps the last value).
 		"INBOX_SCHEDULER=false",
+		"INBOX_CREATE_TABLE=0",
 	)
 	return append(env, extra...)
 }

@@ -24,7 +24,7 @@ import (
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	table := dynlocaltest.TableName(t)
-	p, s := startGatewayProc(t, "gateway", gwEnv(t, table, "INBOX_CREATE_TABLE=1"))
+	p, s := startGatewayProc(t, "gateway", gwEnv(t, table))
 	alice := s.Token("t1", "alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -29,7 +29,7 @@ func TestWorkerAndImportNeedNoJWTSecret(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts gateway processes")
 	}
-	env := gwEnv(t, dynlocaltest.TableName(t), "INBOX_CREATE_TABLE=1")
+	env := gwEnv(t, dynlocaltest.TableName(t))
 	_, s := startGatewayProc(t, "gateway", env) // INBOX_SCHEDULER=false: sends at sendAt wait for a scheduler
 	noSecret := without(env, "INBOX_JWT_SECRET")
 

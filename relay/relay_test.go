@@ -49,6 +49,7 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
+	dynlocaltest.KeepStreams(t) // the relay reads the table's stream
 	db := dynlocaltest.Client(t)
 	streams := dynlocal.StreamsClient(dynlocaltest.Endpoint(t))
 	table := dynlocaltest.TableName(t)

@@ -131,7 +131,7 @@ func storedDevice(id string, d deviceAttr) inbox.Device {
 // item (condition: the owner read, or none), add the device to v's devices map
 // (devicesAction: on condition that it has room, or, for an eviction, that devicesRev is
 // as read), REMOVE the device from the previous owner's map (condition: it is
-// there), Delete the evicted devices' ownership items that name v (condition: they still
+// there; when it was not, a ConditionCheck that it still is not), Delete the evicted devices' ownership items that name v (condition: they still
 // do). A conflict re-reads and retries. Errors: BAD_USER_INPUT for an invalid viewer,
 // token or platform (inbox.CheckDevice); THROTTLED when concurrent changes kept winning.
 func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platform string) (inbox.Device, error) {
@@ -219,14 +219,23 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 			if err != nil {
 				return inbox.Device{}, err
 			}
-			// Without the device in their map (never the case for a device registered
-			// since ownership items exist) only the ownership item moves.
+			// Without the device in their map (an unregistration raced this read; or a
+			// device registered before ownership items existed) only the ownership item
+			// moves, on condition that their map still lacks it: their own registration
+			// may put it back before this commits (the ownership item then names them
+			// again, as read), and without the check both maps held it.
 			if _, ok := pit.Devices[id]; ok {
 				rm, err := removeDeviceUpdate(s.table, prevKey, id)
 				if err != nil {
 					return inbox.Device{}, err
 				}
 				t.add(prevKey, types.TransactWriteItem{Update: rm})
+			} else {
+				check, err := deviceAbsentCheck(s.table, prevKey, id)
+				if err != nil {
+					return inbox.Device{}, err
+				}
+				t.add(prevKey, types.TransactWriteItem{ConditionCheck: check})
 			}
 		}
 		for _, e := range evicted {
@@ -325,6 +334,20 @@ func removeDeviceUpdate(table string, k itemKey, id string) (*types.Update, erro
 		ExpressionAttributeNames:  x.Names(),
 		ExpressionAttributeValues: x.Values(),
 	}, nil
+}
+
+// deviceAbsentCheck is the ConditionCheck that the devices map of the PROFILE item k
+// does not hold device id (true also when the item or its map does not exist). The error
+// is the builder's, for an id it cannot name (the empty one).
+func deviceAbsentCheck(table string, k itemKey, id string) (*types.ConditionCheck, error) {
+	var names exprNames
+	dev := expression.Name(attrDevices).AppendName(names.name(id))
+	x, err := names.build(expression.NewBuilder().WithCondition(dev.AttributeNotExists()))
+	if err != nil {
+		return nil, fmt.Errorf("device absence condition: %w", err)
+	}
+	return &types.ConditionCheck{TableName: aws.String(table), Key: k.av(),
+		ConditionExpression: x.Condition(), ExpressionAttributeNames: x.Names()}, nil
 }
 
 // ownerDelete is the Delete of the ownership item k on condition that it names userID.

