@@ -132,7 +132,7 @@ func storedDevice(id string, d deviceAttr) inbox.Device {
 // (devicesAction: on condition that it has room, or, for an eviction, that devicesRev is
 // as read), REMOVE the device from the previous owner's map (condition: it is
 // there; when it was not, a ConditionCheck that it still is not), Delete the evicted devices' ownership items that name v (condition: they still
-// do). A conflict re-reads and retries. Errors: BAD_USER_INPUT for an invalid viewer,
+// do; for one naming another user or none, a ConditionCheck that it still does). A conflict re-reads and retries. Errors: BAD_USER_INPUT for an invalid viewer,
 // token or platform (inbox.CheckDevice); THROTTLED when concurrent changes kept winning.
 func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platform string) (inbox.Device, error) {
 	if err := checkViewer(v); err != nil {
@@ -244,8 +244,14 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 			if err != nil {
 				return inbox.Device{}, err
 			}
+			// Another user's ownership (or none: a device registered before ownership
+			// items existed) stays, on condition that it is as read: v's own registration
+			// of the device may write v's before this commits without changing v's map
+			// (devicesRev), and without the check the item named v, whose map lost it.
 			if o == v.UserID {
 				t.add(k, types.TransactWriteItem{Delete: ownerDelete(s.table, k, v.UserID)})
+			} else {
+				t.add(k, types.TransactWriteItem{ConditionCheck: ownerCheck(s.table, k, o)})
 			}
 		}
 		if _, err := s.db.TransactWriteItems(ctx, t.input()); err != nil {
@@ -361,6 +367,18 @@ func ownerDelete(table string, k itemKey, userID string) *types.Delete {
 	}
 }
 
+// ownerCheck is the ConditionCheck that the ownership item k names userID ("": that
+// there is none).
+func ownerCheck(table string, k itemKey, userID string) *types.ConditionCheck {
+	if userID == "" {
+		return &types.ConditionCheck{TableName: aws.String(table), Key: k.av(),
+			ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}
+	}
+	del := ownerDelete(table, k, userID)
+	return &types.ConditionCheck{TableName: del.TableName, Key: del.Key, ConditionExpression: del.ConditionExpression,
+		ExpressionAttributeNames: del.ExpressionAttributeNames, ExpressionAttributeValues: del.ExpressionAttributeValues}
+}
+
 // UnregisterDevice removes v's device named by tokenOrID: its token (on any platform)
 // or its device id. It reports whether one was removed (false: none matched, or it was
 // removed concurrently, by a move to another user too). A GetItem of the PROFILE item
@@ -441,17 +459,10 @@ func (s *Store) removeDevice(ctx context.Context, v inbox.Viewer, d inbox.Device
 		}
 		t := &txn{}
 		t.add(pkey, types.TransactWriteItem{Update: rm})
-		switch owner {
-		case v.UserID:
+		if owner == v.UserID {
 			t.add(okey, types.TransactWriteItem{Delete: ownerDelete(s.table, okey, v.UserID)})
-		case "":
-			t.add(okey, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: okey.av(),
-				ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}})
-		default:
-			del := ownerDelete(s.table, okey, owner)
-			t.add(okey, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: del.TableName, Key: del.Key,
-				ConditionExpression: del.ConditionExpression, ExpressionAttributeNames: del.ExpressionAttributeNames,
-				ExpressionAttributeValues: del.ExpressionAttributeValues}})
+		} else {
+			t.add(okey, types.TransactWriteItem{ConditionCheck: ownerCheck(s.table, okey, owner)})
 		}
 		_, err = s.db.TransactWriteItems(ctx, t.input())
 		switch {

@@ -2,6 +2,7 @@ package dynlocaltest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,26 +29,51 @@ import (
 // the top-level tests that keep streams.
 var streams struct {
 	mu      sync.Mutex
-	dropped map[string]*types.StreamSpecification // table name -> the stream it asked for
-	keep    map[string]bool                       // top-level test name -> keeps streams
+	dropped map[string]droppedStream // table name -> the stream it asked for
+	keep    map[string]int           // top-level test name -> KeepStreams calls not yet cleaned up
+}
+
+// droppedStream is the stream a table's CreateTable asked for and did not get, and the
+// top-level test that created it.
+type droppedStream struct {
+	spec *types.StreamSpecification
+	test string
 }
 
 // KeepStreams makes the tables t's clients create (t, its subtests, and the clients
-// StreamOption(t) builds) keep the stream their CreateTable asks for: for tests that read
-// the stream (DynamoDB Streams, the relay). Call it before the table is created.
+// StreamOption(t) builds) keep the stream their CreateTable asks for, until t ends: for
+// tests that read the stream (DynamoDB Streams, the relay). Call it before any table of
+// the top-level test is created: it fails the test when one was already created without
+// the stream it asked for (a late call could not give that table its stream back).
 func KeepStreams(t testing.TB) {
 	t.Helper()
 	key := topLevel(t)
 	streams.mu.Lock()
-	defer streams.mu.Unlock()
-	if streams.keep == nil {
-		streams.keep = map[string]bool{}
+	var late []string
+	for table, d := range streams.dropped {
+		if d.test == key {
+			late = append(late, table)
+		}
 	}
-	streams.keep[key] = true
+	streams.mu.Unlock()
+	if len(late) > 0 {
+		slices.Sort(late)
+		t.Fatalf("dynlocaltest.KeepStreams: %s already created table(s) %v without the stream they asked for; call KeepStreams before creating them", key, late)
+	}
+	streams.mu.Lock()
+	if streams.keep == nil {
+		streams.keep = map[string]int{}
+	}
+	streams.keep[key]++
+	streams.mu.Unlock()
+	// Counted, so that a subtest's KeepStreams ending does not end its parent's (or a
+	// sibling's still running).
 	t.Cleanup(func() {
 		streams.mu.Lock()
 		defer streams.mu.Unlock()
-		delete(streams.keep, key)
+		if streams.keep[key]--; streams.keep[key] <= 0 {
+			delete(streams.keep, key)
+		}
 	})
 }
 
@@ -68,10 +94,14 @@ func StreamOption(t testing.TB) func(*dynamodb.Options) {
 					switch p := in.Parameters.(type) {
 					case *dynamodb.CreateTableInput:
 						streams.mu.Lock()
-						keep := streams.keep[key]
+						keep := streams.keep[key] > 0
 						streams.mu.Unlock()
 						if keep || p.StreamSpecification == nil || !aws.ToBool(p.StreamSpecification.StreamEnabled) {
-							break
+							out, md, err := next.HandleInitialize(ctx, in)
+							if err == nil {
+								forgetDropped(aws.ToString(p.TableName))
+							}
+							return out, md, err
 						}
 						cp := *p
 						cp.StreamSpecification = nil
@@ -80,10 +110,16 @@ func StreamOption(t testing.TB) func(*dynamodb.Options) {
 						if err == nil {
 							streams.mu.Lock()
 							if streams.dropped == nil {
-								streams.dropped = map[string]*types.StreamSpecification{}
+								streams.dropped = map[string]droppedStream{}
 							}
-							streams.dropped[aws.ToString(p.TableName)] = p.StreamSpecification
+							streams.dropped[aws.ToString(p.TableName)] = droppedStream{spec: p.StreamSpecification, test: key}
 							streams.mu.Unlock()
+						}
+						return out, md, err
+					case *dynamodb.DeleteTableInput:
+						out, md, err := next.HandleInitialize(ctx, in)
+						if err == nil {
+							forgetDropped(aws.ToString(p.TableName))
 						}
 						return out, md, err
 					case *dynamodb.DescribeTableInput:
@@ -92,7 +128,7 @@ func StreamOption(t testing.TB) func(*dynamodb.Options) {
 							return out, md, err
 						}
 						streams.mu.Lock()
-						spec := streams.dropped[aws.ToString(p.TableName)]
+						spec := streams.dropped[aws.ToString(p.TableName)].spec
 						streams.mu.Unlock()
 						if res, ok := out.Result.(*dynamodb.DescribeTableOutput); ok && spec != nil && res.Table != nil && res.Table.StreamSpecification == nil {
 							desc := *res.Table
@@ -105,4 +141,12 @@ func StreamOption(t testing.TB) func(*dynamodb.Options) {
 				}), middleware.Before)
 		})
 	}
+}
+
+// forgetDropped forgets the stream table's CreateTable asked for: the table is deleted,
+// or created again with what it asked for.
+func forgetDropped(table string) {
+	streams.mu.Lock()
+	defer streams.mu.Unlock()
+	delete(streams.dropped, table)
 }
