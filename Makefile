@@ -4,11 +4,12 @@ SHELL := bash
 .DEFAULT_GOAL := test
 
 GO ?= go
-# -trimpath: compiled packages do not depend on where the checkout is, so a fresh clone or
-# another worktree reuses Go's build cache for every package it did not change (without
-# it, a fresh clone recompiled all of this module's packages for vet, staticcheck and the
-# tests: about 150 s of make test).
-export GOFLAGS := $(filter-out -trimpath,$(GOFLAGS)) -trimpath
+# -trimpath for the checks and tests: compiled packages do not depend on where the checkout
+# is, so a fresh clone or another worktree reuses Go's build cache for every package it did
+# not change (without it, a fresh clone recompiled all of this module's packages for vet,
+# staticcheck and the tests: about 150 s of make test). Not for make run: the README's
+# `go run . token` reuses the build make run made, which it cannot with -trimpath.
+TRIMMED_GOFLAGS := $(filter-out -trimpath,$(GOFLAGS)) -trimpath
 # Packages for `make test`; e.g. make test PKGS=./store/...
 PKGS ?= ./...
 export PKGS
@@ -46,6 +47,8 @@ vet:
 	if [[ -n $$unformatted ]]; then echo "gofmt -l reports:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+test test-race vet check-generate generate: export GOFLAGS := $(TRIMMED_GOFLAGS)
 
 ## test: generated code, gofmt, vet and staticcheck, then every test (each test binary on
 ## a DynamoDB Local of its own).
