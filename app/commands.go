@@ -130,6 +130,9 @@ func topRecipients(stats ghimport.Stats, n int) []string {
 // ImportDemo imports the demo file through s (the send service in serve; idempotent: a
 // second start adds nothing) and returns the user with the most notifications.
 func ImportDemo(ctx context.Context, cfg Config, log *slog.Logger, s inbox.Sender) (string, error) {
+	// The first start writes every notification (about half a minute on a laptop): say so
+	// before, not only after.
+	log.Info("demo import: importing (the first start takes about half a minute; a restart adds nothing)", "file", cfg.DemoImport)
 	res, stats, err := importFile(ctx, s, cfg.DemoTenant, cfg.DemoImport)
 	if err != nil {
 		return "", err
