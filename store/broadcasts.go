@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -147,8 +146,11 @@ func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb inbox.N
 	}
 	t := &txn{}
 	hk := itemKey{pk, skBroadcast}
-	t.add(hk, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: av,
-		ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}})
+	put, err := condPut(s.table, av, itemAbsent())
+	if err != nil {
+		return inbox.Broadcast{}, false, err
+	}
+	t.add(hk, types.TransactWriteItem{Put: put})
 	for n, list := range lists {
 		sh, err := attributevalue.MarshalMap(broadcastShardItem{PK: pk, SK: broadcastShardSK(n), EntityType: entityBroadcastShard, List: list})
 		if err != nil {
@@ -247,19 +249,21 @@ func (s *Store) SetBroadcastPending(ctx context.Context, tenantID, id string, sh
 	if err != nil {
 		return false, fmt.Errorf("store: encode page: %w", err)
 	}
+	pend := expression.Name(attrPending)
+	x, err := buildUpdate(expression.Set(pend, expression.Value(list)).
+		Set(expression.Name(attrPendingEnd), expression.Value(end)).
+		Set(expression.Name(attrPendLast), expression.Value(last)),
+		[]expression.ConditionBuilder{expression.Name(attrPage).Equal(expression.Value(page)), pend.AttributeNotExists()}, nil)
+	if err != nil {
+		return false, fmt.Errorf("store: build broadcast page update: %w", err)
+	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 itemKey{broadcastPK(tenantID, id), broadcastShardSK(shard)}.av(),
-		UpdateExpression:    aws.String("SET #pending = :p, #end = :e, #last = :l"),
-		ConditionExpression: aws.String("#page = :page AND attribute_not_exists(#pending)"),
-		ExpressionAttributeNames: map[string]string{"#pending": attrPending, "#end": attrPendingEnd,
-			"#last": attrPendLast, "#page": attrPage},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p":    list,
-			":e":    &types.AttributeValueMemberS{Value: end},
-			":l":    &types.AttributeValueMemberBOOL{Value: last},
-			":page": &types.AttributeValueMemberN{Value: strconv.Itoa(page)},
-		},
+		TableName:                 aws.String(s.table),
+		Key:                       itemKey{broadcastPK(tenantID, id), broadcastShardSK(shard)}.av(),
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
@@ -279,44 +283,40 @@ func (s *Store) SetBroadcastPending(ctx context.Context, tenantID, id string, sh
 func (s *Store) CheckpointBroadcast(ctx context.Context, tenantID, id string, shard, page int, end string, last bool, c inbox.BroadcastCounts) (bool, error) {
 	pk := broadcastPK(tenantID, id)
 	sk := itemKey{pk, broadcastShardSK(shard)}
-	update := "SET #page = :next, #cursor = :end REMOVE #pending, #end, #last"
+	page0 := expression.Name(attrPage)
+	up := expression.Set(page0, expression.Value(page+1)).Set(expression.Name(attrCursor), expression.Value(end))
 	if last {
-		update = "SET #page = :next, #cursor = :end, #done = :true REMOVE #pending, #end, #last"
+		up = up.Set(expression.Name(attrDone), expression.Value(true))
 	}
-	names, vals := usedOnly(update, map[string]string{"#page": attrPage, "#cursor": attrCursor, "#done": attrDone,
-		"#pending": attrPending, "#end": attrPendingEnd, "#last": attrPendLast},
-		map[string]types.AttributeValue{
-			":next": &types.AttributeValueMemberN{Value: strconv.Itoa(page + 1)},
-			":end":  &types.AttributeValueMemberS{Value: end},
-			":true": &types.AttributeValueMemberBOOL{Value: true},
-		})
-	vals[":page"] = &types.AttributeValueMemberN{Value: strconv.Itoa(page)}
+	up = up.Remove(expression.Name(attrPending)).Remove(expression.Name(attrPendingEnd)).Remove(expression.Name(attrPendLast))
+	x, err := buildUpdate(up, []expression.ConditionBuilder{page0.Equal(expression.Value(page))}, nil)
+	if err != nil {
+		return false, fmt.Errorf("store: build checkpoint: %w", err)
+	}
 	t := &txn{}
 	t.add(sk, types.TransactWriteItem{Update: &types.Update{
 		TableName:                 aws.String(s.table),
 		Key:                       sk.av(),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String("#page = :page"),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: vals,
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
 	}})
-	add := "ADD #w :w, #s :s, #f :f"
-	hvals := map[string]types.AttributeValue{
-		":w": &types.AttributeValueMemberN{Value: strconv.Itoa(c.Written)},
-		":s": &types.AttributeValueMemberN{Value: strconv.Itoa(c.Skipped)},
-		":f": &types.AttributeValueMemberN{Value: strconv.Itoa(c.Failed)},
-	}
-	hnames := map[string]string{"#w": attrWritten, "#s": attrSkipped, "#f": attrFailed, "#pk": attrPK}
+	add := expression.Add(expression.Name(attrWritten), expression.Value(c.Written)).
+		Add(expression.Name(attrSkipped), expression.Value(c.Skipped)).
+		Add(expression.Name(attrFailed), expression.Value(c.Failed))
 	if last {
-		add += ", #sd :one"
-		hvals[":one"] = &types.AttributeValueMemberN{Value: "1"}
-		hnames["#sd"] = attrShardsDone
+		add = add.Add(expression.Name(attrShardsDone), expression.Value(1))
+	}
+	hx, err := buildUpdate(add, []expression.ConditionBuilder{itemPresent()}, nil)
+	if err != nil {
+		return false, fmt.Errorf("store: build checkpoint: %w", err)
 	}
 	hk := itemKey{pk, skBroadcast}
 	t.add(hk, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: hk.av(),
-		UpdateExpression: aws.String(add), ConditionExpression: aws.String("attribute_exists(#pk)"),
-		ExpressionAttributeNames: hnames, ExpressionAttributeValues: hvals}})
-	_, err := s.db.TransactWriteItems(ctx, t.input())
+		UpdateExpression: hx.Update(), ConditionExpression: hx.Condition(),
+		ExpressionAttributeNames: hx.Names(), ExpressionAttributeValues: hx.Values()}})
+	_, err = s.db.TransactWriteItems(ctx, t.input())
 	switch {
 	case err == nil:
 		return true, nil
@@ -327,24 +327,21 @@ func (s *Store) CheckpointBroadcast(ctx context.Context, tenantID, id string, sh
 }
 
 // setBroadcastStatus sets broadcast id's status to to (and the time attribute at to
-// now) with one UpdateItem, on condition that cond holds (it may name #status, #sd:
-// shardsDone, #shards, :queued and :running); it reports false when it did not.
-func (s *Store) setBroadcastStatus(ctx context.Context, tenantID, id, to, at, cond string) (bool, error) {
-	update := "SET #status = :to, #at = :now"
-	names, vals := usedOnly(update+" "+cond, map[string]string{"#status": attrStatus, "#at": at,
-		"#sd": attrShardsDone, "#shards": attrShards}, map[string]types.AttributeValue{
-		":to":      &types.AttributeValueMemberS{Value: to},
-		":now":     &types.AttributeValueMemberN{Value: strconv.FormatInt(s.now().UnixMilli(), 10)},
-		":queued":  &types.AttributeValueMemberS{Value: inbox.BroadcastQueued},
-		":running": &types.AttributeValueMemberS{Value: inbox.BroadcastRunning},
-	})
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+// now) with one UpdateItem, on condition that cond holds; it reports false when it did
+// not.
+func (s *Store) setBroadcastStatus(ctx context.Context, tenantID, id, to, at string, cond expression.ConditionBuilder) (bool, error) {
+	x, err := buildUpdate(expression.Set(expression.Name(attrStatus), expression.Value(to)).
+		Set(expression.Name(at), expression.Value(s.now().UnixMilli())), []expression.ConditionBuilder{cond}, nil)
+	if err != nil {
+		return false, fmt.Errorf("store: build broadcast status update: %w", err)
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       itemKey{broadcastPK(tenantID, id), skBroadcast}.av(),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: vals,
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
@@ -356,27 +353,16 @@ func (s *Store) setBroadcastStatus(ctx context.Context, tenantID, id, to, at, co
 	return false, fmt.Errorf("store: set broadcast status: %w", err)
 }
 
-// usedOnly returns the entries of names and vals that expr mentions (DynamoDB refuses
-// unused ones). A placeholder must not be a prefix of another one expr uses.
-func usedOnly(expr string, names map[string]string, vals map[string]types.AttributeValue) (map[string]string, map[string]types.AttributeValue) {
-	for k := range names {
-		if !strings.Contains(expr, k) {
-			delete(names, k)
-		}
-	}
-	for k := range vals {
-		if !strings.Contains(expr, k) {
-			delete(vals, k)
-		}
-	}
-	return names, vals
+// broadcastLive is the condition that a broadcast is queued or running.
+func broadcastLive() expression.ConditionBuilder {
+	return expression.Name(attrStatus).In(expression.Value(inbox.BroadcastQueued), expression.Value(inbox.BroadcastRunning))
 }
 
 // MarkBroadcastRunning moves broadcast id from queued to running with startedAt now
 // (one UpdateItem); it reports false when it was not queued.
 func (s *Store) MarkBroadcastRunning(ctx context.Context, tenantID, id string) (bool, error) {
 	return s.setBroadcastStatus(ctx, tenantID, id, inbox.BroadcastRunning, attrStartedAt,
-		"#status = :queued")
+		expression.Name(attrStatus).Equal(expression.Value(inbox.BroadcastQueued)))
 }
 
 // FinishBroadcast sets broadcast id's final status (BroadcastDone or BroadcastFailed)
@@ -387,7 +373,7 @@ func (s *Store) FinishBroadcast(ctx context.Context, tenantID, id, status string
 		return false, fmt.Errorf("store: finish broadcast with status %q", status)
 	}
 	return s.setBroadcastStatus(ctx, tenantID, id, status, attrFinishedAt,
-		"#sd = #shards AND #status IN (:queued, :running)")
+		expression.Name(attrShardsDone).Equal(expression.Name(attrShards)).And(broadcastLive()))
 }
 
 // CancelBroadcast sets broadcast id to cancelled with finishedAt now, on condition that
@@ -399,7 +385,7 @@ func (s *Store) CancelBroadcast(ctx context.Context, tenantID, id string) (inbox
 		return inbox.Broadcast{}, err
 	}
 	if _, err := s.setBroadcastStatus(ctx, tenantID, id, inbox.BroadcastCancelled, attrFinishedAt,
-		"#status IN (:queued, :running)"); err != nil {
+		broadcastLive()); err != nil {
 		return inbox.Broadcast{}, err
 	}
 	return s.GetBroadcast(ctx, tenantID, id)

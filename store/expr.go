@@ -1,10 +1,13 @@
 package store
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // exprNames hands the expression builder the attribute names that are data: a category
@@ -75,4 +78,20 @@ func buildUpdate(up expression.UpdateBuilder, conds []expression.ConditionBuilde
 		names = &exprNames{}
 	}
 	return names.build(b)
+}
+
+// itemAbsent is the condition that the item written does not exist yet.
+func itemAbsent() expression.ConditionBuilder { return expression.Name(attrPK).AttributeNotExists() }
+
+// itemPresent is the condition that the item written exists.
+func itemPresent() expression.ConditionBuilder { return expression.Name(attrPK).AttributeExists() }
+
+// condPut is the Put of item into table on condition that cond holds.
+func condPut(table string, item map[string]types.AttributeValue, cond expression.ConditionBuilder) (*types.Put, error) {
+	x, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("store: build put condition: %w", err)
+	}
+	return &types.Put{TableName: aws.String(table), Item: item, ConditionExpression: x.Condition(),
+		ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values()}, nil
 }
