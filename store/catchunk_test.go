@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/inboxgw/gateway/inbox"
 )
 
@@ -30,7 +31,11 @@ func TestCatChunkKeepsMetaExpressionsSmall(t *testing.T) {
 	check := func(name string, b *metaUpdate) {
 		t.Helper()
 		b.clock = wm
-		update, cond := b.expressions()
+		x, err := b.build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		update, cond := aws.ToString(x.Update()), aws.ToString(x.Condition())
 		if len(update) > maxExpressionBytes || len(cond) > maxExpressionBytes {
 			t.Errorf("%s over %d categories: update %d bytes, condition %d bytes (at most %d each)",
 				name, catChunk, len(update), len(cond), maxExpressionBytes)

@@ -3,6 +3,7 @@ package store
 import (
 	"maps"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -33,6 +34,44 @@ func setClauses(t *testing.T, update string, names map[string]string, values map
 		out[name] = values[m[2]]
 	}
 	return out
+}
+
+// resolveExpr returns expression e (nil: "") with its placeholders resolved: a name as
+// {attr}, a value as <value> (a set or list as <[a b]>, a map as <map>), and a space
+// before each "(" (the builder writes "attribute_exists (#0)" and "(#0 = :0)").
+func resolveExpr(e *string, names map[string]string, values map[string]types.AttributeValue) string {
+	if e == nil {
+		return ""
+	}
+	var value func(types.AttributeValue) string
+	value = func(av types.AttributeValue) string {
+		switch v := av.(type) {
+		case *types.AttributeValueMemberS:
+			return v.Value
+		case *types.AttributeValueMemberN:
+			return v.Value
+		case *types.AttributeValueMemberBOOL:
+			return strconv.FormatBool(v.Value)
+		case *types.AttributeValueMemberSS:
+			return "[" + strings.Join(v.Value, " ") + "]"
+		case *types.AttributeValueMemberL:
+			var l []string
+			for _, e := range v.Value {
+				l = append(l, value(e))
+			}
+			return "[" + strings.Join(l, " ") + "]"
+		case *types.AttributeValueMemberM:
+			return "map"
+		}
+		return "?"
+	}
+	out := regexp.MustCompile(`[#:]\d+`).ReplaceAllStringFunc(*e, func(p string) string {
+		if p[0] == '#' {
+			return "{" + names[p] + "}"
+		}
+		return "<" + value(values[p]) + ">"
+	})
+	return strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(out, "(", " ("), "  (", " ("))
 }
 
 // TestPrefsUpdateCategoryNamesStayWhole: a category is data inside an attribute name
@@ -131,28 +170,7 @@ func TestPrefsUpdateConditions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resolve := func(s *string) string {
-				if s == nil {
-					return ""
-				}
-				out := regexp.MustCompile(`[#:]\d+`).ReplaceAllStringFunc(*s, func(p string) string {
-					if p[0] == '#' {
-						return "{" + x.Names()[p] + "}"
-					}
-					switch v := x.Values()[p].(type) {
-					case *types.AttributeValueMemberS:
-						return "<" + v.Value + ">"
-					case *types.AttributeValueMemberN:
-						return "<" + v.Value + ">"
-					case *types.AttributeValueMemberSS:
-						return "<[" + strings.Join(v.Value, " ") + "]>"
-					case *types.AttributeValueMemberM:
-						return "<map>"
-					}
-					return "<?>"
-				})
-				return strings.ReplaceAll(strings.ReplaceAll(out, "(", " ("), "  (", " (")
-			}
+			resolve := func(s *string) string { return resolveExpr(s, x.Names(), x.Values()) }
 			update, cond := resolve(x.Update()), resolve(x.Condition())
 			for _, w := range tc.update {
 				if !strings.Contains(update, w) {
@@ -212,5 +230,105 @@ func TestDeviceUpdatesNameTheIDWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("remove", []*string{rm.UpdateExpression, rm.ConditionExpression}, rm.ExpressionAttributeNames)
+	}
+}
+
+// resolvedAction resolves a transaction action's update and condition (resolveExpr).
+func resolvedAction(t *testing.T, a types.TransactWriteItem, err error) (update, cond string) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case a.Update != nil:
+		u := a.Update
+		return resolveExpr(u.UpdateExpression, u.ExpressionAttributeNames, u.ExpressionAttributeValues),
+			resolveExpr(u.ConditionExpression, u.ExpressionAttributeNames, u.ExpressionAttributeValues)
+	case a.Delete != nil:
+		return "", resolveExpr(a.Delete.ConditionExpression, a.Delete.ExpressionAttributeNames, a.Delete.ExpressionAttributeValues)
+	case a.Put != nil:
+		return "", resolveExpr(a.Put.ConditionExpression, a.Put.ExpressionAttributeNames, a.Put.ExpressionAttributeValues)
+	}
+	t.Fatalf("no write in %+v", a)
+	return "", ""
+}
+
+// TestStateWriteExpressions: the writes whose update or condition has variable parts
+// (which attributes differ, which members change, which counters and watermarks META's
+// update names, whether a group moves) build, per representative input, exactly the
+// update and condition the hand-concatenated expressions had: same SETs, REMOVEs and
+// ADDs, same conditions (an absent rev is rev 0; a clock only rises; a negative delta
+// needs the count; a group needs room), data names (categories, notification ids) whole.
+func TestStateWriteExpressions(t *testing.T) {
+	v := inbox.Viewer{TenantID: "t", UserID: "u"}
+	k := itemKey{"p", "s"}
+	meta := func(clock string, build func(b *metaUpdate)) func() (types.TransactWriteItem, error) {
+		return func() (types.TransactWriteItem, error) {
+			b := newMetaUpdate(v)
+			b.clock = clock
+			build(b)
+			return b.action("tb")
+		}
+	}
+	g := &groupItem{UserPK: "p", GroupKey: "gk", Rev: 4, exists: true, Members: map[string]string{"01A": "x"}}
+	metaSets := "SET {gsi1pk} = <T#t#U#u#UNREAD>, {gsi1sk} = <" + skMeta + ">, {entityType} = <" + entityMeta + ">"
+	groupSets := "SET {m#01B} = <01B#c#>, {gsi1pk} = <T#t#U#u#GROUPS>, {gsi1sk} = <N#01B>, {entityType} = <" + entityGroup +
+		">, {groupKey} = <gk>, {type} = <ty>"
+	room := "(attribute_not_exists ({memberCount})) OR ({memberCount} < <" + strconv.Itoa(inbox.MaxGroupMembers) + ">)"
+	for _, tc := range []struct {
+		name         string
+		action       func() (types.TransactWriteItem, error)
+		update, cond string
+	}{
+		{"member values", func() (types.TransactWriteItem, error) {
+			return groupValueUpdate("tb", v, "g", map[string]string{"01B": "x", "a.b[1]": "y"})
+		}, "ADD {rev} <1>\nSET {m#01B} = <x>, {m#a.b[1]} = <y>",
+			"(attribute_exists ({m#01B})) AND (attribute_exists ({m#a.b[1]}))"},
+		{"one member value", func() (types.TransactWriteItem, error) {
+			return groupValueUpdate("tb", v, "g", map[string]string{"01C": "z"})
+		}, "ADD {rev} <1>\nSET {m#01C} = <z>", "attribute_exists ({m#01C})"},
+		{"read, from rev 0", func() (types.TransactWriteItem, error) {
+			return itemUpdate("tb", k, &notificationItem{GSI1PK: "old"}, &notificationItem{Rev: 1, ReadAt: 5, Mark: "m"})
+		}, "REMOVE {gsi1pk}, {gsi1sk}\nSET {rev} = <1>, {mark} = <m>, {readAt} = <5>",
+			"(attribute_exists ({pk})) AND (attribute_not_exists ({rev}))"},
+		{"woken and unmarked", func() (types.TransactWriteItem, error) {
+			return itemUpdate("tb", k, &notificationItem{Rev: 3, ReadAt: 5, Mark: "m", SnoozedUntil: 9},
+				&notificationItem{Rev: 4, ReadAt: 5, GSI1PK: "gp", GSI1SK: "gs"})
+		}, "REMOVE {mark}, {snoozedUntil}\nSET {rev} = <4>, {gsi1pk} = <gp>, {gsi1sk} = <gs>",
+			"(attribute_exists ({pk})) AND ({rev} = <3>)"},
+		{"delete at rev 0", func() (types.TransactWriteItem, error) { return deleteAction("tb", k, 0) },
+			"", "(attribute_exists ({pk})) AND (attribute_not_exists ({rev}))"},
+		{"delete at rev 7", func() (types.TransactWriteItem, error) { return deleteAction("tb", k, 7) },
+			"", "(attribute_exists ({pk})) AND ({rev} = <7>)"},
+		{"META: a read in a dotted category", meta("01C", func(b *metaUpdate) {
+			b.usesWatermarks(&metaItem{ReadAllBefore: "01A", Cats: map[string]*catState{}}, "c.x")
+			b.addState("c.x", state{active: true}, state{active: true, read: true})
+		}), "ADD {version} <1>, {unreadCount} <-1>, {cu#c.x} <-1>\n" + metaSets + ", {clock} = <01C>",
+			"( (attribute_not_exists ({clock})) OR ({clock} < <01C>)) AND ({readAllBefore} = <01A>) AND " +
+				"(attribute_not_exists ({seenAllBefore})) AND (attribute_not_exists ({cr#c.x})) AND " +
+				"(attribute_not_exists ({cz#c.x})) AND ({unreadCount} >= <1>) AND ({cu#c.x} >= <1>)"},
+		{"META: sets without a clock", meta("", func(b *metaUpdate) {
+			b.set(attrReadWM, "01D").add(attrUnread, 3).require(attrVersion, 6, true)
+		}), "ADD {version} <1>, {unreadCount} <3>\n" + metaSets + ", {readAllBefore} = <01D>", "{version} = <6>"},
+		{"META: unconditional", meta("", func(b *metaUpdate) { b.add("cs#a[b]", 2) }),
+			"ADD {version} <1>, {cs#a[b]} <2>\n" + metaSets, ""},
+		{"group moves to the send", func() (types.TransactWriteItem, error) {
+			return g.sendUpdate("tb", v, &notificationItem{ID: "01B", Type: "ty", Category: "c"})
+		}, "ADD {memberCount} <1>, {rev} <1>\nREMOVE {targetKind}, {targetId}\n" + groupSets + ", {category} = <c>", room},
+		{"group moves to a send below the clock", func() (types.TransactWriteItem, error) {
+			return belowGroupUpdate("tb", v, g, &notificationItem{ID: "01B", Type: "ty", Category: "c", TargetKind: "k", TargetID: "i"})
+		}, "ADD {memberCount} <1>, {rev} <1>\n" + groupSets + ", {targetKind} = <k>, {targetId} = <i>, {category} = <c>",
+			"( " + room + ") AND ( (attribute_not_exists ({gsi1sk})) OR ({gsi1sk} < <N#01B>))"},
+		{"group keeps its newer member", func() (types.TransactWriteItem, error) {
+			return belowGroupUpdate("tb", v, g, &notificationItem{ID: "009", Type: "ty"})
+		}, "ADD {memberCount} <1>, {rev} <1>\nSET {m#009} = <009##>", room},
+		{"full group on its rev", func() (types.TransactWriteItem, error) { return g.put("tb", v, g) }, "", "{rev} = <4>"},
+		{"new group", func() (types.TransactWriteItem, error) { return g.put("tb", v, nil) }, "", "attribute_not_exists ({pk})"},
+	} {
+		a, err := tc.action()
+		update, cond := resolvedAction(t, a, err)
+		if update != tc.update || cond != tc.cond {
+			t.Errorf("%s:\nupdate %q\n  want %q\ncondition %q\n     want %q", tc.name, update, tc.update, cond, tc.cond)
+		}
 	}
 }

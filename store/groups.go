@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -225,7 +226,7 @@ func decodeGroup(raw map[string]types.AttributeValue) (*groupItem, error) {
 
 // put is the conditional Put of g as the next revision of old (nil or !old.exists: a new
 // group, on condition that none exists).
-func (g *groupItem) put(table string, v inbox.Viewer, old *groupItem) types.TransactWriteItem {
+func (g *groupItem) put(table string, v inbox.Viewer, old *groupItem) (types.TransactWriteItem, error) {
 	s := func(x string) types.AttributeValue { return &types.AttributeValueMemberS{Value: x} }
 	item := map[string]types.AttributeValue{
 		attrPK: s(g.UserPK), attrSK: s(groupSK(g.GroupKey)), attrEntityType: s(entityGroup),
@@ -245,17 +246,15 @@ func (g *groupItem) put(table string, v inbox.Viewer, old *groupItem) types.Tran
 	if len(g.Members) > 0 {
 		item[attrGSI1PK], item[attrGSI1SK] = s(groupsPK(v)), s(notifSK(g.newest()))
 	}
-	p := &types.Put{TableName: aws.String(table), Item: item, ExpressionAttributeNames: map[string]string{}}
-	if old == nil || !old.exists {
-		p.ConditionExpression = aws.String("attribute_not_exists(#pk)")
-		p.ExpressionAttributeNames["#pk"] = attrPK
-	} else {
-		p.ConditionExpression = aws.String("#rev = :rev")
-		p.ExpressionAttributeNames["#rev"] = attrRev
-		p.ExpressionAttributeValues = map[string]types.AttributeValue{
-			":rev": &types.AttributeValueMemberN{Value: strconv.FormatInt(old.Rev, 10)}}
+	cond := itemAbsent()
+	if old != nil && old.exists {
+		cond = expression.Name(attrRev).Equal(expression.Value(old.Rev))
 	}
-	return types.TransactWriteItem{Put: p}
+	p, err := condPut(table, item, cond)
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	return types.TransactWriteItem{Put: p}, nil
 }
 
 // sendUpdate is a send's write of its notification it into v's group g when g was not
@@ -264,42 +263,53 @@ func (g *groupItem) put(table string, v inbox.Viewer, old *groupItem) types.Tran
 // inbox: a send commits above META's clock), and ADDs 1 to memberCount and rev, on
 // condition that the group still has room. Concurrent sends into one group then commute;
 // a Put of the group conditioned on the rev it read fails after one.
-func (g *groupItem) sendUpdate(table string, v inbox.Viewer, it *notificationItem) types.TransactWriteItem {
-	s := func(x string) types.AttributeValue { return &types.AttributeValueMemberS{Value: x} }
-	names := map[string]string{"#m": groupMemberPrefix + it.ID, "#gpk": attrGSI1PK, "#gsk": attrGSI1SK, "#et": attrEntityType,
-		"#gk": attrGroupKey, "#type": attrType, "#tk": attrTargetKind, "#tid": attrTargetID, "#cat": attrCategory,
-		"#n": attrMemberCount, "#rev": attrRev}
-	values := map[string]types.AttributeValue{":m": s(memberValue(it)), ":gpk": s(groupsPK(v)), ":gsk": s(notifSK(it.ID)),
-		":et": s(entityGroup), ":gk": s(g.GroupKey), ":type": s(it.Type),
-		":one": &types.AttributeValueMemberN{Value: "1"},
-		":max": &types.AttributeValueMemberN{Value: strconv.Itoa(inbox.MaxGroupMembers)}}
-	sets := []string{"#m = :m", "#gpk = :gpk", "#gsk = :gsk", "#et = :et", "#gk = :gk", "#type = :type"}
-	var removes []string
-	if it.TargetKind != "" {
-		values[":tk"], values[":tid"] = s(it.TargetKind), s(it.TargetID)
-		sets = append(sets, "#tk = :tk", "#tid = :tid")
-	} else {
-		removes = append(removes, "#tk", "#tid")
+func (g *groupItem) sendUpdate(table string, v inbox.Viewer, it *notificationItem) (types.TransactWriteItem, error) {
+	return g.memberUpdate(table, v, it, true, nil)
+}
+
+// memberUpdate is the Update that SETs it's member attribute and ADDs 1 to memberCount
+// and rev, on condition that the group has room (and that cond holds, when set); when
+// moves, it also SETs (or REMOVEs) the group's type, target, category and GSI1 position
+// to the notification's (sendUpdate).
+func (g *groupItem) memberUpdate(table string, v inbox.Viewer, it *notificationItem, moves bool, cond *expression.ConditionBuilder) (types.TransactWriteItem, error) {
+	var names exprNames
+	up := expression.Set(names.name(groupMemberPrefix+it.ID), expression.Value(memberValue(it)))
+	if moves {
+		up = up.Set(expression.Name(attrGSI1PK), expression.Value(groupsPK(v))).
+			Set(expression.Name(attrGSI1SK), expression.Value(notifSK(it.ID))).
+			Set(expression.Name(attrEntityType), expression.Value(entityGroup)).
+			Set(expression.Name(attrGroupKey), expression.Value(g.GroupKey)).
+			Set(expression.Name(attrType), expression.Value(it.Type))
+		tk, tid, cat := expression.Name(attrTargetKind), expression.Name(attrTargetID), expression.Name(attrCategory)
+		if it.TargetKind != "" {
+			up = up.Set(tk, expression.Value(it.TargetKind)).Set(tid, expression.Value(it.TargetID))
+		} else {
+			up = up.Remove(tk).Remove(tid)
+		}
+		if it.Category != "" {
+			up = up.Set(cat, expression.Value(it.Category))
+		} else {
+			up = up.Remove(cat)
+		}
 	}
-	if it.Category != "" {
-		values[":cat"] = s(it.Category)
-		sets = append(sets, "#cat = :cat")
-	} else {
-		removes = append(removes, "#cat")
+	n := expression.Name(attrMemberCount)
+	up = up.Add(n, expression.Value(1)).Add(expression.Name(attrRev), expression.Value(1))
+	conds := []expression.ConditionBuilder{n.AttributeNotExists().Or(n.LessThan(expression.Value(inbox.MaxGroupMembers)))}
+	if cond != nil {
+		conds = append(conds, *cond)
 	}
-	update := "SET " + strings.Join(sets, ", ")
-	if len(removes) > 0 {
-		update += " REMOVE " + strings.Join(removes, ", ")
+	x, err := buildUpdate(up, conds, &names)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("build group update: %w", err)
 	}
-	update += " ADD #n :one, #rev :one"
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName:                 aws.String(table),
 		Key:                       g.key().av(),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String("attribute_not_exists(#n) OR #n < :max"),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	}}
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
+	}}, nil
 }
 
 // readGroups reads v's groups keys (consistent BatchGetItem); missing ones are new

@@ -2,10 +2,10 @@ package store
 
 import (
 	"errors"
-	"strconv"
-	"strings"
+	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -29,19 +29,16 @@ type metaUpdate struct {
 	clock string
 	// deltas by counter attribute (attrUnread, attrUnseen, catUnread+c, catUnseen+c).
 	deltas map[string]int
-	// sets are SET attribute = value beyond the clock and META's fixed attributes.
-	sets map[string]types.AttributeValue
+	// sets are SET attribute = value beyond the clock and META's fixed attributes (a
+	// string or an int).
+	sets map[string]any
 	// conds are attribute = value conditions (nil value: attribute_not_exists).
-	conds map[string]types.AttributeValue
+	conds map[string]any
 	order []string // of deltas, sets and conds: deterministic expressions
-
-	names  map[string]string
-	values map[string]types.AttributeValue
 }
 
 func newMetaUpdate(v inbox.Viewer) *metaUpdate {
-	return &metaUpdate{v: v, deltas: map[string]int{}, sets: map[string]types.AttributeValue{},
-		conds: map[string]types.AttributeValue{}}
+	return &metaUpdate{v: v, deltas: map[string]int{}, sets: map[string]any{}, conds: map[string]any{}}
 }
 
 func (b *metaUpdate) note(attr string) {
@@ -82,7 +79,7 @@ func (b *metaUpdate) addState(cat string, before, after state) *metaUpdate {
 // set sets attr to a value (a string or an int).
 func (b *metaUpdate) set(attr string, val any) *metaUpdate {
 	b.note(attr)
-	b.sets[attr] = av(val)
+	b.sets[attr] = val
 	return b
 }
 
@@ -93,7 +90,7 @@ func (b *metaUpdate) require(attr string, val any, exists bool) *metaUpdate {
 	if !exists {
 		b.conds[attr] = nil
 	} else {
-		b.conds[attr] = av(val)
+		b.conds[attr] = val
 	}
 	return b
 }
@@ -111,104 +108,82 @@ func (b *metaUpdate) usesWatermarks(m *metaItem, cat string) *metaUpdate {
 	return b
 }
 
-func av(val any) types.AttributeValue {
-	switch x := val.(type) {
-	case string:
-		return &types.AttributeValueMemberS{Value: x}
-	case int:
-		return &types.AttributeValueMemberN{Value: strconv.Itoa(x)}
-	case int64:
-		return &types.AttributeValueMemberN{Value: strconv.FormatInt(x, 10)}
-	}
-	panic("store: metaUpdate value of an unexpected type")
-}
-
-func (b *metaUpdate) name(attr string) string {
-	for k, a := range b.names {
-		if a == attr {
-			return k
-		}
-	}
-	k := "#m" + strconv.Itoa(len(b.names))
-	b.names[k] = attr
-	return k
-}
-
-func (b *metaUpdate) value(v types.AttributeValue) string {
-	k := ":m" + strconv.Itoa(len(b.values))
-	b.values[k] = v
-	return k
-}
-
-// expressions returns the update and condition expressions with their names and values.
-func (b *metaUpdate) expressions() (update, cond string) {
-	b.names, b.values = map[string]string{}, map[string]types.AttributeValue{}
-	sets := []string{
-		b.name(attrGSI1PK) + " = " + b.value(av(unreadPK(b.v))),
-		b.name(attrGSI1SK) + " = " + b.value(av(skMeta)),
-		b.name(attrEntityType) + " = " + b.value(av(entityMeta)),
-	}
-	adds := []string{b.name(attrVersion) + " " + b.value(av(1))}
-	var conds []string
+// build builds the update and its condition (none when the update has no condition). Every
+// attribute is named whole (category names are user data: exprNames).
+func (b *metaUpdate) build() (expression.Expression, error) {
+	var names exprNames
+	up := expression.Set(names.name(attrGSI1PK), expression.Value(unreadPK(b.v))).
+		Set(names.name(attrGSI1SK), expression.Value(skMeta)).
+		Set(names.name(attrEntityType), expression.Value(entityMeta)).
+		Add(names.name(attrVersion), expression.Value(1))
+	var conds []expression.ConditionBuilder
 	if b.clock != "" {
-		c := b.value(av(b.clock))
-		sets = append(sets, b.name(attrClock)+" = "+c)
-		conds = append(conds, "(attribute_not_exists("+b.name(attrClock)+") OR "+b.name(attrClock)+" < "+c+")")
+		clock := names.name(attrClock)
+		up = up.Set(clock, expression.Value(b.clock))
+		conds = append(conds, clock.AttributeNotExists().Or(clock.LessThan(expression.Value(b.clock))))
 	}
 	for _, attr := range b.order {
+		n := names.name(attr)
 		if d, ok := b.deltas[attr]; ok && d != 0 {
-			adds = append(adds, b.name(attr)+" "+b.value(av(d)))
+			up = up.Add(n, expression.Value(d))
 			if d < 0 {
-				conds = append(conds, b.name(attr)+" >= "+b.value(av(-d)))
+				conds = append(conds, n.GreaterThanEqual(expression.Value(-d)))
 			}
 		}
 		if v, ok := b.sets[attr]; ok {
-			sets = append(sets, b.name(attr)+" = "+b.value(v))
+			up = up.Set(n, expression.Value(v))
 		}
 		if v, ok := b.conds[attr]; ok {
 			if v == nil {
-				conds = append(conds, "attribute_not_exists("+b.name(attr)+")")
+				conds = append(conds, n.AttributeNotExists())
 			} else {
-				conds = append(conds, b.name(attr)+" = "+b.value(v))
+				conds = append(conds, n.Equal(expression.Value(v)))
 			}
 		}
 	}
-	update = "SET " + strings.Join(sets, ", ") + " ADD " + strings.Join(adds, ", ")
-	return update, strings.Join(conds, " AND ")
+	x, err := buildUpdate(up, conds, &names)
+	if err != nil {
+		return x, fmt.Errorf("store: build META update: %w", err)
+	}
+	return x, nil
 }
 
 // action returns the META update as a transaction action; a failed condition returns
 // META's old image (for metaFloor and retries).
-func (b *metaUpdate) action(table string) types.TransactWriteItem {
-	update, cond := b.expressions()
-	u := &types.Update{
+func (b *metaUpdate) action(table string) (types.TransactWriteItem, error) {
+	x, err := b.build()
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	return types.TransactWriteItem{Update: &types.Update{
 		TableName:                           aws.String(table),
 		Key:                                 itemKey{userPK(b.v), skMeta}.av(),
-		UpdateExpression:                    aws.String(update),
-		ExpressionAttributeNames:            b.names,
-		ExpressionAttributeValues:           b.values,
+		UpdateExpression:                    x.Update(),
+		ConditionExpression:                 x.Condition(),
+		ExpressionAttributeNames:            x.Names(),
+		ExpressionAttributeValues:           x.Values(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-	if cond != "" {
-		u.ConditionExpression = aws.String(cond)
-	}
-	return types.TransactWriteItem{Update: u}
+	}}, nil
 }
 
 // updateItem returns the META update as an UpdateItem returning the new META (ALL_NEW),
 // or the old one when its condition fails.
-func (b *metaUpdate) updateItem(table string) *dynamodb.UpdateItemInput {
-	a := b.action(table).Update
+func (b *metaUpdate) updateItem(table string) (*dynamodb.UpdateItemInput, error) {
+	a, err := b.action(table)
+	if err != nil {
+		return nil, err
+	}
+	u := a.Update
 	return &dynamodb.UpdateItemInput{
-		TableName:                           a.TableName,
-		Key:                                 a.Key,
-		UpdateExpression:                    a.UpdateExpression,
-		ConditionExpression:                 a.ConditionExpression,
-		ExpressionAttributeNames:            a.ExpressionAttributeNames,
-		ExpressionAttributeValues:           a.ExpressionAttributeValues,
+		TableName:                           u.TableName,
+		Key:                                 u.Key,
+		UpdateExpression:                    u.UpdateExpression,
+		ConditionExpression:                 u.ConditionExpression,
+		ExpressionAttributeNames:            u.ExpressionAttributeNames,
+		ExpressionAttributeValues:           u.ExpressionAttributeValues,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	}, nil
 }
 
 // txn is a TransactWriteItems under construction that remembers each action's key, so a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
@@ -230,15 +231,16 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 // can have covered the id in between), and the group is Put (on its rev) so that its
 // index position stays its newest member.
 func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, grp *groupItem, below *metaItem) (*txn, error) {
-	notExists := aws.String("attribute_not_exists(#pk)")
-	pkName := map[string]string{"#pk": attrPK}
 	g, err := attributevalue.MarshalMap(guard)
 	if err != nil {
 		return nil, fmt.Errorf("encode guard: %w", err)
 	}
+	gp, err := condPut(s.table, g, itemAbsent())
+	if err != nil {
+		return nil, err
+	}
 	t := &txn{}
-	t.add(itemKey{guard.PK, guard.SK}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: g,
-		ConditionExpression: notExists, ExpressionAttributeNames: pkName}})
+	t.add(itemKey{guard.PK, guard.SK}, types.TransactWriteItem{Put: gp})
 	if it == nil {
 		return t, nil
 	}
@@ -246,26 +248,41 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, 
 	if err != nil {
 		return nil, fmt.Errorf("encode notification: %w", err)
 	}
-	t.add(itemKey{it.PK, it.SK}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: n,
-		ConditionExpression: notExists, ExpressionAttributeNames: pkName}})
+	np, err := condPut(s.table, n, itemAbsent())
+	if err != nil {
+		return nil, err
+	}
+	t.add(itemKey{it.PK, it.SK}, types.TransactWriteItem{Put: np})
 	b := newMetaUpdate(v).addState(it.countedCategory(), state{}, state{active: true})
 	if below != nil {
 		b.usesWatermarks(below, it.countedCategory())
 	} else {
 		b.clock = it.ID
 	}
-	t.add(itemKey{userPK(v), skMeta}, b.action(s.table))
-	if grp != nil && inGroup(it) && len(grp.Members) < inbox.MaxGroupMembers && below == nil {
-		t.add(grp.key(), grp.sendUpdate(s.table, v, it))
-	} else if grp != nil && inGroup(it) && len(grp.Members) < inbox.MaxGroupMembers {
-		t.add(grp.key(), belowGroupUpdate(s.table, v, grp, it))
-	} else if grp != nil && inGroup(it) {
-		// Full: the oldest member leaves, which needs the members as read.
-		ng := grp.clone()
-		ng.Type, ng.TargetKind, ng.TargetID, ng.Category = it.Type, it.TargetKind, it.TargetID, it.Category
-		ng.apply(it.ID, it)
-		ng.Rev = grp.Rev + 1
-		t.add(ng.key(), ng.put(s.table, v, grp))
+	ma, err := b.action(s.table)
+	if err != nil {
+		return nil, err
+	}
+	t.add(itemKey{userPK(v), skMeta}, ma)
+	if grp != nil && inGroup(it) {
+		var ga types.TransactWriteItem
+		switch {
+		case len(grp.Members) < inbox.MaxGroupMembers && below == nil:
+			ga, err = grp.sendUpdate(s.table, v, it)
+		case len(grp.Members) < inbox.MaxGroupMembers:
+			ga, err = belowGroupUpdate(s.table, v, grp, it)
+		default:
+			// Full: the oldest member leaves, which needs the members as read.
+			ng := grp.clone()
+			ng.Type, ng.TargetKind, ng.TargetID, ng.Category = it.Type, it.TargetKind, it.TargetID, it.Category
+			ng.apply(it.ID, it)
+			ng.Rev = grp.Rev + 1
+			ga, err = ng.put(s.table, v, grp)
+		}
+		if err != nil {
+			return nil, err
+		}
+		t.add(grp.key(), ga)
 	}
 	if it.ExpireAt != 0 {
 		k, a := s.taskAction(inbox.TaskExpire, v, it.ID, time.UnixMilli(it.ExpireAt), strconv.FormatInt(it.ExpireAt, 10))
@@ -312,18 +329,13 @@ func (s *Store) NewID() string { return s.newID("") }
 // position, type, target and category: its newest member's); else the group moves to
 // the notification (sendUpdate), on condition that no newer member committed since
 // (its GSI1 position is still below the notification's).
-func belowGroupUpdate(table string, v inbox.Viewer, grp *groupItem, it *notificationItem) types.TransactWriteItem {
-	a := grp.sendUpdate(table, v, it)
-	u := a.Update
+func belowGroupUpdate(table string, v inbox.Viewer, grp *groupItem, it *notificationItem) (types.TransactWriteItem, error) {
 	if grp.newest() > it.ID {
-		u.UpdateExpression = aws.String("SET #m = :m ADD #n :one, #rev :one")
-		u.ExpressionAttributeNames = map[string]string{"#m": u.ExpressionAttributeNames["#m"], "#n": attrMemberCount, "#rev": attrRev}
-		u.ExpressionAttributeValues = map[string]types.AttributeValue{":m": u.ExpressionAttributeValues[":m"],
-			":one": u.ExpressionAttributeValues[":one"], ":max": u.ExpressionAttributeValues[":max"]}
-		return a
+		return grp.memberUpdate(table, v, it, false, nil)
 	}
-	u.ConditionExpression = aws.String("(" + aws.ToString(u.ConditionExpression) + ") AND (attribute_not_exists(#gsk) OR #gsk < :gsk)")
-	return a
+	gsk := expression.Name(attrGSI1SK)
+	below := gsk.AttributeNotExists().Or(gsk.LessThan(expression.Value(notifSK(it.ID))))
+	return grp.memberUpdate(table, v, it, true, &below)
 }
 
 // metaImage decodes the META item a cancelled transaction reports

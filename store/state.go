@@ -6,10 +6,10 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/inboxgw/gateway/inbox"
@@ -108,7 +108,11 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			k := itemKey{userPK(v), notifSK(id)}
 			if del {
 				b.addState(it.countedCategory(), before, state{})
-				t.add(k, deleteAction(s.table, k, it.Rev))
+				da, err := deleteAction(s.table, k, it.Rev)
+				if err != nil {
+					return chunkResult{}, err
+				}
+				t.add(k, da)
 				changes = append(changes, memberChange{it, nil})
 				continue
 			}
@@ -120,7 +124,11 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			}
 			after.Rev = it.Rev + 1
 			b.addState(it.countedCategory(), before, st)
-			t.add(k, itemUpdate(s.table, k, it, after))
+			up, err := itemUpdate(s.table, k, it, after)
+			if err != nil {
+				return chunkResult{}, err
+			}
+			t.add(k, up)
 			changes = append(changes, memberChange{it, after})
 			if tasks != nil {
 				if tk, ta, ok := tasks(after); ok {
@@ -137,7 +145,11 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 			return chunkResult{}, err
 		}
 		mk := itemKey{userPK(v), skMeta}
-		t.add(mk, b.action(s.table))
+		ma, err := b.action(s.table)
+		if err != nil {
+			return chunkResult{}, err
+		}
+		t.add(mk, ma)
 		*wrote = true
 		for _, id := range res.changed {
 			if _, ok := res.found[id]; !ok {
@@ -249,58 +261,60 @@ func (s *Store) groupWrites(ctx context.Context, v inbox.Viewer, got map[itemKey
 	for gk, ng := range puts {
 		old := loaded[gk]
 		ng.Rev = old.Rev + 1
-		t.add(ng.key(), ng.put(s.table, v, old))
+		p, err := ng.put(s.table, v, old)
+		if err != nil {
+			return nil, err
+		}
+		t.add(ng.key(), p)
 	}
 	for _, gk := range order {
-		t.add(itemKey{userPK(v), groupSK(gk)}, groupValueUpdate(s.table, v, gk, values[gk]))
+		u, err := groupValueUpdate(s.table, v, gk, values[gk])
+		if err != nil {
+			return nil, err
+		}
+		t.add(itemKey{userPK(v), groupSK(gk)}, u)
 	}
 	return order, nil
 }
 
 // groupValueUpdate is the Update of members' values of v's group gk (by notification
 // id), on condition that each is a member; rev is raised.
-func groupValueUpdate(table string, v inbox.Viewer, gk string, vals map[string]string) types.TransactWriteItem {
-	names := map[string]string{"#rev": attrRev}
-	values := map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}}
-	var sets, conds []string
-	i := 0
+func groupValueUpdate(table string, v inbox.Viewer, gk string, vals map[string]string) (types.TransactWriteItem, error) {
+	var names exprNames
+	up := expression.Add(expression.Name(attrRev), expression.Value(1))
+	var conds []expression.ConditionBuilder
 	for _, id := range slices.Sorted(maps.Keys(vals)) {
-		n, val := "#m"+strconv.Itoa(i), ":m"+strconv.Itoa(i)
-		names[n] = groupMemberPrefix + id
-		values[val] = &types.AttributeValueMemberS{Value: vals[id]}
-		sets = append(sets, n+" = "+val)
-		conds = append(conds, "attribute_exists("+n+")")
-		i++
+		m := names.name(groupMemberPrefix + id)
+		up = up.Set(m, expression.Value(vals[id]))
+		conds = append(conds, m.AttributeExists())
+	}
+	x, err := buildUpdate(up, conds, &names)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("build group member update: %w", err)
 	}
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName:                 aws.String(table),
 		Key:                       itemKey{userPK(v), groupSK(gk)}.av(),
-		UpdateExpression:          aws.String("SET " + strings.Join(sets, ", ") + " ADD #rev :one"),
-		ConditionExpression:       aws.String(strings.Join(conds, " AND ")),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	}}
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
+	}}, nil
 }
 
 // itemUpdate is the conditional Update of a notification from old to nw: SET or REMOVE of
 // the state attributes that differ (and of GSI1's, always), on condition that the item
 // exists with old's rev.
-func itemUpdate(table string, k itemKey, old, nw *notificationItem) types.TransactWriteItem {
-	names := map[string]string{"#pk": attrPK, "#rev": attrRev}
-	values := map[string]types.AttributeValue{}
-	var sets, removes []string
+func itemUpdate(table string, k itemKey, old, nw *notificationItem) (types.TransactWriteItem, error) {
+	up := expression.Set(expression.Name(attrRev), expression.Value(nw.Rev))
 	field := func(attr string, o, n any, zero bool) {
-		if o == n {
-			return
+		switch {
+		case o == n:
+		case zero:
+			up = up.Remove(expression.Name(attr))
+		default:
+			up = up.Set(expression.Name(attr), expression.Value(n))
 		}
-		ph := "#" + attr
-		names[ph] = attr
-		if zero {
-			removes = append(removes, ph)
-			return
-		}
-		values[":"+attr] = av(n)
-		sets = append(sets, ph+" = :"+attr)
 	}
 	field(attrMark, old.Mark, nw.Mark, nw.Mark == "")
 	field(attrMarkedAt, old.MarkedAt, nw.MarkedAt, nw.MarkedAt == "")
@@ -312,45 +326,42 @@ func itemUpdate(table string, k itemKey, old, nw *notificationItem) types.Transa
 	// raising rev, so the item read may still show attributes the sweep has removed.
 	field(attrGSI1PK, nil, nw.GSI1PK, nw.GSI1PK == "")
 	field(attrGSI1SK, nil, nw.GSI1SK, nw.GSI1SK == "")
-	values[":newRev"] = av(nw.Rev)
-	sets = append(sets, "#rev = :newRev")
-	update := "SET " + strings.Join(sets, ", ")
-	if len(removes) > 0 {
-		update += " REMOVE " + strings.Join(removes, ", ")
+	x, err := buildUpdate(up, []expression.ConditionBuilder{revCondition(old.Rev)}, nil)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("build notification update: %w", err)
 	}
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName:                 aws.String(table),
 		Key:                       k.av(),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String(revCondition(old.Rev, values)),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	}}
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
+	}}, nil
 }
 
-// revCondition is "the item exists with rev" (absent rev is 0), adding :oldRev to values.
-func revCondition(rev int64, values map[string]types.AttributeValue) string {
+// revCondition is "the item exists with rev" (absent rev is 0).
+func revCondition(rev int64) expression.ConditionBuilder {
+	r := expression.Name(attrRev)
 	if rev == 0 {
-		return "attribute_exists(#pk) AND attribute_not_exists(#rev)"
+		return itemPresent().And(r.AttributeNotExists())
 	}
-	values[":oldRev"] = av(rev)
-	return "attribute_exists(#pk) AND #rev = :oldRev"
+	return itemPresent().And(r.Equal(expression.Value(rev)))
 }
 
 // deleteAction is the conditional Delete of a notification with rev.
-func deleteAction(table string, k itemKey, rev int64) types.TransactWriteItem {
-	values := map[string]types.AttributeValue{}
-	cond := revCondition(rev, values)
-	if len(values) == 0 {
-		values = nil
+func deleteAction(table string, k itemKey, rev int64) (types.TransactWriteItem, error) {
+	x, err := expression.NewBuilder().WithCondition(revCondition(rev)).Build()
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("build notification delete: %w", err)
 	}
 	return types.TransactWriteItem{Delete: &types.Delete{
 		TableName:                 aws.String(table),
 		Key:                       k.av(),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#rev": attrRev},
-		ExpressionAttributeValues: values,
-	}}
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
+	}}, nil
 }
 
 // opPlan returns the plan of a StateChange.
@@ -666,7 +677,11 @@ func (s *Store) metaOnly(ctx context.Context, v inbox.Viewer, build func(m *meta
 		b := build(&m, wm)
 		b.clock = wm
 		wrote = true
-		res, err := s.db.UpdateItem(ctx, b.updateItem(s.table))
+		in, err := b.updateItem(s.table)
+		if err != nil {
+			return out{}, err
+		}
+		res, err := s.db.UpdateItem(ctx, in)
 		if err != nil {
 			floor = max(floor, metaFloor(err))
 			return out{}, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -101,23 +102,22 @@ func (s *Store) Sweep(ctx context.Context, v inbox.Viewer, from string, limit in
 // dropFromUnreadIndex removes it's GSI1 attributes if its rev and markedAt are still the
 // ones read (every state change raises rev; markedAt covers items written before rev).
 func (s *Store) dropFromUnreadIndex(ctx context.Context, v inbox.Viewer, it *notificationItem) (bool, error) {
-	names := map[string]string{"#pk": attrPK, "#rev": attrRev, "#m": "markedAt", "#g1pk": attrGSI1PK, "#g1sk": attrGSI1SK}
-	values := map[string]types.AttributeValue{}
-	cond := revCondition(it.Rev, values) + " AND attribute_not_exists(#m)"
+	marked := expression.Name(attrMarkedAt).AttributeNotExists()
 	if it.MarkedAt != "" {
-		cond = revCondition(it.Rev, values) + " AND #m = :m"
-		values[":m"] = &types.AttributeValueMemberS{Value: it.MarkedAt}
+		marked = expression.Name(attrMarkedAt).Equal(expression.Value(it.MarkedAt))
 	}
-	if len(values) == 0 {
-		values = nil
+	x, err := buildUpdate(expression.Remove(expression.Name(attrGSI1PK)).Remove(expression.Name(attrGSI1SK)),
+		[]expression.ConditionBuilder{revCondition(it.Rev), marked}, nil)
+	if err != nil {
+		return false, fmt.Errorf("sweep update: %w", err)
 	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       itemKey{userPK(v), notifSK(it.ID)}.av(),
-		UpdateExpression:          aws.String("REMOVE #g1pk, #g1sk"),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
