@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
@@ -164,12 +165,16 @@ func (s *Store) segmentTxn(ctx context.Context, tenantID, id string, n int, ops 
 		t := &txn{}
 		var c SegmentChange
 		now := s.now().UnixMilli()
+		present, err := expression.NewBuilder().WithCondition(itemPresent()).Build()
+		if err != nil {
+			return SegmentChange{}, fmt.Errorf("build member removal: %w", err)
+		}
 		for _, op := range pending {
 			k := itemKey{pk, segMemberSK(op.user)}
 			if op.remove {
 				c.Removed++
 				t.add(k, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: k.av(),
-					ConditionExpression: aws.String("attribute_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}})
+					ConditionExpression: present.Condition(), ExpressionAttributeNames: present.Names()}})
 				continue
 			}
 			c.Added++
@@ -177,18 +182,21 @@ func (s *Store) segmentTxn(ctx context.Context, tenantID, id string, n int, ops 
 			if err != nil {
 				return SegmentChange{}, fmt.Errorf("encode member: %w", err)
 			}
-			t.add(k, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: item,
-				ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}})
+			p, err := condPut(s.table, item, itemAbsent())
+			if err != nil {
+				return SegmentChange{}, err
+			}
+			t.add(k, types.TransactWriteItem{Put: p})
+		}
+		x, err := buildUpdate(expression.Add(expression.Name(attrSegCount), expression.Value(c.Added-c.Removed)).
+			Set(expression.Name(attrEntityType), expression.Value(entitySegCount)), nil, nil)
+		if err != nil {
+			return SegmentChange{}, fmt.Errorf("build segment count: %w", err)
 		}
 		ck := itemKey{pk, skSegCount}
 		t.add(ck, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: ck.av(),
-			UpdateExpression:         aws.String("ADD #count :d SET #et = :et"),
-			ExpressionAttributeNames: map[string]string{"#count": attrSegCount, "#et": "entityType"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":d":  &types.AttributeValueMemberN{Value: strconv.Itoa(c.Added - c.Removed)},
-				":et": &types.AttributeValueMemberS{Value: entitySegCount},
-			}}})
-		_, err := s.db.TransactWriteItems(ctx, t.input())
+			UpdateExpression: x.Update(), ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values()}})
+		_, err = s.db.TransactWriteItems(ctx, t.input())
 		if err == nil {
 			return c, nil
 		}
