@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -74,10 +75,15 @@ func (s *Store) AcceptRequest(ctx context.Context, r inbox.Request, ttl time.Dur
 	if err := s.Schedule(ctx, task); err != nil {
 		return inbox.Request{}, false, fmt.Errorf("store: accept request: its recovery task: %w", err)
 	}
+	// Free: no request holds the key, or the one holding it expired (TTL deletes late).
+	x, err := expression.NewBuilder().WithCondition(itemAbsent().Or(expression.Name(attrTTL).LessThan(expression.Value(now.Unix())))).Build()
+	if err != nil {
+		return inbox.Request{}, false, fmt.Errorf("store: accept request: %w", err)
+	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av,
-		ConditionExpression:                 aws.String("attribute_not_exists(#pk) OR #exp < :now"),
-		ExpressionAttributeNames:            map[string]string{"#pk": attrPK, "#exp": attrTTL},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: fmt.Sprint(now.Unix())}},
+		ConditionExpression:                 x.Condition(),
+		ExpressionAttributeNames:            x.Names(),
+		ExpressionAttributeValues:           x.Values(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
 	if err == nil {
 		return it.request(r.TenantID, r.Key), true, nil
@@ -142,18 +148,22 @@ func (s *Store) CompleteRequest(ctx context.Context, tenantID, key string, resul
 	if err := inbox.CheckID("idempotencyKey", key); err != nil {
 		return err
 	}
+	// The result as binary even when empty (attributevalue would make a nil slice NULL).
+	x, err := buildUpdate(expression.Set(expression.Name("state"), expression.Value(inbox.RequestDone)).
+		Set(expression.Name("result"), expression.Value(&types.AttributeValueMemberB{Value: result})),
+		[]expression.ConditionBuilder{itemPresent()}, nil)
+	if err != nil {
+		return fmt.Errorf("store: complete request: %w", err)
+	}
 	t := &txn{}
 	k := itemKey{requestPK(tenantID, key), skRequest}
 	t.add(k, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: k.av(),
-		UpdateExpression:         aws.String("SET #st = :done, #res = :res"),
-		ConditionExpression:      aws.String("attribute_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#st": "state", "#res": "result", "#pk": attrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":done": &types.AttributeValueMemberS{Value: inbox.RequestDone},
-			":res": &types.AttributeValueMemberB{Value: result}}}})
+		UpdateExpression: x.Update(), ConditionExpression: x.Condition(),
+		ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values()}})
 	if task.ID != "" {
 		t.add(itemKey{}, s.CancelAction(task.ID, task.Due))
 	}
-	_, err := s.db.TransactWriteItems(ctx, t.input())
+	_, err = s.db.TransactWriteItems(ctx, t.input())
 	switch {
 	case t.conditionFailed(err, k):
 		return inbox.Errorf(inbox.CodeNotFound, "no send request under this idempotency key")
