@@ -197,12 +197,17 @@ func (s *Store) UpdatePreferences(ctx context.Context, v inbox.Viewer, upd inbox
 	}
 	item := out.Attributes
 	if len(unmute) > 0 {
+		x, err := buildUpdate(expression.Delete(expression.Name(prefsAttrMutedTargets),
+			expression.Value(&types.AttributeValueMemberSS{Value: unmute})), nil, nil)
+		if err != nil {
+			return inbox.Preferences{}, fmt.Errorf("unmute targets: %w", err)
+		}
 		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(s.table),
 			Key:                       key.av(),
-			UpdateExpression:          aws.String("DELETE #mt :unmute"),
-			ExpressionAttributeNames:  map[string]string{"#mt": prefsAttrMutedTargets},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":unmute": &types.AttributeValueMemberSS{Value: unmute}},
+			UpdateExpression:          x.Update(),
+			ExpressionAttributeNames:  x.Names(),
+			ExpressionAttributeValues: x.Values(),
 			ReturnValues:              types.ReturnValueAllNew,
 		})
 		if err != nil {
