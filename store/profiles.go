@@ -197,16 +197,22 @@ func (s *Store) SetMutedCategories(ctx context.Context, v inbox.Viewer, categori
 		}
 	}
 	// An UpdateItem, not a PutItem: the item also holds what updatePreferences set.
+	up, muted := expression.Set(expression.Name(attrEntityType), expression.Value(entityPrefs)), expression.Name(prefsAttrMutedCategories)
+	if len(set) > 0 {
+		up = up.Set(muted, expression.Value(&types.AttributeValueMemberSS{Value: set}))
+	} else {
+		up = up.Remove(muted)
+	}
+	x, err := buildUpdate(up, nil, nil)
+	if err != nil {
+		return fmt.Errorf("update preferences: %w", err)
+	}
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       itemKey{userPK(v), skPrefs}.av(),
-		UpdateExpression:          aws.String("SET #et = :et REMOVE #muted"),
-		ExpressionAttributeNames:  map[string]string{"#et": "entityType", "#muted": prefsAttrMutedCategories},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":et": &types.AttributeValueMemberS{Value: entityPrefs}},
-	}
-	if len(set) > 0 {
-		in.UpdateExpression = aws.String("SET #et = :et, #muted = :muted")
-		in.ExpressionAttributeValues[":muted"] = &types.AttributeValueMemberSS{Value: set}
+		UpdateExpression:          x.Update(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
 	}
 	if _, err := s.db.UpdateItem(ctx, in); err != nil {
 		return fmt.Errorf("update preferences: %w", err)
