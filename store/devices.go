@@ -199,12 +199,9 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 		if err != nil {
 			return inbox.Device{}, fmt.Errorf("encode device owner: %w", err)
 		}
-		put := &types.Put{TableName: aws.String(s.table), Item: own,
-			ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}
-		if owner != "" {
-			put.ConditionExpression = aws.String("#user = :prev")
-			put.ExpressionAttributeNames = map[string]string{"#user": attrOwnerUser}
-			put.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": &types.AttributeValueMemberS{Value: owner}}
+		put, err := condPut(s.table, own, ownedBy(owner))
+		if err != nil {
+			return inbox.Device{}, err
 		}
 		t.add(okey, types.TransactWriteItem{Put: put})
 
@@ -248,11 +245,11 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 			// items existed) stays, on condition that it is as read: v's own registration
 			// of the device may write v's before this commits without changing v's map
 			// (devicesRev), and without the check the item named v, whose map lost it.
-			if o == v.UserID {
-				t.add(k, types.TransactWriteItem{Delete: ownerDelete(s.table, k, v.UserID)})
-			} else {
-				t.add(k, types.TransactWriteItem{ConditionCheck: ownerCheck(s.table, k, o)})
+			oa, err := ownerAction(s.table, k, o, v.UserID)
+			if err != nil {
+				return inbox.Device{}, err
 			}
+			t.add(k, oa)
 		}
 		if _, err := s.db.TransactWriteItems(ctx, t.input()); err != nil {
 			// A cancellation (a condition or a conflict) is retried after a re-read.
@@ -356,27 +353,28 @@ func deviceAbsentCheck(table string, k itemKey, id string) (*types.ConditionChec
 		ConditionExpression: x.Condition(), ExpressionAttributeNames: x.Names()}, nil
 }
 
-// ownerDelete is the Delete of the ownership item k on condition that it names userID.
-func ownerDelete(table string, k itemKey, userID string) *types.Delete {
-	return &types.Delete{
-		TableName:                 aws.String(table),
-		Key:                       k.av(),
-		ConditionExpression:       aws.String("#user = :user"),
-		ExpressionAttributeNames:  map[string]string{"#user": attrOwnerUser},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":user": &types.AttributeValueMemberS{Value: userID}},
+// ownedBy is the condition that an ownership item names userID ("": that there is none).
+func ownedBy(userID string) expression.ConditionBuilder {
+	if userID == "" {
+		return itemAbsent()
 	}
+	return expression.Name(attrOwnerUser).Equal(expression.Value(userID))
 }
 
-// ownerCheck is the ConditionCheck that the ownership item k names userID ("": that
-// there is none).
-func ownerCheck(table string, k itemKey, userID string) *types.ConditionCheck {
-	if userID == "" {
-		return &types.ConditionCheck{TableName: aws.String(table), Key: k.av(),
-			ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK}}
+// ownerAction is the action of user's change on the ownership item k read naming owner
+// ("": none): its Delete on condition that it still names user when it does, else a
+// ConditionCheck that it still names owner (none: that there is none).
+func ownerAction(table string, k itemKey, owner, user string) (types.TransactWriteItem, error) {
+	x, err := expression.NewBuilder().WithCondition(ownedBy(owner)).Build()
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("device owner condition: %w", err)
 	}
-	del := ownerDelete(table, k, userID)
-	return &types.ConditionCheck{TableName: del.TableName, Key: del.Key, ConditionExpression: del.ConditionExpression,
-		ExpressionAttributeNames: del.ExpressionAttributeNames, ExpressionAttributeValues: del.ExpressionAttributeValues}
+	if owner != "" && owner == user {
+		return types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: k.av(),
+			ConditionExpression: x.Condition(), ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values()}}, nil
+	}
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), Key: k.av(),
+		ConditionExpression: x.Condition(), ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values()}}, nil
 }
 
 // UnregisterDevice removes v's device named by tokenOrID: its token (on any platform)
@@ -459,11 +457,11 @@ func (s *Store) removeDevice(ctx context.Context, v inbox.Viewer, d inbox.Device
 		}
 		t := &txn{}
 		t.add(pkey, types.TransactWriteItem{Update: rm})
-		if owner == v.UserID {
-			t.add(okey, types.TransactWriteItem{Delete: ownerDelete(s.table, okey, v.UserID)})
-		} else {
-			t.add(okey, types.TransactWriteItem{ConditionCheck: ownerCheck(s.table, okey, owner)})
+		oa, err := ownerAction(s.table, okey, owner, v.UserID)
+		if err != nil {
+			return false, err
 		}
+		t.add(okey, oa)
 		_, err = s.db.TransactWriteItems(ctx, t.input())
 		switch {
 		case err == nil:
