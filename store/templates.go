@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -179,17 +180,21 @@ func (s *Store) PutTemplate(ctx context.Context, tenantID, id string, in inbox.T
 			return 0, fmt.Errorf("marshal template version: %w", err)
 		}
 		partsAV(verAV, in.Parts)
-		headPut := &types.Put{TableName: aws.String(s.table), Item: headAV}
-		if head == nil {
-			headPut.ConditionExpression = aws.String("attribute_not_exists(" + attrPK + ")")
-		} else {
-			headPut.ConditionExpression = aws.String("#v = :v")
-			headPut.ExpressionAttributeNames = map[string]string{"#v": tplAttrVersion}
-			headPut.ExpressionAttributeValues = map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: fmt.Sprint(prev)}}
+		headCond := itemAbsent()
+		if head != nil {
+			headCond = expression.Name(tplAttrVersion).Equal(expression.Value(prev))
+		}
+		headPut, err := condPut(s.table, headAV, headCond)
+		if err != nil {
+			return 0, err
+		}
+		verPut, err := condPut(s.table, verAV, itemAbsent())
+		if err != nil {
+			return 0, err
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Put: headPut},
-			{Put: &types.Put{TableName: aws.String(s.table), Item: verAV, ConditionExpression: aws.String("attribute_not_exists(" + attrPK + ")")}},
+			{Put: verPut},
 		}})
 		if err != nil {
 			var tce *types.TransactionCanceledException
