@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -123,11 +124,15 @@ func (s *Store) CancelTask(ctx context.Context, id string, due time.Time) (bool,
 
 // deleteTask deletes the task at k on condition that it exists; false when it did not.
 func (s *Store) deleteTask(ctx context.Context, k map[string]types.AttributeValue) (bool, error) {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	x, err := expression.NewBuilder().WithCondition(itemPresent()).Build()
+	if err != nil {
+		return false, fmt.Errorf("store: delete task: %w", err)
+	}
+	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      k,
-		ConditionExpression:      aws.String("attribute_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		ConditionExpression:      x.Condition(),
+		ExpressionAttributeNames: x.Names(),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
@@ -196,16 +201,20 @@ func (s *Store) RescheduleTask(ctx context.Context, shard int, bucket time.Time,
 	next.Due = due.Truncate(time.Millisecond)
 	next.Attempts++
 	old := itemKey{schedPK(shard, bucket), schedSK(t.Due, t.ID)}
+	x, err := expression.NewBuilder().WithCondition(itemPresent()).Build()
+	if err != nil {
+		return inbox.Task{}, false, fmt.Errorf("store: reschedule task: %w", err)
+	}
 	tx := &txn{}
 	tx.add(old, types.TransactWriteItem{Delete: &types.Delete{
 		TableName:                aws.String(s.table),
 		Key:                      old.av(),
-		ConditionExpression:      aws.String("attribute_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		ConditionExpression:      x.Condition(),
+		ExpressionAttributeNames: x.Names(),
 	}})
 	pk, sk := s.taskPlacement(next)
 	tx.add(itemKey{pk, sk}, s.ScheduleAction(next))
-	_, err := s.db.TransactWriteItems(ctx, tx.input())
+	_, err = s.db.TransactWriteItems(ctx, tx.input())
 	if err == nil {
 		return next, true, nil
 	}
