@@ -73,21 +73,23 @@ func (s *Store) ClaimDelivery(ctx context.Context, ref inbox.DeliveryRef, lease 
 	var nonce [12]byte
 	_, _ = rand.Read(nonce[:])
 	claimID := hex.EncodeToString(nonce[:])
+	cu := expression.Name(attrClaimUntil)
+	x, err := buildUpdate(expression.Set(cu, expression.Value(now.Add(lease).UnixMilli())).
+		Set(expression.Name(attrClaimID), expression.Value(claimID)).
+		Set(expression.Name(statusAttrUpdatedAt), expression.Value(now.UnixMilli())).
+		Add(expression.Name(attrAttempts), expression.Value(1)),
+		[]expression.ConditionBuilder{expression.Name(statusAttrStatus).Equal(expression.Value(inbox.DeliveryQueued)), cu.AttributeNotExists()}, nil)
+	if err != nil {
+		return inbox.DeliveryJob{}, 0, fmt.Errorf("store: claim delivery: %w", err)
+	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 key.av(),
-		UpdateExpression:    aws.String("SET #cu = :until, #ci = :cid, #up = :now ADD #at :one"),
-		ConditionExpression: aws.String("#st = :queued AND attribute_not_exists(#cu)"),
-		ExpressionAttributeNames: map[string]string{"#cu": attrClaimUntil, "#ci": attrClaimID, "#up": statusAttrUpdatedAt,
-			"#at": attrAttempts, "#st": statusAttrStatus},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":until":  numAV(now.Add(lease).UnixMilli()),
-			":cid":    &types.AttributeValueMemberS{Value: claimID},
-			":now":    numAV(now.UnixMilli()),
-			":one":    numAV(1),
-			":queued": &types.AttributeValueMemberS{Value: inbox.DeliveryQueued},
-		},
-		ReturnValues: types.ReturnValueAllNew,
+		TableName:                 aws.String(s.table),
+		Key:                       key.av(),
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
+		ReturnValues:              types.ReturnValueAllNew,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
@@ -458,9 +460,4 @@ func (s *Store) updateRecord(ctx context.Context, ref inbox.DeliveryRef, u *reco
 		return false, nil
 	}
 	return false, err
-}
-
-// numAV is n as a DynamoDB number.
-func numAV(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: fmt.Sprint(n)}
 }
