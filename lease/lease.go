@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/jonboulle/clockwork"
@@ -115,10 +118,6 @@ type State struct {
 // Live reports whether the state names a holder whose lease has not expired at now.
 func (s State) Live(now time.Time) bool { return s.Owner != "" && s.Until.After(now) }
 
-func ms(t time.Time) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
-}
-
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 func copyKey(k map[string]types.AttributeValue) map[string]types.AttributeValue {
@@ -149,17 +148,23 @@ func decode(item map[string]types.AttributeValue) State {
 func (l *Lease) TryAcquire(ctx context.Context) (State, error) {
 	now := l.o.Clock.Now()
 	until := now.Add(l.o.Duration)
-	set := "SET #owner = :me, #until = :until, #et = :et"
-	names := map[string]string{"#pk": store.PartitionKeyAttr, "#until": AttrLeaseUntil, "#owner": AttrOwner, "#et": AttrEntityType}
-	values := map[string]types.AttributeValue{":now": ms(now), ":me": str(l.o.Owner), ":until": ms(until), ":et": str(l.o.EntityType)}
-	set = l.withExpiry(set, names, values, until)
+	owner, leaseUntil := expression.Name(AttrOwner), expression.Name(AttrLeaseUntil)
+	up := expression.Set(owner, expression.Value(l.o.Owner)).Set(leaseUntil, expression.Value(until.UnixMilli())).
+		Set(expression.Name(AttrEntityType), expression.Value(l.o.EntityType))
+	// Free (no item, or no holder), expired, or ours.
+	free := expression.Or(expression.Name(store.PartitionKeyAttr).AttributeNotExists(), owner.AttributeNotExists(),
+		leaseUntil.LessThan(expression.Value(now.UnixMilli())), owner.Equal(expression.Value(l.o.Owner)))
+	x, err := expression.NewBuilder().WithUpdate(l.withExpiry(up, until)).WithCondition(free).Build()
+	if err != nil {
+		return State{}, fmt.Errorf("lease: acquire: %w", err)
+	}
 	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(l.table),
 		Key:                                 l.key,
-		UpdateExpression:                    aws.String(set),
-		ConditionExpression:                 aws.String("attribute_not_exists(#pk) OR attribute_not_exists(#owner) OR #until < :now OR #owner = :me"),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
+		UpdateExpression:                    x.Update(),
+		ConditionExpression:                 x.Condition(),
+		ExpressionAttributeNames:            x.Names(),
+		ExpressionAttributeValues:           x.Values(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -210,11 +215,10 @@ func (l *Lease) Acquire(ctx context.Context, onErr func(error)) (State, error) {
 	}
 }
 
-// heldCondition is the condition "ours and unexpired at now", with its names and values.
-func (l *Lease) heldCondition(now time.Time) (string, map[string]string, map[string]types.AttributeValue) {
-	return "#owner = :me AND #until >= :now",
-		map[string]string{"#until": AttrLeaseUntil, "#owner": AttrOwner},
-		map[string]types.AttributeValue{":now": ms(now), ":me": str(l.o.Owner)}
+// heldCondition is the condition "ours and unexpired at now".
+func (l *Lease) heldCondition(now time.Time) expression.ConditionBuilder {
+	return expression.Name(AttrOwner).Equal(expression.Value(l.o.Owner)).
+		And(expression.Name(AttrLeaseUntil).GreaterThanEqual(expression.Value(now.UnixMilli())))
 }
 
 // Renew extends our lease to now + Duration; ErrLost when it is not ours any more (or
@@ -222,17 +226,18 @@ func (l *Lease) heldCondition(now time.Time) (string, map[string]string, map[str
 func (l *Lease) Renew(ctx context.Context) error {
 	now := l.o.Clock.Now()
 	until := now.Add(l.o.Duration)
-	cond, names, values := l.heldCondition(now)
-	set := "SET #until = :until"
-	values[":until"] = ms(until)
-	set = l.withExpiry(set, names, values, until)
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	up := expression.Set(expression.Name(AttrLeaseUntil), expression.Value(until.UnixMilli()))
+	x, err := expression.NewBuilder().WithUpdate(l.withExpiry(up, until)).WithCondition(l.heldCondition(now)).Build()
+	if err != nil {
+		return fmt.Errorf("lease: renew: %w", err)
+	}
+	_, err = l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
 		Key:                       l.key,
-		UpdateExpression:          aws.String(set),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
 	})
 	if err == nil {
 		l.until.Store(until.UnixMilli())
@@ -251,13 +256,19 @@ func (l *Lease) Renew(ctx context.Context) error {
 // lease held by another owner, or by nobody, does nothing and is not an error.
 func (l *Lease) Release(ctx context.Context) error {
 	l.until.Store(0)
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	owner := expression.Name(AttrOwner)
+	x, err := expression.NewBuilder().WithUpdate(expression.Remove(owner).Set(expression.Name(AttrLeaseUntil), expression.Value(0))).
+		WithCondition(owner.Equal(expression.Value(l.o.Owner))).Build()
+	if err != nil {
+		return fmt.Errorf("lease: release: %w", err)
+	}
+	_, err = l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
 		Key:                       l.key,
-		UpdateExpression:          aws.String("REMOVE #owner SET #until = :zero"),
-		ConditionExpression:       aws.String("#owner = :me"),
-		ExpressionAttributeNames:  map[string]string{"#owner": AttrOwner, "#until": AttrLeaseUntil},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(l.o.Owner), ":zero": &types.AttributeValueMemberN{Value: "0"}},
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
@@ -269,16 +280,19 @@ func (l *Lease) Release(ctx context.Context) error {
 // Condition is the ConditionCheck that fences a write: put it in the same
 // TransactWriteItems, and the transaction commits only while the lease is ours and
 // unexpired. A cancellation with reason ConditionalCheckFailed on this action means the
-// lease was lost (see IsLost).
-func (l *Lease) Condition() *types.ConditionCheck {
-	cond, names, values := l.heldCondition(l.o.Clock.Now())
+// lease was lost (see IsLost). The error is the expression builder's.
+func (l *Lease) Condition() (*types.ConditionCheck, error) {
+	x, err := expression.NewBuilder().WithCondition(l.heldCondition(l.o.Clock.Now())).Build()
+	if err != nil {
+		return nil, fmt.Errorf("lease: condition: %w", err)
+	}
 	return &types.ConditionCheck{
 		TableName:                 aws.String(l.table),
 		Key:                       copyKey(l.key),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	}
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
+	}, nil
 }
 
 // IsLost reports whether err, returned by a TransactWriteItems whose action at index i
@@ -291,35 +305,31 @@ func IsLost(err error, i int) bool {
 
 // SetAttributes writes attrs (names other than the key and lease attributes) on the lease
 // item, on condition that the lease is ours and unexpired: a holder's checkpoint, fenced.
-// ErrLost when it is not ours.
+// Each name is one top-level attribute, dots included (a name with '[' or ']' is refused
+// by the expression builder). ErrLost when it is not ours.
 func (l *Lease) SetAttributes(ctx context.Context, attrs map[string]types.AttributeValue) error {
 	if len(attrs) == 0 {
 		return nil
 	}
-	cond, names, values := l.heldCondition(l.o.Clock.Now())
-	set := ""
-	i := 0
-	for n, v := range attrs {
+	var up expression.UpdateBuilder
+	for _, n := range slices.Sorted(maps.Keys(attrs)) {
 		switch n {
 		case AttrOwner, AttrLeaseUntil, AttrEntityType, AttrExpiresAt, store.PartitionKeyAttr, store.SortKeyAttr:
 			return fmt.Errorf("lease: attribute %q is reserved", n)
 		}
-		if set != "" {
-			set += ", "
-		}
-		p := "#a" + strconv.Itoa(i)
-		set += p + " = :a" + strconv.Itoa(i)
-		names[p] = n
-		values[":a"+strconv.Itoa(i)] = v
-		i++
+		up = up.Set(expression.NameNoDotSplit(n), expression.Value(attrs[n]))
 	}
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	x, err := expression.NewBuilder().WithUpdate(up).WithCondition(l.heldCondition(l.o.Clock.Now())).Build()
+	if err != nil {
+		return fmt.Errorf("lease: set attributes: %w", err)
+	}
+	_, err = l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
 		Key:                       l.key,
-		UpdateExpression:          aws.String("SET " + set),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
+		UpdateExpression:          x.Update(),
+		ConditionExpression:       x.Condition(),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
 	})
 	if err == nil {
 		return nil
@@ -443,14 +453,12 @@ func List(ctx context.Context, db API, table, pk string) (map[string]State, erro
 	}
 }
 
-// withExpiry adds to the update set the TTL attribute (ExpireAfter past until, epoch
-// seconds) when Options.ExpireAfter is set, so an abandoned lease item is removed; it
-// returns set unchanged otherwise.
-func (l *Lease) withExpiry(set string, names map[string]string, values map[string]types.AttributeValue, until time.Time) string {
+// withExpiry adds to the update up the SET of the TTL attribute (ExpireAfter past until,
+// epoch seconds) when Options.ExpireAfter is set, so an abandoned lease item is removed;
+// it returns up unchanged otherwise.
+func (l *Lease) withExpiry(up expression.UpdateBuilder, until time.Time) expression.UpdateBuilder {
 	if l.o.ExpireAfter <= 0 {
-		return set
+		return up
 	}
-	names["#exp"] = AttrExpiresAt
-	values[":exp"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(until.Add(l.o.ExpireAfter).Unix(), 10)}
-	return set + ", #exp = :exp"
+	return up.Set(expression.Name(AttrExpiresAt), expression.Value(until.Add(l.o.ExpireAfter).Unix()))
 }

@@ -83,8 +83,12 @@ func TestAcquireRenewTakeoverRelease(t *testing.T) {
 
 	// a's fenced write fails; b's succeeds.
 	put := func(l *lease.Lease) error {
-		_, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{ConditionCheck: l.Condition()},
+		check, err := l.Condition()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{ConditionCheck: check},
 			{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 				"pk": &types.AttributeValueMemberS{Value: "TEST#fenced"}, "sk": &types.AttributeValueMemberS{Value: "X"}}}},
 		}})

@@ -437,8 +437,12 @@ func (r *Relay) checkpoint(ctx context.Context, arn, shard, seq string, done boo
 	item["done"] = &ddbtypes.AttributeValueMemberBOOL{Value: done}
 	item["by"] = &ddbtypes.AttributeValueMemberS{Value: r.owner}
 	item["at"] = ms(r.clock.Now())
-	_, err := r.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
-		{ConditionCheck: r.lease.Condition()},
+	check, err := r.lease.Condition()
+	if err != nil {
+		return fmt.Errorf("relay: checkpoint %s: %w", shard, err)
+	}
+	_, err = r.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
+		{ConditionCheck: check},
 		{Put: &ddbtypes.Put{TableName: aws.String(r.table), Item: item}},
 	}})
 	if err == nil {
