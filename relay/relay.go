@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
@@ -363,11 +364,15 @@ func (r *Relay) startTime(ctx context.Context, arn string) (time.Time, error) {
 	item := store.RelayStateKey(arn)
 	item[attrEntityType] = &ddbtypes.AttributeValueMemberS{Value: "RelayState"}
 	item["since"] = ms(now)
-	_, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{
+	x, err := expression.NewBuilder().WithCondition(expression.Name(store.PartitionKeyAttr).AttributeNotExists()).Build()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("relay: stream state: %w", err)
+	}
+	_, err = r.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(r.table),
 		Item:                                item,
-		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames:            map[string]string{"#pk": store.PartitionKeyAttr},
+		ConditionExpression:                 x.Condition(),
+		ExpressionAttributeNames:            x.Names(),
 		ReturnValuesOnConditionCheckFailure: ddbtypes.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
