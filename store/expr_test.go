@@ -1,12 +1,16 @@
 package store
 
 import (
+	"fmt"
 	"maps"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/inboxgw/gateway/inbox"
@@ -329,6 +333,41 @@ func TestStateWriteExpressions(t *testing.T) {
 		update, cond := resolvedAction(t, a, err)
 		if update != tc.update || cond != tc.cond {
 			t.Errorf("%s:\nupdate %q\n  want %q\ncondition %q\n     want %q", tc.name, update, tc.update, cond, tc.cond)
+		}
+	}
+}
+
+// TestBuiltValuesMarshalAsBefore: the values the writes now hand the builder marshal to
+// the attribute values the hand-made maps held (numbers as strconv wrote them, booleans,
+// empty strings; sets, lists and binary results passed as attribute values unchanged).
+func TestBuiltValuesMarshalAsBefore(t *testing.T) {
+	pending, err := attributevalue.Marshal([]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		v   any
+		old types.AttributeValue
+	}{
+		{0, &types.AttributeValueMemberN{Value: "0"}},
+		{-3, &types.AttributeValueMemberN{Value: strconv.Itoa(-3)}},
+		{inbox.MaxGroupMembers, &types.AttributeValueMemberN{Value: strconv.Itoa(inbox.MaxGroupMembers)}},
+		{int64(1700000000123), &types.AttributeValueMemberN{Value: strconv.FormatInt(1700000000123, 10)}},
+		{int64(-1), &types.AttributeValueMemberN{Value: fmt.Sprint(int64(-1))}},
+		{true, &types.AttributeValueMemberBOOL{Value: true}},
+		{false, &types.AttributeValueMemberBOOL{Value: false}},
+		{"", &types.AttributeValueMemberS{Value: ""}},
+		{"T#a#U#b", &types.AttributeValueMemberS{Value: "T#a#U#b"}},
+		{pending, &types.AttributeValueMemberL{Value: []types.AttributeValue{}}},
+		{&types.AttributeValueMemberB{}, &types.AttributeValueMemberB{}},
+		{&types.AttributeValueMemberSS{Value: []string{"t#1"}}, &types.AttributeValueMemberSS{Value: []string{"t#1"}}},
+	} {
+		x, err := buildUpdate(expression.Set(expression.Name("a"), expression.Value(tc.v)), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := x.Values()[":0"]; !reflect.DeepEqual(got, tc.old) {
+			t.Errorf("%#v marshals to %#v, was %#v", tc.v, got, tc.old)
 		}
 	}
 }
