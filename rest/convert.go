@@ -1,7 +1,9 @@
 package rest
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/rest/gen"
@@ -175,4 +177,76 @@ func preferencesUpdate(in gen.PreferencesInput) (inbox.PreferencesUpdate, error)
 // device converts a push device.
 func device(d inbox.Device) gen.Device {
 	return gen.Device{Id: d.ID, Token: d.Token, Platform: gen.Platform(d.Platform), CreatedAt: d.CreatedAt}
+}
+
+// members returns the JSON members of v (a generated type: its members by their JSON
+// names, as the API's document names them).
+func members(v any) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("rest: members of %T: %w", v, err)
+	}
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("rest: members of %T: %w", v, err)
+	}
+	return out, nil
+}
+
+// fromMembers fills *out (a generated type) from its JSON members m. A member out has no
+// field for is an error: a name a channel registers (inbox.ChannelSpec's Switch, Part or
+// AddressKey) that the API's document lacks, never silently dropped.
+func fromMembers(m map[string]any, out any) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("rest: %T from members: %w", out, err)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(out); err != nil {
+		return fmt.Errorf("rest: %T from members: %w", out, err)
+	}
+	return nil
+}
+
+// profileInput converts a profile input: each channel's address is the input's member
+// named by its inbox.ChannelSpec.AddressKey.
+func profileInput(in gen.UserProfileInput) (inbox.UserProfile, error) {
+	m, err := members(in)
+	if err != nil {
+		return inbox.UserProfile{}, err
+	}
+	p := inbox.UserProfile{Locale: deref(in.Locale), Timezone: deref(in.Timezone)}
+	for _, k := range inbox.AddressKeys {
+		raw, ok := m[k]
+		if !ok {
+			continue
+		}
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return inbox.UserProfile{}, fmt.Errorf("rest: profile member %s: %w", k, err)
+		}
+		if p.Addresses == nil {
+			p.Addresses = map[string]string{}
+		}
+		p.Addresses[k] = v
+	}
+	return p, nil
+}
+
+// profile converts user id's stored profile p: each address as the member named by its
+// channel's AddressKey (left out when "").
+func profile(id string, p inbox.UserProfile) (gen.UserProfile, error) {
+	m := map[string]any{"id": id}
+	for _, k := range inbox.AddressKeys {
+		if v := p.Address(k); v != "" {
+			m[k] = v
+		}
+	}
+	out := gen.UserProfile{}
+	if err := fromMembers(m, &out); err != nil {
+		return gen.UserProfile{}, err
+	}
+	out.Locale, out.Timezone = ptr(p.Locale), ptr(p.Timezone)
+	return out, nil
 }

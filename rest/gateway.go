@@ -342,12 +342,15 @@ func (b *Gateway) GetTemplate(ctx context.Context, tenant, id, locale string, ve
 
 // PutUser replaces the user's channel profile.
 func (b *Gateway) PutUser(ctx context.Context, tenant, id string, in gen.UserProfileInput) (gen.UserProfile, error) {
-	p, err := b.Store.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: id}, inbox.UserProfile{
-		Email: deref(in.Email), Phone: deref(in.Phone), SlackUserID: deref(in.SlackUserId), Locale: deref(in.Locale), Timezone: deref(in.Timezone)})
+	pin, err := profileInput(in)
 	if err != nil {
 		return gen.UserProfile{}, err
 	}
-	return gen.UserProfile{Id: id, Email: ptr(p.Email), Phone: ptr(p.Phone), SlackUserId: ptr(p.SlackUserID), Locale: ptr(p.Locale), Timezone: ptr(p.Timezone)}, nil
+	p, err := b.Store.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: id}, pin)
+	if err != nil {
+		return gen.UserProfile{}, err
+	}
+	return profile(id, p)
 }
 
 // PutTenantSettings replaces the tenant's settings. The settings are whole: a member left
