@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"html"
 	"net/mail"
 	"slices"
 	"strings"
@@ -68,23 +69,31 @@ type PartField struct {
 	// Name is a Content field name: "subject", "html", "text", "title" or "body".
 	Name string
 	// Escape is how every output of the field's template is escaped at render (its data
-	// shows as written, never as the channel's markup); NoEscaping for plain text.
-	Escape Escaping
+	// shows as written, never as the channel's markup); nil for plain text.
+	Escape *Escaping
 }
 
 // Escaping is what a channel reads as markup in a field, escaped in every output of a
 // template (the template's own text is the author's markup and stays as written).
-type Escaping string
+// Templates know an escaping by its filter: each escaping of the registered channels'
+// fields is a template filter of that name, appended to every output of such a field
+// that does not already end with it, with one of AsWritten or with raw.
+type Escaping struct {
+	// Filter is the name of the template filter that escapes a value ("escape").
+	Filter string
+	// AsWritten are other filters whose output needs no more escaping ("escape_once").
+	AsWritten []string
+	// Func escapes text: the channel shows Func(s) as s.
+	Func func(string) string
+}
 
-const (
-	// NoEscaping: plain text (an email's subject and text, a push, an SMS).
-	NoEscaping Escaping = ""
-	// EscapeHTML: HTML (an email's html): & < > " ' as character references.
-	EscapeHTML Escaping = "html"
-	// EscapeSlack: Slack's mrkdwn (a Slack message's text): & < > as &amp; &lt; &gt;,
+var (
+	// EscapeHTML is HTML (an email's html): & < > " ' as character references.
+	EscapeHTML = &Escaping{Filter: "escape", AsWritten: []string{"escape_once"}, Func: html.EscapeString}
+	// EscapeSlack is Slack's mrkdwn (a Slack message's text): & < > as &amp; &lt; &gt;,
 	// as Slack asks of every text not meant as its markup (<url|label> links, <@U…>
 	// mentions, <!here>): data cannot post a disguised link or a mention from the bot.
-	EscapeSlack Escaping = "slack"
+	EscapeSlack = &Escaping{Filter: "slack_escape", Func: SlackEscape}
 )
 
 // slackEscaper escapes Slack's control characters.
@@ -93,6 +102,20 @@ var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 // SlackEscape returns s with Slack's control characters (& < >) escaped: Slack shows it
 // as written.
 func SlackEscape(s string) string { return slackEscaper.Replace(s) }
+
+// Escapings are the distinct escapings of the registered channels' fields (by Filter),
+// in Channels order.
+func Escapings() []*Escaping {
+	var out []*Escaping
+	for _, s := range channelSpecs {
+		for _, f := range s.Fields {
+			if f.Escape != nil && !slices.ContainsFunc(out, func(e *Escaping) bool { return e.Filter == f.Escape.Filter }) {
+				out = append(out, f.Escape)
+			}
+		}
+	}
+	return out
+}
 
 // Content is one channel's message, rendered or as template sources: the fields a
 // ChannelSpec's Fields name (an email's subject, HTML and text; a push notification's

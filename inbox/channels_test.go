@@ -43,6 +43,20 @@ func TestChannelRegistrations(t *testing.T) {
 			t.Errorf("%s: an address needs its skip reason and its check, and only then", c)
 		}
 	}
+	filters := map[string]*inbox.Escaping{}
+	for _, e := range inbox.Escapings() {
+		if e.Filter == "" || e.Filter == "raw" || e.Func == nil || filters[e.Filter] != nil {
+			t.Errorf("escaping %+v: no filter name, raw's, no function, or a name twice", e)
+		}
+		filters[e.Filter] = e
+	}
+	for _, s := range inbox.Specs() {
+		for _, f := range s.Fields {
+			if f.Escape != nil && filters[f.Escape.Filter] != f.Escape {
+				t.Errorf("%s.%s: escaping %q is another's filter name", s.Name, f.Name, f.Escape.Filter)
+			}
+		}
+	}
 	if len(switches) != len(inbox.SwitchChannels) || len(parts) != len(inbox.PartChannels) {
 		t.Errorf("SwitchChannels %v, PartChannels %v", inbox.SwitchChannels, inbox.PartChannels)
 	}
