@@ -31,6 +31,26 @@ const (
 	TwilioCallbackPath = "/v1/webhooks/provider/twilio"
 )
 
+// ChannelConfigs are the settings of channels that bring their own (a struct per
+// channel, embedded in Config: its variables are Config's). Each field's env tag names
+// its variable and its help tag describes it in the usage.
+type ChannelConfigs struct {
+	// Slack (DESIGN.md "Slack (v3)").
+	Slack SlackSettings
+}
+
+// SlackSettings configure the Slack channel: direct messages from a bot.
+type SlackSettings struct {
+	// BotToken is the bot token ("xoxb-…": chat.postMessage to the recipient's
+	// slackUserId); unset, Slack has no provider.
+	BotToken string `env:"INBOX_SLACK_BOT_TOKEN" help:"Slack (direct messages): the bot token, xoxb-... with chat:write (unset: no Slack)"`
+	// URL is the Web API's base URL.
+	URL string `env:"INBOX_SLACK_URL" envDefault:"https://slack.com/api" help:"Slack Web API base URL"`
+	// Rate: chat.postMessage allows about one message a second per conversation and
+	// bursts across conversations; this bounds the bot's sends.
+	Rate float64 `env:"INBOX_RATE_SLACK" envDefault:"20" help:"Slack sends per second per instance"`
+}
+
 // checkChannels checks the channel settings (see README "Channels"): each provider is
 // either fully configured or not at all, URLs are http(s), bounds hold.
 func (c *Config) checkChannels() error {
@@ -54,7 +74,7 @@ func (c *Config) checkChannels() error {
 		}
 	}
 	for _, u := range []struct{ name, v string }{
-		{"INBOX_FCM_URL", c.FCMURL}, {"INBOX_APNS_URL", c.APNsURL}, {"INBOX_TWILIO_URL", c.TwilioURL}, {"INBOX_SLACK_URL", c.SlackURL}, {"INBOX_PUBLIC_URL", c.PublicURL},
+		{"INBOX_FCM_URL", c.FCMURL}, {"INBOX_APNS_URL", c.APNsURL}, {"INBOX_TWILIO_URL", c.TwilioURL}, {"INBOX_SLACK_URL", c.Slack.URL}, {"INBOX_PUBLIC_URL", c.PublicURL},
 	} {
 		if u.v == "" && u.name == "INBOX_PUBLIC_URL" {
 			continue
@@ -75,7 +95,7 @@ func (c *Config) checkChannels() error {
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"INBOX_RATE_EMAIL", c.RateEmail}, {"INBOX_RATE_PUSH", c.RatePush}, {"INBOX_RATE_SMS", c.RateSMS}, {"INBOX_RATE_WEBHOOK", c.RateWebhook}, {"INBOX_RATE_SLACK", c.RateSlack}} {
+	}{{"INBOX_RATE_EMAIL", c.RateEmail}, {"INBOX_RATE_PUSH", c.RatePush}, {"INBOX_RATE_SMS", c.RateSMS}, {"INBOX_RATE_WEBHOOK", c.RateWebhook}, {"INBOX_RATE_SLACK", c.Slack.Rate}} {
 		if !(r.v > 0 && r.v <= MaxRate) || math.IsNaN(r.v) {
 			return fmt.Errorf("configuration: %s must be above 0 and at most %g sends a second, not %g", r.name, float64(MaxRate), r.v)
 		}
@@ -168,12 +188,12 @@ func deliveryChannels(cfg Config, devSMTP string) (*channel.Registry, error) {
 		}
 		chs.Register(inbox.ChannelSMS, "", channel.Limit(tw, cfg.RateSMS, burst(cfg.RateSMS)))
 	}
-	if cfg.SlackBotToken != "" {
-		sl, err := channel.NewSlack(channel.SlackConfig{BotToken: cfg.SlackBotToken, BaseURL: cfg.SlackURL, Client: client, Timeout: cfg.DeliveryTimeout})
+	if sc := cfg.Slack; sc.BotToken != "" {
+		sl, err := channel.NewSlack(channel.SlackConfig{BotToken: sc.BotToken, BaseURL: sc.URL, Client: client, Timeout: cfg.DeliveryTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("INBOX_SLACK_*: %w", err)
 		}
-		chs.Register(inbox.ChannelSlack, "", channel.Limit(sl, cfg.RateSlack, burst(cfg.RateSlack)))
+		chs.Register(inbox.ChannelSlack, "", channel.Limit(sl, sc.Rate, burst(sc.Rate)))
 	}
 	return chs, nil
 }

@@ -27,8 +27,8 @@ func TestChannelConfigDefaultsAndBounds(t *testing.T) {
 	if cfg.DeliveryAttempts != delivery.DefaultAttempts || cfg.DeliveryBackoff != delivery.DefaultBackoff || cfg.DeliveryTimeout != delivery.DefaultTimeout ||
 		cfg.RateEmail != 100 || cfg.RatePush != 500 || cfg.RateSMS != 10 || cfg.RateWebhook != 100 || cfg.CallbackMaxAge != 10*time.Minute ||
 		cfg.DevSMTPAddr != "127.0.0.1:1025" || cfg.FCMURL != "https://fcm.googleapis.com" || cfg.APNsURL != "https://api.push.apple.com" ||
-		cfg.TwilioURL != "https://api.twilio.com" || cfg.SMTPURL != "" || cfg.SlackURL != "https://slack.com/api" || cfg.RateSlack != 20 ||
-		cfg.SlackBotToken != "" {
+		cfg.TwilioURL != "https://api.twilio.com" || cfg.SMTPURL != "" || cfg.Slack.URL != "https://slack.com/api" || cfg.Slack.Rate != 20 ||
+		cfg.Slack.BotToken != "" {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	for _, tc := range []struct {
@@ -102,7 +102,7 @@ func TestDeliveryChannelsFromConfig(t *testing.T) {
 	}
 
 	slack := cfg
-	slack.SlackBotToken = "xoxb-1-2-3"
+	slack.Slack.BotToken = "xoxb-1-2-3"
 	if chs, err = deliveryChannels(slack, ""); err != nil || chs.Lookup(inbox.ChannelSlack, "") == nil || chs.Lookup(inbox.ChannelSlack, "").Provider() != channel.ProviderSlack {
 		t.Fatalf("Slack: %+v, %v", chs, err)
 	}

@@ -177,10 +177,9 @@ type Config struct {
 	TwilioAuthToken  string `env:"INBOX_TWILIO_AUTH_TOKEN"`
 	TwilioFrom       string `env:"INBOX_TWILIO_FROM"`
 	TwilioURL        string `env:"INBOX_TWILIO_URL" envDefault:"https://api.twilio.com"`
-	// Slack: the bot token ("xoxb-…": chat.postMessage to the recipient's slackUserId)
-	// and the Web API's base URL.
-	SlackBotToken string `env:"INBOX_SLACK_BOT_TOKEN"`
-	SlackURL      string `env:"INBOX_SLACK_URL" envDefault:"https://slack.com/api"`
+	// ChannelConfigs are the settings of the channels configured in app/channels.go,
+	// each with its variables and their help.
+	ChannelConfigs
 	// SendGridWebhookKey is the event webhook's verification key (base64 DER ECDSA public
 	// key); unset, SendGrid callbacks are refused. Provider callbacks: POST
 	// /v1/webhooks/provider/{name}, see providerHooks.
@@ -195,9 +194,6 @@ type Config struct {
 	RatePush    float64 `env:"INBOX_RATE_PUSH" envDefault:"500"`
 	RateSMS     float64 `env:"INBOX_RATE_SMS" envDefault:"10"`
 	RateWebhook float64 `env:"INBOX_RATE_WEBHOOK" envDefault:"100"`
-	// RateSlack: chat.postMessage allows about one message a second per conversation and
-	// bursts across conversations; this bounds the bot's sends.
-	RateSlack float64 `env:"INBOX_RATE_SLACK" envDefault:"20"`
 	// DeliveryAttempts bounds the sends of one delivery record; DeliveryBackoff is the
 	// retry delay's base (exponential, full jitter); DeliveryTimeout one send's deadline.
 	DeliveryAttempts int           `env:"INBOX_DELIVERY_ATTEMPTS" envDefault:"6"`

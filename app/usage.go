@@ -11,8 +11,9 @@ import (
 // helpArgs are the arguments that print Usage instead of running a command.
 var helpArgs = map[string]bool{"help": true, "-h": true, "-help": true, "--help": true}
 
-// envHelp describes every environment variable of Config, by name (TestUsageCoversEveryVariable
-// fails when a Config field has none).
+// envHelp describes the environment variables of Config's own fields, by name; those of
+// embedded settings structs (ChannelConfigs) carry their help in a help tag
+// (TestUsageCoversEveryVariable fails when a variable has no description, or two).
 var envHelp = map[string]string{
 	"INBOX_ADDR":                  "listen address of the gateway",
 	"INBOX_TABLE":                 "DynamoDB table name",
@@ -77,15 +78,12 @@ var envHelp = map[string]string{
 	"INBOX_TWILIO_AUTH_TOKEN":     "Twilio auth token: authenticates sends, and checks the signature of Twilio's status callbacks (with INBOX_PUBLIC_URL)",
 	"INBOX_TWILIO_FROM":           "Twilio: the sending number (E.164) or messaging service SID",
 	"INBOX_TWILIO_URL":            "Twilio API base URL",
-	"INBOX_SLACK_BOT_TOKEN":       "Slack (direct messages): the bot token, xoxb-... with chat:write (unset: no Slack)",
-	"INBOX_SLACK_URL":             "Slack Web API base URL",
 	"INBOX_SENDGRID_WEBHOOK_KEY":  "SendGrid event webhook verification key (base64 DER ECDSA P-256): enables POST /v1/webhooks/provider/sendgrid",
 	"INBOX_PUBLIC_URL":            "the gateway's public URL as providers call it (https://inbox.example.com): Twilio status callbacks go to {it}/v1/webhooks/provider/twilio (unset: none asked for)",
 	"INBOX_CALLBACK_MAX_AGE":      "how old a SendGrid callback's signed timestamp may be (a replay past it is refused; 10s..24h)",
 	"INBOX_RATE_EMAIL":            "email sends per second per instance",
 	"INBOX_RATE_PUSH":             "push sends per second per instance and provider (APNs, FCM)",
 	"INBOX_RATE_SMS":              "SMS sends per second per instance",
-	"INBOX_RATE_SLACK":            "Slack sends per second per instance",
 	"INBOX_RATE_WEBHOOK":          "webhook sends per second per instance",
 	"INBOX_DELIVERY_ATTEMPTS":     "sends of one delivery record before a transient failure fails it (1..100)",
 	"INBOX_DELIVERY_BACKOFF":      "base of the retry delay: uniform in [0, base·2^(n-1)] after the n-th attempt, at least the provider's Retry-After",
@@ -93,19 +91,32 @@ var envHelp = map[string]string{
 	"INBOX_WEBHOOK_ALLOW_PRIVATE": "true: tenants' webhooks may reach loopback, private and link-local addresses (always so in dev mode); false: such a delivery fails",
 }
 
-// envVar is one environment variable of Config: its name and default ("" for none).
-type envVar struct{ name, def string }
+// envVar is one environment variable of Config: its name, default ("" for none) and
+// description (its field's help tag, else envHelp's).
+type envVar struct{ name, def, help string }
 
-// envVars lists Config's environment variables in field order, from its struct tags.
+// envVars lists Config's environment variables in field order, from its struct tags,
+// those of its settings structs (a struct field without an env tag) in their place.
 func envVars() []envVar {
 	var out []envVar
-	t := reflect.TypeFor[Config]()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if name := f.Tag.Get("env"); name != "" && name != "-" {
-			out = append(out, envVar{name: name, def: f.Tag.Get("envDefault")})
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name := f.Tag.Get("env")
+			switch {
+			case name == "" && f.Type.Kind() == reflect.Struct:
+				walk(f.Type)
+			case name != "" && name != "-":
+				help := f.Tag.Get("help")
+				if help == "" {
+					help = envHelp[name]
+				}
+				out = append(out, envVar{name: name, def: f.Tag.Get("envDefault"), help: help})
+			}
 		}
 	}
+	walk(reflect.TypeFor[Config]())
 	return out
 }
 
@@ -130,7 +141,7 @@ Configuration (environment variables, default in brackets):
 		if v.def != "" {
 			def = " [" + v.def + "]"
 		}
-		fmt.Fprintf(tw, "  %s\t%s%s\n", v.name, envHelp[v.name], def)
+		fmt.Fprintf(tw, "  %s\t%s%s\n", v.name, v.help, def)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nOn AWS (INBOX_STORE=dynamodb) the standard AWS variables apply (AWS_REGION, credentials).")

@@ -162,7 +162,7 @@ func TestDeliverMarksNoProviderOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{Email: "a@example.com"}); err != nil {
+	if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{Addresses: map[string]string{"email": "a@example.com"}}); err != nil {
 		t.Fatal(err)
 	}
 	id, task := f.send(t, "k", inbox.ChannelEmail, inbox.ChannelEmail)

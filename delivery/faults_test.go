@@ -307,7 +307,7 @@ var faultPoints = []faultPoint{
 		}},
 	{name: "SkipDelivery", op: "UpdateItem", nth: 1,
 		prepare: func(t *testing.T, f *fixture, e *faultEnv) inbox.Task {
-			if _, err := f.st.PutUserProfile(context.Background(), viewer, inbox.UserProfile{Email: "a@example.com"}); err != nil {
+			if _, err := f.st.PutUserProfile(context.Background(), viewer, inbox.UserProfile{Addresses: map[string]string{"email": "a@example.com"}}); err != nil {
 				t.Fatal(err)
 			}
 			e.key = inbox.ChannelEmail // no email provider: skipped
@@ -551,7 +551,7 @@ func TestProviderCallbacksUnderFaults(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{Phone: "+15005550006"}); err != nil {
+	if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{Addresses: map[string]string{"phone": "+15005550006"}}); err != nil {
 		t.Fatal(err)
 	}
 	sms := &fakePush{provider: channel.ProviderTwilio}

@@ -72,7 +72,7 @@ func TestDeliverProviderErrorTextIsBounded(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			ctx := context.Background()
-			if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{SlackUserID: "U024BE7LH"}); err != nil {
+			if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{Addresses: map[string]string{"slackUserId": "U024BE7LH"}}); err != nil {
 				t.Fatal(err)
 			}
 			var adapter channel.Channel = failWith{tc.err}

@@ -88,7 +88,7 @@ func TestDeliverSlack(t *testing.T) {
 	}
 
 	// No Slack user id: skipped when sent, no task.
-	if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{Email: "a@example.com"}); err != nil {
+	if _, err := f.st.PutUserProfile(ctx, viewer, inbox.UserProfile{Addresses: map[string]string{"email": "a@example.com"}}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := service.Writer{Store: f.st}.Send(ctx, tenant, inbox.SendInput{IdempotencyKey: "no-id", Recipients: []string{user}, Type: "invoice.paid",
@@ -96,7 +96,7 @@ func TestDeliverSlack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := f.record(t, res.NotificationIDs[0], inbox.ChannelSlack); c.Status != inbox.DeliverySkipped || c.Reason != inbox.ReasonNoSlackUser {
+	if c := f.record(t, res.NotificationIDs[0], inbox.ChannelSlack); c.Status != inbox.DeliverySkipped || c.Reason != "no_slack_user" {
 		t.Fatalf("without a Slack user id: %+v", c)
 	}
 }
@@ -106,7 +106,7 @@ func TestDeliverSlack(t *testing.T) {
 func newSlackFixture(t *testing.T) (*fixture, *channeltest.Slack, channel.Channel) {
 	t.Helper()
 	f := newFixture(t)
-	if _, err := f.st.PutUserProfile(context.Background(), viewer, inbox.UserProfile{SlackUserID: "U024BE7LH"}); err != nil {
+	if _, err := f.st.PutUserProfile(context.Background(), viewer, inbox.UserProfile{Addresses: map[string]string{"slackUserId": "U024BE7LH"}}); err != nil {
 		t.Fatal(err)
 	}
 	srv := channeltest.NewSlack(t)

@@ -32,7 +32,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
-	ChannelSwitches() ChannelSwitchesResolver
+	CategoryPreference() CategoryPreferenceResolver
 	Mutation() MutationResolver
 	Notification() NotificationResolver
 	NotificationGroup() NotificationGroupResolver
@@ -268,12 +268,8 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
-type ChannelSwitchesResolver interface {
-	InApp(ctx context.Context, obj inbox.ChannelSwitches) (bool, error)
-	Email(ctx context.Context, obj inbox.ChannelSwitches) (bool, error)
-	Push(ctx context.Context, obj inbox.ChannelSwitches) (bool, error)
-	Sms(ctx context.Context, obj inbox.ChannelSwitches) (bool, error)
-	Slack(ctx context.Context, obj inbox.ChannelSwitches) (bool, error)
+type CategoryPreferenceResolver interface {
+	Channels(ctx context.Context, obj *inbox.CategoryPreference) (*model.ChannelSwitches, error)
 }
 type MutationResolver interface {
 	MarkRead(ctx context.Context, ids []string) (*inbox.MarkResult, error)
@@ -300,6 +296,8 @@ type NotificationGroupResolver interface {
 	Actors(ctx context.Context, obj *inbox.NotificationGroup, first *int) ([]*inbox.Actor, error)
 }
 type PreferencesResolver interface {
+	Channels(ctx context.Context, obj *inbox.Preferences) (*model.ChannelSwitches, error)
+
 	MutedTargets(ctx context.Context, obj *inbox.Preferences) ([]*inbox.Target, error)
 }
 type QueryResolver interface {
@@ -3088,11 +3086,11 @@ func (ec *executionContext) _CategoryPreference_channels(ctx context.Context, fi
 			return ec.fieldContext_CategoryPreference_channels(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Channels, nil
+			return ec.Resolvers.CategoryPreference().Channels(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v inbox.ChannelSwitches) graphql.Marshaler {
-			return ec.marshalNChannelSwitches2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐChannelSwitches(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ChannelSwitches) graphql.Marshaler {
+			return ec.marshalNChannelSwitches2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitches(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3102,8 +3100,8 @@ func (ec *executionContext) fieldContext_CategoryPreference_channels(_ context.C
 	fc = &graphql.FieldContext{
 		Object:     "CategoryPreference",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ChannelSwitches(ctx, field)
 		},
@@ -3111,7 +3109,7 @@ func (ec *executionContext) fieldContext_CategoryPreference_channels(_ context.C
 	return fc, nil
 }
 
-func (ec *executionContext) _ChannelSwitches_inApp(ctx context.Context, field graphql.CollectedField, obj inbox.ChannelSwitches) (ret graphql.Marshaler) {
+func (ec *executionContext) _ChannelSwitches_inApp(ctx context.Context, field graphql.CollectedField, obj *model.ChannelSwitches) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -3120,7 +3118,7 @@ func (ec *executionContext) _ChannelSwitches_inApp(ctx context.Context, field gr
 			return ec.fieldContext_ChannelSwitches_inApp(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.ChannelSwitches().InApp(ctx, obj)
+			return obj.InApp, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -3131,10 +3129,10 @@ func (ec *executionContext) _ChannelSwitches_inApp(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_ChannelSwitches_inApp(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ChannelSwitches", field, true, true, "Boolean")
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _ChannelSwitches_email(ctx context.Context, field graphql.CollectedField, obj inbox.ChannelSwitches) (ret graphql.Marshaler) {
+func (ec *executionContext) _ChannelSwitches_email(ctx context.Context, field graphql.CollectedField, obj *model.ChannelSwitches) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -3143,7 +3141,7 @@ func (ec *executionContext) _ChannelSwitches_email(ctx context.Context, field gr
 			return ec.fieldContext_ChannelSwitches_email(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.ChannelSwitches().Email(ctx, obj)
+			return obj.Email, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -3154,10 +3152,10 @@ func (ec *executionContext) _ChannelSwitches_email(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_ChannelSwitches_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ChannelSwitches", field, true, true, "Boolean")
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _ChannelSwitches_push(ctx context.Context, field graphql.CollectedField, obj inbox.ChannelSwitches) (ret graphql.Marshaler) {
+func (ec *executionContext) _ChannelSwitches_push(ctx context.Context, field graphql.CollectedField, obj *model.ChannelSwitches) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -3166,7 +3164,7 @@ func (ec *executionContext) _ChannelSwitches_push(ctx context.Context, field gra
 			return ec.fieldContext_ChannelSwitches_push(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.ChannelSwitches().Push(ctx, obj)
+			return obj.Push, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -3177,10 +3175,10 @@ func (ec *executionContext) _ChannelSwitches_push(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_ChannelSwitches_push(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ChannelSwitches", field, true, true, "Boolean")
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _ChannelSwitches_sms(ctx context.Context, field graphql.CollectedField, obj inbox.ChannelSwitches) (ret graphql.Marshaler) {
+func (ec *executionContext) _ChannelSwitches_sms(ctx context.Context, field graphql.CollectedField, obj *model.ChannelSwitches) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -3189,7 +3187,7 @@ func (ec *executionContext) _ChannelSwitches_sms(ctx context.Context, field grap
 			return ec.fieldContext_ChannelSwitches_sms(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.ChannelSwitches().Sms(ctx, obj)
+			return obj.Sms, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -3200,10 +3198,10 @@ func (ec *executionContext) _ChannelSwitches_sms(ctx context.Context, field grap
 	)
 }
 func (ec *executionContext) fieldContext_ChannelSwitches_sms(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ChannelSwitches", field, true, true, "Boolean")
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _ChannelSwitches_slack(ctx context.Context, field graphql.CollectedField, obj inbox.ChannelSwitches) (ret graphql.Marshaler) {
+func (ec *executionContext) _ChannelSwitches_slack(ctx context.Context, field graphql.CollectedField, obj *model.ChannelSwitches) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -3212,7 +3210,7 @@ func (ec *executionContext) _ChannelSwitches_slack(ctx context.Context, field gr
 			return ec.fieldContext_ChannelSwitches_slack(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.ChannelSwitches().Slack(ctx, obj)
+			return obj.Slack, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -3223,7 +3221,7 @@ func (ec *executionContext) _ChannelSwitches_slack(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_ChannelSwitches_slack(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ChannelSwitches", field, true, true, "Boolean")
+	return graphql.NewScalarFieldContext("ChannelSwitches", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _DeletePayload_deletedIds(ctx context.Context, field graphql.CollectedField, obj *inbox.DeleteResult) (ret graphql.Marshaler) {
@@ -5677,11 +5675,11 @@ func (ec *executionContext) _Preferences_channels(ctx context.Context, field gra
 			return ec.fieldContext_Preferences_channels(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Channels, nil
+			return ec.Resolvers.Preferences().Channels(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v inbox.ChannelSwitches) graphql.Marshaler {
-			return ec.marshalNChannelSwitches2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐChannelSwitches(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ChannelSwitches) graphql.Marshaler {
+			return ec.marshalNChannelSwitches2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitches(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5691,8 +5689,8 @@ func (ec *executionContext) fieldContext_Preferences_channels(_ context.Context,
 	fc = &graphql.FieldContext{
 		Object:     "Preferences",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ChannelSwitches(ctx, field)
 		},
@@ -7861,7 +7859,7 @@ func (ec *executionContext) unmarshalInputCategoryPreferenceInput(ctx context.Co
 			it.Category = data
 		case "channels":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("channels"))
-			data, err := ec.unmarshalNChannelSwitchesInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitchesInput(ctx, v)
+			data, err := ec.unmarshalNChannelSwitchesInput2map(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -7883,8 +7881,8 @@ func UnmarshalCategoryPreferenceInput(ctx context.Context, raw any) (model.Categ
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputChannelSwitchesInput(ctx context.Context, obj any) (model.ChannelSwitchesInput, error) {
-	var it model.ChannelSwitchesInput
+func (ec *executionContext) unmarshalInputChannelSwitchesInput(ctx context.Context, obj any) (map[string]any, error) {
+	var it map[string]any
 	if obj == nil {
 		return it, nil
 	}
@@ -7895,6 +7893,7 @@ func (ec *executionContext) unmarshalInputChannelSwitchesInput(ctx context.Conte
 	}
 
 	fieldsInOrder := [...]string{"inApp", "email", "push", "sms", "slack"}
+	it = make(map[string]any, len(asMap))
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -7907,35 +7906,35 @@ func (ec *executionContext) unmarshalInputChannelSwitchesInput(ctx context.Conte
 			if err != nil {
 				return it, err
 			}
-			it.InApp = data
+			it["inApp"] = data
 		case "email":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("email"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
 			if err != nil {
 				return it, err
 			}
-			it.Email = data
+			it["email"] = data
 		case "push":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("push"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
 			if err != nil {
 				return it, err
 			}
-			it.Push = data
+			it["push"] = data
 		case "sms":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sms"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
 			if err != nil {
 				return it, err
 			}
-			it.Sms = data
+			it["sms"] = data
 		case "slack":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("slack"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
 			if err != nil {
 				return it, err
 			}
-			it.Slack = data
+			it["slack"] = data
 		}
 	}
 	return it, nil
@@ -7947,8 +7946,8 @@ func (ec *executionContext) unmarshalInputChannelSwitchesInput(ctx context.Conte
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalChannelSwitchesInput(ctx context.Context, raw any) (model.ChannelSwitchesInput, error) {
-	var out model.ChannelSwitchesInput
+func UnmarshalChannelSwitchesInput(ctx context.Context, raw any) (map[string]any, error) {
+	var out map[string]any
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ChannelSwitchesInput", raw, &out)
 	return out, err
 }
@@ -8127,7 +8126,7 @@ func (ec *executionContext) unmarshalInputPreferencesInput(ctx context.Context, 
 		switch k {
 		case "channels":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("channels"))
-			data, err := ec.unmarshalOChannelSwitchesInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitchesInput(ctx, v)
+			data, err := ec.unmarshalOChannelSwitchesInput2map(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -8673,18 +8672,19 @@ func (ec *executionContext) _CategoryPreference(ctx context.Context, sel ast.Sel
 		case "category":
 			out.Values[i] = ec._CategoryPreference_category(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "critical":
 			out.Values[i] = ec._CategoryPreference_critical(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "channels":
-			out.Values[i] = ec._CategoryPreference_channels(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._CategoryPreference_channels(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -8704,7 +8704,7 @@ func (ec *executionContext) _CategoryPreference(ctx context.Context, sel ast.Sel
 
 var channelSwitchesImplementors = []string{"ChannelSwitches"}
 
-func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.SelectionSet, obj inbox.ChannelSwitches) graphql.Marshaler {
+func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.SelectionSet, obj *model.ChannelSwitches) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, channelSwitchesImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -8714,35 +8714,30 @@ func (ec *executionContext) _ChannelSwitches(ctx context.Context, sel ast.Select
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("ChannelSwitches")
 		case "inApp":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._ChannelSwitches_inApp(ctx, field, obj)
-				})
+			out.Values[i] = ec._ChannelSwitches_inApp(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "email":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._ChannelSwitches_email(ctx, field, obj)
-				})
+			out.Values[i] = ec._ChannelSwitches_email(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "push":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._ChannelSwitches_push(ctx, field, obj)
-				})
+			out.Values[i] = ec._ChannelSwitches_push(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "sms":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._ChannelSwitches_sms(ctx, field, obj)
-				})
+			out.Values[i] = ec._ChannelSwitches_sms(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "slack":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._ChannelSwitches_slack(ctx, field, obj)
-				})
+			out.Values[i] = ec._ChannelSwitches_slack(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9636,10 +9631,11 @@ func (ec *executionContext) _Preferences(ctx context.Context, sel ast.SelectionS
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Preferences")
 		case "channels":
-			out.Values[i] = ec._Preferences_channels(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Preferences_channels(ctx, field, obj)
+				})
 		case "categories":
 			out.Values[i] = ec._Preferences_categories(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -10463,7 +10459,7 @@ func (ec *executionContext) marshalNChannel2githubᚗcomᚋinboxgwᚋgatewayᚋg
 	return v
 }
 
-func (ec *executionContext) marshalNChannelSwitches2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐChannelSwitches(ctx context.Context, sel ast.SelectionSet, v inbox.ChannelSwitches) graphql.Marshaler {
+func (ec *executionContext) marshalNChannelSwitches2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitches(ctx context.Context, sel ast.SelectionSet, v *model.ChannelSwitches) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ChannelSwitches!")
 		return graphql.Null
@@ -10471,9 +10467,9 @@ func (ec *executionContext) marshalNChannelSwitches2githubᚗcomᚋinboxgwᚋgat
 	return ec._ChannelSwitches(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNChannelSwitchesInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitchesInput(ctx context.Context, v any) (*model.ChannelSwitchesInput, error) {
+func (ec *executionContext) unmarshalNChannelSwitchesInput2map(ctx context.Context, v any) (map[string]any, error) {
 	res, err := ec.unmarshalInputChannelSwitchesInput(ctx, v)
-	return &res, graphql.ErrorOnPath(ctx, err)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNDeletePayload2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐDeleteResult(ctx context.Context, sel ast.SelectionSet, v *inbox.DeleteResult) graphql.Marshaler {
@@ -11123,12 +11119,12 @@ func (ec *executionContext) marshalOChannel2ᚕgithubᚗcomᚋinboxgwᚋgateway�
 	return ret
 }
 
-func (ec *executionContext) unmarshalOChannelSwitchesInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐChannelSwitchesInput(ctx context.Context, v any) (*model.ChannelSwitchesInput, error) {
+func (ec *executionContext) unmarshalOChannelSwitchesInput2map(ctx context.Context, v any) (map[string]any, error) {
 	if v == nil {
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputChannelSwitchesInput(ctx, v)
-	return &res, graphql.ErrorOnPath(ctx, err)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOID2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

@@ -1,6 +1,8 @@
 package inbox
 
 import (
+	"html"
+	"net/mail"
 	"slices"
 	"strings"
 )
@@ -33,10 +35,15 @@ type ChannelSpec struct {
 	// Fields are the part's fields, Content field names ("subject", "html", "text",
 	// "title", "body") in order, each with the escaping of its outputs at render.
 	Fields []PartField
-	// Address returns the recipient's address on the channel from their profile; nil
-	// when it is not on the profile (in-app, push: the devices, webhook: the tenant).
-	Address func(UserProfile) string
-	// NoAddress is the skip reason of a recipient whose Address is "".
+	// AddressKey names the recipient's address on the channel in their profile
+	// (UserProfile.Addresses): its JSON name and the PROFILE attribute; "" when it is not
+	// on the profile (in-app, push: the devices, webhook: the tenant).
+	AddressKey string
+	// ValidAddress returns a BAD_USER_INPUT error naming AddressKey for an address the
+	// channel cannot deliver to (nil: anything goes).
+	ValidAddress func(string) error
+	// NoAddress is the skip reason of a recipient without an address (with AddressKey
+	// only).
 	NoAddress string
 	// Quiet reports whether quiet hours defer the channel (not in-app, not the webhook).
 	Quiet bool
@@ -48,28 +55,45 @@ type ChannelSpec struct {
 	Fallback func(title, body string) Content
 }
 
+// Address returns the recipient's address on the channel from their profile ("" for
+// none, and for a channel without an AddressKey).
+func (s ChannelSpec) Address(p UserProfile) string {
+	if s.AddressKey == "" {
+		return ""
+	}
+	return p.Address(s.AddressKey)
+}
+
 // PartField is one field of a channel's template part.
 type PartField struct {
 	// Name is a Content field name: "subject", "html", "text", "title" or "body".
 	Name string
 	// Escape is how every output of the field's template is escaped at render (its data
-	// shows as written, never as the channel's markup); NoEscaping for plain text.
-	Escape Escaping
+	// shows as written, never as the channel's markup); nil for plain text.
+	Escape *Escaping
 }
 
 // Escaping is what a channel reads as markup in a field, escaped in every output of a
 // template (the template's own text is the author's markup and stays as written).
-type Escaping string
+// Templates know an escaping by its filter: each escaping of the registered channels'
+// fields is a template filter of that name, appended to every output of such a field
+// that does not already end with it, with one of AsWritten or with raw.
+type Escaping struct {
+	// Filter is the name of the template filter that escapes a value ("escape").
+	Filter string
+	// AsWritten are other filters whose output needs no more escaping ("escape_once").
+	AsWritten []string
+	// Func escapes text: the channel shows Func(s) as s.
+	Func func(string) string
+}
 
-const (
-	// NoEscaping: plain text (an email's subject and text, a push, an SMS).
-	NoEscaping Escaping = ""
-	// EscapeHTML: HTML (an email's html): & < > " ' as character references.
-	EscapeHTML Escaping = "html"
-	// EscapeSlack: Slack's mrkdwn (a Slack message's text): & < > as &amp; &lt; &gt;,
+var (
+	// EscapeHTML is HTML (an email's html): & < > " ' as character references.
+	EscapeHTML = &Escaping{Filter: "escape", AsWritten: []string{"escape_once"}, Func: html.EscapeString}
+	// EscapeSlack is Slack's mrkdwn (a Slack message's text): & < > as &amp; &lt; &gt;,
 	// as Slack asks of every text not meant as its markup (<url|label> links, <@U…>
 	// mentions, <!here>): data cannot post a disguised link or a mention from the bot.
-	EscapeSlack Escaping = "slack"
+	EscapeSlack = &Escaping{Filter: "slack_escape", Func: SlackEscape}
 )
 
 // slackEscaper escapes Slack's control characters.
@@ -78,6 +102,20 @@ var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 // SlackEscape returns s with Slack's control characters (& < >) escaped: Slack shows it
 // as written.
 func SlackEscape(s string) string { return slackEscaper.Replace(s) }
+
+// Escapings are the distinct escapings of the registered channels' fields (by Filter),
+// in Channels order.
+func Escapings() []*Escaping {
+	var out []*Escaping
+	for _, s := range channelSpecs {
+		for _, f := range s.Fields {
+			if f.Escape != nil && !slices.ContainsFunc(out, func(e *Escaping) bool { return e.Filter == f.Escape.Filter }) {
+				out = append(out, f.Escape)
+			}
+		}
+	}
+	return out
+}
 
 // Content is one channel's message, rendered or as template sources: the fields a
 // ChannelSpec's Fields name (an email's subject, HTML and text; a push notification's
@@ -134,8 +172,8 @@ var channelSpecs = []ChannelSpec{
 	{Name: ChannelInApp, Switch: "inApp"},
 	{
 		Name: ChannelEmail, Switch: "email", Part: "email",
-		Fields:    []PartField{{Name: "subject"}, {Name: "html", Escape: EscapeHTML}, {Name: "text"}},
-		Address:   func(p UserProfile) string { return p.Email },
+		Fields:     []PartField{{Name: "subject"}, {Name: "html", Escape: EscapeHTML}, {Name: "text"}},
+		AddressKey: "email", ValidAddress: validEmail,
 		NoAddress: ReasonNoEmail, Quiet: true,
 		Check: func(c Content) string {
 			switch {
@@ -162,17 +200,19 @@ var channelSpecs = []ChannelSpec{
 	},
 	{
 		Name: ChannelSMS, Switch: "sms", Part: "sms",
-		Fields:    []PartField{{Name: "text"}},
-		Address:   func(p UserProfile) string { return p.Phone },
+		Fields:     []PartField{{Name: "text"}},
+		AddressKey: "phone", ValidAddress: validPhone,
 		NoAddress: ReasonNoPhone, Quiet: true,
 		Check:    requireText("sms"),
 		Fallback: titleThenBody,
 	},
 	{
 		Name: ChannelSlack, Switch: "slack", Part: "slack",
-		Fields:    []PartField{{Name: "text", Escape: EscapeSlack}},
-		Address:   func(p UserProfile) string { return p.SlackUserID },
-		NoAddress: ReasonNoSlackUser, Quiet: true,
+		Fields: []PartField{{Name: "text", Escape: EscapeSlack}},
+		// The recipient's Slack member id ("U024BE7LH"): a direct message from the
+		// tenant's bot; without one the record is skipped as no_slack_user.
+		AddressKey: "slackUserId", ValidAddress: validSlackUserID,
+		NoAddress: "no_slack_user", Quiet: true,
 		Check: requireText("slack"),
 		// The title and body are plain text: Slack shows them as the inbox does.
 		Fallback: func(title, body string) Content {
@@ -180,6 +220,45 @@ var channelSpecs = []ChannelSpec{
 		},
 	},
 	{Name: ChannelWebhook},
+}
+
+// maxEmailBytes is the longest address SMTP carries (RFC 5321's path limit less "<>").
+const maxEmailBytes = 254
+
+// validEmail checks an email address: a bare address (net/mail, local@domain, no display
+// name) of at most maxEmailBytes.
+func validEmail(s string) error {
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Name != "" || a.Address != s || len(s) > maxEmailBytes || !strings.Contains(s, "@") {
+		return Errorf(CodeBadUserInput, "email must be an address such as ada@example.com (at most %d bytes)", maxEmailBytes)
+	}
+	return nil
+}
+
+// validPhone checks a phone number: E.164, "+" followed by 2..15 digits, the first not 0.
+func validPhone(s string) error {
+	d, ok := strings.CutPrefix(s, "+")
+	valid := ok && len(d) >= 2 && len(d) <= 15 && d[0] != '0'
+	for _, r := range d {
+		valid = valid && r >= '0' && r <= '9'
+	}
+	if !valid {
+		return Errorf(CodeBadUserInput, "phone must be an E.164 number such as +4915112345678")
+	}
+	return nil
+}
+
+// validSlackUserID checks a Slack member id: U or W, then 2..31 upper-case letters and
+// digits (Slack's ids are opaque; these are the shapes its user ids take).
+func validSlackUserID(s string) error {
+	valid := len(s) >= 3 && len(s) <= 32 && (s[0] == 'U' || s[0] == 'W')
+	for i, r := range s {
+		valid = valid && (i == 0 || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}
+	if !valid {
+		return Errorf(CodeBadUserInput, "slackUserId must be a Slack member id such as U024BE7LH")
+	}
+	return nil
 }
 
 func requireText(name string) func(Content) string {
@@ -221,6 +300,21 @@ var PartChannels = func() []string {
 	}
 	return out
 }()
+
+// AddressKeys are the channels' AddressKeys (the profile's address names), in Channels
+// order.
+var AddressKeys = func() []string {
+	var out []string
+	for _, s := range channelSpecs {
+		if s.AddressKey != "" {
+			out = append(out, s.AddressKey)
+		}
+	}
+	return out
+}()
+
+// Specs returns every channel's ChannelSpec, in Channels order.
+func Specs() []ChannelSpec { return slices.Clone(channelSpecs) }
 
 // ValidChannel reports whether c is one of Channels.
 func ValidChannel(c string) bool { return slices.Contains(Channels, c) }

@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"encoding/json"
+	"errors"
 	"maps"
 	"testing"
 
@@ -38,8 +39,22 @@ func TestChannelRegistrations(t *testing.T) {
 				}
 			}
 		}
-		if (s.Address == nil) != (s.NoAddress == "") {
-			t.Errorf("%s: an address needs its skip reason and only then", c)
+		if (s.AddressKey == "") != (s.NoAddress == "") || (s.AddressKey == "") != (s.ValidAddress == nil) {
+			t.Errorf("%s: an address needs its skip reason and its check, and only then", c)
+		}
+	}
+	filters := map[string]*inbox.Escaping{}
+	for _, e := range inbox.Escapings() {
+		if e.Filter == "" || e.Filter == "raw" || e.Func == nil || filters[e.Filter] != nil {
+			t.Errorf("escaping %+v: no filter name, raw's, no function, or a name twice", e)
+		}
+		filters[e.Filter] = e
+	}
+	for _, s := range inbox.Specs() {
+		for _, f := range s.Fields {
+			if f.Escape != nil && filters[f.Escape.Filter] != f.Escape {
+				t.Errorf("%s.%s: escaping %q is another's filter name", s.Name, f.Name, f.Escape.Filter)
+			}
 		}
 	}
 	if len(switches) != len(inbox.SwitchChannels) || len(parts) != len(inbox.PartChannels) {
@@ -84,13 +99,63 @@ func TestSwitchesStoredAsJSONBeforeSlack(t *testing.T) {
 // A profile's Slack user id is a Slack member id or nothing.
 func TestSlackUserIDValidation(t *testing.T) {
 	for _, ok := range []string{"", "U024BE7LH", "W012A3CDE", "U0123456789ABCDEFGHIJ"} {
-		if err := (inbox.UserProfile{SlackUserID: ok}).Validate(); err != nil {
+		if err := (inbox.UserProfile{Addresses: map[string]string{"slackUserId": ok}}).Validate(); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"u024be7lh", "C024BE7LH", "U", "U1", "U024 BE7", "U024BE7LH\n", "@ada", "U" + string(make([]byte, 40))} {
-		if err := (inbox.UserProfile{SlackUserID: bad}).Validate(); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		if err := (inbox.UserProfile{Addresses: map[string]string{"slackUserId": bad}}).Validate(); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// Each channel's address is checked by the channel's own check, under its AddressKey,
+// with the message naming it; an address under a key no channel registers is refused
+// (the store would drop it), and every address reads back by its spec.
+func TestProfileAddressesByChannel(t *testing.T) {
+	cases := []struct {
+		key, ok, bad, msg string
+	}{
+		{"email", "ada@example.com", "Ada <ada@example.com>", "email must be an address such as ada@example.com (at most 254 bytes)"},
+		{"email", "a@b", "no-at-sign", "email must be an address such as ada@example.com (at most 254 bytes)"},
+		{"phone", "+4915112345678", "+0151", "phone must be an E.164 number such as +4915112345678"},
+		{"phone", "+12", "4915112345678", "phone must be an E.164 number such as +4915112345678"},
+		{"slackUserId", "U024BE7LH", "C024BE7LH", "slackUserId must be a Slack member id such as U024BE7LH"},
+	}
+	for _, c := range cases {
+		if err := (inbox.UserProfile{Addresses: map[string]string{c.key: c.ok}}).Validate(); err != nil {
+			t.Errorf("%s %q: %v", c.key, c.ok, err)
+		}
+		err := (inbox.UserProfile{Addresses: map[string]string{c.key: c.bad}}).Validate()
+		var e *inbox.Error
+		if !errors.As(err, &e) || e.Code != inbox.CodeBadUserInput || e.Message != c.msg {
+			t.Errorf("%s %q: %v, want %q", c.key, c.bad, err, c.msg)
+		}
+	}
+	for _, k := range []string{"fax", "Email", "locale"} {
+		if err := (inbox.UserProfile{Addresses: map[string]string{k: "x"}}).Validate(); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("address %q: %v", k, err)
+		}
+	}
+	p := inbox.UserProfile{Addresses: map[string]string{}}
+	for _, k := range inbox.AddressKeys {
+		p.Addresses[k] = "to-" + k
+	}
+	n := 0
+	for _, s := range inbox.Specs() {
+		if s.AddressKey == "" {
+			if s.Address(p) != "" {
+				t.Errorf("%s has no address key but an address", s.Name)
+			}
+			continue
+		}
+		n++
+		if s.Address(p) != "to-"+s.AddressKey {
+			t.Errorf("%s: address %q", s.Name, s.Address(p))
+		}
+	}
+	if n != len(inbox.AddressKeys) || n < 3 {
+		t.Errorf("%d channels with an address, AddressKeys %v", n, inbox.AddressKeys)
 	}
 }

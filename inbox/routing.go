@@ -1,9 +1,8 @@
 package inbox
 
 import (
-	"net/mail"
 	"net/url"
-	"strings"
+	"slices"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -39,8 +38,6 @@ const (
 	ReasonNoEmail  = "no_email"
 	ReasonNoPhone  = "no_phone"
 	ReasonNoDevice = "no_device"
-	// ReasonNoSlackUser: the recipient's profile has no Slack user id.
-	ReasonNoSlackUser = "no_slack_user"
 	// ReasonNoWebhook: the tenant's settings have no webhook URL.
 	ReasonNoWebhook = "no_webhook"
 	// ReasonNoProvider: no channel adapter delivers the channel (yet).
@@ -128,36 +125,33 @@ func (c SkipCounts) Channel(channel string) int {
 // UserProfile is what a recipient's channels need (PUT /v1/users/{id}): every field
 // optional ("" means none).
 type UserProfile struct {
-	// Email is an address ("ada@example.com", no display name), at most 254 bytes.
-	Email string
-	// Phone is an E.164 number: "+" then 2..15 digits, the first not 0.
-	Phone string
-	// SlackUserID is the recipient's Slack member id ("U024BE7LH"): SLACK messages go to
-	// it as a direct message from the tenant's bot.
-	SlackUserID string
+	// Addresses are the recipient's addresses by the channels' ChannelSpec.AddressKey
+	// ("email": an address such as "ada@example.com", "phone": an E.164 number, ...);
+	// a key missing or "" means none. Each is checked by its channel's ValidAddress.
+	Addresses map[string]string
 	// Locale is a BCP 47 tag; Timezone an IANA zone name.
 	Locale   string
 	Timezone string
 }
 
-// maxEmailBytes is the longest address SMTP carries (RFC 5321's path limit less "<>").
-const maxEmailBytes = 254
+// Address returns p's address of the AddressKey key ("" for none).
+func (p UserProfile) Address(key string) string { return p.Addresses[key] }
 
-// Validate checks p (BAD_USER_INPUT naming the field): Email a bare address
-// (net/mail, local@domain, no display name), Phone E.164, Locale well formed (CheckLocale),
-// Timezone an IANA name (CheckTimezone).
+// Validate checks p (BAD_USER_INPUT naming the field): each address by its channel's
+// ChannelSpec.ValidAddress (in Channels order), no address under a key no channel
+// registers, Locale well formed (CheckLocale), Timezone an IANA name (CheckTimezone).
 func (p UserProfile) Validate() error {
-	if p.Email != "" {
-		a, err := mail.ParseAddress(p.Email)
-		if err != nil || a.Name != "" || a.Address != p.Email || len(p.Email) > maxEmailBytes || !strings.Contains(p.Email, "@") {
-			return Errorf(CodeBadUserInput, "email must be an address such as ada@example.com (at most %d bytes)", maxEmailBytes)
+	for _, s := range channelSpecs {
+		if v := p.Addresses[s.AddressKey]; s.AddressKey != "" && v != "" && s.ValidAddress != nil {
+			if err := s.ValidAddress(v); err != nil {
+				return err
+			}
 		}
 	}
-	if p.Phone != "" && !validE164(p.Phone) {
-		return Errorf(CodeBadUserInput, "phone must be an E.164 number such as +4915112345678")
-	}
-	if p.SlackUserID != "" && !validSlackUserID(p.SlackUserID) {
-		return Errorf(CodeBadUserInput, "slackUserId must be a Slack member id such as U024BE7LH")
+	for k, v := range p.Addresses {
+		if v != "" && !slices.Contains(AddressKeys, k) {
+			return Errorf(CodeBadUserInput, "%q is no channel's address", k)
+		}
 	}
 	if p.Locale != "" {
 		if err := CheckLocale(p.Locale); err != nil {
@@ -170,34 +164,6 @@ func (p UserProfile) Validate() error {
 		}
 	}
 	return nil
-}
-
-// validSlackUserID reports whether s is a Slack member id: U or W, then 2..31 upper-case
-// letters and digits (Slack's ids are opaque; these are the shapes its user ids take).
-func validSlackUserID(s string) bool {
-	if len(s) < 3 || len(s) > 32 || (s[0] != 'U' && s[0] != 'W') {
-		return false
-	}
-	for _, r := range s[1:] {
-		if (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
-			return false
-		}
-	}
-	return true
-}
-
-// validE164 reports whether s is "+" followed by 2..15 digits, the first not 0.
-func validE164(s string) bool {
-	d, ok := strings.CutPrefix(s, "+")
-	if !ok || len(d) < 2 || len(d) > 15 || d[0] == '0' {
-		return false
-	}
-	for _, r := range d {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // TenantSettings are one tenant's settings (PUT /v1/tenant/settings). A tenant without

@@ -42,8 +42,9 @@ type TemplateInput struct {
 type TemplatePart struct {
 	Name   string
 	Source string
-	// Escape is the escaping of the source's outputs at render (PartField.Escape).
-	Escape Escaping
+	// Escape is the escaping of the source's outputs at render (PartField.Escape; nil:
+	// none).
+	Escape *Escaping
 }
 
 // Sources returns the named sources of in that are present, in a fixed order: "title",

@@ -68,7 +68,7 @@ func explicitNulls(ctx context.Context) map[string]bool {
 func preferencesUpdate(in model.PreferencesInput, nulls map[string]bool) (inbox.PreferencesUpdate, error) {
 	var u inbox.PreferencesUpdate
 	if in.Channels != nil {
-		u.Channels = switchChanges(*in.Channels)
+		u.Channels = switchChanges(in.Channels)
 	}
 	for _, c := range in.Categories {
 		if c == nil {
@@ -76,7 +76,7 @@ func preferencesUpdate(in model.PreferencesInput, nulls map[string]bool) (inbox.
 		}
 		var sw inbox.SwitchChanges
 		if c.Channels != nil {
-			sw = switchChanges(*c.Channels)
+			sw = switchChanges(c.Channels)
 		}
 		u.Categories = append(u.Categories, inbox.CategorySwitches{Category: c.Category, Channels: sw})
 	}
@@ -104,19 +104,6 @@ func preferencesUpdate(in model.PreferencesInput, nulls map[string]bool) (inbox.
 		return u, err
 	}
 	return u, nil
-}
-
-// switchChanges converts partial channel switches (the input's named fields) to the
-// domain's, by channel.
-func switchChanges(in model.ChannelSwitchesInput) inbox.SwitchChanges {
-	out := inbox.SwitchChanges{}
-	for c, v := range map[string]*bool{inbox.ChannelInApp: in.InApp, inbox.ChannelEmail: in.Email,
-		inbox.ChannelPush: in.Push, inbox.ChannelSMS: in.Sms, inbox.ChannelSlack: in.Slack} {
-		if v != nil {
-			out[c] = *v
-		}
-	}
-	return out
 }
 
 // targetRefs returns the targets that ids name (Target global ids, anchored or as

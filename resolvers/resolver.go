@@ -97,7 +97,7 @@ func (r *Resolver) Root() graph.ResolverRoot {
 		notification: r.Notification(),
 		group:        r.NotificationGroup(),
 		preferences:  r.Preferences(),
-		switches:     r.ChannelSwitches(),
+		category:     r.CategoryPreference(),
 		query:        r.Query(),
 		subscription: r.Subscription(),
 		viewer:       r.Viewer(),
@@ -109,7 +109,7 @@ type root struct {
 	notification graph.NotificationResolver
 	group        graph.NotificationGroupResolver
 	preferences  graph.PreferencesResolver
-	switches     graph.ChannelSwitchesResolver
+	category     graph.CategoryPreferenceResolver
 	query        graph.QueryResolver
 	subscription graph.SubscriptionResolver
 	viewer       graph.ViewerResolver
@@ -118,8 +118,8 @@ type root struct {
 func (x *root) Mutation() graph.MutationResolver         { return x.mutation }
 func (x *root) Notification() graph.NotificationResolver { return x.notification }
 func (x *root) Preferences() graph.PreferencesResolver   { return x.preferences }
-func (x *root) ChannelSwitches() graph.ChannelSwitchesResolver {
-	return x.switches
+func (x *root) CategoryPreference() graph.CategoryPreferenceResolver {
+	return x.category
 }
 func (x *root) NotificationGroup() graph.NotificationGroupResolver {
 	return x.group

@@ -17,24 +17,8 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-func (r *channelSwitchesResolver) InApp(ctx context.Context, obj inbox.ChannelSwitches) (bool, error) {
-	return obj[inbox.ChannelInApp], nil
-}
-
-func (r *channelSwitchesResolver) Email(ctx context.Context, obj inbox.ChannelSwitches) (bool, error) {
-	return obj[inbox.ChannelEmail], nil
-}
-
-func (r *channelSwitchesResolver) Push(ctx context.Context, obj inbox.ChannelSwitches) (bool, error) {
-	return obj[inbox.ChannelPush], nil
-}
-
-func (r *channelSwitchesResolver) Sms(ctx context.Context, obj inbox.ChannelSwitches) (bool, error) {
-	return obj[inbox.ChannelSMS], nil
-}
-
-func (r *channelSwitchesResolver) Slack(ctx context.Context, obj inbox.ChannelSwitches) (bool, error) {
-	return obj[inbox.ChannelSlack], nil
+func (r *categoryPreferenceResolver) Channels(ctx context.Context, obj *inbox.CategoryPreference) (*model.ChannelSwitches, error) {
+	return switches(obj.Channels)
 }
 
 func (r *mutationResolver) MarkRead(ctx context.Context, ids []string) (*inbox.MarkResult, error) {
@@ -160,6 +144,10 @@ func (r *notificationGroupResolver) Actors(ctx context.Context, obj *inbox.Notif
 	return r.groupActors(ctx, obj, first)
 }
 
+func (r *preferencesResolver) Channels(ctx context.Context, obj *inbox.Preferences) (*model.ChannelSwitches, error) {
+	return switches(obj.Channels)
+}
+
 func (r *preferencesResolver) MutedTargets(ctx context.Context, obj *inbox.Preferences) ([]*inbox.Target, error) {
 	return r.mutedTargets(ctx, obj)
 }
@@ -256,8 +244,8 @@ func (r *viewerResolver) Groups(ctx context.Context, obj *inbox.Viewer, first *i
 	return r.groups(ctx, *obj, first, after, filter)
 }
 
-func (r *Resolver) ChannelSwitches() graph.ChannelSwitchesResolver {
-	return &channelSwitchesResolver{r}
+func (r *Resolver) CategoryPreference() graph.CategoryPreferenceResolver {
+	return &categoryPreferenceResolver{r}
 }
 
 func (r *Resolver) Mutation() graph.MutationResolver { return &mutationResolver{r} }
@@ -277,12 +265,12 @@ func (r *Resolver) Subscription() graph.SubscriptionResolver { return &subscript
 func (r *Resolver) Viewer() graph.ViewerResolver { return &viewerResolver{r} }
 
 type (
-	channelSwitchesResolver   struct{ *Resolver }
-	mutationResolver          struct{ *Resolver }
-	notificationResolver      struct{ *Resolver }
-	notificationGroupResolver struct{ *Resolver }
-	preferencesResolver       struct{ *Resolver }
-	queryResolver             struct{ *Resolver }
-	subscriptionResolver      struct{ *Resolver }
-	viewerResolver            struct{ *Resolver }
+	categoryPreferenceResolver struct{ *Resolver }
+	mutationResolver           struct{ *Resolver }
+	notificationResolver       struct{ *Resolver }
+	notificationGroupResolver  struct{ *Resolver }
+	preferencesResolver        struct{ *Resolver }
+	queryResolver              struct{ *Resolver }
+	subscriptionResolver       struct{ *Resolver }
+	viewerResolver             struct{ *Resolver }
 )

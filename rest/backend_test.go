@@ -382,7 +382,7 @@ func TestUsersProfile(t *testing.T) {
 		t.Fatalf("profile: %+v", u)
 	}
 	stored, err := s.Store.UserProfile(t.Context(), inbox.Viewer{TenantID: tenant, UserID: "alice"})
-	if err != nil || stored.Email != "alice@example.com" || stored.Locale != "de-DE" {
+	if err != nil || stored.Address("email") != "alice@example.com" || stored.Locale != "de-DE" {
 		t.Fatalf("stored: %+v %v", stored, err)
 	}
 	// A PUT replaces the profile: what it leaves out is gone.
@@ -401,7 +401,7 @@ func TestUsersProfile(t *testing.T) {
 	} {
 		expectProblem(t, call(t, s, http.MethodPut, "/v1/users/alice", admin, nil, bad), 400, "BAD_USER_INPUT")
 	}
-	if stored, _ := s.Store.UserProfile(t.Context(), inbox.Viewer{TenantID: tenant, UserID: "alice"}); stored.Phone != "+14155550100" {
+	if stored, _ := s.Store.UserProfile(t.Context(), inbox.Viewer{TenantID: tenant, UserID: "alice"}); stored.Address("phone") != "+14155550100" {
 		t.Fatalf("a refused PUT changed the profile: %+v", stored)
 	}
 }

@@ -1,7 +1,9 @@
 package rest
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/rest/gen"
@@ -62,41 +64,52 @@ func notification(n *inbox.Notification) gen.Notification {
 	return out
 }
 
-// switches converts channel switches (by channel) to the API's named fields.
-func switches(s inbox.ChannelSwitches) gen.ChannelSwitches {
-	return gen.ChannelSwitches{InApp: s[inbox.ChannelInApp], Email: s[inbox.ChannelEmail], Push: s[inbox.ChannelPush],
-		Sms: s[inbox.ChannelSMS], Slack: s[inbox.ChannelSlack]}
+// switches converts channel switches (by channel) to the API's: each channel's switch is
+// the member named by its inbox.ChannelSpec.Switch.
+func switches(s inbox.ChannelSwitches) (gen.ChannelSwitches, error) {
+	m := make(map[string]any, len(inbox.SwitchChannels))
+	for _, c := range inbox.SwitchChannels {
+		spec, _ := inbox.Spec(c)
+		m[spec.Switch] = s[c]
+	}
+	var out gen.ChannelSwitches
+	return out, fromMembers(m, &out)
 }
 
-// switchFields are the API's named switch fields of in, by channel.
-func switchFields(in *gen.ChannelSwitchesInput) map[string]**bool {
-	return map[string]**bool{inbox.ChannelInApp: &in.InApp, inbox.ChannelEmail: &in.Email, inbox.ChannelPush: &in.Push,
-		inbox.ChannelSMS: &in.Sms, inbox.ChannelSlack: &in.Slack}
-}
-
-// switchesInput converts partial switches (by channel) to the API's named fields.
-func switchesInput(c map[string]bool) gen.ChannelSwitchesInput {
-	var out gen.ChannelSwitchesInput
-	for ch, f := range switchFields(&out) {
+// switchesInput converts partial switches (by channel) to the API's, each set one the
+// member named by its channel's Switch.
+func switchesInput(c map[string]bool) (gen.ChannelSwitchesInput, error) {
+	m := make(map[string]any, len(c))
+	for _, ch := range inbox.SwitchChannels {
 		if v, ok := c[ch]; ok {
-			*f = &v
+			spec, _ := inbox.Spec(ch)
+			m[spec.Switch] = v
 		}
 	}
-	return out
+	var out gen.ChannelSwitchesInput
+	return out, fromMembers(m, &out)
 }
 
 // preferences converts effective preferences (the GraphQL Preferences shape; muted
 // targets by kind and targetId).
-func preferences(p inbox.Preferences) gen.Preferences {
+func preferences(p inbox.Preferences) (gen.Preferences, error) {
+	sw, err := switches(p.Channels)
+	if err != nil {
+		return gen.Preferences{}, err
+	}
 	out := gen.Preferences{
-		Channels:     switches(p.Channels),
+		Channels:     sw,
 		Categories:   make([]gen.CategoryPreference, 0, len(p.Categories)),
 		MutedTargets: make([]gen.TargetRef, 0, len(p.MutedTargets)),
 		Timezone:     ptr(p.Timezone),
 		Locale:       ptr(p.Locale),
 	}
 	for _, c := range p.Categories {
-		out.Categories = append(out.Categories, gen.CategoryPreference{Category: c.Category, Critical: c.Critical, Channels: switches(c.Channels)})
+		sw, err := switches(c.Channels)
+		if err != nil {
+			return gen.Preferences{}, err
+		}
+		out.Categories = append(out.Categories, gen.CategoryPreference{Category: c.Category, Critical: c.Critical, Channels: sw})
 	}
 	for _, t := range p.MutedTargets {
 		out.MutedTargets = append(out.MutedTargets, gen.TargetRef{Kind: t.TargetKind, TargetId: t.ID})
@@ -104,21 +117,94 @@ func preferences(p inbox.Preferences) gen.Preferences {
 	if p.QuietHours != nil {
 		out.QuietHours = &gen.QuietHours{Start: p.QuietHours.Start, End: p.QuietHours.End}
 	}
-	return out
+	return out, nil
 }
 
-// switchChanges converts partial channel switches.
-func switchChanges(in *gen.ChannelSwitchesInput) inbox.SwitchChanges {
+// switchChanges converts partial channel switches: each channel's is the member named by
+// its inbox.ChannelSpec.Switch; one left out or null changes nothing.
+func switchChanges(in *gen.ChannelSwitchesInput) (inbox.SwitchChanges, error) {
 	out := inbox.SwitchChanges{}
 	if in == nil {
-		return out
+		return out, nil
 	}
-	for ch, f := range switchFields(in) {
-		if *f != nil {
-			out[ch] = **f
+	m, err := members(*in)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range inbox.SwitchChannels {
+		spec, _ := inbox.Spec(c)
+		var v *bool
+		if raw, ok := m[spec.Switch]; ok {
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return nil, fmt.Errorf("rest: switch %s: %w", spec.Switch, err)
+			}
+		}
+		if v != nil {
+			out[c] = *v
 		}
 	}
-	return out
+	return out, nil
+}
+
+// switchCategories converts partial per-category switches.
+func switchCategories(in []gen.CategoryPreferenceInput) ([]inbox.CategorySwitches, error) {
+	var out []inbox.CategorySwitches
+	for _, c := range in {
+		sw, err := switchChanges(&c.Channels)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, inbox.CategorySwitches{Category: c.Category, Channels: sw})
+	}
+	return out, nil
+}
+
+// templateParts converts a template input's channel parts: each channel's part is the
+// member named by its inbox.ChannelSpec.Part (left out or null: none), each field of it
+// the member named by the field's Content name.
+func templateParts(in gen.TemplateInput) (map[string]inbox.Content, error) {
+	m, err := members(in)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]inbox.Content{}
+	for _, c := range inbox.PartChannels {
+		spec, _ := inbox.Spec(c)
+		var fields map[string]*string
+		if raw, ok := m[spec.Part]; ok {
+			if err := json.Unmarshal(raw, &fields); err != nil {
+				return nil, fmt.Errorf("rest: template part %s: %w", spec.Part, err)
+			}
+		}
+		if fields == nil {
+			continue
+		}
+		var content inbox.Content
+		for _, f := range spec.Fields {
+			content.SetField(f.Name, deref(fields[f.Name]))
+		}
+		out[c] = content
+	}
+	return out, nil
+}
+
+// withTemplateParts sets out's channel parts from parts: each as the member named by its
+// channel's Part, with every field of the channel's (as its Content name).
+func withTemplateParts(out *gen.Template, parts map[string]inbox.Content) error {
+	m := map[string]any{}
+	for _, c := range inbox.PartChannels {
+		content, ok := parts[c]
+		if !ok {
+			continue
+		}
+		spec, _ := inbox.Spec(c)
+		fields := make(map[string]string, len(spec.Fields))
+		for _, f := range spec.Fields {
+			fields[f.Name] = content.Field(f.Name)
+		}
+		m[spec.Part] = fields
+	}
+	return fromMembers(m, out)
 }
 
 // targetRefs converts targets.
@@ -134,12 +220,15 @@ func targetRefs(in *[]gen.TargetRef) []inbox.ProfileRef {
 // quietHours, timezone and locale given as null clear theirs ("" is refused: null clears).
 func preferencesUpdate(in gen.PreferencesInput) (inbox.PreferencesUpdate, error) {
 	u := inbox.PreferencesUpdate{
-		Channels:      switchChanges(in.Channels),
 		MuteTargets:   targetRefs(in.MuteTargets),
 		UnmuteTargets: targetRefs(in.UnmuteTargets),
 	}
-	for _, c := range deref(in.Categories) {
-		u.Categories = append(u.Categories, inbox.CategorySwitches{Category: c.Category, Channels: switchChanges(&c.Channels)})
+	var err error
+	if u.Channels, err = switchChanges(in.Channels); err != nil {
+		return u, err
+	}
+	if u.Categories, err = switchCategories(deref(in.Categories)); err != nil {
+		return u, err
 	}
 	switch {
 	case in.QuietHours.IsNull():
@@ -175,4 +264,76 @@ func preferencesUpdate(in gen.PreferencesInput) (inbox.PreferencesUpdate, error)
 // device converts a push device.
 func device(d inbox.Device) gen.Device {
 	return gen.Device{Id: d.ID, Token: d.Token, Platform: gen.Platform(d.Platform), CreatedAt: d.CreatedAt}
+}
+
+// members returns the JSON members of v (a generated type: its members by their JSON
+// names, as the API's document names them).
+func members(v any) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("rest: members of %T: %w", v, err)
+	}
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("rest: members of %T: %w", v, err)
+	}
+	return out, nil
+}
+
+// fromMembers fills *out (a generated type) from its JSON members m. A member out has no
+// field for is an error: a name a channel registers (inbox.ChannelSpec's Switch, Part or
+// AddressKey) that the API's document lacks, never silently dropped.
+func fromMembers(m map[string]any, out any) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("rest: %T from members: %w", out, err)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(out); err != nil {
+		return fmt.Errorf("rest: %T from members: %w", out, err)
+	}
+	return nil
+}
+
+// profileInput converts a profile input: each channel's address is the input's member
+// named by its inbox.ChannelSpec.AddressKey.
+func profileInput(in gen.UserProfileInput) (inbox.UserProfile, error) {
+	m, err := members(in)
+	if err != nil {
+		return inbox.UserProfile{}, err
+	}
+	p := inbox.UserProfile{Locale: deref(in.Locale), Timezone: deref(in.Timezone)}
+	for _, k := range inbox.AddressKeys {
+		raw, ok := m[k]
+		if !ok {
+			continue
+		}
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return inbox.UserProfile{}, fmt.Errorf("rest: profile member %s: %w", k, err)
+		}
+		if p.Addresses == nil {
+			p.Addresses = map[string]string{}
+		}
+		p.Addresses[k] = v
+	}
+	return p, nil
+}
+
+// profile converts user id's stored profile p: each address as the member named by its
+// channel's AddressKey (left out when "").
+func profile(id string, p inbox.UserProfile) (gen.UserProfile, error) {
+	m := map[string]any{"id": id}
+	for _, k := range inbox.AddressKeys {
+		if v := p.Address(k); v != "" {
+			m[k] = v
+		}
+	}
+	out := gen.UserProfile{}
+	if err := fromMembers(m, &out); err != nil {
+		return gen.UserProfile{}, err
+	}
+	out.Locale, out.Timezone = ptr(p.Locale), ptr(p.Timezone)
+	return out, nil
 }

@@ -293,19 +293,11 @@ func (b *Gateway) GetSegment(ctx context.Context, tenant, id string, limit int, 
 
 // PutTemplate stores a new version (tmpl.Service.Put: every part must parse).
 func (b *Gateway) PutTemplate(ctx context.Context, tenant, id string, in gen.TemplateInput) (gen.TemplateVersion, error) {
-	ti := inbox.TemplateInput{Locale: in.Locale, Title: deref(in.Title), Body: deref(in.Body), Parts: map[string]inbox.Content{}}
-	if e := in.Email; e != nil {
-		ti.Parts[inbox.ChannelEmail] = inbox.Content{Subject: deref(e.Subject), HTML: deref(e.Html), Text: deref(e.Text)}
+	parts, err := templateParts(in)
+	if err != nil {
+		return gen.TemplateVersion{}, err
 	}
-	if p := in.Push; p != nil {
-		ti.Parts[inbox.ChannelPush] = inbox.Content{Title: deref(p.Title), Body: deref(p.Body)}
-	}
-	if s := in.Sms; s != nil {
-		ti.Parts[inbox.ChannelSMS] = inbox.Content{Text: deref(s.Text)}
-	}
-	if s := in.Slack; s != nil {
-		ti.Parts[inbox.ChannelSlack] = inbox.Content{Text: deref(s.Text)}
-	}
+	ti := inbox.TemplateInput{Locale: in.Locale, Title: deref(in.Title), Body: deref(in.Body), Parts: parts}
 	v, err := b.Templates.Put(ctx, tenant, id, ti)
 	if err != nil {
 		return gen.TemplateVersion{}, err
@@ -325,29 +317,23 @@ func (b *Gateway) GetTemplate(ctx context.Context, tenant, id, locale string, ve
 	}
 	out := gen.Template{Id: id, Version: int64(t.Version), Locale: t.Locale, DefaultLocale: ptr(t.DefaultLocale),
 		Title: &t.Title, Body: ptr(t.Body)}
-	if e, ok := t.Parts[inbox.ChannelEmail]; ok {
-		out.Email = &gen.EmailContent{Subject: &e.Subject, Html: &e.HTML, Text: &e.Text}
-	}
-	if p, ok := t.Parts[inbox.ChannelPush]; ok {
-		out.Push = &gen.PushContent{Title: &p.Title, Body: &p.Body}
-	}
-	if s, ok := t.Parts[inbox.ChannelSMS]; ok {
-		out.Sms = &gen.SMSContent{Text: &s.Text}
-	}
-	if s, ok := t.Parts[inbox.ChannelSlack]; ok {
-		out.Slack = &gen.SlackContent{Text: &s.Text}
+	if err := withTemplateParts(&out, t.Parts); err != nil {
+		return gen.Template{}, err
 	}
 	return out, nil
 }
 
 // PutUser replaces the user's channel profile.
 func (b *Gateway) PutUser(ctx context.Context, tenant, id string, in gen.UserProfileInput) (gen.UserProfile, error) {
-	p, err := b.Store.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: id}, inbox.UserProfile{
-		Email: deref(in.Email), Phone: deref(in.Phone), SlackUserID: deref(in.SlackUserId), Locale: deref(in.Locale), Timezone: deref(in.Timezone)})
+	pin, err := profileInput(in)
 	if err != nil {
 		return gen.UserProfile{}, err
 	}
-	return gen.UserProfile{Id: id, Email: ptr(p.Email), Phone: ptr(p.Phone), SlackUserId: ptr(p.SlackUserID), Locale: ptr(p.Locale), Timezone: ptr(p.Timezone)}, nil
+	p, err := b.Store.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: id}, pin)
+	if err != nil {
+		return gen.UserProfile{}, err
+	}
+	return profile(id, p)
 }
 
 // PutTenantSettings replaces the tenant's settings. The settings are whole: a member left
@@ -360,11 +346,14 @@ func (b *Gateway) PutTenantSettings(ctx context.Context, tenant string, in gen.T
 	if in.DefaultPreferences != nil || in.CriticalCategories != nil {
 		p := b.Store.ConfiguredPreferences(tenant)
 		if d := in.DefaultPreferences; d != nil {
-			p.Channels = switchChanges(d.Channels).Over(p.Channels)
+			sw, err := switchChanges(d.Channels)
+			if err != nil {
+				return gen.TenantSettings{}, err
+			}
+			p.Channels = sw.Over(p.Channels)
 			if d.Categories != nil {
-				p.Categories = nil
-				for _, c := range *d.Categories {
-					p.Categories = append(p.Categories, inbox.CategorySwitches{Category: c.Category, Channels: switchChanges(&c.Channels)})
+				if p.Categories, err = switchCategories(*d.Categories); err != nil {
+					return gen.TenantSettings{}, err
 				}
 			}
 			if d.QuietHours != nil {
@@ -398,20 +387,27 @@ func (b *Gateway) PutTenantSettings(ctx context.Context, tenant string, in gen.T
 	if err != nil {
 		return gen.TenantSettings{}, err
 	}
-	return tenantSettings(stored), nil
+	return tenantSettings(stored)
 }
 
 // tenantSettings converts stored settings (without the webhook secret).
-func tenantSettings(s inbox.TenantSettings) gen.TenantSettings {
+func tenantSettings(s inbox.TenantSettings) (gen.TenantSettings, error) {
 	var out gen.TenantSettings
 	if p := s.Preferences; p != nil {
 		crit := append([]string{}, p.Critical...)
 		out.CriticalCategories = &crit
-		sw := switchesInput(p.Channels)
+		sw, err := switchesInput(p.Channels)
+		if err != nil {
+			return gen.TenantSettings{}, err
+		}
 		d := gen.DefaultPreferences{Channels: &sw, Timezone: ptr(p.Timezone), Locale: ptr(p.Locale)}
 		cats := make([]gen.CategoryPreferenceInput, 0, len(p.Categories))
 		for _, c := range p.Categories {
-			cats = append(cats, gen.CategoryPreferenceInput{Category: c.Category, Channels: switchesInput(c.Channels)})
+			csw, err := switchesInput(c.Channels)
+			if err != nil {
+				return gen.TenantSettings{}, err
+			}
+			cats = append(cats, gen.CategoryPreferenceInput{Category: c.Category, Channels: csw})
 		}
 		d.Categories = &cats
 		if q := p.QuietHours; q != nil {
@@ -428,7 +424,7 @@ func tenantSettings(s inbox.TenantSettings) gen.TenantSettings {
 		days := int(*s.Retention / (24 * time.Hour))
 		out.RetentionDays = &days
 	}
-	return out
+	return out, nil
 }
 
 // nonZero returns &t, or nil for the zero time.

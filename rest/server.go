@@ -315,7 +315,11 @@ func (s *server) GetPreferences(ctx context.Context, req gen.GetPreferencesReque
 	if err != nil {
 		return nil, err
 	}
-	return gen.GetPreferences200JSONResponse(preferences(p)), nil
+	out, err := preferences(p)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetPreferences200JSONResponse(out), nil
 }
 
 func (s *server) UpdatePreferences(ctx context.Context, req gen.UpdatePreferencesRequestObject) (gen.UpdatePreferencesResponseObject, error) {
@@ -340,7 +344,11 @@ func (s *server) UpdatePreferences(ctx context.Context, req gen.UpdatePreference
 	if err != nil {
 		return nil, err
 	}
-	return gen.UpdatePreferences200JSONResponse(preferences(p)), nil
+	out, err := preferences(p)
+	if err != nil {
+		return nil, err
+	}
+	return gen.UpdatePreferences200JSONResponse(out), nil
 }
 
 func (s *server) PutTenantSettings(ctx context.Context, req gen.PutTenantSettingsRequestObject) (gen.PutTenantSettingsResponseObject, error) {

@@ -267,9 +267,13 @@ func checkProfile(p gen.UserProfileInput) error {
 // of at least 24 bytes whose "whsec_" form (if it has one) is base64.
 func checkSettings(s gen.TenantSettingsInput) error {
 	if d := s.DefaultPreferences; d != nil {
-		u := inbox.PreferencesUpdate{Channels: switchChanges(d.Channels), Timezone: d.Timezone, Locale: d.Locale}
-		for _, c := range deref(d.Categories) {
-			u.Categories = append(u.Categories, inbox.CategorySwitches{Category: c.Category, Channels: switchChanges(&c.Channels)})
+		u := inbox.PreferencesUpdate{Timezone: d.Timezone, Locale: d.Locale}
+		var err error
+		if u.Channels, err = switchChanges(d.Channels); err != nil {
+			return err
+		}
+		if u.Categories, err = switchCategories(deref(d.Categories)); err != nil {
+			return err
 		}
 		if d.QuietHours != nil {
 			u.QuietHours = &inbox.QuietHours{Start: d.QuietHours.Start, End: d.QuietHours.End}

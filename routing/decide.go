@@ -119,13 +119,13 @@ func InHint(in inbox.SendInput, channel string) bool {
 }
 
 // NeedsProfile reports whether a send may deliver a channel that needs what the
-// recipient has (an address on their profile, or push devices: EMAIL, PUSH, SMS, SLACK;
+// recipient has (an address on their profile, ChannelSpec.AddressKey, or push devices;
 // one of them in its template and its hint): only then do its decisions read the
 // recipients' profiles and devices (Recipient.Profile, Recipient.Devices; the
 // quiet-hours zone of a profile matters only for those channels too).
 func NeedsProfile(in inbox.SendInput) bool {
 	for _, c := range inbox.Channels {
-		if s, _ := inbox.Spec(c); (s.Address != nil || c == inbox.ChannelPush) && InTemplate(in, c) && InHint(in, c) {
+		if s, _ := inbox.Spec(c); (s.AddressKey != "" || c == inbox.ChannelPush) && InTemplate(in, c) && InHint(in, c) {
 			return true
 		}
 	}
@@ -141,13 +141,13 @@ func NeedsProfile(in inbox.SendInput) bool {
 //     the target muted, ReasonMuted; the channel switched off globally, ReasonOptedOut,
 //     or for the category only, ReasonCategoryOptedOut; the webhook has no switch);
 //   - what the recipient lacks: the channel's address on their profile
-//     (inbox.ChannelSpec.Address: no email address, ReasonNoEmail; no phone number,
-//     ReasonNoPhone; no Slack user id, ReasonNoSlackUser), no push device
+//     (inbox.ChannelSpec.AddressKey: its NoAddress, e.g. no email address, ReasonNoEmail;
+//     no phone number, ReasonNoPhone), no push device
 //     (ReasonNoDevice), no tenant webhook URL (ReasonNoWebhook).
 //
 // A channel that passes is queued: PUSH once per device, keyed "PUSH#{deviceId}", in
 // r.Devices' order, with the device's token as To; a channel with an address to it
-// (EMAIL to the profile's email, SMS to its phone, SLACK to its Slack user id). Unless
+// (the profile's address of its AddressKey: EMAIL to the email, SMS to the phone). Unless
 // critical, a delivery of a quiet channel (ChannelSpec.Quiet: every one but in-app and
 // the webhook, which goes to the tenant, not to the user) inside the recipient's quiet
 // hours (their resolved preferences' window, in Zone(own, profile, tenant)) is deferred
@@ -175,7 +175,7 @@ func Decide(in inbox.SendInput, t Tenant, r Recipient, now time.Time) []Decision
 			d.Reason = inbox.ReasonNotInHint
 		case prefs != "":
 			d.Reason = prefs
-		case spec.Address != nil && spec.Address(r.Profile) == "":
+		case spec.AddressKey != "" && spec.Address(r.Profile) == "":
 			d.Reason = spec.NoAddress
 		case c == inbox.ChannelPush && len(r.Devices) == 0:
 			d.Reason = inbox.ReasonNoDevice
@@ -186,7 +186,7 @@ func Decide(in inbox.SendInput, t Tenant, r Recipient, now time.Time) []Decision
 		}
 		switch {
 		case d.Reason != "":
-		case spec.Address != nil:
+		case spec.AddressKey != "":
 			d.To = spec.Address(r.Profile)
 		case c == inbox.ChannelPush:
 			for i := range r.Devices {

@@ -28,7 +28,7 @@ var (
 	all    = []string{inApp, email, push, sms, webhook}
 	issue  = &inbox.Target{Kind: "issue", TargetID: "42"}
 	thread = inbox.ProfileRef{TargetKind: "issue", ID: "42"}
-	both   = inbox.UserProfile{Email: "x@example.com", Phone: "+4915112345678"}
+	both   = inbox.UserProfile{Addresses: map[string]string{"email": "x@example.com", "phone": "+4915112345678"}}
 	twoDev = []inbox.Device{{ID: "d1", Token: "tok-1", Platform: inbox.PlatformFCM}, {ID: "d2", Token: "tok-2", Platform: inbox.PlatformAPNs}}
 )
 
@@ -65,8 +65,8 @@ func recipients() map[string]routing.Recipient {
 		"muter":    {Own: inbox.OwnPreferences{MutedTargets: []inbox.ProfileRef{thread}}, Profile: both},
 		"quiet":    {Own: quiet, Profile: both},
 		"night": {Own: inbox.OwnPreferences{QuietHours: &inbox.QuietHours{Start: "22:00", End: "08:30"}},
-			Profile: inbox.UserProfile{Email: "n@example.com", Phone: "+12125550100", Timezone: "America/New_York"}},
-		"inappoff": {Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}, Profile: inbox.UserProfile{Email: "i@example.com"}},
+			Profile: inbox.UserProfile{Addresses: map[string]string{"email": "n@example.com", "phone": "+12125550100"}, Timezone: "America/New_York"}},
+		"inappoff": {Own: inbox.OwnPreferences{Channels: inbox.SwitchChanges{inbox.ChannelInApp: false}}, Profile: inbox.UserProfile{Addresses: map[string]string{"email": "i@example.com"}}},
 		"devices":  {Profile: both, Devices: twoDev},
 		"quietdev": {Own: quiet, Profile: both, Devices: twoDev},
 	}
@@ -267,7 +267,7 @@ func tenantCases() []decideCase {
 		{"the tenant's quiet hours, zone UTC", every, tenantQuiet, routing.Recipient{Profile: both},
 			"IN_APP:Q EMAIL:Q@12:15 PUSH:no_device SMS:Q@12:15 WEBHOOK:Q"},
 		{"the tenant's quiet hours in the profile's zone (New York, 08:00: outside)", every, tenantQuiet,
-			routing.Recipient{Profile: inbox.UserProfile{Email: "n@example.com", Timezone: "America/New_York"}},
+			routing.Recipient{Profile: inbox.UserProfile{Addresses: map[string]string{"email": "n@example.com"}, Timezone: "America/New_York"}},
 			"IN_APP:Q EMAIL:Q PUSH:no_device SMS:no_phone WEBHOOK:Q"},
 		{"the tenant's quiet hours, critical", inbox.SendInput{Type: "comment", Category: "security", TemplateChannels: all},
 			tenantQuiet, routing.Recipient{Profile: both}, "IN_APP:Q EMAIL:Q PUSH:no_device SMS:Q WEBHOOK:Q"},
@@ -276,10 +276,10 @@ func tenantCases() []decideCase {
 			"IN_APP:Q EMAIL:Q@13:00 PUSH:no_device SMS:Q@13:00 WEBHOOK:Q"},
 		{"own zone over the profile's", every, tenant(),
 			routing.Recipient{Own: inbox.OwnPreferences{QuietHours: berlinQuiet, Timezone: "Europe/Berlin"},
-				Profile: inbox.UserProfile{Email: "x@example.com", Timezone: "America/New_York"}},
+				Profile: inbox.UserProfile{Addresses: map[string]string{"email": "x@example.com"}, Timezone: "America/New_York"}},
 			"IN_APP:Q EMAIL:Q@13:00 PUSH:no_device SMS:no_phone WEBHOOK:Q"},
 		{"the profile's zone over the tenant's", every, tenant(),
-			routing.Recipient{Own: inbox.OwnPreferences{QuietHours: berlinQuiet}, Profile: inbox.UserProfile{Email: "x@example.com", Timezone: "Europe/Berlin"}},
+			routing.Recipient{Own: inbox.OwnPreferences{QuietHours: berlinQuiet}, Profile: inbox.UserProfile{Addresses: map[string]string{"email": "x@example.com"}, Timezone: "Europe/Berlin"}},
 			"IN_APP:Q EMAIL:Q@13:00 PUSH:no_device SMS:no_phone WEBHOOK:Q"},
 		{"the tenant's zone (UTC: 12:00 is outside 12:30-14:00)", every, tenant(),
 			routing.Recipient{Own: inbox.OwnPreferences{QuietHours: berlinQuiet}, Profile: both},
@@ -366,8 +366,8 @@ func TestDecideAddresses(t *testing.T) {
 	for _, d := range ds {
 		got = append(got, addr{d.Key, d.To, d.Device})
 	}
-	want := []addr{{inApp, "", nil}, {email, both.Email, nil}, {"PUSH#d1", "tok-1", &r.Devices[0]},
-		{"PUSH#d2", "tok-2", &r.Devices[1]}, {sms, both.Phone, nil}, {webhook, "", nil}}
+	want := []addr{{inApp, "", nil}, {email, both.Address("email"), nil}, {"PUSH#d1", "tok-1", &r.Devices[0]},
+		{"PUSH#d2", "tok-2", &r.Devices[1]}, {sms, both.Address("phone"), nil}, {webhook, "", nil}}
 	if !slices.Equal(got, want) {
 		t.Errorf("addresses\n got  %+v\n want %+v", got, want)
 	}
@@ -477,14 +477,14 @@ func TestSwitchOn(t *testing.T) {
 }
 
 // SLACK is decided as every channel with an address on the profile: queued to the
-// profile's Slack user id, skipped without one (ReasonNoSlackUser), by its switch
+// profile's Slack user id, skipped without one ("no_slack_user", the spec's NoAddress), by its switch
 // (global and per category), a mute, the hint and the template, deferred by quiet hours,
 // and critical categories bypass the preferences but not a missing id. Nothing in
 // routing names SLACK: the channel's registration (inbox.ChannelSpec) says all of it.
 func TestDecideSlack(t *testing.T) {
 	t.Parallel()
 	const slack = inbox.ChannelSlack
-	withID := inbox.UserProfile{SlackUserID: "U024BE7LH"}
+	withID := inbox.UserProfile{Addresses: map[string]string{"slackUserId": "U024BE7LH"}}
 	quiet := inbox.OwnPreferences{QuietHours: &inbox.QuietHours{Start: "12:30", End: "14:00"}, Timezone: "Europe/Berlin"}
 	send := inbox.SendInput{Type: "comment", Category: "social", Target: issue, TemplateChannels: []string{inApp, slack}}
 	crit := send
@@ -510,7 +510,7 @@ func TestDecideSlack(t *testing.T) {
 		{"not in template", noPart, tenant(), routing.Recipient{Profile: withID}, "IN_APP:Q WEBHOOK:Q"},
 	})
 	ds := routing.Decide(send, tenant(), routing.Recipient{Profile: withID}, now)
-	if d := ds[1]; d.Channel != slack || d.Key != slack || d.To != withID.SlackUserID {
+	if d := ds[1]; d.Channel != slack || d.Key != slack || d.To != withID.Address("slackUserId") {
 		t.Errorf("queued slack decision: %+v", d)
 	}
 	if !routing.NeedsProfile(send) || routing.NeedsProfile(noPart) {

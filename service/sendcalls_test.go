@@ -59,7 +59,7 @@ func TestTemplatedSendReadsEachRecipientOnce(t *testing.T) {
 					e.setLocale(t, recipients[i], "de")
 				case 1:
 					if _, err := e.st.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: recipients[i]},
-						inbox.UserProfile{Locale: "de-CH", Email: recipients[i] + "@example.com"}); err != nil {
+						inbox.UserProfile{Addresses: map[string]string{"email": recipients[i] + "@example.com"}, Locale: "de-CH"}); err != nil {
 						t.Fatal(err)
 					}
 				}

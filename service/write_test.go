@@ -137,7 +137,7 @@ func TestWriterLoop(t *testing.T) {
 		Prefs: inbox.TenantPreferences{Channels: inbox.DefaultTenantPreferences().Channels, Critical: []string{"security"}}},
 		recipients: map[string]routing.Recipient{
 			"own-de":     {Own: inbox.OwnPreferences{Locale: "de"}},
-			"profile-de": {Profile: inbox.UserProfile{Locale: "de", Email: "p@example.com"}},
+			"profile-de": {Profile: inbox.UserProfile{Addresses: map[string]string{"email": "p@example.com"}, Locale: "de"}},
 			"none":       {},
 			"off":        {Own: inbox.OwnPreferences{Locale: "de", MutedTargets: []inbox.ProfileRef{{TargetKind: "issue", ID: "1"}}}},
 		}}

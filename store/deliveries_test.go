@@ -34,7 +34,7 @@ func newDeliveryFixture(t *testing.T) *deliveryFixture {
 		WebhookURL: "https://hooks.example.com/inbox", WebhookSecret: "whsec_0123456789abcdef"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.PutUserProfile(ctx, f.viewer("u"), inbox.UserProfile{Email: "u@example.com", Phone: "+4915112345678"}); err != nil {
+	if _, err := f.s.PutUserProfile(ctx, f.viewer("u"), inbox.UserProfile{Addresses: map[string]string{"email": "u@example.com", "phone": "+4915112345678"}}); err != nil {
 		t.Fatal(err)
 	}
 	for i, p := range []string{inbox.PlatformAPNs, inbox.PlatformFCM} {
@@ -572,7 +572,7 @@ func TestRoutingMaxDevices(t *testing.T) {
 	f := newDeliveryFixture(t)
 	ctx := context.Background()
 	v := f.viewer("many")
-	if _, err := f.s.PutUserProfile(ctx, v, inbox.UserProfile{Email: "m@example.com", Phone: "+4915112345678"}); err != nil {
+	if _, err := f.s.PutUserProfile(ctx, v, inbox.UserProfile{Addresses: map[string]string{"email": "m@example.com", "phone": "+4915112345678"}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range inbox.MaxDevices {

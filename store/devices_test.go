@@ -95,7 +95,7 @@ func TestDevices(t *testing.T) {
 		t.Fatalf("other platform = %+v, %v", d, err)
 	}
 	// A profile update keeps the devices (and devices keep the profile).
-	if _, err := f.s.PutUserProfile(ctx, v, inbox.UserProfile{Email: "a@example.com"}); err != nil {
+	if _, err := f.s.PutUserProfile(ctx, v, inbox.UserProfile{Addresses: map[string]string{"email": "a@example.com"}}); err != nil {
 		t.Fatal(err)
 	}
 	// With the two above: inbox.MaxDevices.
@@ -109,7 +109,7 @@ func TestDevices(t *testing.T) {
 	if err != nil || len(ds) != inbox.MaxDevices || ds[0] != d0 {
 		t.Fatalf("devices = %+v, %v", ds, err)
 	}
-	if p, err := f.s.UserProfile(ctx, v); err != nil || p.Email != "a@example.com" {
+	if p, err := f.s.UserProfile(ctx, v); err != nil || p.Address("email") != "a@example.com" {
 		t.Fatalf("profile beside devices = %+v, %v", p, err)
 	}
 	// An 11th evicts the oldest (d0), and only it.

@@ -28,7 +28,7 @@ func TestReadRecipients(t *testing.T) {
 	if _, err := f.s.UpdatePreferences(ctx, f.viewer("a"), inbox.PreferencesUpdate{Locale: &de}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.PutUserProfile(ctx, f.viewer("b"), inbox.UserProfile{Email: "b@example.com", Timezone: "Europe/Berlin"}); err != nil {
+	if _, err := f.s.PutUserProfile(ctx, f.viewer("b"), inbox.UserProfile{Addresses: map[string]string{"email": "b@example.com"}, Timezone: "Europe/Berlin"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.s.RegisterDevice(ctx, f.viewer("b"), "tok-b", inbox.PlatformFCM); err != nil {
@@ -69,7 +69,7 @@ func TestReadRecipients(t *testing.T) {
 			t.Errorf("%s: a's locale %q (preferences read: %v)", c.name, got, c.wantPrefs)
 		}
 		b := r.Recipients["b"]
-		if c.need.Profile != (b.Profile.Email == "b@example.com" && b.Profile.Timezone == "Europe/Berlin" && len(b.Devices) == 1 && b.Devices[0].Token == "tok-b") {
+		if c.need.Profile != (b.Profile.Address("email") == "b@example.com" && b.Profile.Timezone == "Europe/Berlin" && len(b.Devices) == 1 && b.Devices[0].Token == "tok-b") {
 			t.Errorf("%s: b %+v", c.name, b)
 		}
 		if _, ok := r.Recipients["c"]; !ok || len(r.Recipients) != 3 {

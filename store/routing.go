@@ -98,14 +98,14 @@ func (it *statusItem) key() string { return strings.TrimPrefix(it.SK, skDelivery
 
 // userProfileItem is a user's channel profile (AP24) and push devices: Devices maps a
 // device id to the device (at most inbox.MaxDevices); DevicesRev counts the changes of
-// Devices (an eviction rewrites the map on condition that it is the one read).
+// Devices (an eviction rewrites the map on condition that it is the one read). The
+// recipient's addresses are attributes of their own, each named by its channel's
+// inbox.ChannelSpec.AddressKey ("email", "phone", ...: profileAddresses reads them,
+// PutUserProfile writes them), beside the struct's.
 type userProfileItem struct {
 	PK         string                `dynamodbav:"pk"`
 	SK         string                `dynamodbav:"sk"`
 	EntityType string                `dynamodbav:"entityType"`
-	Email      string                `dynamodbav:"email,omitempty"`
-	Phone      string                `dynamodbav:"phone,omitempty"`
-	SlackUser  string                `dynamodbav:"slackUserId,omitempty"`
 	Locale     string                `dynamodbav:"locale,omitempty"`
 	Timezone   string                `dynamodbav:"timezone,omitempty"`
 	UpdatedAt  int64                 `dynamodbav:"updatedAt"`
@@ -499,14 +499,8 @@ func (s *Store) SkipDelivery(ctx context.Context, tenantID, notificationID, key,
 
 // decodeUserProfile reads a PROFILE item of a user (nil: none, the zero profile).
 func decodeUserProfile(item map[string]types.AttributeValue) (inbox.UserProfile, error) {
-	if item == nil {
-		return inbox.UserProfile{}, nil
-	}
-	var it userProfileItem
-	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
-		return inbox.UserProfile{}, fmt.Errorf("decode user profile: %w", err)
-	}
-	return inbox.UserProfile{Email: it.Email, Phone: it.Phone, SlackUserID: it.SlackUser, Locale: it.Locale, Timezone: it.Timezone}, nil
+	p, _, err := decodeUserDevices(item)
+	return p, err
 }
 
 // decodeUserDevices reads a PROFILE item of a user (nil: none): the profile and the push
@@ -519,5 +513,33 @@ func decodeUserDevices(item map[string]types.AttributeValue) (inbox.UserProfile,
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return inbox.UserProfile{}, nil, fmt.Errorf("decode user profile: %w", err)
 	}
-	return inbox.UserProfile{Email: it.Email, Phone: it.Phone, SlackUserID: it.SlackUser, Locale: it.Locale, Timezone: it.Timezone}, it.devices(), nil
+	addrs, err := profileAddresses(item)
+	if err != nil {
+		return inbox.UserProfile{}, nil, err
+	}
+	return inbox.UserProfile{Addresses: addrs, Locale: it.Locale, Timezone: it.Timezone}, it.devices(), nil
+}
+
+// profileAddresses reads the addresses of a PROFILE item: the attribute of each
+// registered channel's AddressKey (nil when it has none).
+func profileAddresses(item map[string]types.AttributeValue) (map[string]string, error) {
+	var out map[string]string
+	for _, k := range inbox.AddressKeys {
+		av, ok := item[k]
+		if !ok {
+			continue
+		}
+		var v string
+		if err := attributevalue.Unmarshal(av, &v); err != nil {
+			return nil, fmt.Errorf("decode user profile: %s: %w", k, err)
+		}
+		if v == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out, nil
 }

@@ -54,9 +54,9 @@ func TestRoutingWritesDecisions(t *testing.T) {
 	// 22:00-08:30 in their profile's zone only, America/New_York (now 08:00 there: ends
 	// 12:30Z).
 	users := []string{"bare", "muter", "quiet", "night"}
-	both := inbox.UserProfile{Email: "x@example.com", Phone: "+4915112345678"}
+	both := inbox.UserProfile{Addresses: map[string]string{"email": "x@example.com", "phone": "+4915112345678"}}
 	for u, p := range map[string]inbox.UserProfile{"muter": both, "quiet": both,
-		"night": {Email: "n@example.com", Phone: "+12125550100", Timezone: "America/New_York"}} {
+		"night": {Addresses: map[string]string{"email": "n@example.com", "phone": "+12125550100"}, Timezone: "America/New_York"}} {
 		if _, err := f.s.PutUserProfile(ctx, f.viewer(u), p); err != nil {
 			t.Fatalf("profile %s: %v", u, err)
 		}

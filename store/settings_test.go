@@ -2,9 +2,14 @@ package store_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/store"
@@ -87,18 +92,69 @@ func equalStatus(a, b inbox.NotificationStatus) bool {
 
 // A profile is validated before anything is written, stored with its locale canonical,
 // and read back; a PUT replaces it whole.
+// addr returns the profile with the one address value under key.
+func addr(key, value string) inbox.UserProfile {
+	return inbox.UserProfile{Addresses: map[string]string{key: value}}
+}
+
+// addressSamples are a valid address of each channel's AddressKey: a channel registered
+// with an address needs one here (TestUserProfileAddressesRoundTrip names it).
+var addressSamples = map[string]string{"email": "ada@example.com", "phone": "+4915112345678", "slackUserId": "U024BE7LH"}
+
+// Every registered channel's address is written under its AddressKey, as the attribute
+// of that name (what profiles stored before read back as), and read back; an empty one
+// removes it.
+func TestUserProfileAddressesRoundTrip(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	v := f.viewer("a")
+	all := inbox.UserProfile{Addresses: map[string]string{}}
+	for _, k := range inbox.AddressKeys {
+		s, ok := addressSamples[k]
+		if !ok {
+			t.Fatalf("no sample address for the address key %q: add one to addressSamples", k)
+		}
+		all.Addresses[k] = s
+	}
+	if got, err := f.s.PutUserProfile(ctx, v, all); err != nil || !reflect.DeepEqual(got, all) {
+		t.Fatalf("put = %+v, %v", got, err)
+	}
+	if got, err := f.s.UserProfile(ctx, v); err != nil || !reflect.DeepEqual(got, all) {
+		t.Fatalf("read = %+v, %v", got, err)
+	}
+	raw, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(f.table), Key: store.UserProfileKey(v)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range all.Addresses {
+		if s, ok := raw.Item[k].(*types.AttributeValueMemberS); !ok || s.Value != want {
+			t.Errorf("attribute %q = %#v, want %q", k, raw.Item[k], want)
+		}
+	}
+	for _, k := range inbox.AddressKeys {
+		if got, err := f.s.PutUserProfile(ctx, v, addr(k, all.Addresses[k])); err != nil || !reflect.DeepEqual(got, addr(k, all.Addresses[k])) {
+			t.Fatalf("put %s alone = %+v, %v", k, got, err)
+		}
+		if got, err := f.s.UserProfile(ctx, v); err != nil || !reflect.DeepEqual(got, addr(k, all.Addresses[k])) {
+			t.Errorf("read %s alone = %+v, %v", k, got, err)
+		}
+	}
+}
+
 func TestUserProfile(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	v := f.viewer("a")
-	if p, err := f.s.UserProfile(ctx, v); err != nil || p != (inbox.UserProfile{}) {
+	if p, err := f.s.UserProfile(ctx, v); err != nil || !reflect.DeepEqual(p, inbox.UserProfile{}) {
 		t.Fatalf("no profile = %+v, %v", p, err)
 	}
 	f.rec.Reset()
 	for _, bad := range []inbox.UserProfile{
-		{Email: "not an address"}, {Email: "Ada <ada@example.com>"}, {Email: "ada@"},
-		{Phone: "0151 1234"}, {Phone: "+0151"}, {Phone: "+1"}, {Phone: "+1234567890123456"},
+		addr("email", "not an address"), addr("email", "Ada <ada@example.com>"), addr("email", "ada@"),
+		addr("phone", "0151 1234"), addr("phone", "+0151"), addr("phone", "+1"), addr("phone", "+1234567890123456"),
+		addr("slackUserId", "C024BE7LH"), addr("fax", "+4930123456"),
 		{Locale: "not a locale!"}, {Locale: "xx-YY-zzzzzzzzzzz"}, {Timezone: "Mars/Base"}, {Timezone: "Local"},
 	} {
 		if _, err := f.s.PutUserProfile(ctx, v, bad); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
@@ -111,18 +167,18 @@ func TestUserProfile(t *testing.T) {
 	if ops := f.rec.Ops(); len(ops) != 0 {
 		t.Fatalf("refused profiles sent %v", ops)
 	}
-	got, err := f.s.PutUserProfile(ctx, v, inbox.UserProfile{Email: "ada@example.com", Phone: "+4915112345678", Locale: "de-de", Timezone: "Europe/Berlin"})
-	want := inbox.UserProfile{Email: "ada@example.com", Phone: "+4915112345678", Locale: "de-DE", Timezone: "Europe/Berlin"}
-	if err != nil || got != want {
+	got, err := f.s.PutUserProfile(ctx, v, inbox.UserProfile{Addresses: map[string]string{"email": "ada@example.com", "phone": "+4915112345678"}, Locale: "de-de", Timezone: "Europe/Berlin"})
+	want := inbox.UserProfile{Addresses: map[string]string{"email": "ada@example.com", "phone": "+4915112345678"}, Locale: "de-DE", Timezone: "Europe/Berlin"}
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("put = %+v, %v", got, err)
 	}
-	if p, err := f.s.UserProfile(ctx, v); err != nil || p != want {
+	if p, err := f.s.UserProfile(ctx, v); err != nil || !reflect.DeepEqual(p, want) {
 		t.Fatalf("read = %+v, %v", p, err)
 	}
-	if _, err := f.s.PutUserProfile(ctx, v, inbox.UserProfile{Phone: "+4915112345678"}); err != nil {
+	if _, err := f.s.PutUserProfile(ctx, v, inbox.UserProfile{Addresses: map[string]string{"phone": "+4915112345678"}}); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := f.s.UserProfile(ctx, v); err != nil || p != (inbox.UserProfile{Phone: "+4915112345678"}) {
+	if p, err := f.s.UserProfile(ctx, v); err != nil || !reflect.DeepEqual(p, addr("phone", "+4915112345678")) {
 		t.Fatalf("replaced = %+v, %v", p, err)
 	}
 	// The profile is outside the inbox's key range: the inbox stays empty.

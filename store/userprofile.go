@@ -12,8 +12,9 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
-// PutUserProfile replaces v's channel profile (PUT /v1/users/{id}: email, phone, locale,
-// timezone; "" leaves a field unset) and returns it as stored. It is checked first
+// PutUserProfile replaces v's channel profile (PUT /v1/users/{id}: the addresses of the
+// registered channels, each an attribute named by its inbox.ChannelSpec.AddressKey,
+// locale, timezone; "" leaves a field unset) and returns it as stored. It is checked first
 // (inbox.UserProfile.Validate; the locale is also looked up in the BCP 47 registry and
 // stored canonical, "de-de" as "de-DE"), then one UpdateItem of the user's PROFILE item
 // (AP24). Sends read it with the recipients' preferences (ReadRecipients). Errors:
@@ -36,11 +37,16 @@ func (s *Store) PutUserProfile(ctx context.Context, v inbox.Viewer, p inbox.User
 	// An UpdateItem, not a Put: the item also holds the user's push devices.
 	up := expression.Set(expression.Name("entityType"), expression.Value(entityUserProfile)).
 		Set(expression.Name(statusAttrUpdatedAt), expression.Value(s.now().UnixMilli()))
-	for _, f := range []struct{ attr, v string }{{"email", p.Email}, {"phone", p.Phone}, {"slackUserId", p.SlackUserID}, {"locale", p.Locale}, {"timezone", p.Timezone}} {
-		if f.v == "" {
-			up = up.Remove(expression.Name(f.attr))
+	type attr struct{ name, v string }
+	attrs := make([]attr, 0, len(inbox.AddressKeys)+2)
+	for _, k := range inbox.AddressKeys {
+		attrs = append(attrs, attr{k, p.Address(k)})
+	}
+	for _, a := range append(attrs, attr{"locale", p.Locale}, attr{"timezone", p.Timezone}) {
+		if a.v == "" {
+			up = up.Remove(expression.NameNoDotSplit(a.name))
 		} else {
-			up = up.Set(expression.Name(f.attr), expression.Value(f.v))
+			up = up.Set(expression.NameNoDotSplit(a.name), expression.Value(a.v))
 		}
 	}
 	x, err := buildUpdate(up, nil, nil)
@@ -52,7 +58,22 @@ func (s *Store) PutUserProfile(ctx context.Context, v inbox.Viewer, p inbox.User
 	if _, err := s.db.UpdateItem(ctx, in); err != nil {
 		return inbox.UserProfile{}, fmt.Errorf("put user profile: %w", err)
 	}
-	return p, nil
+	return inbox.UserProfile{Addresses: profileOnly(p.Addresses), Locale: p.Locale, Timezone: p.Timezone}, nil
+}
+
+// profileOnly returns the non-empty addresses of addrs (nil when there is none): what
+// the profile reads back.
+func profileOnly(addrs map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range addrs {
+		if v != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // UserProfile returns v's channel profile (the zero profile when none is stored). One

@@ -28,7 +28,7 @@ func TestOneRenderIsBoundedAcrossParts(t *testing.T) {
 	vars := map[string]any{"s": strings.Repeat("a", 64)}
 	const n = MaxIterations / 8
 	src := "{% for i in (1.." + itoa(n) + ") %}{% assign u = s | upcase %}{% endfor %}x"
-	one, err := en.parse("body", src, inbox.NoEscaping)
+	one, err := en.parse("body", src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,15 @@
 //   - No includes: {% include %} and {% render %} are refused at parse time (a template
 //     never reads a file or another template).
 //   - Escaping (inbox.PartField.Escape), of every output wherever it stands (in if,
-//     unless, case, loops, captures): in an email's HTML part each output is HTML-escaped
-//     unless its last filter is raw ({{ body_html | raw }}) or already escape /
-//     escape_once; in a Slack text Slack's control characters (& < >) are escaped
-//     (slack_escape) unless its last filter is raw or slack_escape, so data shows as
-//     written while the author's own mrkdwn (<{{ url }}|View>, *bold*) stays. Other parts
-//     (title, body, email subject and text, push, SMS) are plain text and are not
-//     escaped. A capture in an escaping part holds escaped text: output it with | raw.
+//     unless, case, loops, captures): each escaping a channel declares (inbox.Escaping)
+//     is a filter of its name, appended to every output of such a field unless its last
+//     filter is raw ({{ body_html | raw }}), that filter or one of the escaping's
+//     AsWritten. In an email's HTML part each output is HTML-escaped (escape; escape_once
+//     also counts); in a chat message's text its markup's control characters are, so
+//     data shows as written while the author's own markup (<{{ url }}|View>, *bold*)
+//     stays. Other parts (title, body, email subject and text, push, SMS) are plain text
+//     and are not escaped. A capture in an escaping part holds escaped text: output it
+//     with | raw.
 //   - Bounds: a part's source is at most MaxPartBytes; one render of one part writes at
 //     most MaxOutputBytes, runs at most MaxIterations loop iterations and RenderTimeout
 //     (checked at every iteration, write, assign, filter and block); every string a filter

@@ -319,7 +319,7 @@ type compiled struct {
 
 // parse parses src as the part named part (for messages), its outputs escaped as esc
 // says (see prepare). The error is BAD_USER_INPUT with the line.
-func (en *engine) parse(part, src string, esc inbox.Escaping) (*compiled, error) {
+func (en *engine) parse(part, src string, esc *inbox.Escaping) (*compiled, error) {
 	if len(src) > MaxPartBytes {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "template part %s is over %d bytes", part, MaxPartBytes)
 	}
@@ -338,12 +338,16 @@ func (en *engine) parse(part, src string, esc inbox.Escaping) (*compiled, error)
 // blocks of more than MaxClauses clauses; it bounds the range of every loop (boundedLoop)
 // and puts the tick first in its body, puts the clock before every other block (a
 // condition writes nothing, so no write checks its time) and, in parts with an escaping
-// (esc: an HTML part, a Slack text), escapes every output the author did not end with
-// raw or an escape of the same kind (escapings).
-func (en *engine) prepare(part string, n render.Node, esc inbox.Escaping) (render.Node, error) {
-	how, escapes := escapings[esc]
-	if esc != inbox.NoEscaping && !escapes {
-		return nil, fmt.Errorf("tmpl: part %s has an escaping %q this engine does not know", part, esc)
+// (esc: a field with an inbox.Escaping, as an email's HTML), escapes every output the
+// author did not end with raw or an escape of the same kind (escapings).
+func (en *engine) prepare(part string, n render.Node, esc *inbox.Escaping) (render.Node, error) {
+	var how escaping
+	escapes := esc != nil
+	if escapes {
+		var known bool
+		if how, known = escapings[esc.Filter]; !known {
+			return nil, fmt.Errorf("tmpl: part %s has an escaping %q this engine does not know", part, esc.Filter)
+		}
 	}
 	// check checks the expressions of n (a tag, an output, a block and its clauses).
 	check := func(n render.Node, total int, args ...string) error {
@@ -477,7 +481,7 @@ func (en *engine) boundedCapture(part string, n *render.BlockNode) (render.Node,
 
 // escaping is how a part of one inbox.Escaping escapes its outputs: filter is appended
 // to each output's expression, unless asWritten matches the expression (its last filter
-// is raw, or already an escape of that kind).
+// is raw, the escaping's own or one of its AsWritten).
 type escaping struct {
 	filter    string
 	asWritten *regexp.Regexp
@@ -487,11 +491,20 @@ type escaping struct {
 // show the output as written (sourceMessage).
 func autoEscape(filter string) string { return "|" + filter + "}}" }
 
-// escapings are the engine's escapings, by inbox.Escaping.
-var escapings = map[inbox.Escaping]escaping{
-	inbox.EscapeHTML:  {filter: "escape", asWritten: regexp.MustCompile(`\|\s*(raw|escape|escape_once)\s*$`)},
-	inbox.EscapeSlack: {filter: "slack_escape", asWritten: regexp.MustCompile(`\|\s*(raw|slack_escape)\s*$`)},
-}
+// escapings are the engine's escapings, by filter name: one per escaping of the
+// registered channels' fields (inbox.Escapings).
+var escapings = func() map[string]escaping {
+	out := map[string]escaping{}
+	for _, e := range inbox.Escapings() {
+		names := []string{"raw", regexp.QuoteMeta(e.Filter)}
+		for _, a := range e.AsWritten {
+			names = append(names, regexp.QuoteMeta(a))
+		}
+		out[e.Filter] = escaping{filter: e.Filter,
+			asWritten: regexp.MustCompile(`\|\s*(` + strings.Join(names, "|") + `)\s*$`)}
+	}
+	return out
+}()
 
 // escaped returns the output node of "{{ expr | filter }}" for n = "{{ expr }}", at n's
 // line.

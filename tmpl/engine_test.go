@@ -10,7 +10,7 @@ import (
 
 func renderPart(t *testing.T, src string, htmlPart bool, vars map[string]any) (string, error) {
 	t.Helper()
-	esc := inbox.NoEscaping
+	var esc *inbox.Escaping
 	if htmlPart {
 		esc = inbox.EscapeHTML
 	}
@@ -62,7 +62,7 @@ func TestEngineStrictUndefined(t *testing.T) {
 func TestEngineRefusesIncludes(t *testing.T) {
 	t.Parallel()
 	for _, src := range []string{"{% include 'x.liquid' %}", "{% if a %}{% include '/etc/passwd' %}{% endif %}"} {
-		_, err := newEngine().parse("body", src, inbox.NoEscaping)
+		_, err := newEngine().parse("body", src, nil)
 		if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "include") {
 			t.Errorf("%q: err = %v; want BAD_USER_INPUT about include", src, err)
 		}
@@ -72,7 +72,7 @@ func TestEngineRefusesIncludes(t *testing.T) {
 func TestEngineParseErrors(t *testing.T) {
 	t.Parallel()
 	for _, src := range []string{"{% if x %}", "{{ x | }}", "{% assign = 3 %}", "{% nosuchtag %}", strings.Repeat("x", MaxPartBytes+1)} {
-		if _, err := newEngine().parse("body", src, inbox.NoEscaping); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		if _, err := newEngine().parse("body", src, nil); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Errorf("%.40q: err = %v; want BAD_USER_INPUT", src, err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"math"
 	"net/url"
 	"reflect"
@@ -158,7 +157,7 @@ func (s filterSet) AddFilter(name string, fn any) { s[name] = fn }
 // ours replacing those of Liquid's where a result can be much larger than its input
 // (append, prepend, replace, join, concat, split, ...) or take more than linear time (uniq
 // compares arrays pairwise, truncate and truncatewords compile a regular expression of
-// their arguments), and raw and a nil-preserving escape (see htmlEscape). A render calls
+// their arguments), and raw and the nil-preserving escapes of the channels' escapings (escapeFilter). A render calls
 // them through budget.filter.
 func boundedFilters() map[string]reflect.Value {
 	fs := filterSet{}
@@ -209,8 +208,9 @@ func boundedFilters() map[string]reflect.Value {
 	fs.AddFilter("uniq", uniqFilter)
 	fs.AddFilter("truncate", truncateFilter)
 	fs.AddFilter("truncatewords", truncateWordsFilter)
-	fs.AddFilter("escape", htmlEscape)
-	fs.AddFilter("slack_escape", slackEscape)
+	for _, e := range inbox.Escapings() {
+		fs.AddFilter(e.Filter, escapeFilter(e.Func))
+	}
 	fs.AddFilter("newline_to_br", func(s string) (string, error) {
 		return boundedString(strings.ReplaceAll(s, "\n", "<br />"))
 	})
@@ -252,7 +252,7 @@ func boundedFilters() map[string]reflect.Value {
 	fs.AddFilter("minus", func(a, b any) (any, error) { return arith('-', a, b) })
 	fs.AddFilter("times", func(a, b any) (any, error) { return arith('*', a, b) })
 	fs.AddFilter("modulo", func(a, b any) (any, error) { return arith('%', a, b) })
-	// raw marks an output of an escaping part (HTML, Slack) not to be escaped (prepare).
+	// raw marks an output of an escaping part (inbox.Escaping) not to be escaped (prepare).
 	fs.AddFilter("raw", func(v any) any { return v })
 	out := make(map[string]reflect.Value, len(fs))
 	for name, fn := range fs {
@@ -297,34 +297,22 @@ func (b *budget) filter(fn reflect.Value) func(any, ...any) (any, error) {
 	}
 }
 
-// htmlEscape is the escape filter: HTML-escapes text, and keeps nil nil so that an
-// undefined variable stays an error in strict mode even behind the automatic escape of
-// HTML parts. Numbers and booleans need no escaping and keep their type.
-func htmlEscape(v any) (any, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case string:
-		return boundedString(html.EscapeString(v))
-	case int, int64, float64, bool:
-		return v, nil
-	default:
-		return boundedString(html.EscapeString(fmt.Sprint(v)))
-	}
-}
-
-// slackEscape is the slack_escape filter: escapes Slack's control characters (& < >,
-// inbox.SlackEscape), nil kept nil and numbers and booleans as they are (see htmlEscape).
-func slackEscape(v any) (any, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case string:
-		return boundedString(inbox.SlackEscape(v))
-	case int, int64, float64, bool:
-		return v, nil
-	default:
-		return boundedString(inbox.SlackEscape(fmt.Sprint(v)))
+// escapeFilter returns the filter of an inbox.Escaping whose Func is escape: it escapes
+// text, and keeps nil nil so that an undefined variable stays an error in strict mode
+// even behind the automatic escape of an escaping part. Numbers and booleans need no
+// escaping and keep their type.
+func escapeFilter(escape func(string) string) func(any) (any, error) {
+	return func(v any) (any, error) {
+		switch v := v.(type) {
+		case nil:
+			return nil, nil
+		case string:
+			return boundedString(escape(v))
+		case int, int64, float64, bool:
+			return v, nil
+		default:
+			return boundedString(escape(fmt.Sprint(v)))
+		}
 	}
 }
 

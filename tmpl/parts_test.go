@@ -44,8 +44,8 @@ func TestEveryRegisteredPartRenders(t *testing.T) {
 		var content inbox.Content
 		for _, f := range spec.Fields {
 			who := "<Ada>"
-			if f.Escape != inbox.NoEscaping {
-				who = "&lt;Ada&gt;"
+			if f.Escape != nil {
+				who = f.Escape.Func(who)
 			}
 			content.SetField(f.Name, spec.Part+"."+f.Name+" "+who)
 		}

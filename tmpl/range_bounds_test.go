@@ -121,7 +121,7 @@ func TestRangeBombsEndWithinBudget(t *testing.T) {
 		{"truncatewords of a long word", "{% for i in (1..20) %}{% assign s = word | truncatewords: 1000 %}{% endfor %}{{ s | size }}", "204800"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := en.parse("body", c.src, inbox.NoEscaping)
+			p, err := en.parse("body", c.src, nil)
 			if err != nil {
 				t.Fatalf("parse: %v", err)
 			}
@@ -166,7 +166,7 @@ func TestLongChainsEndWithinBudget(t *testing.T) {
 		{"in a loop body", "{% for i in (1..3) %}" + repeat("{% if "+contains+" %}{% endif %}", 40) + "{% endfor %}"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := en.parse("body", c.src, inbox.NoEscaping)
+			p, err := en.parse("body", c.src, nil)
 			if err != nil {
 				t.Fatalf("parse: %.200v", err)
 			}
@@ -204,7 +204,7 @@ func TestLongConditionsRefusedAtPut(t *testing.T) {
 		{"{{ a > 1" + repeat(" or a contains 1", MaxComparisons) + " }}", "comparisons"},
 		{"{% assign b = a > 1" + repeat(" or a contains 1", MaxComparisons) + " %}", "comparisons"},
 	} {
-		_, err := en.parse("body", "x\n"+c.src, inbox.NoEscaping)
+		_, err := en.parse("body", "x\n"+c.src, nil)
 		if inbox.ErrorCode(err) != inbox.CodeBadUserInput || !strings.Contains(err.Error(), "template part body line 2") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%.60s: err = %.200v; want BAD_USER_INPUT about %s", c.src, err, c.want)
 		}
@@ -215,7 +215,7 @@ func TestLongConditionsRefusedAtPut(t *testing.T) {
 		"{% case a %}{% when 1" + repeat(", 1", MaxComparisons-1) + " %}{% endcase %}",
 		"{{ '==' }} {{ 'a contains b' }} {% if a == '<=' %}{% endif %}" + repeat("{% if a == 1 %}{% endif %}", 2*MaxComparisons),
 	} {
-		if _, err := en.parse("body", src, inbox.NoEscaping); err != nil {
+		if _, err := en.parse("body", src, nil); err != nil {
 			t.Errorf("%.60s: %v", src, err)
 		}
 	}
@@ -250,7 +250,7 @@ func TestDataCollectionsBounded(t *testing.T) {
 func TestPanicsAnswerWithoutStack(t *testing.T) {
 	en := newEngine()
 	en.filters["upcase"] = reflect.ValueOf(func(s string) string { panic("index out of range " + s) })
-	p, err := en.parse("body", "{{ 'abc' | upcase }}", inbox.NoEscaping)
+	p, err := en.parse("body", "{{ 'abc' | upcase }}", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestRangesStillWork(t *testing.T) {
 		{"{{ 'a,b,,c,,' | split: ',' | join: '|' }} {{ 'a b  c' | split: ' ' | size }} {{ 'héllo' | split: '' | size }}", "a|b||c 3 5"},
 		{"{{ items | concat: items | uniq | join }}", "b a c"},
 	} {
-		p, err := en.parse("body", c.src, inbox.NoEscaping)
+		p, err := en.parse("body", c.src, nil)
 		if err != nil {
 			t.Errorf("%s: parse: %v", c.src, err)
 			continue
@@ -302,7 +302,7 @@ func TestRangesStillWork(t *testing.T) {
 		}
 	}
 	dup := []any{[]any{1}, []any{1}, map[string]any{"a": 1}, map[string]any{"a": 1}, nil, nil, "x"}
-	p, _ := en.parse("body", "{{ d | uniq | size }}", inbox.NoEscaping)
+	p, _ := en.parse("body", "{{ d | uniq | size }}", nil)
 	if r := renderGuarded(t, "uniq", p, map[string]any{"d": dup}); r.err != nil || r.out != "4" {
 		t.Errorf("uniq of %v = %q, %v; want 4", dup, r.out, r.err)
 	}

@@ -407,10 +407,10 @@ func (s *Service) render(p *parsed, vars map[string]any, deadline time.Time) (in
 func (s *Service) parse(in inbox.TemplateInput) (*parsed, error) {
 	p := &parsed{locale: in.Locale}
 	var err error
-	if p.title, err = s.en.parse("title", in.Title, inbox.NoEscaping); err != nil {
+	if p.title, err = s.en.parse("title", in.Title, nil); err != nil {
 		return nil, err
 	}
-	if p.body, err = s.en.parse("body", in.Body, inbox.NoEscaping); err != nil {
+	if p.body, err = s.en.parse("body", in.Body, nil); err != nil {
 		return nil, err
 	}
 	for _, c := range inbox.PartChannels {

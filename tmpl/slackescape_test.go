@@ -1,6 +1,7 @@
 package tmpl
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,7 +54,7 @@ func TestSlackTextEscapesData(t *testing.T) {
 		t.Errorf("an undefined variable: %v (an error, showing the output as written)", err)
 	}
 	// Plain text parts (an SMS) are not escaped.
-	c, err = newEngine().parse("sms.text", "{{ who }}", inbox.NoEscaping)
+	c, err = newEngine().parse("sms.text", "{{ who }}", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,10 +70,23 @@ func TestSlackTextEscapesData(t *testing.T) {
 // Slack text as mrkdwn).
 func TestEscapingReachesEveryBlock(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		esc  inbox.Escaping
-		want string
-	}{{inbox.EscapeHTML, "&lt;b&gt;"}, {inbox.EscapeSlack, "&lt;b&gt;"}} {
+	escs := inbox.Escapings()
+	if !slices.Contains(escs, inbox.EscapeHTML) || !slices.Contains(escs, inbox.EscapeSlack) {
+		t.Fatalf("escapings %v", escs)
+	}
+	for _, esc := range escs {
+		if c, err := newEngine().parse("part", "{{ x | raw }}", esc); err != nil {
+			t.Fatal(err)
+		} else if got, err := c.render("part", map[string]any{"x": "<b>"}); err != nil || got != "<b>" {
+			t.Errorf("%s: raw: %q, %v", esc.Filter, got, err)
+		}
+		tc := struct {
+			esc  *inbox.Escaping
+			want string
+		}{esc, esc.Func("<b>")}
+		if tc.want == "<b>" {
+			t.Fatalf("%s does not escape <b>", esc.Filter)
+		}
 		for _, src := range []string{
 			"{% if n > 1 %}{{ x }}{% endif %}",
 			"{% if n > 5 %}no{% elsif n > 1 %}{{ x }}{% endif %}",
@@ -84,6 +98,9 @@ func TestEscapingReachesEveryBlock(t *testing.T) {
 			"{% if n > 1 %}{% for i in (1..1) %}{{ x }}{% endfor %}{% endif %}",
 			"{% if n > 1 %}{% unless n > 5 %}{% if true %}{{ x }}{% endif %}{% endunless %}{% endif %}",
 			"{% capture c %}{% if n > 1 %}{{ x | raw }}{% endif %}{% endcapture %}{% if n %}{{ c }}{% endif %}",
+			// Written by the author, the escaping's own filter escapes once.
+			"{{ x | " + esc.Filter + " }}",
+			"{% if n > 1 %}{{ x |" + esc.Filter + "}}{% endif %}",
 		} {
 			c, err := newEngine().parse("part", src, tc.esc)
 			if err != nil {
@@ -91,7 +108,7 @@ func TestEscapingReachesEveryBlock(t *testing.T) {
 			}
 			got, err := c.render("part", map[string]any{"x": "<b>", "n": 3})
 			if err != nil || got != tc.want {
-				t.Errorf("%s %s: %q, %v; want %q", tc.esc, src, got, err, tc.want)
+				t.Errorf("%s %s: %q, %v; want %q", tc.esc.Filter, src, got, err, tc.want)
 			}
 		}
 	}

@@ -23,7 +23,7 @@ const bigArray = bigString + `{% assign a = s | split: "#" %}{% for i in (1..16)
 // allocated and the error.
 func renderMeasured(t *testing.T, src string, vars map[string]any) (time.Duration, uint64, error) {
 	t.Helper()
-	c, err := newEngine().parse("body", src, inbox.NoEscaping)
+	c, err := newEngine().parse("body", src, nil)
 	if err != nil {
 		t.Fatalf("%s: does not parse: %v", src, err)
 	}
@@ -114,7 +114,7 @@ func TestValueBytesBoundLetsTheLimitsThrough(t *testing.T) {
 		en := newEngine()
 		t0 := time.Now()
 		en.now = func() time.Time { return t0 }
-		c, err := en.parse("body", src, inbox.NoEscaping)
+		c, err := en.parse("body", src, nil)
 		if err != nil {
 			t.Fatalf("%s: does not parse: %v", src, err)
 		}

@@ -280,7 +280,7 @@ func (b *harness) deliverScenario(ctx context.Context) (*DeliverResult, error) {
 	progress("deliver: %d users with an email address; the tenant's webhook %s", deliverUsers, hookS.url)
 	for i := range deliverUsers {
 		u := deliverUser(i)
-		if _, err := st.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: u}, inbox.UserProfile{Email: deliverEmail(u)}); err != nil {
+		if _, err := st.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: u}, inbox.UserProfile{Addresses: map[string]string{"email": deliverEmail(u)}}); err != nil {
 			return nil, fmt.Errorf("profile: %w", err)
 		}
 	}

@@ -148,7 +148,7 @@ func (b *harness) e2eScenario(ctx context.Context) (*E2EResult, error) {
 	progress("e2e: %d users with an email address, template bench-e2e", e2eUsers)
 	for i := range int64(e2eUsers) {
 		u := e2eUser(i)
-		if _, err := st.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: u}, inbox.UserProfile{Email: u + "@bench.example"}); err != nil {
+		if _, err := st.PutUserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: u}, inbox.UserProfile{Addresses: map[string]string{"email": u + "@bench.example"}}); err != nil {
 			return nil, fmt.Errorf("profile: %w", err)
 		}
 	}

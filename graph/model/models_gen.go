@@ -21,16 +21,17 @@ type ActorInput struct {
 }
 
 type CategoryPreferenceInput struct {
-	Category string                `json:"category"`
-	Channels *ChannelSwitchesInput `json:"channels"`
+	Category string         `json:"category"`
+	Channels map[string]any `json:"channels"`
 }
 
-type ChannelSwitchesInput struct {
-	InApp *bool `json:"inApp,omitempty"`
-	Email *bool `json:"email,omitempty"`
-	Push  *bool `json:"push,omitempty"`
-	Sms   *bool `json:"sms,omitempty"`
-	Slack *bool `json:"slack,omitempty"`
+type ChannelSwitches struct {
+	InApp bool `json:"inApp"`
+	Email bool `json:"email"`
+	Push  bool `json:"push"`
+	Sms   bool `json:"sms"`
+	// Direct messages from the tenant's Slack bot (the profile's slackUserId).
+	Slack bool `json:"slack"`
 }
 
 // One delivery of a notification: through one channel (to one device, for push).
@@ -100,7 +101,7 @@ type NotificationActionInput struct {
 }
 
 type PreferencesInput struct {
-	Channels *ChannelSwitchesInput `json:"channels,omitempty"`
+	Channels map[string]any `json:"channels,omitempty"`
 	// Per-category switches to set; a category not listed keeps its switches.
 	Categories []*CategoryPreferenceInput `json:"categories,omitempty"`
 	// Quiet hours to set; null clears them.
