@@ -153,29 +153,43 @@ func TestWebSocketDuplicateIDCloses4409(t *testing.T) {
 	testgw.WaitFor(t, testgw.EventTimeout, "the subscriptions to end", func() bool { return s.Broker.Subscribers() == 0 })
 }
 
+// TestWebSocketLegacyKeepAlive: graphql-ws has a "ka" at the acknowledgement and one at
+// every keep-alive interval, which the test ticks on the gateway's clock.
 func TestWebSocketLegacyKeepAlive(t *testing.T) {
 	t.Parallel()
-	// 400 ms, not less: a peer silent for two intervals is dropped, and on a loaded CI
-	// machine the client's pong once came later than 200 ms.
-	s := testgw.NewConfig(t, func(c *app.Config) { c.KeepAlive = 400 * time.Millisecond })
+	clk := clocktest.New()
+	const keepAlive = 15 * time.Second
+	s := testgw.NewWith(t, testgw.Options{Clock: clk, Config: func(c *app.Config) { c.KeepAlive = keepAlive }})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := s.DialWS(ctx, "graphql-ws")
 	c.Init(s.Token("t1", "alice"))
-	deadline := time.After(testgw.EventTimeout)
-	for kas := 0; kas < 3; {
-		select {
-		case m, ok := <-c.Msgs:
-			if !ok {
-				t.Fatalf("connection ended: %v", <-c.ReadErr)
-			}
-			if m.Type != "ka" {
-				t.Fatalf("unexpected %s %s", m.Type, m.Payload)
-			}
-			kas++
-		case <-deadline:
-			t.Fatalf("fewer than 3 keep-alive messages within %v", testgw.EventTimeout)
+	for kas := 0; kas < 3; kas++ {
+		if kas > 0 {
+			// The server reads a message of the client's (any counts as hearing from
+			// it: the legacy protocol has no client pong) before the clock moves on.
+			heardFrom(t, c)
+			clk.Advance(keepAlive)
 		}
+		if m := c.NextRaw(); m.Type != "ka" {
+			t.Fatalf("keep-alive %d: unexpected %s %s", kas, m.Type, m.Payload)
+		}
+	}
+}
+
+// heardFrom makes the server read a message from c and answer it (a graphql-transport-ws
+// ping, or a graphql-ws query, whose result and complete it skips), so the connection has
+// heard from its peer at the clock's present time before a test advances it.
+func heardFrom(t *testing.T, c *testgw.WSClient) {
+	t.Helper()
+	if c.Protocol == "graphql-transport-ws" {
+		c.Send(testgw.WSMessage{Type: "ping", Payload: json.RawMessage(`{"heard":1}`)})
+		for m := c.NextRaw(); m.Type != "pong" || string(m.Payload) != `{"heard":1}`; m = c.NextRaw() {
+		}
+		return
+	}
+	c.Subscribe("heard", `{ __typename }`)
+	for m := c.NextRaw(); m.ID != "heard" || m.Type != "complete"; m = c.NextRaw() {
 	}
 }
 
@@ -421,7 +435,11 @@ func TestWebSocketCancelledMutationStillPublishes(t *testing.T) {
 
 func TestWebSocketConnectionLimitsAndChecks(t *testing.T) {
 	t.Parallel()
-	s := testgw.NewConfig(t, func(c *app.Config) { c.KeepAlive = 200 * time.Millisecond })
+	// The keep-alive ticks only when the test advances the clock: a client busy reading
+	// a hundred results is never dropped as a silent peer.
+	clk := clocktest.New()
+	const keepAlive = 15 * time.Second
+	s := testgw.NewWith(t, testgw.Options{Clock: clk, Config: func(c *app.Config) { c.KeepAlive = keepAlive }})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	alice := s.Token("t1", "alice")
@@ -476,16 +494,29 @@ func TestWebSocketConnectionLimitsAndChecks(t *testing.T) {
 		}
 		defer conn.CloseNow()
 		_ = conn.Write(ctx, websocket.MessageText, []byte(`{"type":"connection_init","payload":{"Authorization":"Bearer `+alice+`"}}`))
-		pings := 0
-		for pings < 2 {
-			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		read := func(what string) string {
+			t.Helper()
+			rctx, rcancel := context.WithTimeout(ctx, testgw.EventTimeout)
+			defer rcancel()
 			_, b, err := conn.Read(rctx)
-			rcancel()
 			if err != nil {
-				t.Fatalf("after %d pings: %v", pings, err)
+				t.Fatalf("waiting for %s: %v", what, err)
 			}
-			if strings.Contains(string(b), `"ping"`) {
-				pings++
+			return string(b)
+		}
+		if m := read("connection_ack"); !strings.Contains(m, `"connection_ack"`) {
+			t.Fatalf("after connection_init: %s", m)
+		}
+		for i := range 2 {
+			clk.Advance(keepAlive)
+			if m := read("a ping"); !strings.Contains(m, `"ping"`) {
+				t.Fatalf("keep-alive %d: %s, want a ping", i, m)
+			}
+			// Answered, and the answer read by the server (its pong to a ping of ours
+			// comes after it), before the clock moves on.
+			_ = conn.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
+			_ = conn.Write(ctx, websocket.MessageText, []byte(`{"type":"ping"}`))
+			for m := read("the pong"); !strings.Contains(m, `"pong"`); m = read("the pong") {
 			}
 		}
 	})
