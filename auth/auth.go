@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/inbox"
 )
@@ -63,8 +64,11 @@ type Config struct {
 	Audience string
 	// Leeway is the clock skew tolerated when checking exp, nbf and iat.
 	Leeway time.Duration
-	// Now is the clock; nil means time.Now. Tests set it to control expiry.
-	Now func() time.Time
+	// Clock is the verifier's clock: it checks exp, nbf and iat, and Sign's iat and exp
+	// are read from it. The transports end a long-lived connection (WebSocket, SSE) when
+	// its token expires on the same clock (Verifier.Clock), so a test that advances it
+	// sees a token expire and its connections end with no wait. Nil means the wall clock.
+	Clock clockwork.Clock
 }
 
 // Claims is what a verified token says about its caller: a user (a user token), or a
@@ -132,7 +136,7 @@ type Verifier struct {
 	jwks     *jwksKeys
 	issuer   string
 	audience string
-	now      func() time.Time
+	clock    clockwork.Clock
 	leeway   time.Duration
 	parser   *jwt.Parser
 	algs     string // the accepted algorithms, for error messages
@@ -157,9 +161,9 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	if cfg.JWKSRefresh < 0 || cfg.JWKSMinRefresh < 0 || cfg.JWKSFetchTimeout < 0 || cfg.JWKSMaxBytes < 0 {
 		return nil, errors.New("auth: JWKS durations and size must not be negative")
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
+	clock := cfg.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
 	}
 	var algs []string
 	if len(cfg.Secret) > 0 {
@@ -175,7 +179,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(cfg.Leeway),
-		jwt.WithTimeFunc(now),
+		jwt.WithTimeFunc(clock.Now),
 		// Base64url exactly as RFC 7515 writes it: no padding, no stray trailing bits.
 		jwt.WithStrictDecoding(),
 	}
@@ -190,7 +194,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		secret:   bytes.Clone(cfg.Secret),
 		issuer:   cfg.Issuer,
 		audience: cfg.Audience,
-		now:      now,
+		clock:    clock,
 		parser:   jwt.NewParser(opts...),
 		algs:     strings.Join(algs, ", "),
 	}
@@ -232,6 +236,11 @@ func (v *Verifier) Close() {
 		v.jwks.close()
 	}
 }
+
+// Clock returns the verifier's clock (Config.Clock, or the wall clock): the one a token's
+// ValidUntil is on, so a connection that ends at its token's expiry times it with this
+// clock.
+func (v *Verifier) Clock() clockwork.Clock { return v.clock }
 
 // CanSign reports whether Sign works: it needs the HS256 secret.
 func (v *Verifier) CanSign() bool { return len(v.secret) > 0 }
@@ -480,7 +489,7 @@ func (v *Verifier) Sign(c Claims, ttl time.Duration) (string, error) {
 			return "", fmt.Errorf("auth: sign: scope %q must be non-empty printable text without spaces", s)
 		}
 	}
-	now := v.now()
+	now := v.clock.Now()
 	exp := c.ExpiresAt
 	switch {
 	case ttl > 0:

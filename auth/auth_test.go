@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/inbox"
 )
@@ -26,7 +27,7 @@ func newTestVerifier(t *testing.T, cfg Config) *Verifier {
 	if cfg.Secret == nil {
 		cfg.Secret = testSecret
 	}
-	cfg.Now = func() time.Time { return testNow }
+	cfg.Clock = clockwork.NewFakeClockAt(testNow)
 	v, err := NewVerifier(cfg)
 	if err != nil {
 		t.Fatalf("NewVerifier: %v", err)

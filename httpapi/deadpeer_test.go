@@ -18,17 +18,23 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/clocktest"
+	"github.com/inboxgw/gateway/internal/testgw"
 )
 
 // peerKeepAlive is the keep-alive interval of the dead-peer tests: the gateway must drop
-// a silent peer within about two intervals (issue 8, item 8).
+// a silent peer within about two intervals (issue 8, item 8). The WebSocket keep-alive
+// runs on the gateway's fake clock, which the tests advance; the SSE write deadline
+// (about two intervals) is a real socket deadline, on the wall clock.
 const peerKeepAlive = time.Second
 
-// peerDropBound is how long after a peer fell silent the tests wait for the gateway to
-// drop it: three keep-alive intervals, plus slack for a loaded two-core machine. Before
+// peerDropBound is how long the tests wait for what a drop causes (the connection closed,
+// its subscription released): the WebSocket drop itself happens when the fake clock is
+// advanced, so this bounds the teardown's I/O, and for SSE the real write deadline. Before
 // the fix such a peer stayed for as long as anyone watched (60 s and more).
 const peerDropBound = 3*peerKeepAlive + 3*time.Second
 
@@ -37,15 +43,40 @@ const peerDropBound = 3*peerKeepAlive + 3*time.Second
 // megabytes loopback autotuning allows.
 type smallSendBuffers struct{ net.Listener }
 
-// newPeerGateway is newGateway with a 1 s keep-alive and small server send buffers; it
-// returns the handler too, for its count of open WebSockets.
-func newPeerGateway(t *testing.T) (*gateway, *httpapi.Handler) {
+// newPeerGateway is newGateway with a 1 s keep-alive on clk and small server send
+// buffers; it returns the handler too, for its count of open WebSockets.
+func newPeerGateway(t *testing.T, clk clockwork.Clock) (*gateway, *httpapi.Handler) {
 	t.Helper()
 	g := newGatewayWith(t, gatewaySetup{
 		options:  func(o *httpapi.Options) { o.KeepAlive = peerKeepAlive },
 		listener: func(l net.Listener) net.Listener { return smallSendBuffers{l} },
+		clock:    clk,
 	})
 	return g, g.h
+}
+
+// armed waits until clk has n timers waiting (a WebSocket connection has two once
+// acknowledged: its keep-alive and its token's expiry): a keep-alive tick re-arms its
+// timer before it writes anything, so after an advance this is the tick having run.
+func armed(t *testing.T, clk *clockwork.FakeClock, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testgw.EventTimeout)
+	defer cancel()
+	if err := clk.BlockUntilContext(ctx, n); err != nil {
+		t.Fatalf("%d timers on the clock: not within %v", n, testgw.EventTimeout)
+	}
+}
+
+// ticksDone waits until no keep-alive tick runs: each has had the WebSocket pong it
+// waits for (recorded before the tick returns), or given up. It counts the goroutines of
+// the whole test binary, so only a test that is not parallel uses it.
+func ticksDone(t *testing.T) {
+	t.Helper()
+	waitUntil(t, testgw.EventTimeout, "the keep-alive ticks to end", func() bool {
+		var buf bytes.Buffer
+		_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+		return !strings.Contains(buf.String(), "httpapi.(*wsConn).keepAliveTick")
+	})
 }
 
 func (l smallSendBuffers) Accept() (net.Conn, error) {
@@ -158,11 +189,13 @@ func connGoroutines() int {
 }
 
 // A subscriber that stops reading and answering (no pong, no frame, no FIN) is dropped
-// within about two keep-alive intervals and its subscription released, on both protocols.
+// at the second keep-alive tick after it was last heard from (two intervals of silence),
+// not at the first, and its subscription released, on both protocols.
 func TestWebSocketDeadPeerIsDropped(t *testing.T) {
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		t.Run(protocol, func(t *testing.T) {
-			g, h := newPeerGateway(t)
+			clk := clocktest.New()
+			g, h := newPeerGateway(t, clk)
 			conn := deadWSPeer(t, g, protocol)
 			waitUntil(t, 10*time.Second, "the subscription to start", func() bool {
 				return g.broker.Subscribers() == 1 && h.WebSockets() == 1
@@ -170,10 +203,16 @@ func TestWebSocketDeadPeerIsDropped(t *testing.T) {
 			if connGoroutines() == 0 {
 				t.Fatal("no goroutine of the connection found: connGoroutines counts nothing")
 			}
-			took := waitUntil(t, peerDropBound, "the silent peer to be dropped and its subscription released", func() bool {
+			armed(t, clk, 2)
+			clk.Advance(peerKeepAlive) // one interval of silence: a ping, no drop
+			armed(t, clk, 2)
+			if n, s := h.WebSockets(), g.broker.Subscribers(); n != 1 || s != 1 {
+				t.Fatalf("after one silent interval: %d connections, %d subscriptions; want 1 and 1", n, s)
+			}
+			clk.Advance(peerKeepAlive) // two: dropped
+			waitUntil(t, peerDropBound, "the silent peer to be dropped and its subscription released", func() bool {
 				return g.broker.Subscribers() == 0 && h.WebSockets() == 0
 			})
-			t.Logf("%s: silent peer dropped %v after its subscription started (keep-alive %v)", protocol, took.Round(10*time.Millisecond), peerKeepAlive)
 			expectClosedByServer(t, conn)
 			// Nothing of the connection runs any more: its reader, flusher, keep-alive
 			// ticks and operations are gone.
@@ -186,10 +225,11 @@ func TestWebSocketDeadPeerIsDropped(t *testing.T) {
 
 // A live subscriber that sends nothing after subscribing (the legacy protocol has no
 // client pong; a graphql-transport-ws client may ignore pings) stays connected: the
-// WebSocket pongs its library sends while it reads show it is there.
+// WebSocket pongs its library sends while it reads show it is there. Not parallel:
+// ticksDone counts the goroutines of the whole binary.
 func TestWebSocketQuietLivePeerStays(t *testing.T) {
-	t.Parallel()
-	g, h := newPeerGateway(t)
+	clk := clocktest.New()
+	g, h := newPeerGateway(t, clk)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
@@ -223,7 +263,15 @@ func TestWebSocketQuietLivePeerStays(t *testing.T) {
 	waitUntil(t, 10*time.Second, "both subscriptions to start", func() bool {
 		return g.broker.Subscribers() == 2 && h.WebSockets() == 2
 	})
-	time.Sleep(4 * peerKeepAlive)
+	// Four intervals, each tick's pong back before the next: two silent intervals in a
+	// row would drop a connection, and the clock stands still while a pong travels.
+	armed(t, clk, 4)
+	for range 4 {
+		clk.Advance(peerKeepAlive)
+		armed(t, clk, 4)
+		ticksDone(t)
+	}
+	armed(t, clk, 4) // a dropped connection's timers are stopped before its tick ends
 	if n, s := h.WebSockets(), g.broker.Subscribers(); n != 2 || s != 2 {
 		t.Fatalf("after 4 keep-alive intervals: %d connections, %d subscriptions; want 2 and 2", n, s)
 	}
@@ -233,7 +281,7 @@ func TestWebSocketQuietLivePeerStays(t *testing.T) {
 // and its subscription released.
 func TestSSEStalledReaderIsDropped(t *testing.T) {
 	t.Parallel()
-	g, _ := newPeerGateway(t)
+	g, _ := newPeerGateway(t, nil)
 	conn := rawDial(t, g)
 	body := `{"query":"subscription { notificationAdded { id payload } }"}`
 	fmt.Fprintf(conn, "POST /graphql HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"+

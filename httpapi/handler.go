@@ -23,6 +23,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/jonboulle/clockwork"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/inboxgw/gateway/auth"
@@ -151,13 +152,20 @@ func NewHandler(o Options) *Handler {
 	if keepAlive <= 0 {
 		keepAlive = 15 * time.Second
 	}
+	// The long-lived connections' timers run on the verifier's clock (auth.Config.Clock):
+	// a token expires, and the connections holding it end, on one clock.
+	clock := clockwork.NewRealClock()
+	if verifier != nil {
+		clock = verifier.Clock()
+	}
+	res.Clock = clock
 	sseCtx, stopSSE := context.WithCancel(context.Background())
 	h := &Handler{conns: newConnRegistry(), streams: sseCtx, stopSSE: stopSSE}
 	schema := graph.NewExecutableSchema(graph.Config{}).Schema()
 	for _, t := range []graphql.Transport{
 		&wsTransport{verifier: verifier, log: log, origins: o.AllowedOrigins,
 			initTimeout: initTimeout, keepAlive: keepAlive, reg: h.conns, metrics: o.Metrics,
-			drain: cmp.Or(o.MutationTimeout, DefaultMutationTimeout) + wsDrainMargin},
+			drain: cmp.Or(o.MutationTimeout, DefaultMutationTimeout) + wsDrainMargin, clock: clock},
 		sseTransport{SSE: transport.SSE{KeepAlivePingInterval: keepAlive}, writeTimeout: sseWriteTimeout(keepAlive), metrics: o.Metrics},
 		optionsTransport{},
 		getTransport{},

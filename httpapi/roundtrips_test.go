@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
@@ -56,6 +57,9 @@ type gatewaySetup struct {
 	listener func(net.Listener) net.Listener
 	// store are more store options.
 	store []store.Option
+	// clock, when set, is the verifier's clock, and so the WebSocket connections' (token
+	// expiry, keep-alive): the test advances it.
+	clock clockwork.Clock
 }
 
 func newGateway(t *testing.T) *gateway { return newGatewayWith(t, gatewaySetup{}) }
@@ -67,7 +71,7 @@ func newGatewayWith(t *testing.T, s gatewaySetup) *gateway {
 	t.Helper()
 	rec := &ddbtrace.Recorder{}
 	// No leeway: the expiry tests measure when a token's stream ends.
-	v, err := auth.NewVerifier(auth.Config{Secret: []byte("round-trip-test-secret-0123456789abcdef")})
+	v, err := auth.NewVerifier(auth.Config{Secret: []byte("round-trip-test-secret-0123456789abcdef"), Clock: s.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,43 +1,45 @@
 package httpapi_test
 
 import (
-	"io"
-	"net/http"
-	"strings"
+	"context"
 	"testing"
 	"time"
 
 	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/internal/clocktest"
+	"github.com/inboxgw/gateway/internal/testgw"
 )
 
-// An SSE subscription ends when its token expires, not later.
+// An SSE subscription ends when its token expires (with the resolvers' second of grace),
+// not earlier and not later: the verifier's clock is advanced to just before that end,
+// where an event still arrives, then to it, where the stream completes.
 func TestSSESubscriptionEndsAtTokenExpiry(t *testing.T) {
 	t.Parallel()
-	g := newGateway(t)
-	tok, err := g.v.Sign(auth.Claims{TenantID: "acme", UserID: "alice"}, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	clk := clocktest.New()
+	s := newExpiryGateway(t, clk, testgw.Options{})
+	tok, claims := expiringToken(t, s, auth.Claims{TenantID: "t1", UserID: "alice"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := s.SubscribeSSE(ctx, tok, `subscription { unreadCount }`)
+	if got := st.NextCount(); got != 0 {
+		t.Fatalf("first value %d", got)
 	}
-	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/graphql", strings.NewReader(`{"query":"subscription { unreadCount }"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	client := &http.Client{Timeout: 15 * time.Second}
-	start := time.Now()
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	end := claims.ValidUntil.Add(time.Second)
+	clk.Advance(clk.Until(end) - time.Millisecond)
+	s.Send(s.ServiceToken("t1", "svc"), s.SendInput("before the end", "alice"))
+	if got := st.NextCount(); got != 1 {
+		t.Fatalf("a millisecond before the end: value %d, want 1", got)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body) // returns when the server ends the stream
-	if err != nil {
-		t.Fatalf("stream did not end by itself: %v", err)
+	clk.Advance(time.Millisecond)
+	select {
+	case err := <-st.Done:
+		if err != nil {
+			t.Fatalf("the stream ended without complete: %v", err)
+		}
+	case raw := <-st.Events:
+		t.Fatalf("event %s after the token's end", raw)
+	case <-time.After(testgw.EventTimeout):
+		t.Fatalf("the stream did not end within %v of its token's end", testgw.EventTimeout)
 	}
-	took := time.Since(start)
-	if !strings.Contains(string(body), `"unreadCount":0`) || !strings.Contains(string(body), "complete") {
-		t.Fatalf("stream = %q", body)
-	}
-	if took < time.Second || took > 10*time.Second {
-		t.Fatalf("stream ended after %v; want about the token's 2 s lifetime", took)
-	}
+	testgw.WaitFor(t, testgw.EventTimeout, "the subscription to end", func() bool { return s.Broker.Subscribers() == 0 })
 }

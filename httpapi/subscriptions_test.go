@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/inbox"
@@ -185,7 +186,7 @@ func TestNotificationAddedSlowConsumer(t *testing.T) {
 func TestWebSocketInitWithoutValidTokenIsRefused(t *testing.T) {
 	t.Parallel()
 	s := testgw.New(t)
-	past, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Now: func() time.Time { return time.Now().Add(-3 * time.Hour) }})
+	past, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Clock: clockwork.NewFakeClockAt(time.Now().Add(-3 * time.Hour))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,11 +19,13 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/internal/testgw"
 )
 
@@ -151,29 +153,43 @@ func TestWebSocketDuplicateIDCloses4409(t *testing.T) {
 	testgw.WaitFor(t, testgw.EventTimeout, "the subscriptions to end", func() bool { return s.Broker.Subscribers() == 0 })
 }
 
+// TestWebSocketLegacyKeepAlive: graphql-ws has a "ka" at the acknowledgement and one at
+// every keep-alive interval, which the test ticks on the gateway's clock.
 func TestWebSocketLegacyKeepAlive(t *testing.T) {
 	t.Parallel()
-	// 400 ms, not less: a peer silent for two intervals is dropped, and on a loaded CI
-	// machine the client's pong once came later than 200 ms.
-	s := testgw.NewConfig(t, func(c *app.Config) { c.KeepAlive = 400 * time.Millisecond })
+	clk := clocktest.New()
+	const keepAlive = 15 * time.Second
+	s := testgw.NewWith(t, testgw.Options{Clock: clk, Config: func(c *app.Config) { c.KeepAlive = keepAlive }})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := s.DialWS(ctx, "graphql-ws")
 	c.Init(s.Token("t1", "alice"))
-	deadline := time.After(testgw.EventTimeout)
-	for kas := 0; kas < 3; {
-		select {
-		case m, ok := <-c.Msgs:
-			if !ok {
-				t.Fatalf("connection ended: %v", <-c.ReadErr)
-			}
-			if m.Type != "ka" {
-				t.Fatalf("unexpected %s %s", m.Type, m.Payload)
-			}
-			kas++
-		case <-deadline:
-			t.Fatalf("fewer than 3 keep-alive messages within %v", testgw.EventTimeout)
+	for kas := 0; kas < 3; kas++ {
+		if kas > 0 {
+			// The server reads a message of the client's (any counts as hearing from
+			// it: the legacy protocol has no client pong) before the clock moves on.
+			heardFrom(t, c)
+			clk.Advance(keepAlive)
 		}
+		if m := c.NextRaw(); m.Type != "ka" {
+			t.Fatalf("keep-alive %d: unexpected %s %s", kas, m.Type, m.Payload)
+		}
+	}
+}
+
+// heardFrom makes the server read a message from c and answer it (a graphql-transport-ws
+// ping, or a graphql-ws query, whose result and complete it skips), so the connection has
+// heard from its peer at the clock's present time before a test advances it.
+func heardFrom(t *testing.T, c *testgw.WSClient) {
+	t.Helper()
+	if c.Protocol == "graphql-transport-ws" {
+		c.Send(testgw.WSMessage{Type: "ping", Payload: json.RawMessage(`{"heard":1}`)})
+		for m := c.NextRaw(); m.Type != "pong" || string(m.Payload) != `{"heard":1}`; m = c.NextRaw() {
+		}
+		return
+	}
+	c.Subscribe("heard", `{ __typename }`)
+	for m := c.NextRaw(); m.ID != "heard" || m.Type != "complete"; m = c.NextRaw() {
 	}
 }
 
@@ -259,7 +275,8 @@ func TestWebSocketOriginAllowList(t *testing.T) {
 
 func TestWebSocketTokenExpiryEndsConnection(t *testing.T) {
 	t.Parallel()
-	s := testgw.New(t)
+	clk := clocktest.New()
+	s := newExpiryGateway(t, clk, testgw.Options{})
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		t.Run(protocol, func(t *testing.T) {
 			s := s.WithT(t)
@@ -272,21 +289,26 @@ func TestWebSocketTokenExpiryEndsConnection(t *testing.T) {
 			if got := c.NextCount("1"); got != 0 {
 				t.Fatalf("first value %d", got)
 			}
-			msgs := c.ExpectClose(4403, "token expired", 10*time.Second, "error", "connection_error")
-			if early := time.Until(claims.ValidUntil); early > 100*time.Millisecond {
-				t.Fatalf("closed %v before the token's expiry (exp plus the leeway)", early)
+			// A second before the token's end (exp plus the leeway) the connection
+			// still serves: it does not end early.
+			clk.Advance(clk.Until(claims.ValidUntil) - time.Second)
+			c.Subscribe("2", `subscription { unreadCount }`)
+			if got := c.NextCount("2"); got != 0 {
+				t.Fatalf("a second before the expiry: first value %d", got)
 			}
-			var sawError bool
+			clk.Advance(time.Second)
+			msgs := c.ExpectClose(4403, "token expired", testgw.EventTimeout, "error", "connection_error")
+			ended := map[string]bool{}
 			for _, m := range msgs {
-				if m.Type == "error" && m.ID == "1" && strings.Contains(string(m.Payload), `"token expired"`) &&
+				if m.Type == "error" && strings.Contains(string(m.Payload), `"token expired"`) &&
 					strings.Contains(string(m.Payload), `"UNAUTHENTICATED"`) {
-					sawError = true
+					ended[m.ID] = true
 				}
 			}
-			if !sawError {
-				t.Fatalf("no UNAUTHENTICATED \"token expired\" error for the running subscription; got %+v", msgs)
+			if !ended["1"] || !ended["2"] {
+				t.Fatalf("want an UNAUTHENTICATED \"token expired\" error for both running subscriptions; got %+v", msgs)
 			}
-			testgw.WaitFor(t, testgw.EventTimeout, "the subscription to end", func() bool { return s.Broker.Subscribers() == 0 })
+			testgw.WaitFor(t, testgw.EventTimeout, "the subscriptions to end", func() bool { return s.Broker.Subscribers() == 0 })
 		})
 	}
 }
@@ -413,7 +435,11 @@ func TestWebSocketCancelledMutationStillPublishes(t *testing.T) {
 
 func TestWebSocketConnectionLimitsAndChecks(t *testing.T) {
 	t.Parallel()
-	s := testgw.NewConfig(t, func(c *app.Config) { c.KeepAlive = 200 * time.Millisecond })
+	// The keep-alive ticks only when the test advances the clock: a client busy reading
+	// a hundred results is never dropped as a silent peer.
+	clk := clocktest.New()
+	const keepAlive = 15 * time.Second
+	s := testgw.NewWith(t, testgw.Options{Clock: clk, Config: func(c *app.Config) { c.KeepAlive = keepAlive }})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	alice := s.Token("t1", "alice")
@@ -468,16 +494,29 @@ func TestWebSocketConnectionLimitsAndChecks(t *testing.T) {
 		}
 		defer conn.CloseNow()
 		_ = conn.Write(ctx, websocket.MessageText, []byte(`{"type":"connection_init","payload":{"Authorization":"Bearer `+alice+`"}}`))
-		pings := 0
-		for pings < 2 {
-			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		read := func(what string) string {
+			t.Helper()
+			rctx, rcancel := context.WithTimeout(ctx, testgw.EventTimeout)
+			defer rcancel()
 			_, b, err := conn.Read(rctx)
-			rcancel()
 			if err != nil {
-				t.Fatalf("after %d pings: %v", pings, err)
+				t.Fatalf("waiting for %s: %v", what, err)
 			}
-			if strings.Contains(string(b), `"ping"`) {
-				pings++
+			return string(b)
+		}
+		if m := read("connection_ack"); !strings.Contains(m, `"connection_ack"`) {
+			t.Fatalf("after connection_init: %s", m)
+		}
+		for i := range 2 {
+			clk.Advance(keepAlive)
+			if m := read("a ping"); !strings.Contains(m, `"ping"`) {
+				t.Fatalf("keep-alive %d: %s, want a ping", i, m)
+			}
+			// Answered, and the answer read by the server (its pong to a ping of ours
+			// comes after it), before the clock moves on.
+			_ = conn.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
+			_ = conn.Write(ctx, websocket.MessageText, []byte(`{"type":"ping"}`))
+			for m := read("the pong"); !strings.Contains(m, `"pong"`); m = read("the pong") {
 			}
 		}
 	})
@@ -579,32 +618,79 @@ func TestWebSocketMessagesPipelinedAndLarge(t *testing.T) {
 	}
 }
 
-// TestWebSocketTokenExpiryLetsRunningMutationsAnswer sends a mutation every 10 ms across
-// the moment the token expires. No operation starts once the connection is expiring, a
-// mutation that started answers (its result, then complete) before the 4403 close, and
-// exactly the mutations that answered with a result were written: none is told "token
-// expired" after committing, none is written without an answer.
+// TestWebSocketTokenExpiryLetsRunningMutationsAnswer sends mutations across the moment
+// the token expires. No operation starts once the connection is expiring, a mutation that
+// started answers (its result, then complete) before the 4403 close, and exactly the
+// mutations that answered with a result were written: none is told "token expired" after
+// committing, none is written without an answer. The expiry is the verifier's clock
+// advanced right after a burst of mutations, which race it on the server; the first of an
+// earlier burst had answered (one ran before the expiry), and those sent once the
+// subscription ended with "token expired" find the connection expiring (none runs).
 func TestWebSocketTokenExpiryLetsRunningMutationsAnswer(t *testing.T) {
 	t.Parallel()
-	s := testgw.New(t)
-	tok, claims := expiringToken(t, s, auth.Claims{TenantID: "t1", UserID: "svc", Scopes: []string{auth.ScopeSend}})
+	clk := clocktest.New()
+	s := newExpiryGateway(t, clk, testgw.Options{})
+	tok, claims := expiringToken(t, s, auth.Claims{TenantID: "t1", UserID: "dora"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := s.DialWS(ctx, "graphql-transport-ws")
 	c.Init(tok)
-	time.Sleep(time.Until(claims.ValidUntil.Add(-300 * time.Millisecond)))
+	c.Subscribe("sub", `subscription { unreadCount }`)
+	if got := c.NextCount("sub"); got != 0 {
+		t.Fatalf("first value %d", got)
+	}
+	const first, second, after = 10, 10, 10
 	sent := 0
-	for until := claims.ValidUntil.Add(300 * time.Millisecond); time.Now().Before(until); sent++ {
-		payload, _ := json.Marshal(map[string]any{"query": testgw.SendMutation, "variables": map[string]any{"in": s.SendInput(fmt.Sprint("exp-", sent), "dora")}})
-		m, _ := json.Marshal(testgw.WSMessage{ID: fmt.Sprint("exp-", sent), Type: "subscribe", Payload: payload})
+	mutate := func() {
+		id := fmt.Sprint("exp-", sent)
+		sent++
+		payload, _ := json.Marshal(map[string]any{"query": `mutation { updatePreferences(input: {categories: [{category: "` + id + `", channels: {sms: false}}]}) { locale } }`})
+		m, _ := json.Marshal(testgw.WSMessage{ID: id, Type: "subscribe", Payload: payload})
 		_ = c.Conn.Write(ctx, websocket.MessageText, m) // fails once the socket closed
-		time.Sleep(10 * time.Millisecond)
+	}
+	var msgs []testgw.WSMessage
+	next := func(what string) testgw.WSMessage {
+		select {
+		case m, ok := <-c.Msgs:
+			if !ok {
+				t.Fatalf("the connection closed while waiting for %s: %v", what, <-c.ReadErr)
+			}
+			msgs = append(msgs, m)
+			return m
+		case <-time.After(testgw.EventTimeout):
+			t.Fatalf("waited %v for %s", testgw.EventTimeout, what)
+		}
+		return testgw.WSMessage{}
+	}
+	for range first {
+		mutate()
+	}
+	for m := next("exp-0's answer"); m.ID != "exp-0"; m = next("exp-0's answer") {
+	}
+	for range second {
+		mutate()
+	}
+	clk.Advance(clk.Until(claims.ValidUntil))
+	for m := next("the subscription's end"); m.ID != "sub" || m.Type != "error"; m = next("the subscription's end") {
+	}
+	for range after {
+		mutate()
+	}
+	for m := range c.Msgs {
+		msgs = append(msgs, m)
+	}
+	if code := websocket.CloseStatus(<-c.ReadErr); code != 4403 {
+		t.Fatalf("closed with %d, want 4403", code)
 	}
 	terminal := map[string]string{}
 	answered := map[string]bool{}
-	for m := range c.Msgs {
-		switch m.Type {
-		case "next":
+	for _, m := range msgs {
+		switch {
+		case m.ID == "sub":
+			if m.Type == "error" && !strings.Contains(string(m.Payload), `"token expired"`) {
+				t.Fatalf("subscription error %s", m.Payload)
+			}
+		case m.Type == "next":
 			if terminal[m.ID] != "" {
 				t.Fatalf("next for %s after its %s", m.ID, terminal[m.ID])
 			}
@@ -612,7 +698,7 @@ func TestWebSocketTokenExpiryLetsRunningMutationsAnswer(t *testing.T) {
 				t.Fatalf("%s answered with errors: %s", m.ID, m.Payload)
 			}
 			answered[m.ID] = true
-		case "complete", "error":
+		case m.Type == "complete" || m.Type == "error":
 			if terminal[m.ID] != "" {
 				t.Fatalf("%s ended twice: %s, then %s", m.ID, terminal[m.ID], m.Type)
 			}
@@ -622,9 +708,6 @@ func TestWebSocketTokenExpiryLetsRunningMutationsAnswer(t *testing.T) {
 			terminal[m.ID] = m.Type
 		}
 	}
-	if code := websocket.CloseStatus(<-c.ReadErr); code != 4403 {
-		t.Fatalf("closed with %d, want 4403", code)
-	}
 	for id := range answered {
 		if terminal[id] != "complete" {
 			t.Fatalf("%s answered but ended with %q, want complete", id, terminal[id])
@@ -632,38 +715,45 @@ func TestWebSocketTokenExpiryLetsRunningMutationsAnswer(t *testing.T) {
 	}
 	var d struct {
 		Viewer struct {
-			Inbox struct {
-				Edges []struct{ Node struct{ Title string } }
+			Preferences struct {
+				Categories []struct{ Category string }
 			}
 		}
 	}
-	s.MustData(s.Token("t1", "dora"), `{ viewer { inbox(first: 100) { edges { node { title } } } } }`, nil, &d)
+	s.MustData(s.Token("t1", "dora"), `{ viewer { preferences { categories { category } } } }`, nil, &d)
 	written := map[string]bool{}
-	for _, e := range d.Viewer.Inbox.Edges {
-		written[e.Node.Title] = true
+	for _, cat := range d.Viewer.Preferences.Categories {
+		written[cat.Category] = true
 	}
 	for i := range sent {
 		id := fmt.Sprint("exp-", i)
 		if written[id] != answered[id] {
 			t.Fatalf("%s: written %v, answered with a result %v (ended: %q)", id, written[id], answered[id], terminal[id])
 		}
-	}
-	if len(answered) == 0 || len(answered) == sent {
-		t.Fatalf("%d of %d mutations answered: the sends did not straddle the expiry", len(answered), sent)
+		if i >= first+second && answered[id] {
+			t.Fatalf("%s, sent after the subscription ended with \"token expired\", ran", id)
+		}
 	}
 	t.Logf("%d mutations sent across the expiry: %d answered and written, the rest not started", sent, len(answered))
 }
 
-// expiringToken signs c with a clock 30 s behind, for 2 s: its exp is 28 s ago, and the
-// server's 30 s leeway accepts it for 2 more seconds. It returns the token and its claims
-// as the server verifies them (ValidUntil: when the server's connection expires it).
+// newExpiryGateway is a gateway whose verifier runs on clk, so a token expires when the
+// test advances clk, with a keep-alive of an hour: advancing clk to a token's end (at
+// most a minute and a half, see expiringToken) ticks no keep-alive.
+func newExpiryGateway(t *testing.T, clk clockwork.Clock, o testgw.Options) *testgw.Server {
+	t.Helper()
+	o.Clock = clk
+	o.Config = func(c *app.Config) { c.KeepAlive = time.Hour }
+	return testgw.NewWith(t, o)
+}
+
+// expiringToken signs c for a minute of the gateway's clock (Options.Clock, which stands
+// still until the test advances it: the set-up spends none of the minute) and returns the
+// token and its claims as the server verifies them (ValidUntil: exp plus the 30 s leeway,
+// when the server's connection expires it).
 func expiringToken(t *testing.T, s *testgw.Server, c auth.Claims) (string, auth.Claims) {
 	t.Helper()
-	behind, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Now: func() time.Time { return time.Now().Add(-30 * time.Second) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := behind.Sign(c, 2*time.Second)
+	tok, err := s.Verifier.Sign(c, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -101,8 +102,13 @@ type wsTransport struct {
 	initTimeout time.Duration
 	keepAlive   time.Duration
 	drain       time.Duration // at token expiry, the longest wait for running operations (mutation deadline + wsDrainMargin)
-	reg         *connRegistry
-	metrics     *metrics.Registry // nil: none
+	// clock runs a connection's timers (init timeout, keep-alive, token expiry) and
+	// dates what it hears from its peer: the verifier's clock, on which a token's
+	// ValidUntil is, so a test that advances it expires tokens and ticks keep-alives.
+	// The drain at expiry waits on the wall clock, as the operations' own deadlines do.
+	clock   clockwork.Clock
+	reg     *connRegistry
+	metrics *metrics.Registry // nil: none
 }
 
 var _ graphql.Transport = (*wsTransport)(nil)
@@ -116,13 +122,13 @@ func (t *wsTransport) Supports(r *http.Request) bool { return isWebSocketUpgrade
 // lives on in its own goroutine, so the HTTP server's goroutine and its stack are freed.
 func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	heard := new(atomic.Int64) // the connection's lastHeard; pongs arrive through the reader
-	heard.Store(time.Now().UnixNano())
+	heard.Store(t.clock.Now().UnixNano())
 	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
 		Subprotocols:   []string{subprotocolTransportWS, subprotocolGraphQLWS},
 		OriginPatterns: t.origins,
 		// Any pong, the answer to keepAliveTick's ping or an unsolicited one, shows the
 		// peer is there. Called synchronously by the reader: no goroutine.
-		OnPongReceived: func(context.Context, []byte) { heard.Store(time.Now().UnixNano()) },
+		OnPongReceived: func(context.Context, []byte) { heard.Store(t.clock.Now().UnixNano()) },
 	})
 	if err != nil {
 		t.log.Debug("websocket upgrade refused", "err", err) // Accept wrote the response
@@ -143,7 +149,7 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	context.AfterFunc(ctx, t.metrics.ConnectionOpened(metrics.TransportWebSocket)) // teardown cancels ctx
 	if t.initTimeout > 0 {
 		c.mu.Lock()
-		c.initTimer = time.AfterFunc(t.initTimeout, func() {
+		c.initTimer = t.clock.AfterFunc(t.initTimeout, func() {
 			c.mu.Lock()
 			late := !c.inited
 			c.mu.Unlock()
@@ -209,9 +215,9 @@ type wsConn struct {
 	// mutations until their result is written.
 	starting    sync.WaitGroup
 	flushing    bool // the flusher runs
-	initTimer   *time.Timer
-	kaTimer     *time.Timer
-	expiryTimer *time.Timer
+	initTimer   clockwork.Timer
+	kaTimer     clockwork.Timer
+	expiryTimer clockwork.Timer
 }
 
 // wsMessage is a protocol message, both directions.
@@ -230,7 +236,7 @@ func (c *wsConn) run() {
 		if err != nil {
 			return
 		}
-		c.lastHeard.Store(time.Now().UnixNano())
+		c.lastHeard.Store(c.t.clock.Now().UnixNano())
 		c.mu.Lock()
 		closing := c.closing
 		c.mu.Unlock()
@@ -362,7 +368,7 @@ func (c *wsConn) init(payload json.RawMessage) {
 	if !claims.ValidUntil.IsZero() {
 		// The connection ends with its token (exp plus the verifier's leeway, as on every
 		// request): 4403 "token expired".
-		c.expiryTimer = time.AfterFunc(time.Until(claims.ValidUntil), c.expire)
+		c.expiryTimer = c.t.clock.AfterFunc(c.t.clock.Until(claims.ValidUntil), c.expire)
 	}
 	c.mu.Unlock()
 	c.send(wsMessage{Type: "connection_ack"})
@@ -372,7 +378,7 @@ func (c *wsConn) init(payload json.RawMessage) {
 		}
 		c.mu.Lock()
 		if !c.closing {
-			c.kaTimer = time.AfterFunc(c.t.keepAlive, c.keepAliveTick)
+			c.kaTimer = c.t.clock.AfterFunc(c.t.keepAlive, c.keepAliveTick)
 		}
 		c.mu.Unlock()
 	}
@@ -396,7 +402,7 @@ func (c *wsConn) init(payload json.RawMessage) {
 // The timer is re-armed before anything is written, so a tick blocked in a write to a
 // stalled peer does not hold back the next one, whose check then ends that write.
 func (c *wsConn) keepAliveTick() {
-	silent := time.Duration(time.Now().UnixNano() - c.lastHeard.Load())
+	silent := time.Duration(c.t.clock.Now().UnixNano() - c.lastHeard.Load())
 	c.mu.Lock()
 	if c.closing || c.kaTimer == nil {
 		c.mu.Unlock()
@@ -816,7 +822,7 @@ func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 }
 
 func (c *wsConn) stopTimersLocked() {
-	for _, t := range []*time.Timer{c.initTimer, c.kaTimer, c.expiryTimer} {
+	for _, t := range []clockwork.Timer{c.initTimer, c.kaTimer, c.expiryTimer} {
 		if t != nil {
 			t.Stop()
 		}

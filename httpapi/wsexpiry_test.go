@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/inboxgw/gateway/auth"
+	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/internal/testgw"
 )
 
@@ -80,13 +81,14 @@ func namesSlowCategory(u *dynamodb.UpdateItemInput) bool {
 func TestWebSocketTokenExpiryEndsSubscriptionsAtOnce(t *testing.T) {
 	t.Parallel()
 	gate := &prefsGate{}
-	s := testgw.NewWith(t, testgw.Options{DynamoDB: []func(*dynamodb.Options){gate.option}})
+	clk := clocktest.New()
+	s := newExpiryGateway(t, clk, testgw.Options{DynamoDB: []func(*dynamodb.Options){gate.option}})
 	sender := s.Token("t1", "svc", auth.ScopeSend)
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		t.Run(protocol, func(t *testing.T) {
 			s := s.WithT(t)
 			user := "expiring-" + protocol
-			tok, _ := expiringToken(t, s, auth.Claims{TenantID: "t1", UserID: user})
+			tok, claims := expiringToken(t, s, auth.Claims{TenantID: "t1", UserID: user})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			c := s.DialWS(ctx, protocol)
@@ -109,9 +111,10 @@ func TestWebSocketTokenExpiryEndsSubscriptionsAtOnce(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("the mutation never reached its write")
 			}
-			// The token expires (the server's timer, within 2 s): the subscription ends
-			// while the mutation is still held. Before the fix it ended only after the
-			// drain, which the held mutation makes last until the timeout below.
+			// The token expires (the verifier's clock reaches its end): the subscription
+			// ends while the mutation is still held. Before the fix it ended only after
+			// the drain, which the held mutation makes last until the timeout below.
+			clk.Advance(clk.Until(claims.ValidUntil))
 			next := func(what string) testgw.WSMessage {
 				select {
 				case m, ok := <-c.Msgs:
@@ -119,8 +122,8 @@ func TestWebSocketTokenExpiryEndsSubscriptionsAtOnce(t *testing.T) {
 						t.Fatalf("the connection closed while waiting for %s", what)
 					}
 					return m
-				case <-time.After(20 * time.Second):
-					t.Fatalf("no %s within 20 s of a 2 s token", what)
+				case <-time.After(testgw.EventTimeout):
+					t.Fatalf("no %s within %v of the token's expiry", what, testgw.EventTimeout)
 				}
 				return testgw.WSMessage{}
 			}

@@ -7,6 +7,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/graph"
 	"github.com/inboxgw/gateway/inbox"
@@ -65,6 +67,10 @@ type Resolver struct {
 	Sender Sender
 	Broker Broker
 	Log    *slog.Logger
+	// Clock is the clock a subscription's end at its token's expiry is timed on: the
+	// verifier's (auth.Verifier.Clock), whose time a token's ValidUntil is in. Nil means
+	// the wall clock.
+	Clock clockwork.Clock
 }
 
 // claims returns the verified token's claims of ctx, or UNAUTHENTICATED.

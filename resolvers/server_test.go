@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/internal/testgw"
 )
@@ -606,7 +608,7 @@ func TestAuthErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	past, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Now: func() time.Time { return time.Now().Add(-3 * time.Hour) }})
+	past, err := auth.NewVerifier(auth.Config{Secret: testgw.Secret, Clock: clockwork.NewFakeClockAt(time.Now().Add(-3 * time.Hour))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/graph/model"
 	"github.com/inboxgw/gateway/inbox"
@@ -21,12 +23,12 @@ func (r *Resolver) streams() live.Streams {
 
 // openStream opens a stream for the caller: the viewer from the token, ctx ending at the
 // token's expiry.
-func openStream[T any](ctx context.Context, open func(ctx context.Context, v inbox.Viewer) (<-chan T, error)) (<-chan T, error) {
+func openStream[T any](ctx context.Context, clock clockwork.Clock, open func(ctx context.Context, v inbox.Viewer) (<-chan T, error)) (<-chan T, error) {
 	v, err := viewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctx, stop := untilTokenExpiry(ctx)
+	ctx, stop := untilTokenExpiry(ctx, clock)
 	ch, err := open(ctx, v)
 	if err != nil {
 		stop()
@@ -38,28 +40,28 @@ func openStream[T any](ctx context.Context, open func(ctx context.Context, v inb
 
 // unreadCountStream serves Subscription.unreadCount (live.OpenBadge with UnreadView).
 func (r *Resolver) unreadCountStream(ctx context.Context) (<-chan int, error) {
-	return openStream(ctx, func(ctx context.Context, v inbox.Viewer) (<-chan int, error) {
+	return openStream(ctx, r.Clock, func(ctx context.Context, v inbox.Viewer) (<-chan int, error) {
 		return live.OpenBadge(ctx, r.streams(), v, live.UnreadView)
 	})
 }
 
 // badgeStream serves Subscription.badge (live.OpenBadge with FullView).
 func (r *Resolver) badgeStream(ctx context.Context) (<-chan *inbox.Badge, error) {
-	return openStream(ctx, func(ctx context.Context, v inbox.Viewer) (<-chan *inbox.Badge, error) {
+	return openStream(ctx, r.Clock, func(ctx context.Context, v inbox.Viewer) (<-chan *inbox.Badge, error) {
 		return live.OpenBadge(ctx, r.streams(), v, live.FullView)
 	})
 }
 
 // addedStream serves Subscription.notificationAdded (live.OpenAdded).
 func (r *Resolver) addedStream(ctx context.Context) (<-chan *inbox.Notification, error) {
-	return openStream(ctx, func(ctx context.Context, v inbox.Viewer) (<-chan *inbox.Notification, error) {
+	return openStream(ctx, r.Clock, func(ctx context.Context, v inbox.Viewer) (<-chan *inbox.Notification, error) {
 		return live.OpenAdded(ctx, r.streams(), v)
 	})
 }
 
 // eventsStream serves Subscription.inboxEvents (live.OpenEvents).
 func (r *Resolver) eventsStream(ctx context.Context) (<-chan *model.InboxEvent, error) {
-	return openStream(ctx, func(ctx context.Context, v inbox.Viewer) (<-chan *model.InboxEvent, error) {
+	return openStream(ctx, r.Clock, func(ctx context.Context, v inbox.Viewer) (<-chan *model.InboxEvent, error) {
 		return live.OpenEvents(ctx, r.streams(), v, inboxEvent)
 	})
 }
@@ -80,13 +82,24 @@ func inboxEvent(e live.Event) *model.InboxEvent {
 // connections are closed at expiry with 4403 and a reason by the transport itself
 // (httpapi), which ends their operations: under a live.StreamHook, ctx is returned as it
 // is (a timer and a context less for each of thousands of subscribers). Elsewhere the
-// second of grace lets the transport's clear close come first.
-func untilTokenExpiry(ctx context.Context) (context.Context, context.CancelFunc) {
+// second of grace lets the transport's clear close come first. The end is timed on clock
+// (nil: the wall clock), the verifier's, as the token's validity is: a test that advances
+// it ends the stream with no wait.
+func untilTokenExpiry(ctx context.Context, clock clockwork.Clock) (context.Context, context.CancelFunc) {
 	if live.HookFrom(ctx) != nil {
 		return ctx, func() {}
 	}
-	if c, ok := auth.FromContext(ctx); ok && !c.ValidUntil.IsZero() {
-		return context.WithDeadline(ctx, c.ValidUntil.Add(time.Second))
+	c, ok := auth.FromContext(ctx)
+	if !ok || c.ValidUntil.IsZero() {
+		return context.WithCancel(ctx)
 	}
-	return context.WithCancel(ctx)
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	end := clock.AfterFunc(clock.Until(c.ValidUntil.Add(time.Second)), cancel)
+	return ctx, func() {
+		end.Stop()
+		cancel()
+	}
 }

@@ -437,13 +437,17 @@ func (c *conflictDeadline) Err() error {
 
 // A call that DynamoDB never answers (a silent network, a stalled engine) times out after
 // the policy's AttemptTimeout and is retried; it used to wait as long as the caller's
-// context, forever without a deadline.
+// context, forever without a deadline. The silent call's own deadline is checked (the
+// attempt's, not the caller's 30 s); the retry reaches the engine without it, so a busy
+// engine's slow answer cannot time it out too and make the count depend on the machine.
 func TestUnansweredCallTimesOutAndIsRetried(t *testing.T) {
-	// Not parallel: it bounds attempts at 300 ms, which a busy package could exceed.
+	t.Parallel()
+	const attemptTimeout = 300 * time.Millisecond
 	f := newFixture(t)
 	sendTo(t, writer(f.s), f.tenant, "k1", "alice")
 	var mu sync.Mutex
 	calls := 0
+	var silentBound time.Duration // how far the silent call's deadline was when it arrived
 	silent := func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, func(s *smithymw.Stack) error {
 			return s.Initialize.Add(smithymw.InitializeMiddlewareFunc("silent-once",
@@ -451,17 +455,20 @@ func TestUnansweredCallTimesOutAndIsRetried(t *testing.T) {
 					mu.Lock()
 					calls++
 					first := calls == 1
+					if dl, ok := ctx.Deadline(); first && ok {
+						silentBound = time.Until(dl)
+					}
 					mu.Unlock()
 					if first {
 						<-ctx.Done() // never answered
 						return smithymw.InitializeOutput{}, smithymw.Metadata{}, ctx.Err()
 					}
-					return next.HandleInitialize(ctx, in)
+					return next.HandleInitialize(context.WithoutCancel(ctx), in)
 				}), smithymw.After)
 		})
 	}
 	s := store.New(dynlocaltest.Client(t, silent), f.table, store.WithSweepWorkers(0),
-		store.WithRetryPolicy(store.RetryPolicy{Attempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, AttemptTimeout: 300 * time.Millisecond}))
+		store.WithRetryPolicy(store.RetryPolicy{Attempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, AttemptTimeout: attemptTimeout}))
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -469,10 +476,13 @@ func TestUnansweredCallTimesOutAndIsRetried(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("UnreadCount = %d, %v; want 1 after the silent call timed out", n, err)
 	}
-	// At least the silent one and a retry; a retry slowed past 300 ms by a busy machine
-	// (store beside the gateway's processes) times out and is retried in turn.
-	if calls < 2 {
-		t.Fatalf("%d calls, want the silent one, then a retry", calls)
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 2 {
+		t.Fatalf("%d calls, want 2 (the silent one, then its retry)", calls)
+	}
+	if silentBound <= 0 || silentBound > attemptTimeout {
+		t.Fatalf("the silent call's deadline was %v away, want within the attempt timeout %v", silentBound, attemptTimeout)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,15 +24,40 @@ const (
 // guardTimeout ends a render that does not finish: Liquid's own range materialisation
 // (values.Range.AsArray) never ends for an upper bound of math.MaxInt, and no budget of
 // ours runs inside it. The guard turns that hang into a failure (run the old code with a
-// short -timeout and a ulimit -v: it allocates as fast as it can). It tells a render that
-// ends from one that never does: the bounded renders end in about RenderTimeout (1.2 s
-// under -race), and a fresh clone's make test beside other jobs took one to 6.4 s, so the
-// guard is 30 s, not a speed bound (the times are logged).
+// short -timeout and a ulimit -v: it allocates as fast as it can). It is a hang detector,
+// not a speed bound: the renders of these tests run on a virtual clock (stillClock,
+// steppingClock), so a render that ends does a fixed amount of work whatever the
+// machine's load, and no green run waits for the guard. (On the wall clock the renders
+// that end at their deadline took 1 s, up to 6.4 s beside other jobs.)
 const guardTimeout = 30 * time.Second
+
+// stillClock sets en's clock to one that never moves: a render ends by its item, size and
+// iteration budgets only, never by its deadline, however slow the machine.
+func stillClock(en *engine) {
+	t0 := time.Now()
+	en.now = func() time.Time { return t0 }
+}
+
+// steppingClock sets en's clock to a virtual one that moves RenderTimeout/looks at each
+// look, so a render's deadline passes at its looks-th check of the clock after the
+// budget's start, whatever the work between checks costs on this machine. It returns the
+// count of looks.
+func steppingClock(en *engine, looks int64) *atomic.Int64 {
+	var n atomic.Int64
+	t0 := time.Now()
+	step := RenderTimeout / time.Duration(looks)
+	en.now = func() time.Time { return t0.Add(time.Duration(n.Add(1)) * step) }
+	return &n
+}
 
 // maxRenderAlloc is the most one hostile render may allocate in all (TotalAlloc, not the
 // live heap): the bound per request.
 const maxRenderAlloc = 64 << 20
+
+// maxLookAlloc bounds what a long chain's render allocates between two checks of its
+// deadline: the costliest step of TestLongChainsEndWithinBudget (an if of MaxComparisons
+// contains over 20,000 items) allocates about 16 MiB.
+const maxLookAlloc = 32 << 20
 
 type guardedRender struct {
 	out   string
@@ -97,6 +123,7 @@ func bombVars() map[string]any {
 // was more than linear (uniq, truncatewords) now answer quickly (want).
 func TestRangeBombsEndWithinBudget(t *testing.T) {
 	en := newEngine()
+	stillClock(en) // what ends them is the range's bound, not the deadline
 	vars := bombVars()
 	for _, c := range []struct{ name, src, want string }{
 		{"join to int64 max", "{{ (1..max) | join }}", ""},
@@ -133,10 +160,10 @@ func TestRangeBombsEndWithinBudget(t *testing.T) {
 			case c.want == "" && (inbox.ErrorCode(r.err) != inbox.CodeBadUserInput || !strings.Contains(r.err.Error(), "render budget exceeded")):
 				t.Errorf("out %.40q, err = %.200v; want BAD_USER_INPUT render budget exceeded", r.out, r.err)
 			}
-			// Loose on time (a loaded 2-core machine under -race): what it tells apart is a
-			// bounded render from one that loops over its range.
-			if r.took > 4*time.Second || r.alloc > maxRenderAlloc {
-				t.Errorf("took %v and allocated %d MiB; want well under a second and %d MiB", r.took, r.alloc>>20, maxRenderAlloc>>20)
+			// A render that loops over its range never ends (the guard fails it); one that
+			// builds it whole allocates far more than this.
+			if r.alloc > maxRenderAlloc {
+				t.Errorf("allocated %d MiB; want under %d MiB", r.alloc>>20, maxRenderAlloc>>20)
 			}
 		})
 	}
@@ -150,9 +177,15 @@ func repeat(s string, n int) string { return strings.Repeat(s, n) }
 // (thousands fit in a part), conditions (which write nothing: a chain of ifs, of elsifs,
 // of comparisons) each costing up to the size of a data array. Every filter, assign and
 // block now checks it, and a block's comparisons are bounded (MaxComparisons, checked
-// at PUT), so these end in about RenderTimeout.
+// at PUT), so these end at their deadline, at the first check past it. The clock moves
+// only when the render looks at it (steppingClock): the deadline passes at the tenth look
+// (every case checks it at least 31 times in all, once a block or filter), so the test
+// tells a render that checks its deadline throughout from one that runs the whole chain
+// (tens of seconds here) without depending on how fast the machine is.
 func TestLongChainsEndWithinBudget(t *testing.T) {
+	const deadlineLooks = 10
 	en := newEngine()
+	looks := steppingClock(en, deadlineLooks)
 	vars := bombVars()
 	contains := "ints contains -1" + repeat(" or ints contains -1", MaxComparisons-1)
 	for _, c := range []struct{ name, src string }{
@@ -170,20 +203,26 @@ func TestLongChainsEndWithinBudget(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parse: %.200v", err)
 			}
+			looks.Store(0)
 			r := renderGuarded(t, c.name, p, vars)
-			t.Logf("%v, %d KiB allocated: %.120v", r.took.Round(time.Millisecond), r.alloc>>10, r.err)
+			t.Logf("%v, %d looks at the clock, %d KiB allocated: %.120v", r.took.Round(time.Millisecond), looks.Load(), r.alloc>>10, r.err)
 			if inbox.ErrorCode(r.err) != inbox.CodeBadUserInput || !strings.Contains(r.err.Error(), "render budget exceeded: rendering took longer") {
 				t.Errorf("out %.40q, err = %.200v; want BAD_USER_INPUT render budget exceeded", r.out, r.err)
 			}
 			if r.err != nil && strings.Contains(r.err.Error(), "inbox_") {
 				t.Errorf("%v names an internal tag", r.err)
 			}
-			// The deadline is checked between clauses, so the render ends within a clause of
-			// it; under -race on a loaded 2-core machine a clause took over a second (a fresh
-			// clone's make test: 2.07 s), so the bound is loose: it tells a render that
-			// stopped at its deadline from one that ran the whole chain.
-			if r.took > 10*RenderTimeout { // an elsif chain overran to 4.1 s once under load: see the closing note
-				t.Errorf("took %v; want about RenderTimeout (%v)", r.took, RenderTimeout)
+			// The budget's start is one look and the deadline passes one step after
+			// deadlineLooks more: the render stops at that check, not a clause later.
+			n := looks.Load()
+			if n > deadlineLooks+2 {
+				t.Errorf("stopped after %d looks at the clock; want at the first past its deadline (%d)", n, deadlineLooks+2)
+			}
+			// The work between two looks is bounded (a filter, a block's clauses): a
+			// render that checks its deadline only at writes runs a whole output's 150
+			// sorts between two, gigabytes before the deadline passes.
+			if r.alloc > uint64(n)*maxLookAlloc {
+				t.Errorf("allocated %d MiB in %d looks at the clock; want at most %d MiB a look", r.alloc>>20, n, maxLookAlloc>>20)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/app"
 	"github.com/inboxgw/gateway/auth"
@@ -77,6 +78,11 @@ type Options struct {
 	// Verifier, when set, verifies the gateway's tokens (and Token signs with it) instead
 	// of one with Secret and the gateway's 30 s leeway.
 	Verifier *auth.Verifier
+	// Clock, when set, is the clock of the verifier made for the gateway (not of
+	// Verifier's): the tokens Token signs are dated on it, and the gateway's WebSocket
+	// and SSE connections time their token's expiry and their keep-alives on it. A test
+	// advances it (a clockwork.FakeClock) instead of waiting for either.
+	Clock clockwork.Clock
 	// Scheduler runs the gateway's scheduler (Gateway.RunScheduler: wake-ups, expiries,
 	// deliveries, broadcasts) until the test ends, polling every 200 ms.
 	Scheduler bool
@@ -165,7 +171,7 @@ func NewWith(t *testing.T, o Options) *Server {
 	v := o.Verifier
 	if v == nil {
 		var err error
-		if v, err = auth.NewVerifier(auth.Config{Secret: Secret, Leeway: 30 * time.Second}); err != nil {
+		if v, err = auth.NewVerifier(auth.Config{Secret: Secret, Leeway: 30 * time.Second, Clock: o.Clock}); err != nil {
 			t.Fatal(err)
 		}
 	}
