@@ -40,17 +40,20 @@ generate:
 check-generate:
 	scripts/check-generate.sh
 
-## vet: gofmt must report nothing; go vet and staticcheck must pass.
+## vet: gofmt must report nothing; cfn-lint must find no error or warning in
+## deploy/cloudformation.yaml (scripts/cfn-lint.sh installs it when absent); go vet and
+## staticcheck must pass.
 vet:
 	@unformatted=$$(find . \( -path ./node_modules -o -path ./.git -o -path ./.data \) -prune \
 		-o -name '*.go' -print0 | xargs -0 -r gofmt -l); \
 	if [[ -n $$unformatted ]]; then echo "gofmt -l reports:"; echo "$$unformatted"; exit 1; fi
+	scripts/cfn-lint.sh
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 test test-race vet check-generate generate: export GOFLAGS := $(TRIMMED_GOFLAGS)
 
-## test: generated code, gofmt, vet and staticcheck, then every test (each test binary on
+## test: generated code, gofmt, vet, staticcheck and cfn-lint, then every test (each test binary on
 ## a DynamoDB Local of its own).
 test: test-deps check-generate vet
 	scripts/test.sh
