@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,8 +306,9 @@ func IsLost(err error, i int) bool {
 
 // SetAttributes writes attrs (names other than the key and lease attributes) on the lease
 // item, on condition that the lease is ours and unexpired: a holder's checkpoint, fenced.
-// Each name is one top-level attribute, dots included (a name with '[' or ']' is refused
-// by the expression builder). ErrLost when it is not ours.
+// Each name is one top-level attribute, dots included; a name with '[' or ']' is refused,
+// and then nothing is written (the expression builder would read "x[0]" as an element of
+// the list x, a path into another attribute). ErrLost when it is not ours.
 func (l *Lease) SetAttributes(ctx context.Context, attrs map[string]types.AttributeValue) error {
 	if len(attrs) == 0 {
 		return nil
@@ -316,6 +318,9 @@ func (l *Lease) SetAttributes(ctx context.Context, attrs map[string]types.Attrib
 		switch n {
 		case AttrOwner, AttrLeaseUntil, AttrEntityType, AttrExpiresAt, store.PartitionKeyAttr, store.SortKeyAttr:
 			return fmt.Errorf("lease: attribute %q is reserved", n)
+		}
+		if strings.ContainsAny(n, "[]") {
+			return fmt.Errorf("lease: attribute name %q has a bracket: it would be a path, not one attribute", n)
 		}
 		up = up.Set(expression.NameNoDotSplit(n), expression.Value(attrs[n]))
 	}

@@ -168,7 +168,7 @@ func TestAttackHostileBodies(t *testing.T) {
 		status   int
 	}{
 		{"text/plain", `{"recipientUserId":"u","type":"t","title":"x"}`, 400},
-		{"application/json", `{"recipientUserId":"u","recipientUserId":"v","type":"t","title":"x"}`, 202},
+		{"application/json", `{"recipientUserId":"u","recipientUserId":"v","type":"t","title":"x"}`, 400}, // TestBodyMembersAreNamedExactlyOnce
 		{"application/json", `{"recipientUserId":"u","type":"t","title":"x","data":` + deep + `}`, 400},
 		{"application/json", `{"recipientUserId":"u","type":"t","title":"x","data":{"s":"` + strings.Repeat("x", 600<<10) + `"}}`, 413},
 		{"application/json", `{"recipientUserId":"u","type":"t","title":"x"} {}`, 400},

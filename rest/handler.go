@@ -324,8 +324,9 @@ func authorize(rt route, c auth.Claims, pathID string) error {
 }
 
 // readBody reads the body within rt's limit and decodes it strictly into rt's type:
-// JSON only, one value, no member the document does not name. It returns the code and a
-// client-safe message of what is wrong, or the body.
+// JSON only, one value, no member the document does not name, each named exactly and
+// once (exactMembers). It returns the code and a client-safe message of what is wrong, or
+// the body.
 func readBody(w http.ResponseWriter, r *http.Request, rt route) ([]byte, string, string) {
 	tooLarge := fmt.Sprintf("request body over this operation's limit of %d bytes", rt.maxBody)
 	if r.ContentLength > rt.maxBody {
@@ -343,11 +344,15 @@ func readBody(w http.ResponseWriter, r *http.Request, rt route) ([]byte, string,
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(rt.newBody()); err != nil {
+	body := rt.newBody()
+	if err := dec.Decode(body); err != nil {
 		return nil, inbox.CodeBadUserInput, decodeMessage(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, inbox.CodeBadUserInput, "the request body must be one JSON value"
+	}
+	if msg := exactMembers(b, reflect.TypeOf(body)); msg != "" {
+		return nil, inbox.CodeBadUserInput, msg
 	}
 	return b, "", ""
 }
