@@ -56,8 +56,11 @@ const maxRenderAlloc = 64 << 20
 
 // maxLookAlloc bounds what a long chain's render allocates between two checks of its
 // deadline: the costliest step of TestLongChainsEndWithinBudget (an if of MaxComparisons
-// contains over 20,000 items) allocates about 16 MiB.
-const maxLookAlloc = 32 << 20
+// contains over 20,000 items) allocates about 16 MiB, and about twice that under the race
+// detector (33 MiB: its build keeps more on the heap), while a render that checks its
+// deadline only at writes allocates over 230 MiB a look (2.8 GiB in 12). 64 MiB tells the
+// two apart in either build.
+const maxLookAlloc = 64 << 20
 
 type guardedRender struct {
 	out   string
