@@ -280,38 +280,26 @@ var Channels = func() []string {
 }()
 
 // SwitchChannels are the channels users switch on and off, in Channels order.
-var SwitchChannels = func() []string {
-	var out []string
-	for _, s := range channelSpecs {
-		if s.Switch != "" {
-			out = append(out, s.Name)
-		}
-	}
-	return out
-}()
+var SwitchChannels = collectSpecs(func(s ChannelSpec) (string, bool) { return s.Name, s.Switch != "" })
 
 // PartChannels are the channels templates have a part for, in Channels order.
-var PartChannels = func() []string {
-	var out []string
-	for _, s := range channelSpecs {
-		if s.Part != "" {
-			out = append(out, s.Name)
-		}
-	}
-	return out
-}()
+var PartChannels = collectSpecs(func(s ChannelSpec) (string, bool) { return s.Name, s.Part != "" })
 
 // AddressKeys are the channels' AddressKeys (the profile's address names), in Channels
 // order.
-var AddressKeys = func() []string {
+var AddressKeys = collectSpecs(func(s ChannelSpec) (string, bool) { return s.AddressKey, s.AddressKey != "" })
+
+// collectSpecs returns, in Channels order, what f returns of each channel spec for which
+// it reports true.
+func collectSpecs(f func(ChannelSpec) (string, bool)) []string {
 	var out []string
 	for _, s := range channelSpecs {
-		if s.AddressKey != "" {
-			out = append(out, s.AddressKey)
+		if v, ok := f(s); ok {
+			out = append(out, v)
 		}
 	}
 	return out
-}()
+}
 
 // Specs returns every channel's ChannelSpec, in Channels order.
 func Specs() []ChannelSpec { return slices.Clone(channelSpecs) }
