@@ -485,17 +485,15 @@ func TestJWKSFetchBounds(t *testing.T) {
 	// server answers no request before cleanup, so a call that returns was ended by the
 	// client giving up (the server sees each request abandoned); without the timeout the
 	// calls would never return and the test would fail on go test's own deadline. No
-	// bound on the wall clock: how fast the machine is has no say here.
+	// bound on the wall clock: how fast the machine is has no say here. (It waited for
+	// the server to see the request abandoned too, which proves nothing more and hung
+	// once for 5 minutes: when the server notices a closed connection is not the
+	// client's timeout.)
 	release := make(chan struct{})
-	abandoned := make(chan struct{}, 64)
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-release:
 		case <-r.Context().Done():
-			select {
-			case abandoned <- struct{}{}:
-			default:
-			}
 		}
 	}))
 	t.Cleanup(hang.Close)
@@ -503,7 +501,6 @@ func TestJWKSFetchBounds(t *testing.T) {
 	slow := newJWKSVerifier(t, hang.URL, Config{JWKSFetchTimeout: 200 * time.Millisecond, JWKSMinRefresh: 10 * time.Millisecond})
 	_, err = slow.Verify(signKid(t, jwt.SigningMethodES256, "ec-1", k.EC1, claimsNow(nil)))
 	checkUnauthenticated(t, err, "not found")
-	<-abandoned // the client gave the request up: the server never answered it
 }
 
 func TestNewVerifierJWKSConfig(t *testing.T) {
