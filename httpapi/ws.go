@@ -370,17 +370,16 @@ func (c *wsConn) init(payload json.RawMessage) {
 		// request): 4403 "token expired".
 		c.expiryTimer = c.t.clock.AfterFunc(c.t.clock.Until(claims.ValidUntil), c.expire)
 	}
+	// The keep-alive is armed before the acknowledgement is written: a client that has
+	// read the ack knows the interval is running (a test advancing a fake clock right
+	// after the ack would otherwise race the timer's creation and tick nothing).
+	if c.t.keepAlive > 0 {
+		c.kaTimer = c.t.clock.AfterFunc(c.t.keepAlive, c.keepAliveTick)
+	}
 	c.mu.Unlock()
 	c.send(wsMessage{Type: "connection_ack"})
-	if c.t.keepAlive > 0 {
-		if c.legacy {
-			c.send(wsMessage{Type: "ka"})
-		}
-		c.mu.Lock()
-		if !c.closing {
-			c.kaTimer = c.t.clock.AfterFunc(c.t.keepAlive, c.keepAliveTick)
-		}
-		c.mu.Unlock()
+	if c.t.keepAlive > 0 && c.legacy {
+		c.send(wsMessage{Type: "ka"})
 	}
 }
 
