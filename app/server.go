@@ -362,8 +362,10 @@ func runCommand(ctx context.Context, cfg Config, log *slog.Logger, cmd string, a
 		return relayCommand(ctx, cfg, log)
 	case "worker":
 		return workerCommand(ctx, cfg, log)
+	case "model":
+		return modelCommand(ctx, cfg, log, args, os.Stdout)
 	default:
-		return fmt.Errorf("unknown command %q (want serve, relay, worker, token, import-github or help)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, relay, worker, token, import-github, model or help)", cmd)
 	}
 }
 

@@ -131,6 +131,7 @@ Usage:
   inbox-gateway import-github FILE [--tenant T]       import GitHub webhook examples as notifications
   inbox-gateway relay                                 the DynamoDB Streams relay (INBOX_BROKER=redis)
   inbox-gateway worker                                the durable scheduler alone (deliveries, sendAt, broadcasts, wake-ups, expiries)
+  inbox-gateway model [--out FILE] [--endpoint URL]   measure every access pattern on DynamoDB Local, write docs/data-model.md
   inbox-gateway help | -h | --help                    this text
 
 Configuration (environment variables, default in brackets):
