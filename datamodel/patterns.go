@@ -189,7 +189,7 @@ var Patterns = []Pattern{
 		}
 		return err
 	}},
-	{6, "state changes", "Read 3, archive 1, snooze 1, delete 1: BatchGetItem (consistent) of META and the items, then TransactWriteItems of the items, their groups and META, each conditional on its `rev`.", func(ctx context.Context, e *env) error {
+	{6, "state changes", "Read 3, archive 1, snooze 1, delete 1: BatchGetItem (consistent) of META and the items, then TransactWriteItems of the items, their groups and META, each conditional on its `rev`; the answer's badge is read back (GetItem META).", func(ctx context.Context, e *env) error {
 		v := viewer(reader)
 		n := len(e.sent)
 		if _, err := e.st.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpRead, IDs: e.sent[n-3:]}); err != nil {
@@ -293,14 +293,14 @@ var Patterns = []Pattern{
 		_, err := e.st.UpdateSegment(ctx, tenant, segment, add, []string{user(100), user(101)})
 		return err
 	}},
-	{19, "segment count and members", "Count: one BatchGetItem of every shard's `~COUNT`; members: one Query per shard, shard after shard.", func(ctx context.Context, e *env) error {
+	{19, "segment count and members", "Count: one BatchGetItem of every shard's `~COUNT` (consistent; a listing reads it too); members: one Query per shard, shard after shard.", func(ctx context.Context, e *env) error {
 		if _, err := e.st.SegmentCount(ctx, tenant, segment); err != nil {
 			return err
 		}
 		_, err := e.st.GetSegment(ctx, tenant, segment, 100, "")
 		return err
 	}},
-	{20, "start and run a broadcast", "Start: one TransactWriteItems (the broadcast, its shards, their tasks); each shard's task: its pages (members Query, page fixed, the recipients' send, checkpoint transaction), then the task's delete.", func(ctx context.Context, e *env) error {
+	{20, "start and run a broadcast", "Start: the segment's count, then one TransactWriteItems (the broadcast, its shards, their tasks); each shard's task: its pages (broadcast and shard read, members Query, page fixed, the recipients' send, checkpoint transaction), then the task's delete.", func(ctx context.Context, e *env) error {
 		return e.runBroadcast(ctx)
 	}},
 	{21, "broadcast progress / cancel", "GetItem of the broadcast; cancel: one conditional UpdateItem.", func(ctx context.Context, e *env) error {
@@ -343,7 +343,7 @@ var Patterns = []Pattern{
 		_, err := e.st.UnregisterDevice(ctx, v, token)
 		return err
 	}},
-	{25, "send request (accept, replay)", "Accept a scheduled send: Put the recovery task, then one conditional PutItem of the request; a replay of pattern 8's send: the refused PutItem and a consistent GetItem of the stored answer.", func(ctx context.Context, e *env) error {
+	{25, "send request (accept, replay)", "Accept a scheduled send: Put the recovery task, then one conditional PutItem of the request; a replay of pattern 8's send: the template pinned again (GetItem HEAD, a Query per locale), the recovery task Put again and the request's PutItem, refused, which returns the stored answer.", func(ctx context.Context, e *env) error {
 		if _, err := e.svc.Accept(ctx, tenant, service.SendRequest{IdempotencyKey: "send-0025", Recipients: []string{user(6)},
 			Type: "reminder", Category: "account", Title: "A reminder", Body: "Due tomorrow.", SendAt: start.Add(2 * time.Hour)}); err != nil {
 			return err
