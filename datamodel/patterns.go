@@ -68,7 +68,7 @@ type Pattern struct {
 	Name string
 	// What is what the pattern does, as the README's table says it.
 	What string
-	// Run runs the pattern through the gateway's own code (store, service, lease).
+	// run runs the pattern through the gateway's own code (store, service, lease).
 	run func(ctx context.Context, e *env) error
 }
 
