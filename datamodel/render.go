@@ -207,7 +207,7 @@ func Render(res Result) []byte {
 	p("run, when a pattern Scans, or when a pattern's FilterExpression discards more than half of what it reads.\n\n")
 
 	renderTable(p, res.Table)
-	renderMethod(p)
+	renderMethod(p, res.Calls)
 	renderSummary(p, res.Calls)
 	renderPatterns(p, res.Calls)
 	renderPeak(p, res.Calls)
@@ -233,7 +233,19 @@ func renderTable(p printer, t TableInfo) {
 	p("| TTL | %s |\n\n", t.TTL)
 }
 
-func renderMethod(p printer) {
+func renderMethod(p printer, calls []Call) {
+	// The largest transaction measured, as the example of DynamoDB Local's figure.
+	var big Call
+	for _, c := range calls {
+		if c.Op != "TransactWriteItems" || c.Err != "" {
+			continue
+		}
+		// Ties broken by pattern and units, so the call order (concurrent calls) does not matter.
+		if c.Items > big.Items || c.Items == big.Items && (c.Pattern < big.Pattern ||
+			c.Pattern == big.Pattern && c.Total().WCU < big.Total().WCU) {
+			big = c
+		}
+	}
 	p("## How it was measured\n\n")
 	p("- The data set: tenant `{t}`; user A's inbox holds %d notifications (one in %d in a group, 4 actors, one\n", readerCount, groupEvery)
 	p("  target); user B's holds %d of type `%s` and %d of type `%s` (the type filter's case); a segment of\n", commonCount, commonType, rareCount, rareType)
@@ -242,7 +254,8 @@ func renderMethod(p printer) {
 	p("  same on every run. Keys show what their parts stand for (`{user}`, `{ulid}`, `{shard}`, ...).\n")
 	p("- Units are DynamoDB Local's: a read unit per 4 KB (half for an eventually consistent read), a write unit\n")
 	p("  per 1 KB, per table and per index. Where it departs from DynamoDB's billing: a transaction, which DynamoDB\n")
-	p("  charges 2 WCU per KB of each item, is reported lower (pattern 20's start writes 33 items for 2 WCU), so\n")
+	p("  charges 2 WCU per KB of each item, is reported lower (pattern %d's largest writes %d items for %s WCU), so\n",
+		big.Pattern, big.Items, num(big.Total().WCU))
 	p("  the peak figures below count a transaction at twice its measured units and at least 2 WCU an item; a read\n")
 	p("  of an absent item reports 0, which DynamoDB charges as a small item's read; a write refused by its\n")
 	p("  condition reports nothing, which DynamoDB charges (1 WCU an item).\n")
