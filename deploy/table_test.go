@@ -261,16 +261,17 @@ func TestTemplateDeclaresTheCodesTable(t *testing.T) {
 
 // TestSchemaDiffSeesEveryKindOfDifference: the comparison above reports each way a
 // template can drift from the code (an index added, dropped or renamed; its keys, key
-// order, projection or non-key attributes; the table's keys and attribute definitions;
+// order (a multi-attribute key's too), projection or non-key attributes; the table's keys and attribute definitions;
 // TTL; the stream), and nothing when they agree.
 func TestSchemaDiffSeesEveryKindOfDifference(t *testing.T) {
 	t.Parallel()
 	base := func() schema {
 		return schema{
 			Keys:       []string{"pk HASH", "sk RANGE"},
-			Attributes: map[string]string{"pk": "S", "sk": "S", "gsi1pk": "S", "gsi1sk": "S"},
+			Attributes: map[string]string{"pk": "S", "sk": "S", "gsi1pk": "S", "gsi1sk": "S", "type": "S", "id": "S"},
 			Indexes: map[string]index{
 				"GSI1": {Keys: []string{"gsi1pk HASH", "gsi1sk RANGE"}, Projection: "ALL"},
+				"GSI2": {Keys: []string{"pk HASH", "type HASH", "id RANGE"}, Projection: "ALL"},
 			},
 			TTL:    "expiresAt",
 			Stream: "NEW_AND_OLD_IMAGES",
@@ -281,8 +282,19 @@ func TestSchemaDiffSeesEveryKindOfDifference(t *testing.T) {
 	}
 	for name, change := range map[string]func(*schema){
 		"an index added": func(s *schema) {
-			s.Indexes["GSI2"] = index{Keys: []string{"gsi2pk HASH", "gsi2sk RANGE"}, Projection: "ALL"}
-			s.Attributes["gsi2pk"], s.Attributes["gsi2sk"] = "S", "S"
+			s.Indexes["GSI3"] = index{Keys: []string{"gsi3pk HASH", "gsi3sk RANGE"}, Projection: "ALL"}
+			s.Attributes["gsi3pk"], s.Attributes["gsi3sk"] = "S", "S"
+		},
+		// A multi-attribute key's order is part of it: DynamoDB hashes the partition
+		// attributes in order, and a Query names them all.
+		"a multi-attribute key's attributes swapped": func(s *schema) {
+			s.Indexes["GSI2"] = index{Keys: []string{"type HASH", "pk HASH", "id RANGE"}, Projection: "ALL"}
+		},
+		"a multi-attribute key's attribute dropped": func(s *schema) {
+			s.Indexes["GSI2"] = index{Keys: []string{"pk HASH", "id RANGE"}, Projection: "ALL"}
+		},
+		"a sort attribute added to a multi-attribute key": func(s *schema) {
+			s.Indexes["GSI2"] = index{Keys: []string{"pk HASH", "type HASH", "id RANGE", "sk RANGE"}, Projection: "ALL"}
 		},
 		"an index dropped": func(s *schema) { delete(s.Indexes, "GSI1") },
 		"an index renamed": func(s *schema) {

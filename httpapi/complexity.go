@@ -32,10 +32,13 @@ const (
 	// GetItem, Query or BatchGetItem): Viewer.unreadCount, Viewer.inbox,
 	// Viewer.notification, Query.node, Query.nodes, Notification.deliveries.
 	CostRead = 100
-	// CostFilteredRead is the cost of an inbox page with a type filter: a FilterExpression,
-	// so a page that matches sparsely reads on through the inbox until it is full (45
-	// aliases of first: 1 over 1,500 notifications of 12 KB made 405 Query calls in one
-	// request). It counts as ten reads: at most four such pages fit in a document.
+	// CostFilteredRead is the cost of an inbox or groups page with a filter that may skip
+	// items: a page that matches sparsely reads on until it is full (45 aliases of first: 1
+	// over 1,500 notifications of 12 KB made 405 Query calls in one request, when the type
+	// filter was a FilterExpression). A type alone now reads its own index (GSI2), but
+	// archived, snoozed, category and unread still skip within it, and a groups page
+	// filters types with a FilterExpression. It counts as ten reads: at most four such
+	// pages fit in a document.
 	CostFilteredRead = 1000
 	// CostProfile is the cost of Notification.actor and Notification.target: read for a
 	// whole page in one BatchGetItem, so cheap per notification, but not free.

@@ -55,8 +55,11 @@ const (
 )
 
 // pageIndex returns the list a page query reads: the unread filter and the archived
-// filter name the list. The types and categories filters keep a list's order and keys,
-// so their cursors are that list's.
+// filter name the list. The types and categories filters keep a list's order and
+// positions, so their cursors are that list's: a typed page reads GSI2 (AP5), which holds
+// the same notifications in the same order, and starts after a cursor by a key condition
+// on the ULID (id < cursor), which any ULID of the list satisfies, so one cursor serves
+// the list with any type filter, and those given before GSI2 existed still work.
 func pageIndex(q inbox.PageQuery) CursorIndex {
 	switch {
 	case q.Archived == inbox.ArchivedInclude && q.UnreadOnly:

@@ -29,6 +29,7 @@ const (
 	attrRev          = "rev"
 	attrCategory     = "category"
 	attrType         = "type"
+	attrID           = "id"
 )
 
 // Attribute names of the META item (see metaItem). Per category c (a string that passed

@@ -25,6 +25,13 @@ const (
 
 	// gsi1Name is the sparse GSI: notifications that may be unread (AP4), plus META.
 	gsi1Name = "GSI1"
+	// gsi2Name is the type index (AP5): a multi-attribute key built from attributes every
+	// notification already has, partition (pk, type) and sort id (its ULID), projection
+	// ALL. It holds exactly the notifications: META has no type and groups no id, and
+	// DynamoDB leaves out of an index an item that lacks any of its key attributes. So one
+	// type of one inbox is one item collection in time order, and a page filtered by type
+	// reads the notifications it returns (store/page.go typedItems).
+	gsi2Name = "GSI2"
 
 	// skNotifPrefix starts every notification sort key: "N#" + ULID (AP1, AP2: newest first by
 	// ScanIndexForward=false).

@@ -33,7 +33,9 @@ const ttlAttribute = "expiresAt"
 
 // tableIndexes are the GSIs this version of the store reads. A new version that needs
 // another index adds it here: CreateTable creates it with a new table and adds it to a
-// deployed one. Every index key attribute is a string.
+// deployed one. Every index key attribute is a string; a key may name several attributes
+// of a kind (DynamoDB's multi-attribute keys: up to 4 HASH and 4 RANGE, in order), and the
+// table's own keys among them.
 func tableIndexes() []types.GlobalSecondaryIndex {
 	return []types.GlobalSecondaryIndex{{
 		// GSI1, the sparse unread list (AP4).
@@ -41,6 +43,18 @@ func tableIndexes() []types.GlobalSecondaryIndex {
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(attrGSI1PK), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(attrGSI1SK), KeyType: types.KeyTypeRange},
+		},
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+	}, {
+		// GSI2, the type index (AP5): partition (pk, type), sort id, from attributes every
+		// notification has had since the first version, so a deployed table gains it by
+		// DynamoDB's backfill alone (no item is rewritten). Projection ALL: a typed page
+		// renders every field, from the index, in one round trip.
+		IndexName: aws.String(gsi2Name),
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrType), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrID), KeyType: types.KeyTypeRange},
 		},
 		Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
 	}}
@@ -51,11 +65,17 @@ func tableStream() *types.StreamSpecification {
 	return &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages}
 }
 
-// stringAttrs returns a string attribute definition for each name.
+// stringAttrs returns a string attribute definition for each distinct name, in the order
+// of first appearance (an attribute in several keys is defined once, as DynamoDB requires).
 func stringAttrs(names ...string) []types.AttributeDefinition {
-	out := make([]types.AttributeDefinition, len(names))
-	for i, n := range names {
-		out[i] = types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+	out := make([]types.AttributeDefinition, 0, len(names))
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		out = append(out, types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS})
 	}
 	return out
 }

@@ -17,10 +17,13 @@ import (
 // shape (a new field) lives in one place: the store's item structs.
 
 // OutsideNotificationItem returns the raw item of notification n, unread, in v's inbox
-// (on GSI1's unread list, AP4), as the store's send writes it. n.ID must be a ULID; n.Read
-// and n.ReadAt are ignored; a zero n.CreatedAt is stored as 0.
+// (on GSI1's unread list, AP4, and GSI2's list of its type, AP5), as the store's send
+// writes it. n.ID must be a ULID and n.Type 1..inbox.MaxIDBytes bytes (as a send's: type
+// is a key attribute of GSI2, and DynamoDB refuses an item whose index key attribute is
+// an empty string); n.Read and n.ReadAt are ignored; a zero n.CreatedAt is stored as 0.
+// Errors: BAD_USER_INPUT for an invalid viewer or type.
 func OutsideNotificationItem(v inbox.Viewer, n inbox.Notification) (map[string]types.AttributeValue, error) {
-	if err := inbox.CheckViewer(v); err != nil {
+	if err := checkOutside(v, n); err != nil {
 		return nil, err
 	}
 	it := outsideItem(v, n)
@@ -29,6 +32,18 @@ func OutsideNotificationItem(v inbox.Viewer, n inbox.Notification) (map[string]t
 		return nil, fmt.Errorf("encode notification: %w", err)
 	}
 	return m, nil
+}
+
+// checkOutside checks what the store's send checks of the viewer and the type of a
+// notification written from outside.
+func checkOutside(v inbox.Viewer, n inbox.Notification) error {
+	if err := inbox.CheckViewer(v); err != nil {
+		return err
+	}
+	if n.Type == "" || len(n.Type) > inbox.MaxIDBytes {
+		return inbox.Errorf(inbox.CodeBadUserInput, "type must be 1..%d bytes", inbox.MaxIDBytes)
+	}
+	return nil
 }
 
 // outsideItem is the item of unread notification n in v's inbox.
@@ -48,7 +63,7 @@ func outsideItem(v inbox.Viewer, n inbox.Notification) notificationItem {
 // version 1, SET clock to n.ID, under the store's condition that n.ID is above the clock
 // and the markAllRead watermark: a cancelled transaction means take a newer ULID).
 func OutsideSendInput(table string, v inbox.Viewer, n inbox.Notification) (*dynamodb.TransactWriteItemsInput, error) {
-	if err := inbox.CheckViewer(v); err != nil {
+	if err := checkOutside(v, n); err != nil {
 		return nil, err
 	}
 	it := outsideItem(v, n)

@@ -24,10 +24,15 @@ import (
 //
 // Filters never shorten a page while more matching items exist: the Query follows
 // LastEvaluatedKey until it has first (or last) + 1 matches or the partition ends. The
-// type filter is a FilterExpression; the unread filter is applied here because it depends
-// on the watermark (stale GSI entries below it are skipped and handed to the sweep).
+// unread filter is applied here because it depends on the watermark (stale GSI entries
+// below it are skipped and handed to the sweep). A page filtered by type reads GSI2
+// instead, one Query per type merged by time, with META's GetItem alongside (AP5,
+// typedPage): it reads the notifications of those types only.
 //
-// Cursors are bound to v and to the list read (see EncodeCursor).
+// Cursors are bound to v and to the list read (see EncodeCursor). A typed page's list is
+// the one it filters (pageIndex): GSI2 holds the same notifications in the same order, a
+// position is a ULID on both, so a cursor keeps working when its filter changes, and the
+// cursors given before GSI2 existed keep working after it.
 //
 // Errors: BAD_USER_INPUT for invalid arguments or an invalid cursor.
 func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*inbox.Page, error) {
@@ -69,6 +74,13 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 	start := after
 	if backward {
 		start = before
+	}
+	if len(q.Types) > 0 {
+		items, meta, err := s.typedPage(ctx, v, q, backward, start, want)
+		if err != nil {
+			return nil, err
+		}
+		return s.buildPage(v, ix, items, meta, want, backward, after != "", before != ""), nil
 	}
 	// META comes with the Query only when it starts at the top, newest first.
 	metaInQuery := !backward && start == ""
@@ -195,7 +207,9 @@ func (s *Store) pageQueryInput(v inbox.Viewer, q inbox.PageQuery, backward bool,
 	if usesGSI(q) {
 		in.IndexName = aws.String(gsi1Name)
 	}
-	in.FilterExpression = aws.String(pageFilter(q, in.ExpressionAttributeNames, in.ExpressionAttributeValues))
+	in.FilterExpression = aws.String("#et = :meta OR (" + pageFilter(q, in.ExpressionAttributeNames, in.ExpressionAttributeValues) + ")")
+	in.ExpressionAttributeNames["#et"] = attrEntityType
+	in.ExpressionAttributeValues[":meta"] = &types.AttributeValueMemberS{Value: entityMeta}
 	if startID != "" {
 		sk := notifSK(startID)
 		in.ExclusiveStartKey = map[string]types.AttributeValue{
@@ -216,14 +230,13 @@ func usesGSI(q inbox.PageQuery) bool {
 	return q.UnreadOnly && (q.Archived == "" || q.Archived == inbox.ArchivedExclude)
 }
 
-// pageFilter is the FilterExpression of a page Query: META always passes (so the first
-// page carries the badge); a notification passes when it is not snoozed, its archived
-// state matches q.Archived, and its type and category are among q's (when given). The
-// read state is not here: it depends on META's watermarks, so it is filtered in memory.
+// pageFilter is the condition a notification of a page passes: it is not snoozed, its
+// archived state matches q.Archived, and its category is among q's (when given). The type
+// is never here: a page filtered by type reads GSI2, whose key names it. The Queries of the table
+// and GSI1 let META pass too (so the first page carries the badge). The read state is not
+// here: it depends on META's watermarks, so it is filtered in memory.
 func pageFilter(q inbox.PageQuery, names map[string]string, values map[string]types.AttributeValue) string {
-	names["#et"] = attrEntityType
 	names["#snz"] = attrSnoozedUntil
-	values[":meta"] = &types.AttributeValueMemberS{Value: entityMeta}
 	parts := []string{"attribute_not_exists(#snz)"}
 	switch q.Archived {
 	case inbox.ArchivedOnly:
@@ -250,9 +263,8 @@ func pageFilter(q inbox.PageQuery, names map[string]string, values map[string]ty
 		}
 		parts = append(parts, expr+")")
 	}
-	in(attrType, "#type", "t", q.Types)
 	in(attrCategory, "#cat", "c", q.Categories)
-	return "#et = :meta OR (" + strings.Join(parts, " AND ") + ")"
+	return strings.Join(parts, " AND ")
 }
 
 // buildPage trims items (in Query order) to want, orders them newest first and fills the
