@@ -59,7 +59,8 @@ func StartClient(ctx context.Context, tracer trace.Tracer, name string, attrs ..
 // span: for work that outlives the request (a send processed in a lane after its 202)
 // and still belongs to its trace.
 func Detach(ctx context.Context) context.Context {
-	return trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(ctx))
+	// The span itself, not only its context: children started from it use its provider.
+	return trace.ContextWithSpan(context.Background(), trace.SpanFromContext(ctx))
 }
 
 // StartInternal starts an internal span named name under ctx's span, from the provider
