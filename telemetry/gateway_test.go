@@ -464,3 +464,89 @@ func TestFromEnvExporters(t *testing.T) {
 		t.Fatalf("OTEL_SDK_DISABLED=true: enabled %v err %v", tr.Enabled(), err)
 	}
 }
+
+// The long-lived transports work through the traced middleware (the writer it wraps
+// hijacks and flushes): a WebSocket subscription and an SSE one each get their first
+// count and the next one after a send; the subscription's operation has its span.
+func TestStreamsTraced(t *testing.T) {
+	t.Parallel()
+	tr := newTraced(t, testgw.Options{})
+	gw := tr.gw
+	tok, svc := gw.Token("t1", "u1"), gw.ServiceToken("t1", "svc")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ws := gw.DialWS(ctx, "graphql-transport-ws")
+	ws.Init(tok)
+	ws.Subscribe("1", `subscription Count { unreadCount }`)
+	if n := ws.NextCount("1"); n != 0 {
+		t.Fatalf("WebSocket: first count %d", n)
+	}
+	sse := gw.SubscribeSSE(ctx, tok, `subscription { unreadCount }`)
+	if n := sse.NextCount(); n != 0 {
+		t.Fatalf("SSE: first count %d", n)
+	}
+	gw.Seed(svc, "u1", 1)
+	if n := ws.NextCount("1"); n != 1 {
+		t.Errorf("WebSocket: count after a send %d", n)
+	}
+	if n := sse.NextCount(); n != 1 {
+		t.Errorf("SSE: count after a send %d", n)
+	}
+	testgw.WaitFor(t, 10*time.Second, "the subscription's operation span", func() bool {
+		return hasName(tr.rec.Ended(), "subscription Count")
+	})
+}
+
+// A broadcast to a segment: each run of a shard's task is one root span with one link
+// to the request that started the broadcast, and its recipients get no span or link of
+// their own (their writes are the run's DynamoDB calls).
+func TestBroadcastShardLinksOnce(t *testing.T) {
+	t.Parallel()
+	tr := newTraced(t, testgw.Options{Scheduler: true})
+	gw := tr.gw
+	admin := gw.Token("t1", "svc", auth.ScopeSend, scopeAdmin)
+	members := make([]string, 40)
+	for i := range members {
+		members[i] = "m" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+	}
+	if st, b := call(t, gw, http.MethodPut, "/v1/segments/vip/members", admin, "", map[string]any{"add": members}); st != http.StatusOK {
+		t.Fatalf("segment: %d %s", st, b)
+	}
+	st, b := call(t, gw, http.MethodPost, "/v1/broadcasts", admin, incoming, map[string]any{"segment": "vip", "type": "promo", "title": "Hi"},
+		"Idempotency-Key", "bc-1")
+	if st != http.StatusAccepted {
+		t.Fatalf("broadcast: %d %s", st, b)
+	}
+	var acc struct {
+		BroadcastID string `json:"broadcastId"`
+	}
+	if err := json.Unmarshal(b, &acc); err != nil || acc.BroadcastID == "" {
+		t.Fatalf("broadcast answer %s: %v", b, err)
+	}
+	testgw.WaitFor(t, 60*time.Second, "the broadcast is done", func() bool {
+		_, b := call(t, gw, http.MethodGet, "/v1/broadcasts/"+acc.BroadcastID, admin, "", nil)
+		return bytes.Contains(b, []byte(`"status":"`+inbox.BroadcastDone+`"`))
+	})
+	var runs int
+	for _, s := range tr.rec.Ended() {
+		if s.Name() == "task "+inbox.TaskBroadcast {
+			runs++
+			if s.Parent().IsValid() || len(s.Links()) != 1 || s.Links()[0].SpanContext.TraceID().String() != incomingTrace {
+				t.Errorf("a shard run: parent %v, links %+v; want a root with one link to the request", s.Parent(), s.Links())
+			}
+		}
+	}
+	if runs == 0 || runs > 16 {
+		t.Errorf("%d shard runs for 40 recipients", runs)
+	}
+	for _, s := range tr.rec.Ended() {
+		if len(s.Links()) > 1 {
+			t.Errorf("span %s has %d links", s.Name(), len(s.Links()))
+		}
+		for _, m := range members {
+			if strings.Contains(s.Name(), m) {
+				t.Errorf("a span per recipient: %s", s.Name())
+			}
+		}
+	}
+}
