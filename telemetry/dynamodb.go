@@ -87,13 +87,24 @@ func describeCall(ctx context.Context, in middleware.InitializeInput, next middl
 	if cc := consumed(out.Result); len(cc) > 0 {
 		js := make([]string, 0, len(cc))
 		for _, c := range cc {
-			if b, err := json.Marshal(c); err == nil {
+			b, err := json.Marshal(capacity{TableName: deref(c.TableName), CapacityUnits: c.CapacityUnits,
+				ReadCapacityUnits: c.ReadCapacityUnits, WriteCapacityUnits: c.WriteCapacityUnits})
+			if err == nil {
 				js = append(js, string(b))
 			}
 		}
 		span.SetAttributes(attribute.StringSlice(AttrConsumedCapacity, js))
 	}
 	return out, md, err
+}
+
+// capacity is one table's consumed capacity as AttrConsumedCapacity records it (the
+// semantic conventions' JSON of the SDK's ConsumedCapacity, without its empty fields).
+type capacity struct {
+	TableName          string   `json:"TableName,omitempty"`
+	CapacityUnits      *float64 `json:"CapacityUnits,omitempty"`
+	ReadCapacityUnits  *float64 `json:"ReadCapacityUnits,omitempty"`
+	WriteCapacityUnits *float64 `json:"WriteCapacityUnits,omitempty"`
 }
 
 // tablesAndCapacity returns the tables in, an input of the store's operations, names,
