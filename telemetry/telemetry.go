@@ -1,14 +1,3 @@
-// Package telemetry is the gateway's tracing (OpenTelemetry) and its request logging:
-// the tracer provider configured only by the standard OTEL_* variables (FromEnv), the
-// HTTP server middleware that traces each request and writes its one access log line
-// (Middleware), the slog handler that puts trace_id and span_id on every line logged
-// with a traced context (LogHandler), the DynamoDB client option that makes one client
-// span per call (DynamoDB), provider spans (StartClient, Transport), and what links a
-// durable task's run to the request that wrote it (Traceparent, StartTask).
-//
-// Tracing is off unless OTEL_TRACES_EXPORTER names an exporter (otlp, console): then
-// the provider is OpenTelemetry's no-op one, nothing is wrapped that need not be, and
-// a request pays only for its access log line.
 package telemetry
 
 import (
