@@ -208,16 +208,16 @@ func TestRESTSendTrace(t *testing.T) {
 	if _, err := smtpSrv.WaitMessages(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	// The task's span ends after its outcome is written, a moment after the message.
+	// The task's span ends after its outcome is written, a moment after the message; the
+	// lane's span when the request is marked done, which may be later still.
 	var task sdktrace.ReadOnlySpan
-	testgw.WaitFor(t, 30*time.Second, "the deliver task's span", func() bool {
+	testgw.WaitFor(t, 30*time.Second, "the deliver task's and the lane's spans", func() bool {
 		for _, s := range tr.rec.Ended() {
 			if s.Name() == "task "+inbox.TaskDeliver {
 				task = s
-				return true
 			}
 		}
-		return false
+		return task != nil && hasName(tr.rec.Ended(), "send process")
 	})
 
 	sendTrace := spansOf(tr.rec, incomingTrace)
@@ -325,6 +325,8 @@ func TestGraphQLTrace(t *testing.T) {
 	if st != http.StatusOK || bytes.Contains(b, []byte(`"errors"`)) {
 		t.Fatalf("query: %d %s", st, b)
 	}
+	// The server span ends as the handler returns, which the client need not wait for.
+	testgw.WaitFor(t, 10*time.Second, "the server span", func() bool { return hasName(spansOf(tr.rec, incomingTrace), "POST /graphql") })
 	spans := spansOf(tr.rec, incomingTrace)
 	byName := map[string]sdktrace.ReadOnlySpan{}
 	for _, s := range spans {
@@ -391,12 +393,17 @@ func TestAccessLog(t *testing.T) {
 		if st != c.want.status {
 			t.Fatalf("%s %s: %d %s", c.method, c.path, st, b)
 		}
+		// The line is written as the handler returns, which the client need not wait for.
 		var got []map[string]any
-		for _, l := range logs.lines(t)[before:] {
-			if l["msg"] == "request" {
-				got = append(got, l)
+		testgw.WaitFor(t, 10*time.Second, "the access log line", func() bool {
+			got = nil
+			for _, l := range logs.lines(t)[before:] {
+				if l["msg"] == "request" {
+					got = append(got, l)
+				}
 			}
-		}
+			return len(got) > 0
+		})
 		if len(got) != 1 {
 			t.Fatalf("%s %s: %d access log lines, want 1: %v", c.method, c.path, len(got), got)
 		}
@@ -436,6 +443,7 @@ func TestDefaultConfigInstallsNoExporter(t *testing.T) {
 	if st, b := call(t, gw, http.MethodGet, "/healthz", "", incoming, nil); st != http.StatusOK {
 		t.Fatalf("healthz: %d %s", st, b)
 	}
+	testgw.WaitFor(t, 10*time.Second, "the access log line", func() bool { return strings.Contains(logs.String(), `"msg":"request"`) })
 	for _, l := range logs.lines(t) {
 		if _, ok := l[telemetry.LogTraceID]; ok {
 			t.Errorf("a trace id with tracing off: %v", l)
