@@ -22,6 +22,7 @@ import (
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
+	"github.com/inboxgw/gateway/telemetry"
 	"github.com/inboxgw/gateway/tmpl"
 )
 
@@ -61,6 +62,10 @@ type Deps struct {
 	Worker bool
 	// Clock drives the scheduler, its leases and the delivery worker (nil: the real clock).
 	Clock clockwork.Clock
+	// Tracing is what traces the gateway (nil: telemetry.FromEnv, the OTEL_* variables,
+	// off when they name no exporter; shut down, its spans flushed, by Close). A
+	// caller's is the caller's to shut down.
+	Tracing *telemetry.Tracing
 }
 
 // Gateway is one instance as Build composed it: what it serves and what it runs, over one
@@ -97,6 +102,9 @@ type Gateway struct {
 	DemoUser, DemoToken string
 	// DevSMTP is the dev mail catcher's SMTP address ("" when there is none).
 	DevSMTP string
+	// Tracing traces requests, DynamoDB calls, tasks and provider calls (off unless the
+	// OTEL_* variables or Deps.Tracing say otherwise).
+	Tracing *telemetry.Tracing
 
 	closers []func() // in the order they run
 }
@@ -109,21 +117,35 @@ type Gateway struct {
 // configuration (secrets, providers' settings, the catcher's address), the engine, the
 // table, the demo import; whatever was opened is closed again.
 func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
-	log := deps.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	// Every component logs through a handler that adds trace_id and span_id to the
+	// lines logged with a traced context.
+	log := telemetry.Logger(deps.Log)
 	clock := deps.Clock
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
-	g = &Gateway{Config: cfg, Log: log, Metrics: deps.Metrics, Verifier: deps.Verifier, Broker: deps.Broker, DB: deps.DB}
+	g = &Gateway{Config: cfg, Log: log, Metrics: deps.Metrics, Verifier: deps.Verifier, Broker: deps.Broker, DB: deps.DB, Tracing: deps.Tracing}
 	defer func() {
 		if err != nil {
 			g.Close()
 			g = nil
 		}
 	}()
+	if g.Tracing == nil {
+		if g.Tracing, err = telemetry.FromEnv(ctx); err != nil {
+			return g, err
+		}
+		g.onClose(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := g.Tracing.Shutdown(sctx); err != nil {
+				log.Warn("tracing: flush spans", "err", err)
+			}
+		})
+		if g.Tracing.Enabled() {
+			log.Info("tracing on", "exporter", g.Tracing.Exporter)
+		}
+	}
 
 	if g.Verifier == nil && !deps.Worker {
 		if g.Verifier, err = newVerifier(cfg, log); err != nil {
@@ -169,12 +191,15 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 		if deps.Metrics != nil {
 			dbOpts = append([]func(*dynamodb.Options){deps.Metrics.DynamoDB()}, dbOpts...)
 		}
-		eng, err := openEngine(ctx, cfg, log, dbOpts...)
+		eng, err := openEngine(ctx, cfg, log, append(dbOpts, telemetry.DynamoDB(g.Tracing))...)
 		if err != nil {
 			return g, err
 		}
 		g.DB = eng.db
 		g.onClose(eng.close)
+	} else if g.Tracing.Enabled() {
+		// A caller's client (a test's): the same client with spans (Options is a copy).
+		g.DB = dynamodb.New(g.DB.Options(), telemetry.DynamoDB(g.Tracing))
 	}
 	g.Store = store.New(g.DB, cfg.Table, append(opts, deps.Store...)...)
 	g.onClose(g.Store.Close)
@@ -213,7 +238,7 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 		devSMTP = devMail.smtpAddr()
 		g.DevSMTP = devSMTP
 	}
-	if g.Channels, err = deliveryChannels(cfg, devSMTP); err != nil {
+	if g.Channels, err = deliveryChannels(cfg, devSMTP, g.Tracing); err != nil {
 		return g, err
 	}
 	g.Scheduler = newScheduler(cfg, log, g, clock)
@@ -239,6 +264,8 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 		g.HTTP = WithMetricsRoute(cfg, g.HTTP, deps.Metrics)
 	}
 	g.HTTP = devMail.with(g.HTTP)
+	// Outermost: the request's span and its access log line see every route.
+	g.HTTP = telemetry.Middleware(g.Tracing, log, g.HTTP)
 	return g, nil
 }
 
@@ -301,11 +328,11 @@ func (g *Gateway) importDemo(ctx context.Context) error {
 // instance) run wherever a scheduler runs.
 func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Clock) *sched.Scheduler {
 	deliver := delivery.NewHandler(g.Store, delivery.Options{Channels: g.Channels, Attempts: cfg.DeliveryAttempts,
-		Backoff: cfg.DeliveryBackoff, Timeout: cfg.DeliveryTimeout, Logger: log, Clock: clock,
+		Backoff: cfg.DeliveryBackoff, Timeout: cfg.DeliveryTimeout, Logger: log, Clock: clock, Tracer: g.Tracing.Tracer(),
 		OnConfigError: metrics.NewDelivery(g.Metrics).ConfigError})
 	// A deliver task sends once within INBOX_DELIVERY_TIMEOUT and then records the
 	// outcome: the handler deadline covers both.
-	o := sched.Options{DB: g.DB, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log, Clock: clock,
+	o := sched.Options{DB: g.DB, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log, Clock: clock, Tracer: g.Tracing.Tracer(),
 		HandlerTimeout: max(30*time.Second, deliver.HandlerTimeout())}
 	if m := metrics.NewSched(g.Metrics); m != nil {
 		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
@@ -358,5 +385,6 @@ func handlerOptions(cfg Config, log *slog.Logger, g *Gateway) (httpapi.Options, 
 		QueryTimeout:         cfg.QueryTimeout,
 		MutationTimeout:      cfg.MutationTimeout,
 		Metrics:              g.Metrics,
+		Tracing:              g.Tracing,
 	}, nil
 }

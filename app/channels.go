@@ -15,6 +15,7 @@ import (
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/channel/smtpcatch"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/telemetry"
 )
 
 // Bounds of the delivery settings.
@@ -128,9 +129,10 @@ func burst(perSecond float64) int { return max(1, int(math.Ceil(perSecond))) }
 // limit. In dev mode without INBOX_SMTP_URL, email goes to devSMTP (the catcher's
 // address; "" leaves email off). Files named by cfg (FCM credentials, APNs key) are read
 // here: an unreadable or invalid one is an error naming its variable.
-func deliveryChannels(cfg Config, devSMTP string) (*channel.Registry, error) {
+func deliveryChannels(cfg Config, devSMTP string, tr *telemetry.Tracing) (*channel.Registry, error) {
 	chs := channel.NewRegistry()
-	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	// Each provider request inside a task's trace is a client span (telemetry.Transport).
+	client := &http.Client{Transport: telemetry.Transport(tr, http.DefaultTransport.(*http.Transport).Clone())}
 	smtpURL, from := cfg.SMTPURL, cfg.EmailFrom
 	if smtpURL == "" && devSMTP != "" {
 		smtpURL = "smtp://" + devSMTP
@@ -150,7 +152,8 @@ func deliveryChannels(cfg Config, devSMTP string) (*channel.Registry, error) {
 	// connects to public addresses only unless INBOX_WEBHOOK_ALLOW_PRIVATE (a tenant's URL
 	// is no way to the gateway's own host or network either).
 	chs.Register(inbox.ChannelWebhook, "", channel.Limit(channel.NewWebhook(channel.WebhookConfig{Timeout: cfg.DeliveryTimeout,
-		PublicOnly: !cfg.Dev && !cfg.WebhookAllowPrivate}),
+		PublicOnly:    !cfg.Dev && !cfg.WebhookAllowPrivate,
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return telemetry.Transport(tr, rt) }}),
 		cfg.RateWebhook, burst(cfg.RateWebhook)))
 	if cfg.FCMCredentials != "" {
 		js, err := os.ReadFile(cfg.FCMCredentials)
@@ -238,8 +241,8 @@ func (d *devMail) with(h http.Handler) http.Handler {
 		return h
 	}
 	mux := http.NewServeMux()
-	mux.Handle(DevMailPath, d.catcher.Handler())
-	mux.Handle(DevMailPath+"/", d.catcher.Handler())
+	mux.Handle(DevMailPath, telemetry.Routed(d.catcher.Handler()))
+	mux.Handle(DevMailPath+"/", telemetry.Routed(d.catcher.Handler()))
 	mux.Handle("/", h)
 	return mux
 }

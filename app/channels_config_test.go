@@ -83,33 +83,33 @@ func TestDeliveryChannelsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chs, err := deliveryChannels(cfg, "")
+	chs, err := deliveryChannels(cfg, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rs := chs.Routes(); len(rs) != 1 || rs[0].Channel != inbox.ChannelWebhook || rs[0].Adapter.Provider() != channel.ProviderWebhook {
 		t.Fatalf("the default configuration built %+v, want the webhook only", rs)
 	}
-	chs, err = deliveryChannels(cfg, "127.0.0.1:1025")
+	chs, err = deliveryChannels(cfg, "127.0.0.1:1025", nil)
 	if err != nil || chs.Lookup(inbox.ChannelEmail, "") == nil || chs.Lookup(inbox.ChannelEmail, "").Provider() != channel.ProviderSMTP {
 		t.Fatalf("dev mode's catcher: %+v, %v", chs, err)
 	}
 
 	twilio := cfg
 	twilio.TwilioAccountSID, twilio.TwilioAuthToken, twilio.TwilioFrom = "AC123", "token", "+15550001111"
-	if chs, err = deliveryChannels(twilio, ""); err != nil || chs.Lookup(inbox.ChannelSMS, "") == nil || chs.Lookup(inbox.ChannelSMS, "").Provider() != channel.ProviderTwilio {
+	if chs, err = deliveryChannels(twilio, "", nil); err != nil || chs.Lookup(inbox.ChannelSMS, "") == nil || chs.Lookup(inbox.ChannelSMS, "").Provider() != channel.ProviderTwilio {
 		t.Fatalf("Twilio: %+v, %v", chs, err)
 	}
 
 	slack := cfg
 	slack.Slack.BotToken = "xoxb-1-2-3"
-	if chs, err = deliveryChannels(slack, ""); err != nil || chs.Lookup(inbox.ChannelSlack, "") == nil || chs.Lookup(inbox.ChannelSlack, "").Provider() != channel.ProviderSlack {
+	if chs, err = deliveryChannels(slack, "", nil); err != nil || chs.Lookup(inbox.ChannelSlack, "") == nil || chs.Lookup(inbox.ChannelSlack, "").Provider() != channel.ProviderSlack {
 		t.Fatalf("Slack: %+v, %v", chs, err)
 	}
 
 	missing := cfg
 	missing.FCMCredentials = filepath.Join(t.TempDir(), "absent.json")
-	if _, err := deliveryChannels(missing, ""); err == nil || !strings.Contains(err.Error(), "INBOX_FCM_CREDENTIALS") {
+	if _, err := deliveryChannels(missing, "", nil); err == nil || !strings.Contains(err.Error(), "INBOX_FCM_CREDENTIALS") {
 		t.Fatalf("a missing FCM key file: %v", err)
 	}
 	bad := cfg
@@ -118,7 +118,7 @@ func TestDeliveryChannelsFromConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad.APNsKeyID, bad.APNsTeamID, bad.APNsTopic = "K", "T", "com.example.app"
-	if _, err := deliveryChannels(bad, ""); err == nil || !strings.Contains(err.Error(), "INBOX_APNS_KEY") {
+	if _, err := deliveryChannels(bad, "", nil); err == nil || !strings.Contains(err.Error(), "INBOX_APNS_KEY") {
 		t.Fatalf("an invalid APNs key: %v", err)
 	}
 }
@@ -140,7 +140,7 @@ func TestDevMailCatcher(t *testing.T) {
 		t.Fatalf("dev mode: %v, %v", d, err)
 	}
 	defer d.close()
-	chs, err := deliveryChannels(cfg, d.smtpAddr())
+	chs, err := deliveryChannels(cfg, d.smtpAddr(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

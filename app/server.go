@@ -43,6 +43,7 @@ import (
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/store"
+	"github.com/inboxgw/gateway/telemetry"
 )
 
 // Config is the gateway's configuration, read from the environment (see README.md).
@@ -369,11 +370,13 @@ func runCommand(ctx context.Context, cfg Config, log *slog.Logger, cmd string, a
 	}
 }
 
+// newLogger is the process's logger: JSON (text in dev mode, or by INBOX_LOG_FORMAT) on
+// stderr, every line logged with a traced context carrying trace_id and span_id.
 func newLogger(cfg Config) *slog.Logger {
 	if cfg.LogFormat == "json" || (cfg.LogFormat == "" && !cfg.Dev) {
-		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, nil)))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	return slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, nil)))
 }
 
 // errNoJWTSecret is jwtSecret's answer outside dev mode without INBOX_JWT_SECRET.
@@ -637,7 +640,7 @@ func WithMetricsRoute(cfg Config, h http.Handler, reg *metrics.Registry) http.Ha
 		return h
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", reg.Handler())
+	mux.Handle("GET /metrics", telemetry.Routed(reg.Handler()))
 	mux.Handle("/", h)
 	return mux
 }

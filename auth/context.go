@@ -1,12 +1,18 @@
 package auth
 
-import "context"
+import (
+	"context"
+
+	"github.com/inboxgw/gateway/telemetry"
+)
 
 // claimsKey is the context key of the verified Claims.
 type claimsKey struct{}
 
-// WithClaims returns a copy of ctx carrying the verified claims c.
+// WithClaims returns a copy of ctx carrying the verified claims c. Within an HTTP
+// request (telemetry.Middleware) it also names the request's tenant for its access log.
 func WithClaims(ctx context.Context, c Claims) context.Context {
+	telemetry.SetTenant(ctx, c.TenantID)
 	return context.WithValue(ctx, claimsKey{}, c)
 }
 

@@ -37,6 +37,9 @@ type WebhookConfig struct {
 	// answers in the record's error. The client then uses no proxy from the environment
 	// (the proxy, not the receiver, would be the address checked).
 	PublicOnly bool
+	// WrapTransport, with Client nil, wraps the adapter's own client's transport (the
+	// gateway's tracing: telemetry.Transport); nil leaves it as it is.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // maxWebhookResponse bounds how much of a receiver's answer is read (and discarded,
@@ -79,8 +82,12 @@ func NewWebhook(cfg WebhookConfig) Channel {
 			tr.DialContext = d.DialContext
 			tr.Proxy = nil
 		}
+		var rt http.RoundTripper = tr
+		if cfg.WrapTransport != nil {
+			rt = cfg.WrapTransport(tr)
+		}
 		w.client = &http.Client{
-			Transport:     tr,
+			Transport:     rt,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}

@@ -14,10 +14,15 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/inboxgw/gateway/channel"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/sched"
+
+	"github.com/inboxgw/gateway/telemetry"
 )
 
 // Defaults of Options (the INBOX_DELIVERY_* defaults).
@@ -97,6 +102,9 @@ type Options struct {
 	// revoked or invalid credential), after the record failed; nil: none. Such a send
 	// is also logged at error level.
 	OnConfigError func(provider string)
+	// Tracer, when set, gives each provider send a client span ("{provider} send", under
+	// the task's span); nil: none.
+	Tracer trace.Tracer
 }
 
 // Handler handles inbox.TaskDeliver tasks (see the package doc). It is safe for
@@ -182,7 +190,7 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 		return ErrBusy
 	case inbox.ClaimOrphaned:
 		// A worker stopped after claiming: the provider may have the message. Never resend.
-		h.log.Warn("delivery: unconfirmed (a worker stopped during the send); not sent again",
+		h.log.WarnContext(ctx, "delivery: unconfirmed (a worker stopped during the send); not sent again",
 			"tenant", ref.TenantID, "notification", ref.NotificationID, "key", ref.Key, "attempt", job.Attempt)
 		return h.record(ctx, ref, func(wctx context.Context) error {
 			return h.st.DeliveryUnconfirmed(wctx, ref, job.Attempt)
@@ -234,7 +242,15 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 		m.To, m.Secret = settings.WebhookURL, settings.WebhookSecret
 	}
 	sctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
+	sctx, span := telemetry.StartClient(sctx, h.o.Tracer, adapter.Provider()+" send",
+		attribute.String("inbox.channel", chName), attribute.String("inbox.provider", adapter.Provider()),
+		attribute.Int("inbox.attempt", job.Attempt))
 	res, sendErr := adapter.Send(sctx, m)
+	if sendErr != nil {
+		span.RecordError(sendErr)
+		span.SetStatus(codes.Error, "send failed")
+	}
+	span.End()
 	cancel()
 	return h.outcome(ctx, ref, t.Due, job, adapter.Provider(), res, sendErr)
 }
@@ -259,7 +275,7 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, due time.T
 		"attempt", job.Attempt, "provider", provider, "kind", kind.String(), "err", msg)
 	switch {
 	case kind == channel.Unregistered:
-		log.Info("delivery: device unregistered; removing it", "device", job.DeviceID)
+		log.InfoContext(ctx, "delivery: device unregistered; removing it", "device", job.DeviceID)
 		if job.DeviceID != "" {
 			v := inbox.Viewer{TenantID: ref.TenantID, UserID: job.UserID}
 			if err := h.record(ctx, ref, func(wctx context.Context) error { return h.st.PruneDevice(wctx, v, job.DeviceID) }); err != nil {
@@ -270,7 +286,7 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, due time.T
 			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
 		})
 	case kind == channel.Permanent && isConfigError(sendErr):
-		log.Error("delivery: the provider refused the gateway's credentials; check its configuration")
+		log.ErrorContext(ctx, "delivery: the provider refused the gateway's credentials; check its configuration")
 		if err := h.record(ctx, ref, func(wctx context.Context) error {
 			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
 		}); err != nil {
@@ -281,12 +297,12 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, due time.T
 		}
 		return nil
 	case kind == channel.Permanent:
-		log.Warn("delivery: failed (permanent)")
+		log.WarnContext(ctx, "delivery: failed (permanent)")
 		return h.record(ctx, ref, func(wctx context.Context) error {
 			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
 		})
 	case job.Attempt >= h.o.Attempts:
-		log.Warn("delivery: failed (no attempts left)")
+		log.WarnContext(ctx, "delivery: failed (no attempts left)")
 		msg = fmt.Sprintf("%s (after %d attempts)", msg, job.Attempt)
 		return h.record(ctx, ref, func(wctx context.Context) error {
 			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
@@ -301,7 +317,7 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, due time.T
 	if soonest := due.Truncate(time.Millisecond).Add(time.Millisecond); at.Before(soonest) {
 		at = soonest
 	}
-	log.Info("delivery: transient failure; retrying", "at", at)
+	log.InfoContext(ctx, "delivery: transient failure; retrying", "at", at)
 	return h.record(ctx, ref, func(wctx context.Context) error {
 		return h.st.DeliveryRetry(wctx, ref, job.UserID, job.Attempt, provider, msg, at)
 	})
@@ -355,7 +371,7 @@ func (h *Handler) record(ctx context.Context, ref inbox.DeliveryRef, write func(
 	case err == nil:
 		return nil
 	case errors.Is(err, inbox.ErrClaimLost):
-		h.log.Warn("delivery: the record was settled by another run meanwhile",
+		h.log.WarnContext(ctx, "delivery: the record was settled by another run meanwhile",
 			"tenant", ref.TenantID, "notification", ref.NotificationID, "key", ref.Key, "err", err)
 		return nil
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/inboxgw/gateway/loader"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/resolvers"
+	"github.com/inboxgw/gateway/telemetry"
 	"github.com/inboxgw/gateway/web"
 )
 
@@ -87,6 +88,9 @@ type Options struct {
 	// REST, when set, serves the service API under /v1/ (package rest's Handler; CORS as
 	// for /graphql, with the API's methods and headers). Nil: /v1/ is not served.
 	REST http.Handler
+	// Tracing, when on, gives each GraphQL operation a span and each resolver that does
+	// I/O a child span (see Tracer); nil or off: none.
+	Tracing *telemetry.Tracing
 }
 
 // Handler is the HTTP surface. Shutdown ends its long-lived streams.
@@ -179,6 +183,9 @@ func NewHandler(o Options) *Handler {
 	if o.Metrics != nil {
 		gql.Use(o.Metrics.GraphQL())
 	}
+	if o.Tracing.Enabled() {
+		gql.Use(Tracer{Tracer: o.Tracing.Tracer()})
+	}
 	if o.Introspection {
 		gql.Use(extension.Introspection{})
 	} else {
@@ -237,27 +244,27 @@ func NewHandler(o Options) *Handler {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			// The client went away (or completed its subscription) while the operation
 			// ran: nobody reads this answer, and it is not the server's failure.
-			log.Debug("request cancelled by the client", "path", gerr.Path.String(), "err", err)
+			log.DebugContext(ctx, "request cancelled by the client", "path", gerr.Path.String(), "err", err)
 		} else {
-			log.Error("request failed", "path", gerr.Path.String(), "err", err)
+			log.ErrorContext(ctx, "request failed", "path", gerr.Path.String(), "err", err)
 		}
 		gerr.Message = "internal server error"
 		gerr.Extensions = map[string]any{"code": inbox.CodeInternal}
 		return gerr
 	})
 	gql.SetRecoverFunc(func(ctx context.Context, p any) error {
-		log.Error("panic in resolver", "panic", fmt.Sprint(p))
+		log.ErrorContext(ctx, "panic in resolver", "panic", fmt.Sprint(p))
 		return errors.New("internal server error")
 	})
 
 	mux := http.NewServeMux()
 	anonymous := newAnonymousGate(cmp.Or(o.AnonymousConcurrency, DefaultAnonymousConcurrency))
-	mux.Handle("/graphql", withCORS(o.AllowedOrigins, limitBody(h.streamsMiddleware(verifier.Middleware(anonymous.wrap(gql))))))
+	mux.Handle("/graphql", telemetry.Routed(withCORS(o.AllowedOrigins, limitBody(h.streamsMiddleware(verifier.Middleware(anonymous.wrap(gql)))))))
 	if o.REST != nil {
-		mux.Handle("/v1/", withRESTCORS(o.AllowedOrigins, o.REST))
+		mux.Handle("/v1/", telemetry.Routed(withRESTCORS(o.AllowedOrigins, o.REST)))
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /healthz", telemetry.Routed(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })))
+	mux.Handle("GET /readyz", telemetry.Routed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if _, err := st.Badge(ctx, inbox.Viewer{TenantID: "health", UserID: "probe"}); err != nil {
@@ -265,8 +272,8 @@ func NewHandler(o Options) *Handler {
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
-	})
-	mux.Handle("/", web.GraphiQL(web.GraphiQLOptions{Endpoint: "/graphql", DefaultHeaders: o.GraphiQLHeaders, Title: "Inbox gateway"}))
+	})))
+	mux.Handle("/", telemetry.Routed(web.GraphiQL(web.GraphiQLOptions{Endpoint: "/graphql", DefaultHeaders: o.GraphiQLHeaders, Title: "Inbox gateway"})))
 	h.mux = mux
 	return h
 }

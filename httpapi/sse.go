@@ -45,6 +45,12 @@ func withWriteDeadlines(w http.ResponseWriter, r *http.Request, timeout time.Dur
 	ctx, cancel := context.WithCancel(r.Context())
 	dw := &deadlineWriter{ResponseWriter: w, rc: rc, timeout: timeout, cancel: cancel}
 	return dw, r.WithContext(ctx), func() {
+		// gqlgen's keep-alive goroutine may still tick after the stream's handler
+		// returned: its write must not reach a response net/http has finished (a flush
+		// then panics on the released buffer and takes the process down).
+		dw.mu.Lock()
+		dw.failed = true
+		dw.mu.Unlock()
 		cancel()
 		// net/http ends the response after the handler returns (the last chunk): that
 		// write gets a deadline too.

@@ -131,7 +131,7 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		OnPongReceived: func(context.Context, []byte) { heard.Store(t.clock.Now().UnixNano()) },
 	})
 	if err != nil {
-		t.log.Debug("websocket upgrade refused", "err", err) // Accept wrote the response
+		t.log.DebugContext(r.Context(), "websocket upgrade refused", "err", err) // Accept wrote the response
 		return
 	}
 	ws.SetReadLimit(wsMaxMessage)
@@ -411,7 +411,7 @@ func (c *wsConn) keepAliveTick() {
 		c.closing = true
 		c.stopTimersLocked()
 		c.mu.Unlock()
-		c.t.log.Debug("websocket peer unresponsive: closing", "silent", silent)
+		c.t.log.DebugContext(c.ctx, "websocket peer unresponsive: closing", "silent", silent)
 		_ = c.ws.CloseNow() // the reader ends and tears down
 		return
 	}
@@ -751,7 +751,7 @@ func (op *wsOp) sendNext(resp *graphql.Response) {
 	}
 	b, err := json.Marshal(resp)
 	if err != nil {
-		op.c.t.log.Error("websocket: encode response", "err", err)
+		op.c.t.log.ErrorContext(op.c.ctx, "websocket: encode response", "err", err)
 		return
 	}
 	typ := "next"
@@ -764,7 +764,7 @@ func (op *wsOp) sendNext(resp *graphql.Response) {
 func (c *wsConn) sendErrors(id string, errs gqlerror.List) {
 	b, err := json.Marshal(errs)
 	if err != nil {
-		c.t.log.Error("websocket: encode errors", "err", err)
+		c.t.log.ErrorContext(c.ctx, "websocket: encode errors", "err", err)
 		return
 	}
 	c.send(wsMessage{ID: id, Type: "error", Payload: b})
@@ -779,7 +779,7 @@ func (c *wsConn) sendConnectionError(message string) {
 func (c *wsConn) send(m wsMessage) {
 	b, err := json.Marshal(m)
 	if err != nil {
-		c.t.log.Error("websocket: encode message", "err", err)
+		c.t.log.ErrorContext(c.ctx, "websocket: encode message", "err", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, wsWriteTimeout)

@@ -24,6 +24,10 @@ type Task struct {
 	Token string
 	// Attempts counts the handler's failures so far (0 on the first run).
 	Attempts int
+	// Traceparent is the W3C traceparent of the span that wrote the task ("" when
+	// tracing was off): the store sets it from the writer's context, and the run's span
+	// links to it. A rescheduled task keeps its first writer's.
+	Traceparent string
 }
 
 // Task kinds of the inbox states.

@@ -17,6 +17,7 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/providerhook"
 	"github.com/inboxgw/gateway/rest/gen"
+	"github.com/inboxgw/gateway/telemetry"
 )
 
 // Scopes of service tokens (README "Service API (REST /v1)").
@@ -247,7 +248,7 @@ func (m *routeMux) HandleFunc(pattern string, next func(http.ResponseWriter, *ht
 		m.missing = append(m.missing, pattern)
 		return
 	}
-	m.h.mux.Handle(pattern, m.guard(rt, http.HandlerFunc(next)))
+	m.h.mux.Handle(pattern, telemetry.Routed(m.guard(rt, http.HandlerFunc(next))))
 }
 
 func (m *routeMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.h.ServeHTTP(w, r) }

@@ -83,9 +83,9 @@ func writeError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err er
 		return
 	}
 	if r.Context().Err() != nil {
-		log.Debug("rest request cancelled by the client", "path", r.URL.Path, "err", err)
+		log.DebugContext(r.Context(), "rest request cancelled by the client", "path", r.URL.Path, "err", err)
 	} else {
-		log.Error("rest request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.ErrorContext(r.Context(), "rest request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	writeProblem(w, http.StatusInternalServerError, inbox.CodeInternal, "internal server error")
 }

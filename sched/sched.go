@@ -18,9 +18,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/lease"
+	"github.com/inboxgw/gateway/telemetry"
 )
 
 // Handler runs due tasks of one kind. Handle is called at least once per task, possibly
@@ -85,6 +89,10 @@ type Options struct {
 	// Observe, when set, is called after every task run with its outcome (see Outcome)
 	// and the lag from its due time to the end of the handler's run. It must not block.
 	Observe func(kind string, outcome Outcome, lag time.Duration)
+	// Tracer, when set, gives each task run a span: a new root linked to the span that
+	// wrote the task (inbox.Task.Traceparent), so a send's trace leads to its deliveries
+	// without a trace that lasts as long as a retry's backoff. Nil: none.
+	Tracer trace.Tracer
 }
 
 // Outcome is what became of one run of a task.
@@ -650,7 +658,14 @@ func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardStat
 // left the bucket (deleted or moved, by this run or another), false when it is left in
 // place (the shard was lost, or a DynamoDB call failed) to be run again.
 func (s *Scheduler) runTask(ctx context.Context, n int, b time.Time, t inbox.Task) bool {
+	ctx, span := telemetry.StartTask(ctx, s.o.Tracer, "task "+t.Kind, t.Traceparent,
+		attribute.String("inbox.task.kind", t.Kind), attribute.Int("inbox.task.attempt", t.Attempts+1), attribute.Int("inbox.sched.shard", n))
+	defer span.End()
 	err := s.handle(ctx, t)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "task failed")
+	}
 	if ctx.Err() != nil {
 		// Lost the shard: the next holder runs the task again.
 		return false
@@ -666,30 +681,30 @@ func (s *Scheduler) runTask(ctx context.Context, n int, b time.Time, t inbox.Tas
 		outcome = Done
 		if _, derr := s.st.CompleteTask(cctx, n, b, t); derr != nil {
 			s.errs.Add(1)
-			s.log.Warn("sched: delete done task", "task", t.ID, "kind", t.Kind, "err", derr)
+			s.log.WarnContext(ctx, "sched: delete done task", "task", t.ID, "kind", t.Kind, "err", derr)
 			return false
 		}
 		s.done.Add(1)
 	case t.Attempts+1 >= s.o.MaxAttempts:
 		outcome = Dropped
-		s.log.Error("sched: task failed too often; dropped", "task", t.ID, "kind", t.Kind, "attempts", t.Attempts+1, "ref", t.Ref, "err", err)
+		s.log.ErrorContext(ctx, "sched: task failed too often; dropped", "task", t.ID, "kind", t.Kind, "attempts", t.Attempts+1, "ref", t.Ref, "err", err)
 		if _, derr := s.st.CompleteTask(cctx, n, b, t); derr != nil {
 			s.errs.Add(1)
-			s.log.Warn("sched: delete dropped task", "task", t.ID, "kind", t.Kind, "err", derr)
+			s.log.WarnContext(ctx, "sched: delete dropped task", "task", t.ID, "kind", t.Kind, "err", derr)
 			return false
 		}
 		s.dropped.Add(1)
 	default:
 		outcome = Retried
 		delay := s.retryDelay(t.Attempts + 1)
-		s.log.Warn("sched: task failed; retrying", "task", t.ID, "kind", t.Kind, "attempt", t.Attempts+1, "in", delay, "err", err)
+		s.log.WarnContext(ctx, "sched: task failed; retrying", "task", t.ID, "kind", t.Kind, "attempt", t.Attempts+1, "in", delay, "err", err)
 		due := s.o.Clock.Now().Add(delay)
 		if due.Before(t.Due) {
 			due = t.Due
 		}
 		if _, _, rerr := s.st.RescheduleTask(cctx, n, b, t, due); rerr != nil {
 			s.errs.Add(1)
-			s.log.Warn("sched: reschedule task", "task", t.ID, "kind", t.Kind, "err", rerr)
+			s.log.WarnContext(ctx, "sched: reschedule task", "task", t.ID, "kind", t.Kind, "err", rerr)
 			return false
 		}
 		s.retried.Add(1)

@@ -324,14 +324,14 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 		// sendAt, if any): done before the answer, so that the broadcast the answer
 		// names is there to read at once. Should it fail, the recovery task starts it.
 		if _, err := s.process(ctx, tenant, &doc); err != nil {
-			s.o.Logger.Warn("send: starting the broadcast failed; its recovery task retries", "tenant", tenant,
+			s.o.Logger.WarnContext(ctx, "send: starting the broadcast failed; its recovery task retries", "tenant", tenant,
 				"key", r.IdempotencyKey, "err", err)
 		}
 		return doc.Answer, stored, nil
 	}
 	if r.SendAt.IsZero() && !s.o.AcceptOnly && !(wait && s.waits(r)) {
 		// Not queued (the lane's queue is full): the recovery task runs it.
-		s.start(context.Background(), tenant, r.IdempotencyKey, &doc, false)
+		s.start(context.WithoutCancel(ctx), tenant, r.IdempotencyKey, &doc, false)
 	}
 	return doc.Answer, stored, nil
 }

@@ -318,7 +318,7 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 	tenant, id := t.Viewer.TenantID, t.Ref
 	shard, err := strconv.Atoi(t.Token)
 	if err != nil {
-		b.o.Logger.Warn("broadcast: a task without a shard; dropped", "task", t.ID, "token", t.Token)
+		b.o.Logger.WarnContext(ctx, "broadcast: a task without a shard; dropped", "task", t.ID, "token", t.Token)
 		return nil
 	}
 	log := b.o.Logger.With("broadcast", id, "tenant", tenant, "shard", shard)
@@ -328,7 +328,7 @@ func (b *Broadcasts) Handle(ctx context.Context, t inbox.Task) error {
 	for pages := 0; ; {
 		bc, err := b.o.Store.GetBroadcast(ctx, tenant, id)
 		if inbox.ErrorCode(err) == inbox.CodeNotFound {
-			log.Warn("broadcast: task of an unknown broadcast; dropped")
+			log.WarnContext(ctx, "broadcast: task of an unknown broadcast; dropped")
 			return nil
 		}
 		if err != nil {
@@ -481,7 +481,7 @@ func (b *Broadcasts) writePage(ctx context.Context, tenant string, bc inbox.Broa
 	case err == nil:
 		return inbox.BroadcastCounts{Written: res.Accepted, Skipped: len(sh.Pending) - res.Accepted}, nil
 	case errors.As(err, &ie) && ie.Code == inbox.CodeBadUserInput:
-		b.o.Logger.Warn("broadcast: a page was refused; its recipients count as failed",
+		b.o.Logger.WarnContext(ctx, "broadcast: a page was refused; its recipients count as failed",
 			"broadcast", bc.ID, "shard", shard, "page", sh.Page, "recipients", len(sh.Pending), "err", err)
 		return inbox.BroadcastCounts{Failed: len(sh.Pending)}, nil
 	}

@@ -9,7 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/telemetry"
 )
 
 // Result is what processing a request wrote.
@@ -161,11 +164,16 @@ func (s *Service) start(ctx context.Context, tenant, key string, doc *document, 
 		s.wg.Done()
 	}
 	job := func() {
-		pctx, cancel := context.WithTimeout(context.Background(), processTimeout)
+		// Not the request's deadline (the 202 may be answered already) but its trace:
+		// the lane's work is a span of the send's trace.
+		pctx, cancel := context.WithTimeout(telemetry.Detach(ctx), processTimeout)
 		defer cancel()
+		pctx, span := telemetry.StartInternal(pctx, "send process", attribute.String("inbox.lane", string(doc.Request.Priority)))
+		defer span.End()
 		res, err := s.process(pctx, tenant, doc)
 		if err != nil {
-			s.o.Logger.Warn("send: processing failed; its recovery task retries", "tenant", tenant, "key", key, "err", err)
+			span.RecordError(err)
+			s.o.Logger.WarnContext(pctx, "send: processing failed; its recovery task retries", "tenant", tenant, "key", key, "err", err)
 		}
 		finish(res, err)
 	}

@@ -161,7 +161,7 @@ func (s *Store) CreateBroadcast(ctx context.Context, tenantID string, nb inbox.N
 		tpk, tsk := s.taskPlacement(task)
 		t.add(itemKey{tpk, tsk}, s.ScheduleAction(task))
 	}
-	_, err = s.db.TransactWriteItems(ctx, t.input())
+	_, err = s.db.TransactWriteItems(ctx, t.input(ctx))
 	switch {
 	case err == nil:
 		return toBroadcast(head), true, nil
@@ -316,7 +316,7 @@ func (s *Store) CheckpointBroadcast(ctx context.Context, tenantID, id string, sh
 	t.add(hk, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: hk.av(),
 		UpdateExpression: hx.Update(), ConditionExpression: hx.Condition(),
 		ExpressionAttributeNames: hx.Names(), ExpressionAttributeValues: hx.Values()}})
-	_, err = s.db.TransactWriteItems(ctx, t.input())
+	_, err = s.db.TransactWriteItems(ctx, t.input(ctx))
 	switch {
 	case err == nil:
 		return true, nil

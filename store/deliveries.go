@@ -244,7 +244,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, ref inbox.DeliveryRef, userID
 		UpdateExpression: up.UpdateExpression, ConditionExpression: up.ConditionExpression,
 		ExpressionAttributeNames: up.ExpressionAttributeNames, ExpressionAttributeValues: up.ExpressionAttributeValues}})
 	t.add(s.taskAction(inbox.TaskDeliver, v, ref.NotificationID, at, ref.Key))
-	_, err = s.db.TransactWriteItems(ctx, t.input())
+	_, err = s.db.TransactWriteItems(ctx, t.input(ctx))
 	switch {
 	case err == nil:
 		return nil

@@ -251,7 +251,7 @@ func (s *Store) RegisterDevice(ctx context.Context, v inbox.Viewer, token, platf
 			}
 			t.add(k, oa)
 		}
-		if _, err := s.db.TransactWriteItems(ctx, t.input()); err != nil {
+		if _, err := s.db.TransactWriteItems(ctx, t.input(ctx)); err != nil {
 			// A cancellation (a condition or a conflict) is retried after a re-read.
 			return inbox.Device{}, fmt.Errorf("register device: %w", err)
 		}
@@ -462,7 +462,7 @@ func (s *Store) removeDevice(ctx context.Context, v inbox.Viewer, d inbox.Device
 			return false, err
 		}
 		t.add(okey, oa)
-		_, err = s.db.TransactWriteItems(ctx, t.input())
+		_, err = s.db.TransactWriteItems(ctx, t.input(ctx))
 		switch {
 		case err == nil:
 			return true, nil

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/telemetry"
 )
 
 // The one writer of META's counters (see the package doc for why they stay exact).
@@ -202,8 +204,30 @@ func (t *txn) add(k itemKey, a types.TransactWriteItem) {
 	t.keys = append(t.keys, k)
 }
 
-func (t *txn) input() *dynamodb.TransactWriteItemsInput {
+// input is the transaction to send within ctx: t's actions, the scheduler tasks among
+// them carrying ctx's traceparent (inbox.Task.Traceparent; a task that has one keeps
+// it), so that every task a request writes, whichever write path wrote it, links its
+// run to that request.
+func (t *txn) input(ctx context.Context) *dynamodb.TransactWriteItemsInput {
+	if tp := telemetry.Traceparent(ctx); tp != "" {
+		for _, a := range t.acts {
+			if a.Put != nil && isTask(a.Put.Item) {
+				if _, has := a.Put.Item[attrTraceparent]; !has {
+					a.Put.Item[attrTraceparent] = &types.AttributeValueMemberS{Value: tp}
+				}
+			}
+		}
+	}
 	return &dynamodb.TransactWriteItemsInput{TransactItems: t.acts}
+}
+
+// attrTraceparent is a task item's traceparent attribute (taskItem.Traceparent).
+const attrTraceparent = "traceparent"
+
+// isTask reports whether item is a scheduler task.
+func isTask(item map[string]types.AttributeValue) bool {
+	e, ok := item[attrEntityType].(*types.AttributeValueMemberS)
+	return ok && e.Value == entityTask
 }
 
 // reasons returns the cancellation reasons of err (a TransactionCanceledException of

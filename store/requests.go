@@ -163,7 +163,7 @@ func (s *Store) CompleteRequest(ctx context.Context, tenantID, key string, resul
 	if task.ID != "" {
 		t.add(itemKey{}, s.CancelAction(task.ID, task.Due))
 	}
-	_, err = s.db.TransactWriteItems(ctx, t.input())
+	_, err = s.db.TransactWriteItems(ctx, t.input(ctx))
 	switch {
 	case t.conditionFailed(err, k):
 		return inbox.Errorf(inbox.CodeNotFound, "no send request under this idempotency key")

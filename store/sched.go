@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/telemetry"
 )
 
 // Scheduled tasks (package sched's durable queue; keys in keys.go, AP11).
@@ -50,6 +51,8 @@ type taskItem struct {
 	Ref        string `dynamodbav:"ref,omitempty"`
 	Token      string `dynamodbav:"token,omitempty"`
 	Attempts   int    `dynamodbav:"attempts"`
+	// Traceparent is the writer's span (inbox.Task.Traceparent).
+	Traceparent string `dynamodbav:"traceparent,omitempty"`
 }
 
 // taskPlacement returns the key (pk, sk) of t as the store writes it now.
@@ -69,7 +72,7 @@ func taskKey(shard int, bucket time.Time, t inbox.Task) map[string]types.Attribu
 // taskAttrs marshals t as an item at pk, sk.
 func taskAttrs(t inbox.Task, pk, sk string) map[string]types.AttributeValue {
 	it := taskItem{PK: pk, SK: sk, EntityType: entityTask, TaskID: t.ID, Kind: t.Kind, Due: max(t.Due.UnixMilli(), 0),
-		Tenant: t.Viewer.TenantID, User: t.Viewer.UserID, Ref: t.Ref, Token: t.Token, Attempts: t.Attempts}
+		Tenant: t.Viewer.TenantID, User: t.Viewer.UserID, Ref: t.Ref, Token: t.Token, Attempts: t.Attempts, Traceparent: t.Traceparent}
 	av, err := attributevalue.MarshalMap(it)
 	if err != nil {
 		// A struct of strings and integers always marshals.
@@ -80,7 +83,8 @@ func taskAttrs(t inbox.Task, pk, sk string) map[string]types.AttributeValue {
 
 // ScheduleAction returns the Put of task t, to include in another write's
 // TransactWriteItems so that the write and its task commit together (a snooze and its
-// wake-up). The Put is unconditional, so a retried transaction writes the same item
+// wake-up). The store's own transactions add the writer's traceparent to the tasks
+// they write (txn.input); a caller's own TransactWriteItems sets t.Traceparent itself. The Put is unconditional, so a retried transaction writes the same item
 // again (idempotent by id and due). t.ID and t.Kind must be non-empty (they come from
 // the caller's code, not from clients: no key can break out of its partition, since only
 // the shard number and the bucket are in the partition key). Due is kept to the
@@ -97,6 +101,9 @@ func (s *Store) ScheduleAction(t inbox.Task) types.TransactWriteItem {
 func (s *Store) Schedule(ctx context.Context, t inbox.Task) error {
 	if t.ID == "" || t.Kind == "" {
 		return inbox.Errorf(inbox.CodeBadUserInput, "a task needs an id and a kind")
+	}
+	if t.Traceparent == "" {
+		t.Traceparent = telemetry.Traceparent(ctx)
 	}
 	a := s.ScheduleAction(t)
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: a.Put.TableName, Item: a.Put.Item}); err != nil {
@@ -180,7 +187,7 @@ func (s *Store) DueTasks(ctx context.Context, shard int, bucket, upTo time.Time,
 			continue
 		}
 		page.Tasks = append(page.Tasks, inbox.Task{ID: id, Kind: it.Kind, Due: due,
-			Viewer: inbox.Viewer{TenantID: it.Tenant, UserID: it.User}, Ref: it.Ref, Token: it.Token, Attempts: it.Attempts})
+			Viewer: inbox.Viewer{TenantID: it.Tenant, UserID: it.User}, Ref: it.Ref, Token: it.Token, Attempts: it.Attempts, Traceparent: it.Traceparent})
 	}
 	return page, nil
 }
@@ -214,7 +221,7 @@ func (s *Store) RescheduleTask(ctx context.Context, shard int, bucket time.Time,
 	}})
 	pk, sk := s.taskPlacement(next)
 	tx.add(itemKey{pk, sk}, s.ScheduleAction(next))
-	_, err = s.db.TransactWriteItems(ctx, tx.input())
+	_, err = s.db.TransactWriteItems(ctx, tx.input(ctx))
 	if err == nil {
 		return next, true, nil
 	}

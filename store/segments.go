@@ -196,7 +196,7 @@ func (s *Store) segmentTxn(ctx context.Context, tenantID, id string, n int, ops 
 		ck := itemKey{pk, skSegCount}
 		t.add(ck, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: ck.av(),
 			UpdateExpression: x.Update(), ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values()}})
-		_, err = s.db.TransactWriteItems(ctx, t.input())
+		_, err = s.db.TransactWriteItems(ctx, t.input(ctx))
 		if err == nil {
 			return c, nil
 		}

@@ -156,7 +156,7 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 		if err := s.addStatus(t, v, id, in, rt, now); err != nil {
 			return inbox.Delivery{}, err
 		}
-		_, err = s.db.TransactWriteItems(ctx, t.input())
+		_, err = s.db.TransactWriteItems(ctx, t.input(ctx))
 		wrote = err == nil
 		if wrote {
 			s.kickDue(t.dueShards)

@@ -156,7 +156,7 @@ func (s *Store) applyChunk(ctx context.Context, v inbox.Viewer, ids []string, p 
 				sent[id] = true
 			}
 		}
-		if _, err := s.db.TransactWriteItems(ctx, t.input()); err != nil {
+		if _, err := s.db.TransactWriteItems(ctx, t.input(ctx)); err != nil {
 			if t.conditionFailed(err, mk) {
 				floor = max(floor, metaFloor(err))
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/store"
+	"github.com/inboxgw/gateway/telemetry"
 )
 
 // Secret is the HS256 key of every test gateway (32+ bytes); a gateway process under test
@@ -86,6 +87,12 @@ type Options struct {
 	// Scheduler runs the gateway's scheduler (Gateway.RunScheduler: wake-ups, expiries,
 	// deliveries, broadcasts) until the test ends, polling every 200 ms.
 	Scheduler bool
+	// Tracing, when set, traces the gateway (app.Deps.Tracing: a test's provider with an
+	// in-memory exporter); unset, the gateway reads the OTEL_* variables as serve does.
+	Tracing *telemetry.Tracing
+	// Log, when set, receives the gateway's log (every level its handler enables)
+	// instead of t.Log at warning level and above.
+	Log *slog.Logger
 	// Peer, when set, makes this gateway another instance beside Peer: the same table
 	// and DynamoDB client (the table is Peer's: neither created nor dropped here) and the
 	// same configuration's secrets, as instances behind one load balancer are. Each has
@@ -142,6 +149,9 @@ func NewWith(t *testing.T, o Options) *Server {
 	}
 	lw := &logWriter{t: t}
 	log := slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if o.Log != nil {
+		log = o.Log
+	}
 	var (
 		db        *dynamodb.Client
 		broker    *live.Local
@@ -189,7 +199,7 @@ func NewWith(t *testing.T, o Options) *Server {
 	// The gateway as serve composes it (app.Build), over this test's client, broker and
 	// verifier.
 	g, err := app.Build(ctx, cfg, app.Deps{Log: log, DB: db, Broker: broker, Verifier: v, Metrics: o.Metrics,
-		Store: o.Store, Handler: o.Handler})
+		Store: o.Store, Handler: o.Handler, Tracing: o.Tracing})
 	if err != nil {
 		t.Fatalf("build the gateway: %v", err)
 	}
