@@ -27,8 +27,8 @@ import (
 	"github.com/inboxgw/gateway/store"
 )
 
-// The tests' scheduler settings, on the fake clock: a pass a second, rebalancing every
-// ten seconds. Time moves only when a test advances the clock, so these are not bounds
+// The tests' scheduler settings, on the fake clock: a safety-net pass a second,
+// heartbeats and rebalancing every ten seconds. Time moves only when a test advances the clock, so these are not bounds
 // on a loaded machine's speed: any values that order the events as the test means would
 // do.
 const (
@@ -190,8 +190,8 @@ func (e *env) start(t *testing.T, owner string, r *recorder, o sched.Options) (*
 }
 
 // settle waits until the schedulers ss finished what the clock's last move started: each
-// one's rebalancing loop and, for every shard it holds, the lease's renewals and the
-// shard's passes are back on their timers, and no task is under way.
+// one's heartbeat loop and, for every shard it holds, the shard's worker are back on
+// their timers, and no task is under way.
 func (e *env) settle(t *testing.T, ss ...*sched.Scheduler) {
 	t.Helper()
 	e.settleRunning(t, 0, ss...)
@@ -203,7 +203,7 @@ func (e *env) settleRunning(t *testing.T, running int64, ss ...*sched.Scheduler)
 	clocktest.Settle(t, e.clk, func() int {
 		n := 0
 		for _, s := range ss {
-			n += 1 + 2*len(s.Held())
+			n += 1 + len(s.Held())
 		}
 		return n
 	}, func() bool {
@@ -590,10 +590,10 @@ func TestHandoverWhileRunningRunsOnce(t *testing.T) {
 	tasks := e.schedule(t, "hand", 60, func(int) time.Time { return now })
 	e.clk.Advance(poll)
 	r.waitFor(t, "8 tasks started", func(runs map[string][]run) bool { return len(runs) == 8 })
-	// b joins. On the clock wait a's rebalancing and four renewals, and b's rebalancing
-	// (a's shard workers are in their passes, waiting for slots).
+	// b joins. On the clock wait a's heartbeat loop and b's (a's shard workers are in
+	// their passes, waiting for slots; b finds no shard free).
 	b, _ := e.start(t, "b", r, o)
-	parked := func() { clocktest.Settle(t, e.clk, func() int { return 6 }, nil) }
+	parked := func() { clocktest.Settle(t, e.clk, func() int { return 2 }, nil) }
 	parked()
 	e.clk.Advance(rebalance)
 	parked()
