@@ -149,7 +149,10 @@ func (r *recorder) waitFor(t *testing.T, what string, cond func(map[string][]run
 // without releasing its leases (a crash, as far as the others can tell).
 func (e *env) start(t *testing.T, owner string, r *recorder, o sched.Options) (*sched.Scheduler, func()) {
 	t.Helper()
-	o.DB, o.Owner, o.Logger, o.Clock = e.db, owner, e.log, e.clk
+	o.Owner, o.Logger, o.Clock = owner, e.log, e.clk
+	if o.DB == nil {
+		o.DB = e.db
+	}
 	if o.Poll == 0 {
 		o.Poll = poll
 	}
