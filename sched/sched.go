@@ -901,8 +901,14 @@ func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardStat
 			}
 		}
 		sh.mu.Unlock()
+		// The first page is small: it reads the bucket's tasks due by now and its next one
+		// (read ahead), usually a few; the following ones, of a burst due at once, large.
+		limit := firstPage
+		if after != nil {
+			limit = 100
+		}
 		cctx, cancel := context.WithTimeout(dispatch, s.o.CallTimeout)
-		page, err := s.st.DueTasks(cctx, n, b, now, after, 100)
+		page, err := s.st.DueTasks(cctx, n, b, now, after, limit)
 		cancel()
 		if err != nil {
 			return false, time.Time{}, err
@@ -954,6 +960,11 @@ func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardStat
 		after = &page.Tasks[len(page.Tasks)-1]
 	}
 }
+
+// firstPage is the Limit of a bucket's first Query in a pass: enough for the tasks due
+// since the previous pass while they come a few at a time, plus the next one (read
+// ahead), without reading a busy minute's later tasks at every pass.
+const firstPage = 10
 
 // runTask runs one task and records its outcome. It returns true when the task's item
 // left the bucket (deleted or moved, by this run or another), false when it is left in

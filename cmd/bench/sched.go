@@ -208,8 +208,9 @@ func (b *harness) schedScenario(ctx context.Context) (*SchedResult, error) {
 
 // schedIdle counts the DynamoDB calls of n idle schedulers with the gateway's defaults
 // (16 shards, sched.DefaultPoll and DefaultLease) over the -sched-idle window, after
-// they hold every shard and a warm-up of a heartbeat and a half (their first passes read
-// from their checkpoints, up to an hour back on a fresh table).
+// they share every shard (none above its fair share: the handovers are done) and a
+// warm-up of a heartbeat and a half (their first passes read from their checkpoints, up
+// to an hour back on a fresh table).
 func (b *harness) schedIdle(ctx context.Context, n int) (SchedIdle, error) {
 	window := max(b.c.sched.idle, time.Second)
 	rec := &ddbtrace.Recorder{}
@@ -233,10 +234,15 @@ func (b *harness) schedIdle(ctx context.Context, n int) (SchedIdle, error) {
 		stops = append(stops, background(ctx, s.Run, s.Release))
 	}
 	progress("sched: %d idle instance(s): waiting for them to share the shards", n)
-	if err := waitHeld(ctx, 2*time.Minute, "the idle instances", store.DefaultSchedShards, func() int {
+	fair := (store.DefaultSchedShards + n - 1) / n
+	if err := waitHeld(ctx, 3*time.Minute, "the idle instances, each at most its fair share,", store.DefaultSchedShards, func() int {
 		held := 0
 		for _, s := range scheds {
-			held += len(s.Held())
+			h := len(s.Held())
+			if h > fair {
+				return 0 // still handing shards over: not idle yet
+			}
+			held += h
 		}
 		return held
 	}); err != nil {
