@@ -29,8 +29,10 @@
 // processes) to every instance, and the holder arms its timer. A worker remembers, per
 // minute bucket, the earliest due time it heard of (at most 10,000 buckets a shard), and
 // each pass reads its current minute whole, so it also learns the next task due in it
-// (read ahead): tasks of that minute written before the pass, even with no wake-up
-// (written before a restart or a takeover), run at their time.
+// (read ahead): tasks of that minute written before the pass, even with no wake-up, run
+// at their time. A task written before its shard changed hands (a restart, a takeover:
+// the new holder heard of nothing) is read at its minute's safety-net pass, so it runs
+// at most about Grace late, or at its time when it falls due after that pass.
 //
 // Polling is a slow safety net. Each held shard is also read every Poll (one minute by
 // default), just after the previous minute's Grace ended: a task whose wake-up was lost
