@@ -126,6 +126,33 @@ func TestScheduleAndDueTasks(t *testing.T) {
 	if n := len(dueAll(t, f.s, 0, bucket, base.Add(time.Minute), 100)); n != 1 {
 		t.Errorf("%d tasks due at +1m, want 1", n)
 	}
+	// Read ahead: a page that reached a task due after upTo says when it is due, and
+	// ends there; one that stopped at its limit among due tasks says nothing yet.
+	for _, tc := range []struct {
+		upTo  time.Duration
+		limit int
+		tasks int
+		more  bool
+		next  time.Duration // 0: none read
+	}{
+		{upTo: time.Minute - time.Millisecond, limit: 1, tasks: 0, next: time.Minute},
+		{upTo: time.Minute + 2*time.Second, limit: 10, tasks: 3, next: time.Minute + 3*time.Second},
+		{upTo: time.Minute + 2*time.Second, limit: 3, tasks: 3, more: true},
+		{upTo: time.Minute + 30*time.Second, limit: 100, tasks: 25, next: time.Minute + 50*time.Second},
+		{upTo: time.Minute + 55*time.Second, limit: 100, tasks: 26},
+	} {
+		p, err := f.s.DueTasks(ctx, 0, bucket, base.Add(tc.upTo), nil, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var next time.Time
+		if tc.next != 0 {
+			next = base.Add(tc.next)
+		}
+		if len(p.Tasks) != tc.tasks || p.More != tc.more || !p.Next.Equal(next) {
+			t.Errorf("up to +%v, limit %d: %d tasks, more %v, next %v; want %d, %v, %v", tc.upTo, tc.limit, len(p.Tasks), p.More, p.Next, tc.tasks, tc.more, next)
+		}
+	}
 }
 
 func TestTaskCompleteRescheduleCancel(t *testing.T) {
