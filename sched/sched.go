@@ -326,7 +326,7 @@ func New(st Store, o Options) *Scheduler {
 }
 
 // maxKickGap bounds the pause between a pass and the next one a wake-up asks for.
-const maxKickGap = 50 * time.Millisecond
+const maxKickGap = 100 * time.Millisecond
 
 // Notify tells the scheduler that a task of shard n falls due at due (store.Store.NotifyDue
 // calls it after each write of a task commits). When this instance holds the shard, its
@@ -845,7 +845,7 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun)
 		}
 		r.setCheckpoint(cp)
 		// The next pass: at the earliest due time known or the safety net's, or at a
-		// wake-up; never sooner than kickGap (a tenth of Poll, at most 50 ms) after this
+		// wake-up; never sooner than kickGap (a tenth of Poll, at most 100 ms) after this
 		// one began: a stream of wake-ups under load reads the shard continuously at
 		// most, not in a tight loop.
 		for {
@@ -964,7 +964,7 @@ func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardStat
 // firstPage is the Limit of a bucket's first Query in a pass: enough for the tasks due
 // since the previous pass while they come a few at a time, plus the next one (read
 // ahead), without reading a busy minute's later tasks at every pass.
-const firstPage = 10
+const firstPage = 4
 
 // runTask runs one task and records its outcome. It returns true when the task's item
 // left the bucket (deleted or moved, by this run or another), false when it is left in

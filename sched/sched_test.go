@@ -770,7 +770,7 @@ func TestTaskFromATransactionRuns(t *testing.T) {
 }
 
 // Kick starts a task due now at once, not at the next poll: with a 10 min poll, a task
-// written after the shards' first passes runs after the kick's 50 ms gap, with no poll in
+// written after the shards' first passes runs after the kick's 100 ms gap, with no poll in
 // between. A kick of a shard the scheduler does not hold, or many kicks at once, do
 // nothing else.
 func TestKickRunsADueTaskBeforeThePoll(t *testing.T) {
@@ -789,7 +789,7 @@ func TestKickRunsADueTaskBeforeThePoll(t *testing.T) {
 	}
 	// The kicked pass waits out the gap since the shard's last pass began (no time has
 	// passed on the clock), then runs.
-	e.clk.Advance(50 * time.Millisecond)
+	e.clk.Advance(100 * time.Millisecond)
 	r.waitFor(t, "the kicked task ran", func(runs map[string][]run) bool { return len(runs[tasks[0].ID]) == 1 })
 	e.settle(t, s)
 	checkOnce(t, tasks, r.snapshot())
