@@ -255,3 +255,62 @@ func TestScheduleActionIsAtomic(t *testing.T) {
 		t.Errorf("CancelAction left %d tasks", n)
 	}
 }
+
+// NotifyDue hears every kind of task write, whichever code built it: a snooze's
+// wake-ups (in the state change's transaction), Schedule (a sendAt's send task, a
+// broadcast's continuation), a rescheduled retry; with the shard the task is in and its
+// due time to the millisecond. A write that failed is not heard.
+func TestNotifyDueHearsEveryTaskWrite(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, store.WithSchedShards(4))
+	ctx := context.Background()
+	type wake struct {
+		shard int
+		due   int64
+	}
+	heard := make(chan wake, 100)
+	f.s.NotifyDue(func(n int, due time.Time) { heard <- wake{n, due.UnixMilli()} })
+	drain := func() []wake {
+		var out []wake
+		for {
+			select {
+			case w := <-heard:
+				out = append(out, w)
+			default:
+				return out
+			}
+		}
+	}
+	ids := f.send(t, 2, "snz", "ann")
+	drain() // the sends' own tasks (none without channels or expiry)
+	until := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if _, err := f.s.ApplyState(ctx, f.viewer("ann"), inbox.StateChange{Op: inbox.OpSnooze, IDs: ids, Until: until}); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(); len(got) != 2 || got[0].due != until.UnixMilli() || got[1].due != until.UnixMilli() {
+		t.Errorf("a snooze of 2 notifications: heard %v, want 2 wake-ups due %d", got, until.UnixMilli())
+	}
+	tk := inbox.Task{ID: "send-at", Kind: "send", Due: time.Now().Add(90 * time.Second).Truncate(time.Millisecond)}
+	if err := f.s.Schedule(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	want := wake{store.SchedShard(tk.ID, 4), tk.Due.UnixMilli()}
+	if got := drain(); len(got) != 1 || got[0] != want {
+		t.Errorf("Schedule: heard %v, want %v", got, want)
+	}
+	b := store.SchedBucket(tk.Due)
+	retry := tk.Due.Add(5 * time.Second)
+	if _, ok, err := f.s.RescheduleTask(ctx, want.shard, b, tk, retry); err != nil || !ok {
+		t.Fatalf("reschedule: %v %v", ok, err)
+	}
+	if got := drain(); len(got) != 1 || got[0] != (wake{want.shard, retry.UnixMilli()}) {
+		t.Errorf("RescheduleTask: heard %v, want the retry's due %d", got, retry.UnixMilli())
+	}
+	// The same reschedule again: the task is gone from where it was, nothing is written.
+	if _, ok, err := f.s.RescheduleTask(ctx, want.shard, b, tk, retry); err != nil || ok {
+		t.Fatalf("second reschedule: %v %v", ok, err)
+	}
+	if got := drain(); len(got) != 0 {
+		t.Errorf("a refused reschedule was heard: %v", got)
+	}
+}
