@@ -180,7 +180,10 @@ type Scheduler struct {
 	mu        sync.Mutex
 	held      map[int]*shardRun // shards this instance runs
 	releasing map[int]bool      // shards given up whose worker has not finished yet
-	bg        sync.WaitGroup    // give-ups in progress
+	// draining are workers taken out of held (a shard given up or lost) until they
+	// finished: Held still counts their shards.
+	draining map[*shardRun]int
+	bg       sync.WaitGroup // give-ups in progress
 	// member is the context of this instance's membership: cancelled (cause
 	// errLapsed) when it could not be renewed in time; the shard workers run on it.
 	member      context.Context
@@ -322,7 +325,8 @@ func New(st Store, o Options) *Scheduler {
 	}
 	return &Scheduler{st: st, o: o, shards: st.SchedShards(), log: o.Logger.With("sched", o.Owner),
 		handlers: make(map[string]Handler), held: make(map[int]*shardRun), releasing: make(map[int]bool),
-		saved: make(map[int]time.Time), publish: make(chan wake, 1024)}
+		draining: make(map[*shardRun]int),
+		saved:    make(map[int]time.Time), publish: make(chan wake, 1024)}
 }
 
 // maxKickGap bounds the pause between a pass and the next one a wake-up asks for.
@@ -384,7 +388,8 @@ func (s *Scheduler) Stats() Stats {
 	return Stats{Done: s.done.Load(), Retried: s.retried.Load(), Dropped: s.dropped.Load(), Errors: s.errs.Load(), Running: s.running.Load()}
 }
 
-// Held returns the shards this instance runs now, in no particular order.
+// Held returns the shards this instance runs now, in no particular order: a shard given
+// up (or lost) counts until its worker finished.
 func (s *Scheduler) Held() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -392,6 +397,14 @@ func (s *Scheduler) Held() []int {
 	for n, r := range s.held {
 		select {
 		case <-r.done:
+		default:
+			out = append(out, n)
+		}
+	}
+	for r, n := range s.draining {
+		select {
+		case <-r.done:
+			delete(s.draining, r)
 		default:
 			out = append(out, n)
 		}
@@ -624,6 +637,7 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 		}
 		if r.shards[n] != s.o.Owner {
 			delete(s.held, n)
+			s.draining[run] = n
 			lost = append(lost, run)
 		}
 	}
@@ -706,6 +720,7 @@ func (s *Scheduler) giveUp(ctx context.Context, n int) {
 	delete(s.held, n)
 	if r != nil {
 		s.releasing[n] = true
+		s.draining[r] = n
 	}
 	s.mu.Unlock()
 	if r == nil {
