@@ -208,8 +208,10 @@ func TestDeliveryRetriesATransientFailure(t *testing.T) {
 	smtpSrv := channeltest.StartSMTP(t, channeltest.SMTPOptions{})
 	smtpSrv.Fail(channeltest.StepData, 451, [3]int{4, 3, 0}, "try again later", 2)
 	table := dynlocaltest.TableName(t)
+	// A ten-minute safety-net poll: each retry runs at its time because writing its task
+	// woke the scheduler, not because a poll found it.
 	_, gw := startGatewayProc(t, "gateway", crashEnv(t, table, "INBOX_SMTP_URL="+smtpSrv.URL(), "INBOX_EMAIL_FROM="+deliveryFrom,
-		"INBOX_DELIVERY_BACKOFF=300ms", "INBOX_DELIVERY_ATTEMPTS=4"))
+		"INBOX_DELIVERY_BACKOFF=300ms", "INBOX_DELIVERY_ATTEMPTS=4", "INBOX_SCHED_POLL=10m"))
 	st := store.New(dynlocaltest.Client(t), table)
 	t.Cleanup(st.Close)
 

@@ -334,6 +334,9 @@ func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Cloc
 	// outcome: the handler deadline covers both.
 	o := sched.Options{DB: g.DB, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log, Clock: clock, Tracer: g.Tracing.Tracer(),
 		HandlerTimeout: max(30*time.Second, deliver.HandlerTimeout())}
+	if bus, ok := g.Broker.(sched.Bus); ok {
+		o.Bus = bus // wake-ups for shards other instances hold
+	}
 	if m := metrics.NewSched(g.Metrics); m != nil {
 		o.Observe = func(kind string, outcome sched.Outcome, lag time.Duration) { m.Observe(kind, string(outcome), lag) }
 	}
@@ -341,9 +344,10 @@ func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Cloc
 	deliver.Register(s)
 	s.Register(service.TaskSend, sched.HandlerFunc(g.Service.Handler()))
 	s.Register(inbox.TaskBroadcast, sched.HandlerFunc(g.Broadcasts.Handle))
-	// A delivery due at once is read by its shard's worker when its send commits, not at
-	// the next poll (on this instance; a shard held by another waits for its poll).
-	g.Store.NotifyDue(s.Kick)
+	// Every task written wakes its shard's worker when its write commits: a timer for its
+	// due time (or a pass now) on the instance holding the shard, through the broker
+	// when that is another; the workers' polls are only a slow safety net.
+	g.Store.NotifyDue(s.Notify)
 	return s
 }
 

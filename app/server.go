@@ -105,13 +105,15 @@ type Config struct {
 	// snooze wake-ups, expiries) inside serve; off, run it alone with the worker command. Instances share its shards through leases.
 	Scheduler bool `env:"INBOX_SCHEDULER" envDefault:"true"`
 	// SchedShards is how many write shards scheduled tasks spread over (the same on every
-	// instance; it may grow, never shrink). SchedPoll is the pause between two passes over
-	// a held shard: a task runs about SchedPoll after it is due.
+	// instance; it may grow, never shrink). SchedPoll is the scheduler's safety net: a
+	// held shard is read at least this often (tasks run at their due time through
+	// wake-ups; one whose wake-up was lost runs at most about SchedPoll late).
 	SchedShards int           `env:"INBOX_SCHED_SHARDS" envDefault:"16"`
-	SchedPoll   time.Duration `env:"INBOX_SCHED_POLL" envDefault:"250ms"`
-	// SchedLease is how long a scheduler shard lease lasts without renewal: a crashed
-	// instance's shards are taken over within it.
-	SchedLease time.Duration `env:"INBOX_SCHED_LEASE" envDefault:"10s"`
+	SchedPoll   time.Duration `env:"INBOX_SCHED_POLL" envDefault:"1m"`
+	// SchedLease is how long a scheduler instance's membership (which holds all its
+	// shards) lasts without renewal: a crashed instance's shards are taken over within it
+	// plus a heartbeat (a third of it).
+	SchedLease time.Duration `env:"INBOX_SCHED_LEASE" envDefault:"30s"`
 	// Retention, when > 0, is how long a notification sent without expiresAt stays in the
 	// inbox (its expiry is then scheduled at send); 0 keeps notifications until deleted.
 	Retention time.Duration `env:"INBOX_RETENTION" envDefault:"0s"`

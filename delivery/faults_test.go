@@ -460,8 +460,8 @@ func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
 	h := delivery.NewHandler(fst, delivery.Options{Channels: channel.NewRegistry().Register(inbox.ChannelWebhook, "", channel.NewWebhook(channel.WebhookConfig{})),
 		Logger: quiet, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Timeout: 2 * time.Second, ClaimMargin: time.Second,
 		Clock: f.clk})
-	// On the fixture's clock: passes every 100 ms, leases of 30 s (renewed every 10 s, and
-	// again at once when a fault refused a renewal).
+	// On the fixture's clock: safety-net passes every 100 ms, a membership of 30 s (renewed
+	// every 10 s, and again a second later when a fault refused a renewal).
 	const step = 100 * time.Millisecond
 	s := sched.New(fst, sched.Options{DB: db, Poll: step, Lease: 30 * time.Second, Logger: quiet, Clock: f.clk,
 		RetryBase: 100 * time.Millisecond, RetryMax: time.Second, MaxAttempts: 50, HandlerTimeout: h.HandlerTimeout(),
@@ -480,7 +480,7 @@ func TestDeliverRandomFaultsThroughScheduler(t *testing.T) {
 	// (clocktest.Settle: the fake clock stands still while the engine answers); every
 	// second of the clock, the records still QUEUED are read again.
 	settle := func() {
-		clocktest.Settle(t, f.clk, func() int { return 1 + 2*len(s.Held()) }, func() bool { return s.Stats().Running == 0 })
+		clocktest.Settle(t, f.clk, func() int { return 1 + len(s.Held()) }, func() bool { return s.Stats().Running == 0 })
 	}
 	settle()
 	const rounds = 90 // seconds of the clock

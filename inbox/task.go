@@ -51,4 +51,7 @@ type TaskPage struct {
 	// More is true when the Query stopped at its limit: pass the last task as after to
 	// read on.
 	More bool
+	// Next is the due time of the bucket's first task due after the page's bound, when
+	// the Query read one (zero otherwise): the scheduler sleeps until then.
+	Next time.Time
 }

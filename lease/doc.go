@@ -1,7 +1,8 @@
 // Package lease is a lease any background worker can hold on an item of the inbox table:
 // a named right, held by one owner until a time, taken over by another owner once that
-// time passed. The stream relay holds one; the scheduler holds one per shard and one
-// membership lease per instance.
+// time passed. The stream relay holds one. (The scheduler holds its shards in bulk
+// through one roster item instead, package sched; it reads the per-shard leases of its
+// earlier versions with List once at start.)
 //
 // A lease item carries the attributes owner (the holder's name), leaseUntil (Unix
 // milliseconds) and entityType; its key comes from package store (the only package that

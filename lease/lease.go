@@ -428,7 +428,7 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error), fn func(ctx context
 
 // List reads every lease item of partition pk (one Query, all pages, strongly
 // consistent), keyed by sort key. Workers that keep a group of leases in one partition
-// (the scheduler's shards and members) see the whole group at once.
+// (the earlier scheduler's shards and members) see the whole group at once.
 func List(ctx context.Context, db API, table, pk string) (map[string]State, error) {
 	out := make(map[string]State)
 	var start map[string]types.AttributeValue

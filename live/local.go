@@ -36,7 +36,8 @@ type Broker interface {
 // Local is the in-process broker: a Publisher whose changes reach the subscriptions of
 // this process. It is safe for concurrent use; Publish never blocks on a subscriber.
 type Local struct {
-	h *hub
+	h     *hub
+	wakes wakes
 }
 
 var _ Broker = (*Local)(nil)

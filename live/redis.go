@@ -69,6 +69,8 @@ type Redis struct {
 	up   bool
 	subd map[inbox.Viewer]bool // channels this broker asked Redis for (manager only)
 
+	wakes wakes // OnWake functions
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -126,7 +128,8 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 	b.h.onLast = b.markDirty
 	runCtx, stop := context.WithCancel(context.Background())
 	b.cancel = stop
-	b.ps = rdb.Subscribe(runCtx) // no channels yet: the manager adds them
+	// The wake-up channel only: the manager adds the viewers'.
+	b.ps = rdb.Subscribe(runCtx, b.prefix+wakeChannel)
 	b.wg.Add(2)
 	go b.manage(runCtx)
 	go b.receive(runCtx)
@@ -302,6 +305,15 @@ func (b *Redis) receive(ctx context.Context) {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
+			if m.Channel == b.prefix+wakeChannel {
+				origin, shard, due, err := decodeWake(m.Payload)
+				if err != nil {
+					b.log.Warn("redis broker: bad wake-up", "err", err)
+				} else if origin != b.origin {
+					b.wakes.call(shard, due)
+				}
+				continue
+			}
 			origin, sent, c, err := decodeChange([]byte(m.Payload))
 			if err != nil {
 				b.log.Warn("redis broker: bad message", "channel", m.Channel, "err", err)

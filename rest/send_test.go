@@ -299,6 +299,36 @@ func TestScheduledSendIsWrittenAtSendAt(t *testing.T) {
 	}
 }
 
+// With a safety-net poll of ten minutes, a send at sendAt is still written at its time:
+// the write of its task woke the scheduler, which armed a timer for it. (A generous
+// bound in real time, 20 s, still far below what polling would take.)
+func TestScheduledSendRunsAtSendAtWithoutPolling(t *testing.T) {
+	t.Parallel()
+	s := testgw.NewWith(t, testgw.Options{Scheduler: true, SchedPoll: 10 * time.Minute})
+	svc := s.Token(tenant, "svc", rest.ScopeSend)
+	// The scheduler's first passes are done once it holds its shards: let them pass, so
+	// that the task is not found by a first pass's read-ahead.
+	testgw.WaitFor(t, 60*time.Second, "the scheduler to hold its shards", func() bool {
+		return len(s.Scheduler.Held()) == s.Store.SchedShards()
+	})
+	sendAt := time.Now().Add(2 * time.Second).UTC()
+	b := sendBody()
+	b["sendAt"] = sendAt.Format(time.RFC3339Nano)
+	acc := decode[gen.Accepted](t, send(t, s, svc, "woken", b), 202)
+	var items []gen.Notification
+	testgw.WaitFor(t, 60*time.Second, "the scheduled notification", func() bool {
+		items = feed(t, s, svc, "alice")
+		return len(items) > 0
+	})
+	at := time.Now()
+	if len(items) != 1 || items[0].Id != *acc.NotificationId || at.Before(sendAt) {
+		t.Fatalf("scheduled notification %s at %v (sendAt %v)", mustJSON(t, items), at, sendAt)
+	}
+	if late := at.Sub(sendAt); late > 20*time.Second {
+		t.Fatalf("written %v after sendAt with a 10-minute poll: the wake-up did not arm the scheduler", late)
+	}
+}
+
 // jwk is the public JWK of an RSA key.
 func jwk(kid string, k *rsa.PrivateKey) map[string]any {
 	b64 := base64.RawURLEncoding.EncodeToString

@@ -26,7 +26,8 @@ func Example() {
 	snoozeWrites := []types.TransactWriteItem{ /* the notification and META updates */ }
 	_ = append(snoozeWrites, st.ScheduleAction(wake)) // one TransactWriteItems
 
-	s := sched.New(st, sched.Options{DB: db, Poll: 250 * time.Millisecond})
+	s := sched.New(st, sched.Options{DB: db}) // Bus: the gateway's broker, with many instances
+	st.NotifyDue(s.Notify)                    // every task written arms the holder's timer
 	s.Register("snooze.wake", sched.HandlerFunc(func(ctx context.Context, t inbox.Task) error {
 		// Idempotent: wake t.Ref of t.Viewer only if its snoozedUntil still equals t.Token.
 		return nil

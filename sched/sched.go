@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,22 +45,37 @@ type HandlerFunc func(ctx context.Context, t inbox.Task) error
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, t inbox.Task) error { return f(ctx, t) }
 
+// Defaults of Options.Poll and Options.Lease: an idle instance of 16 shards makes about
+// 38 DynamoDB calls a minute (a heartbeat every 10 s; each shard's safety-net pass once a
+// minute, two Queries), three instances about 50 (see the package doc).
+const (
+	DefaultPoll  = time.Minute
+	DefaultLease = 30 * time.Second
+)
+
 // Options configures a Scheduler. The shard count is the store's (store.WithSchedShards,
 // from INBOX_SCHED_SHARDS), since the store places tasks; Poll comes from
-// INBOX_SCHED_POLL.
+// INBOX_SCHED_POLL and Lease from INBOX_SCHED_LEASE.
 type Options struct {
-	// DB is the DynamoDB client of the leases (required; *dynamodb.Client).
+	// DB is the DynamoDB client of the roster (required; *dynamodb.Client).
 	DB lease.API
-	// Owner names this instance in the leases (default: host name, pid and a random
+	// Owner names this instance in the roster (default: host name, pid and a random
 	// suffix). Two instances must never share a name.
 	Owner string
-	// Poll is the pause between two passes over a held shard (default 250ms): a task
-	// runs at most about Poll after it is due, when the shard's worker is idle.
+	// Poll is the safety net's period (default DefaultPoll): a held shard is read at
+	// least this often even when no wake-up came, so a task whose wake-up was lost (or
+	// written by a writer that sends none) runs at most about Poll after it is due.
+	// Tasks the scheduler hears of (Notify) or reads ahead run at their due time.
 	Poll time.Duration
-	// Lease is how long a shard lease lasts without renewal (default 10s): a crashed
-	// instance's shards are taken over within about Lease. Membership heartbeats and
-	// rebalancing happen every Lease/3.
+	// Lease is how long a membership lasts without renewal (default DefaultLease): a
+	// crashed instance's shards are taken over within about Lease plus a heartbeat.
+	// Heartbeats (one UpdateItem of the roster, renewing the membership for every shard
+	// held) and rebalancing happen every Lease/3.
 	Lease time.Duration
+	// Bus carries wake-ups for shards held by other instances (the gateway's broker:
+	// live.Local or live.Redis); nil: a task written here for a shard held elsewhere
+	// runs at its holder's safety-net poll.
+	Bus Bus
 	// Concurrency bounds the tasks running at once per held shard (default 8).
 	Concurrency int
 	// MaxAttempts is how many times a task is tried before it is dropped (default 10).
@@ -81,10 +98,10 @@ type Options struct {
 	Lookback time.Duration
 	// Logger receives the scheduler's warnings (default slog.Default()).
 	Logger *slog.Logger
-	// Clock tells the time the scheduler reads tasks due by, writes its leases with and
-	// waits on between polls and rebalancings (default the real clock). It must agree
-	// with the store's clock (store.WithClock), which places tasks by their due time.
-	// Tests pass a clockwork.FakeClock and advance it.
+	// Clock tells the time the scheduler reads tasks due by, writes its memberships
+	// with and waits on between passes and heartbeats (default the real clock). It must
+	// agree with the store's clock (store.WithClock), which places tasks by their due
+	// time. Tests pass a clockwork.FakeClock and advance it.
 	Clock clockwork.Clock
 	// Observe, when set, is called after every task run with its outcome (see Outcome)
 	// and the lag from its due time to the end of the handler's run. It must not block.
@@ -115,19 +132,21 @@ type Stats struct {
 	Running int64
 }
 
-// attrCheckpoint is the shard lease item's checkpoint: the Unix ms of the oldest minute
-// that may still hold tasks of the shard.
+// attrCheckpoint is the checkpoint of an earlier version's shard lease item (SHARD#n):
+// the Unix ms of the oldest minute that may still hold tasks of the shard. The roster
+// keeps the checkpoints now; a shard the roster has none for starts from it.
 const attrCheckpoint = "checkpoint"
 
 // Store is what the scheduler needs of the table (*store.Store implements it): the
-// tasks of a shard's minute buckets (AP11) and the keys of the scheduler's leases (AP12).
+// tasks of a shard's minute buckets (AP11) and the keys of the scheduler's roster (AP12).
 type Store interface {
-	// Table is the table's name (the leases live in it).
+	// Table is the table's name (the roster lives in it).
 	Table() string
 	// SchedShards is how many write shards the tasks spread over.
 	SchedShards() int
 	// DueTasks returns, oldest first, up to limit tasks of shard's bucket due at or
-	// before upTo, after task after (nil: from the start).
+	// before upTo, after task after (nil: from the start); the page's Next is the due
+	// time of the bucket's next task when the Query read one.
 	DueTasks(ctx context.Context, shard int, bucket, upTo time.Time, after *inbox.Task, limit int) (inbox.TaskPage, error)
 	// CompleteTask deletes t (false when it was gone or changed).
 	CompleteTask(ctx context.Context, shard int, bucket time.Time, t inbox.Task) (bool, error)
@@ -135,14 +154,25 @@ type Store interface {
 	RescheduleTask(ctx context.Context, shard int, bucket time.Time, t inbox.Task, due time.Time) (inbox.Task, bool, error)
 	// SchedBucket is the minute bucket holding t.
 	SchedBucket(t time.Time) time.Time
-	// SchedLeasePK is the partition of the shard and membership leases.
+	// SchedLeasePK is the partition of the roster (and of the shard and membership
+	// leases of earlier versions).
 	SchedLeasePK() string
-	// SchedShardLeaseKey and SchedMemberLeaseKey are the keys of a shard's lease and of
-	// an instance's membership lease.
-	SchedShardLeaseKey(shard int) map[string]types.AttributeValue
-	SchedMemberLeaseKey(owner string) map[string]types.AttributeValue
-	// SchedLeaseKind tells what a sort key of SchedLeasePK's partition names.
+	// SchedRosterKey is the key of the roster item.
+	SchedRosterKey() map[string]types.AttributeValue
+	// SchedLeaseKind tells what a sort key of SchedLeasePK's partition names (an
+	// earlier version's shard or membership lease).
 	SchedLeaseKind(sk string) (shard int, member, ok bool)
+}
+
+// Bus carries wake-ups between the instances (live.Local within a process, live.Redis
+// between processes): a writer's Notify for a shard held elsewhere is published, and
+// every instance hands what it receives to the shard's worker if it holds the shard.
+type Bus interface {
+	// PublishWake tells the instances that a task of shard falls due at due. It may
+	// block briefly (a network publish): the scheduler calls it from its own goroutine.
+	PublishWake(ctx context.Context, shard int, due time.Time)
+	// OnWake registers f to receive the wake-ups published; the result unregisters it.
+	OnWake(f func(shard int, due time.Time)) func()
 }
 
 // Scheduler runs due tasks; see the package doc. Register handlers, then Run.
@@ -158,20 +188,114 @@ type Scheduler struct {
 	mu        sync.Mutex
 	held      map[int]*shardRun // shards this instance runs
 	releasing map[int]bool      // shards given up whose worker has not finished yet
-	bg        sync.WaitGroup    // give-ups in progress
+	// draining are workers taken out of held (a shard given up or lost) until they
+	// finished: Held still counts their shards.
+	draining map[*shardRun]int
+	bg       sync.WaitGroup // give-ups in progress
+	// member is the context of this instance's membership: cancelled (cause
+	// errLapsed) when it could not be renewed in time; the shard workers run on it.
+	member      context.Context
+	lapse       context.CancelCauseFunc
+	until       time.Time         // the membership's expiry as last written; zero when not a member
+	last        roster            // the roster as last read
+	saved       map[int]time.Time // checkpoints as last written, by shard
+	legacyCp    map[int]time.Time // checkpoints of the shard lease items of earlier versions
+	legacyUntil map[int]time.Time // live shard leases of earlier versions, at start
+
+	publish chan wake // wake-ups to publish on the Bus
 
 	done, retried, dropped, errs, running atomic.Int64
 }
 
+// wake is one wake-up: a task of shard due at due.
+type wake struct {
+	shard int
+	due   time.Time
+}
+
+// errLapsed is the cause of a shard worker's end when the membership lapsed.
+var errLapsed = errors.New("sched: membership not renewed in time")
+
 // shardRun is one held shard's worker.
 type shardRun struct {
-	l *lease.Lease
 	// stop asks the worker to start no more tasks, let the running ones finish (each
-	// bounded by HandlerTimeout) and return; done is closed when it has.
+	// bounded by HandlerTimeout) and return; done is closed when it has. lose ends its
+	// hold (the shard is no longer ours: running handlers' contexts end too).
 	stop context.CancelFunc
+	lose context.CancelCauseFunc
 	done chan struct{}
-	// wake asks the worker for a pass now (Kick); it holds at most one request.
+	// wake asks the worker to look at its pending due times again; it holds at most
+	// one request.
 	wake chan struct{}
+
+	mu sync.Mutex
+	// pending is what the worker knows of tasks to come: by minute bucket (Unix ms),
+	// the earliest due time (Unix ms) heard of (Notify) or read ahead.
+	pending map[int64]int64
+	cp      time.Time // the checkpoint as the worker moved it
+}
+
+// maxPending bounds a shard's pending buckets: past it the latest are forgotten, and
+// their tasks run at a safety-net poll (at most Poll late) unless a pass reads them ahead.
+const maxPending = 10000
+
+// note records a task of the shard due at due; it reports whether it is earlier than
+// every pending one (the worker's timer must move).
+func (r *shardRun) note(due time.Time) bool {
+	b := due.UTC().Truncate(time.Minute).UnixMilli()
+	ms := due.UnixMilli()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.pending[b]; ok && cur <= ms {
+		return false
+	}
+	r.pending[b] = ms
+	if len(r.pending) > maxPending {
+		delete(r.pending, slices.Max(slices.Collect(maps.Keys(r.pending))))
+	}
+	return true
+}
+
+// earliest returns the earliest pending due time (zero when none).
+func (r *shardRun) earliest() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pending) == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(slices.Min(slices.Collect(maps.Values(r.pending)))).UTC()
+}
+
+// claim removes the pending due times at or before now: the pass about to start reads
+// their tasks (one heard of later is pending again).
+func (r *shardRun) claim(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for b, ms := range r.pending {
+		if ms <= now.UnixMilli() {
+			delete(r.pending, b)
+		}
+	}
+}
+
+func (r *shardRun) checkpoint() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cp
+}
+
+func (r *shardRun) setCheckpoint(cp time.Time) {
+	r.mu.Lock()
+	r.cp = cp
+	r.mu.Unlock()
+}
+
+// poke asks the worker to look at its pending due times again.
+func (r *shardRun) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
 // New returns a Scheduler over st's tasks. o.DB is required.
@@ -187,8 +311,8 @@ func New(st Store, o Options) *Scheduler {
 			*d = v
 		}
 	}
-	def(&o.Poll, 250*time.Millisecond)
-	def(&o.Lease, 10*time.Second)
+	def(&o.Poll, DefaultPoll)
+	def(&o.Lease, DefaultLease)
 	def(&o.RetryBase, time.Second)
 	def(&o.RetryMax, 5*time.Minute)
 	def(&o.HandlerTimeout, 30*time.Second)
@@ -208,27 +332,52 @@ func New(st Store, o Options) *Scheduler {
 		o.Clock = clockwork.NewRealClock()
 	}
 	return &Scheduler{st: st, o: o, shards: st.SchedShards(), log: o.Logger.With("sched", o.Owner),
-		handlers: make(map[string]Handler), held: make(map[int]*shardRun), releasing: make(map[int]bool)}
+		handlers: make(map[string]Handler), held: make(map[int]*shardRun), releasing: make(map[int]bool),
+		draining: make(map[*shardRun]int),
+		saved:    make(map[int]time.Time), publish: make(chan wake, 1024)}
 }
 
-// maxKickGap bounds the pause between a pass and the next one a Kick asks for.
-const maxKickGap = 50 * time.Millisecond
+// maxKickGap bounds the pause between a pass and the next one a wake-up asks for.
+const maxKickGap = 100 * time.Millisecond
+
+// Notify tells the scheduler that a task of shard n falls due at due (store.Store.NotifyDue
+// calls it after each write of a task commits). When this instance holds the shard, its
+// worker arms a timer for due (or reads the shard now, if due has come); otherwise the
+// wake-up is published on Options.Bus for the instance that holds it. It never blocks;
+// a wake-up that cannot be delivered is lost, and the task runs at the holder's next
+// safety-net poll (at most Poll after due).
+func (s *Scheduler) Notify(n int, due time.Time) {
+	if s.wakeLocal(n, due) || s.o.Bus == nil {
+		return
+	}
+	select {
+	case s.publish <- wake{n, due}:
+	default:
+	}
+}
 
 // Kick asks the worker of shard n, when this scheduler holds it, for a pass now rather
-// than at its next poll (store.Store.NotifyDue calls it when a send writes a delivery
-// task due at once). It never blocks; kicks that come while one waits are one. A shard
-// held elsewhere is not kicked: its holder finds the task at its next poll.
-func (s *Scheduler) Kick(n int) {
+// than at its next timer. It never blocks; kicks that come while one waits are one.
+func (s *Scheduler) Kick(n int) { s.wakeLocal(n, s.o.Clock.Now()) }
+
+// wakeLocal hands a wake-up to shard n's worker if this instance holds the shard, and
+// reports whether it does.
+func (s *Scheduler) wakeLocal(n int, due time.Time) bool {
 	s.mu.Lock()
 	r := s.held[n]
 	s.mu.Unlock()
 	if r == nil {
-		return
+		return false
 	}
 	select {
-	case r.wake <- struct{}{}:
+	case <-r.done:
+		return false
 	default:
 	}
+	if r.note(due) {
+		r.poke()
+	}
+	return true
 }
 
 // Owner returns the name this instance holds its leases under.
@@ -247,7 +396,8 @@ func (s *Scheduler) Stats() Stats {
 	return Stats{Done: s.done.Load(), Retried: s.retried.Load(), Dropped: s.dropped.Load(), Errors: s.errs.Load(), Running: s.running.Load()}
 }
 
-// Held returns the shards this instance runs now, in no particular order.
+// Held returns the shards this instance runs now, in no particular order: a shard given
+// up (or lost) counts until its worker finished.
 func (s *Scheduler) Held() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -259,27 +409,59 @@ func (s *Scheduler) Held() []int {
 			out = append(out, n)
 		}
 	}
+	for r, n := range s.draining {
+		select {
+		case <-r.done:
+			delete(s.draining, r)
+		default:
+			out = append(out, n)
+		}
+	}
 	return out
 }
 
 // Run takes part in the shared processing of the shards until ctx ends, then stops its
 // shard workers and returns nil once the handlers running have finished (each is
 // bounded by HandlerTimeout; their context does not end with ctx, so that a shutdown
-// does not leave a task done but not deleted). It does not release its leases, so that
-// a crash and a shutdown look alike to the others: call Release after Run for a
-// graceful handover. It returns an error only for a configuration error.
+// does not leave a task done but not deleted). It does not leave the roster, so that a
+// crash and a shutdown look alike to the others: call Release after Run for a graceful
+// handover. It returns an error only for a configuration error.
 func (s *Scheduler) Run(ctx context.Context) error {
 	if s.o.DB == nil {
 		return errors.New("sched: Options.DB is required")
 	}
-	member := lease.New(s.o.DB, s.st.Table(), s.st.SchedMemberLeaseKey(s.o.Owner), lease.Options{
-		Owner: s.o.Owner, Duration: s.o.Lease, EntityType: "SchedMember", ExpireAfter: 24 * time.Hour, Clock: s.o.Clock})
+	if s.o.Bus != nil {
+		defer s.o.Bus.OnWake(func(n int, due time.Time) { s.wakeLocal(n, due) })()
+		pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		var pub sync.WaitGroup
+		pub.Add(1)
+		go func() {
+			defer pub.Done()
+			for {
+				select {
+				case <-pctx.Done():
+					return
+				case w := <-s.publish:
+					s.o.Bus.PublishWake(pctx, w.shard, w.due)
+				}
+			}
+		}()
+		defer func() { stop(); pub.Wait() }()
+	}
 	period := s.o.Lease / 3
+	ready := false
 	for {
-		// Every period from the start of the previous rebalancing, as a ticker would.
+		// Every period from the start of the previous heartbeat, as a ticker would; a
+		// failed one is tried again after a thirtieth of the lease.
 		began := s.o.Clock.Now()
-		s.rebalance(ctx, member)
-		t := s.o.Clock.NewTimer(period - s.o.Clock.Since(began))
+		wait := period
+		if !ready {
+			ready = s.prepare(ctx)
+		}
+		if !ready || !s.beat(ctx) {
+			wait = s.o.Lease / 30
+		}
+		t := s.o.Clock.NewTimer(wait - s.o.Clock.Since(began))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -291,21 +473,135 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-// Release gives up this instance's membership and every shard lease it holds, so the
-// others take its shards at once. Call it after Run returned.
+// prepare creates the roster's maps if missing and reads the shard lease items of the
+// earlier scheduler (one lease per shard), whose checkpoints a shard without one in the
+// roster starts from, and whose live leases it leaves alone until they expire.
+func (s *Scheduler) prepare(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
+	defer cancel()
+	if err := s.ensureRoster(cctx); err != nil {
+		if ctx.Err() == nil {
+			s.errs.Add(1)
+			s.log.Warn("sched: create the roster", "err", err)
+		}
+		return false
+	}
+	states, err := lease.List(cctx, s.o.DB, s.st.Table(), s.st.SchedLeasePK())
+	if err != nil {
+		if ctx.Err() == nil {
+			s.errs.Add(1)
+			s.log.Warn("sched: read leases", "err", err)
+		}
+		return false
+	}
+	now := s.o.Clock.Now()
+	cps, until := make(map[int]time.Time), make(map[int]time.Time)
+	for sk, st := range states {
+		n, member, ok := s.st.SchedLeaseKind(sk)
+		if !ok || member || n >= s.shards {
+			continue
+		}
+		if cp := checkpointOf(st.Item); !cp.IsZero() {
+			cps[n] = cp
+		}
+		if st.Live(now) {
+			until[n] = st.Until
+		}
+	}
+	s.mu.Lock()
+	s.legacyCp, s.legacyUntil = cps, until
+	s.mu.Unlock()
+	return true
+}
+
+// beat renews the membership (saving the checkpoints that moved) and rebalances from the
+// roster it returns; false when the renewal failed.
+func (s *Scheduler) beat(ctx context.Context) bool {
+	now := s.o.Clock.Now()
+	margin := s.o.Lease / 6
+	s.mu.Lock()
+	member := !s.until.IsZero() && s.until.After(now)
+	last := s.last
+	cps := make(map[int]time.Time)
+	if member {
+		for n, r := range s.held {
+			if cp := r.checkpoint(); !cp.IsZero() && !cp.Equal(s.saved[n]) {
+				cps[n] = cp
+			}
+		}
+	}
+	until := s.until
+	s.mu.Unlock()
+	timeout := s.o.CallTimeout
+	if member {
+		// A renewal must end while the workers may still run: a slow engine gets the
+		// membership's remaining time up to the margin, not more.
+		timeout = min(timeout, until.Add(-margin).Sub(now))
+	}
+	if timeout <= 0 {
+		s.lapsed(errLapsed)
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	r, err := s.heartbeat(cctx, now, member, cps, last)
+	cancel()
+	switch {
+	case errors.Is(err, errCondition):
+		// Our membership expired, or a shard we saved was taken: it lapsed.
+		s.log.Warn("sched: membership lost; rejoining")
+		s.lapsed(errLapsed)
+		return false
+	case err != nil:
+		if ctx.Err() == nil {
+			s.errs.Add(1)
+			s.log.Warn("sched: membership heartbeat", "err", err)
+			if member && !s.o.Clock.Now().Add(margin).Before(until) {
+				s.lapsed(fmt.Errorf("%w: %w", errLapsed, err))
+			}
+		}
+		return false
+	}
+	s.mu.Lock()
+	if !member || s.member == nil {
+		s.member, s.lapse = context.WithCancelCause(context.Background())
+	}
+	s.until = now.Add(s.o.Lease)
+	s.last = r
+	for n, cp := range cps {
+		s.saved[n] = cp
+	}
+	s.mu.Unlock()
+	s.rebalance(ctx, now, r)
+	return true
+}
+
+// lapsed ends the membership: every shard worker stops, its handlers' contexts ending,
+// since another instance may take the shards from the membership's expiry on.
+func (s *Scheduler) lapsed(cause error) {
+	s.mu.Lock()
+	lapse := s.lapse
+	s.member, s.lapse, s.until = nil, nil, time.Time{}
+	s.mu.Unlock()
+	if lapse != nil {
+		lapse(cause)
+	}
+}
+
+// Release gives up this instance's membership and every shard it holds, so the others
+// take its shards at once. Call it after Run returned.
 func (s *Scheduler) Release(ctx context.Context) error {
 	s.stopAll()
 	s.mu.Lock()
-	runs := s.held
+	cps := make(map[int]time.Time)
+	for n, r := range s.held {
+		if cp := r.checkpoint(); !cp.IsZero() {
+			cps[n] = cp
+		}
+	}
 	s.held = make(map[int]*shardRun)
 	s.mu.Unlock()
-	var errs []error
-	for _, r := range runs {
-		errs = append(errs, r.l.Release(ctx))
-	}
-	member := lease.New(s.o.DB, s.st.Table(), s.st.SchedMemberLeaseKey(s.o.Owner), lease.Options{Owner: s.o.Owner, Clock: s.o.Clock})
-	errs = append(errs, member.Release(ctx))
-	return errors.Join(errs...)
+	s.lapsed(context.Canceled)
+	return s.leave(ctx, cps)
 }
 
 // stopAll stops every shard worker and waits for them.
@@ -324,50 +620,33 @@ func (s *Scheduler) stopAll() {
 	}
 }
 
-// rebalance heartbeats the membership lease, reads every lease, and takes or gives up
-// shards to hold a fair share.
-func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
-	cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
-	defer cancel()
-	if _, err := member.TryAcquire(cctx); err != nil {
-		if ctx.Err() == nil {
-			s.errs.Add(1)
-			s.log.Warn("sched: membership heartbeat", "err", err)
-		}
-		return
-	}
-	states, err := lease.List(cctx, s.o.DB, s.st.Table(), s.st.SchedLeasePK())
-	if err != nil {
-		if ctx.Err() == nil {
-			s.errs.Add(1)
-			s.log.Warn("sched: read leases", "err", err)
-		}
-		return
-	}
-	now := s.o.Clock.Now()
+// rebalance holds a fair share of the shards, ceil(shards / live members), from the
+// roster r read at now: it stops the workers of shards the roster no longer gives it,
+// gives up shards above its share, and takes free ones (or those of expired members) up
+// to it, in one conditional write.
+func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 	members := 0
-	shardStates := make(map[int]lease.State)
-	for sk, st := range states {
-		shard, isMember, ok := s.st.SchedLeaseKind(sk)
-		switch {
-		case !ok:
-		case isMember:
-			if st.Live(now) {
-				members++
-			}
-		case shard < s.shards:
-			shardStates[shard] = st
+	for owner := range r.members {
+		if r.live(owner, now) {
+			members++
 		}
 	}
 	members = max(members, 1)
 	fair := (s.shards + members - 1) / members
 
 	s.mu.Lock()
-	for n, r := range s.held {
+	var lost []*shardRun
+	for n, run := range s.held {
 		select {
-		case <-r.done:
-			delete(s.held, n) // lost its lease or stopped
+		case <-run.done:
+			delete(s.held, n) // stopped
+			continue
 		default:
+		}
+		if r.shards[n] != s.o.Owner {
+			delete(s.held, n)
+			s.draining[run] = n
+			lost = append(lost, run)
 		}
 	}
 	held := len(s.held)
@@ -379,7 +658,10 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 		extra = append(extra, n)
 	}
 	s.mu.Unlock()
-
+	for _, run := range lost {
+		run.lose(errors.New("sched: the roster gives the shard to another instance"))
+		run.stop()
+	}
 	for _, n := range extra {
 		s.log.Info("sched: giving a shard up", "shard", n, "members", members, "share", fair)
 		s.giveUp(ctx, n)
@@ -389,47 +671,64 @@ func (s *Scheduler) rebalance(ctx context.Context, member *lease.Lease) {
 	}
 	// Take free or expired shards, starting at a point of our own so that instances
 	// starting together do not all race for shard 0.
+	want := make(map[int]string)
 	start := startShard(s.o.Owner, s.shards)
-	for i := 0; i < s.shards && held < fair; i++ {
+	s.mu.Lock()
+	for i := 0; i < s.shards && held+len(want) < fair; i++ {
 		n := (start + i) % s.shards
-		s.mu.Lock()
-		_, mine := s.held[n]
-		busy := s.releasing[n]
-		s.mu.Unlock()
-		if mine || busy {
+		if _, mine := s.held[n]; mine || s.releasing[n] {
 			continue
 		}
-		if st, ok := shardStates[n]; ok && st.Live(now) && st.Owner != s.o.Owner {
+		if u, ok := s.legacyUntil[n]; ok && u.After(now) {
+			continue // held by an instance of an earlier version
+		}
+		owner := r.shards[n]
+		if owner != "" && owner != s.o.Owner && r.live(owner, now) {
 			continue
 		}
-		l := lease.New(s.o.DB, s.st.Table(), s.st.SchedShardLeaseKey(n), lease.Options{
-			Owner: s.o.Owner, Duration: s.o.Lease, EntityType: "SchedShardLease", Clock: s.o.Clock})
-		st, err := l.TryAcquire(cctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.errs.Add(1)
-				s.log.Warn("sched: acquire shard", "shard", n, "err", err)
-			}
-			return
+		want[n] = owner
+	}
+	s.mu.Unlock()
+	if len(want) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
+	got, err := s.take(cctx, now, want)
+	cancel()
+	if err != nil {
+		if !errors.Is(err, errCondition) && ctx.Err() == nil {
+			s.errs.Add(1)
+			s.log.Warn("sched: take shards", "shards", len(want), "err", err)
 		}
-		if !st.Held {
-			continue
+		return // the next heartbeat reads the roster again
+	}
+	s.mu.Lock()
+	s.last = got
+	mctx := s.member
+	s.mu.Unlock()
+	if mctx == nil {
+		return
+	}
+	for _, n := range slices.Sorted(maps.Keys(want)) {
+		cp, ok := got.cps[n]
+		if !ok {
+			cp = s.legacyCp[n]
 		}
-		s.log.Debug("sched: shard acquired", "shard", n, "checkpoint", checkpointOf(st.Item), "members", members, "share", fair)
-		s.start(ctx, n, l, checkpointOf(st.Item))
-		held++
+		s.log.Debug("sched: shard acquired", "shard", n, "checkpoint", cp, "members", members, "share", fair)
+		s.start(ctx, mctx, n, cp)
 	}
 }
 
-// giveUp stops shard n's worker and, once its running tasks finished, releases its
-// lease (in the background: the rebalancing, which heartbeats the membership, does not
-// wait for handlers).
+// giveUp stops shard n's worker and, once its running tasks finished, frees the shard in
+// the roster with its checkpoint (in the background: the heartbeat does not wait for
+// handlers).
 func (s *Scheduler) giveUp(ctx context.Context, n int) {
 	s.mu.Lock()
 	r := s.held[n]
 	delete(s.held, n)
 	if r != nil {
 		s.releasing[n] = true
+		s.draining[r] = n
 	}
 	s.mu.Unlock()
 	if r == nil {
@@ -442,7 +741,7 @@ func (s *Scheduler) giveUp(ctx context.Context, n int) {
 		<-r.done
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.CallTimeout)
 		defer cancel()
-		if err := r.l.Release(rctx); err != nil {
+		if err := s.giveBack(rctx, n, r.checkpoint()); err != nil {
 			s.errs.Add(1)
 			s.log.Warn("sched: release shard", "shard", n, "err", err)
 		} else {
@@ -454,7 +753,8 @@ func (s *Scheduler) giveUp(ctx context.Context, n int) {
 	}()
 }
 
-// checkpointOf reads the checkpoint of a shard lease item (zero when it has none).
+// checkpointOf reads the checkpoint of an earlier version's shard lease item (zero when
+// it has none).
 func checkpointOf(item map[string]types.AttributeValue) time.Time {
 	if v, ok := item[attrCheckpoint].(*types.AttributeValueMemberN); ok {
 		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil && n > 0 {
@@ -464,33 +764,30 @@ func checkpointOf(item map[string]types.AttributeValue) time.Time {
 	return time.Time{}
 }
 
-// start runs shard n's worker while l is held. The worker's handlers run on a context
-// that ends when the lease is lost, not when ctx ends (see Run).
-func (s *Scheduler) start(ctx context.Context, n int, l *lease.Lease, cp time.Time) {
+// start runs shard n's worker while the membership mctx lasts. The worker's handlers run
+// on a context that ends when the shard is lost, not when ctx ends (see Run).
+func (s *Scheduler) start(ctx context.Context, mctx context.Context, n int, cp time.Time) {
 	stopCtx, stop := context.WithCancel(context.Background())
-	r := &shardRun{l: l, stop: stop, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	hold, lose := context.WithCancelCause(mctx)
+	r := &shardRun{stop: stop, lose: lose, done: make(chan struct{}), wake: make(chan struct{}, 1),
+		pending: make(map[int64]int64), cp: cp}
 	s.mu.Lock()
 	s.held[n] = r
 	s.mu.Unlock()
 	go func() {
 		defer close(r.done)
 		defer stop()
-		err := l.Hold(context.WithoutCancel(ctx), func(err error) {
-			s.errs.Add(1)
-			s.log.Warn("sched: renew shard lease", "shard", n, "err", err)
-		}, func(hold context.Context) error {
-			dispatch, cancel := context.WithCancel(hold)
-			defer cancel()
-			defer context.AfterFunc(stopCtx, cancel)()
-			return s.runShard(hold, dispatch, n, l, cp, r.wake)
-		})
-		if err != nil {
+		defer lose(nil)
+		dispatch, cancel := context.WithCancel(hold)
+		defer cancel()
+		defer context.AfterFunc(stopCtx, cancel)()
+		if err := s.runShard(hold, dispatch, n, r); err != nil && ctx.Err() == nil {
 			s.log.Warn("sched: shard stopped", "shard", n, "err", err)
 		}
 	}()
 }
 
-// shardState is what one shard's worker keeps between polls: the tasks running, and
+// shardState is what one shard's worker keeps between passes: the tasks running, and
 // which of them finished when, so that a Query read before a task's delete does not
 // start it again.
 type shardState struct {
@@ -506,21 +803,49 @@ type shardState struct {
 // taskKey names a task item within its shard: its id and due time.
 func taskKey(t inbox.Task) string { return t.ID + "@" + strconv.FormatInt(t.Due.UnixMilli(), 10) }
 
-// runShard processes shard n from checkpoint cp until dispatch ends (nil: stopped) or
-// hold does (the lease is lost: its cause). Tasks start only while dispatch lasts and
-// run on hold; runShard returns after the running ones finished.
-func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lease, cp time.Time, wake <-chan struct{}) error {
+// safetyPoll returns shard n's first safety-net pass after now: the instants Grace plus
+// a tenth of a second per shard past a multiple of Poll, so that with a one-minute Poll
+// each pass comes just after the previous minute's Grace ended (it reads that minute one
+// last time and the current one, two Queries) and the shards' passes are spread.
+func (s *Scheduler) safetyPoll(n int, now time.Time) time.Time {
+	phase := (s.o.Grace + time.Duration(n+1)*100*time.Millisecond) % s.o.Poll
+	next := now.Truncate(s.o.Poll).Add(phase)
+	for !next.After(now) {
+		next = next.Add(s.o.Poll)
+	}
+	return next
+}
+
+// runShard processes shard n from its checkpoint until dispatch ends (nil: stopped) or
+// hold does (the shard is lost: its cause). Tasks start only while dispatch lasts and
+// run on hold; runShard returns after the running ones finished. A pass reads every
+// minute from the checkpoint to now, starts what is due and reads ahead the current
+// minute's next task; then the worker sleeps until the earliest due time it knows of
+// (read ahead or heard of through Notify) or its next safety-net poll, whichever comes
+// first, or until a wake-up.
+func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun) error {
+	cp := r.checkpoint()
 	if cp.IsZero() {
 		cp = s.st.SchedBucket(s.o.Clock.Now().Add(-s.o.Lookback))
 	}
 	sh := &shardState{sem: make(chan struct{}, s.o.Concurrency), running: make(map[string]bool), finished: make(map[string]int64)}
 	defer sh.wg.Wait()
-	saved := cp
+	ended := func() error {
+		if hold.Err() != nil {
+			return context.Cause(hold)
+		}
+		return nil
+	}
+	safety := time.Time{}
 	for {
 		now := s.o.Clock.Now()
+		r.claim(now)
+		if !now.Before(safety) {
+			safety = s.safetyPoll(n, now)
+		}
 		cur := s.st.SchedBucket(now)
 		for b := cp; !b.After(cur); b = b.Add(time.Minute) {
-			empty, err := s.dispatchBucket(hold, dispatch, sh, n, b, now)
+			empty, next, err := s.dispatchBucket(hold, dispatch, sh, n, b, now)
 			if hold.Err() != nil {
 				return context.Cause(hold)
 			}
@@ -530,55 +855,53 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lea
 			if err != nil {
 				s.errs.Add(1)
 				s.log.Warn("sched: read due tasks", "shard", n, "bucket", b, "err", err)
+				// Look again soon rather than at the safety net.
+				r.note(now.Add(min(s.o.Poll, time.Second)))
 				break
+			}
+			if !next.IsZero() {
+				r.note(next)
 			}
 			if b.Equal(cp) && empty && now.After(b.Add(time.Minute+s.o.Grace)) {
 				cp = b.Add(time.Minute)
 			}
 		}
-		if !cp.Equal(saved) {
-			cctx, cancel := context.WithTimeout(hold, s.o.CallTimeout)
-			err := l.SetAttributes(cctx, map[string]types.AttributeValue{
-				attrCheckpoint: &types.AttributeValueMemberN{Value: strconv.FormatInt(cp.UnixMilli(), 10)}})
-			cancel()
-			switch {
-			case err == nil:
-				saved = cp
-			case errors.Is(err, lease.ErrLost):
-				return err
-			case hold.Err() == nil:
-				s.errs.Add(1)
-				s.log.Warn("sched: save checkpoint", "shard", n, "err", err)
+		r.setCheckpoint(cp)
+		// The next pass: at the earliest due time known or the safety net's, or at a
+		// wake-up; never sooner than kickGap (a tenth of Poll, at most 100 ms) after this
+		// one began: a stream of wake-ups under load reads the shard continuously at
+		// most, not in a tight loop.
+		for {
+			at := safety
+			if e := r.earliest(); !e.IsZero() && e.Before(at) {
+				at = e
 			}
-		}
-		// The next pass: after Poll, or at a Kick, but never sooner than kickGap (a tenth
-		// of Poll, at most 50 ms) after this one began: a stream of kicks under load reads
-		// the shard continuously at most, not in a tight loop.
-		t := s.o.Clock.NewTimer(s.o.Poll)
-		select {
-		case <-dispatch.Done():
-			t.Stop()
-			if hold.Err() != nil {
-				return context.Cause(hold)
+			at = later(at, now.Add(min(s.o.Poll/10, maxKickGap)))
+			d := at.Sub(s.o.Clock.Now())
+			if d <= 0 {
+				break
 			}
-			return nil
-		case <-t.Chan():
-		case <-wake:
-			t.Stop()
-			if gap := min(s.o.Poll/10, maxKickGap) - s.o.Clock.Since(now); gap > 0 {
-				g := s.o.Clock.NewTimer(gap)
-				select {
-				case <-dispatch.Done():
-					g.Stop()
-					if hold.Err() != nil {
-						return context.Cause(hold)
-					}
-					return nil
-				case <-g.Chan():
-				}
+			t := s.o.Clock.NewTimer(d)
+			select {
+			case <-dispatch.Done():
+				t.Stop()
+				return ended()
+			case <-t.Chan():
+			case <-r.wake:
+				t.Stop()
+				continue
 			}
+			break
 		}
 	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // dispatchBucket starts every task of shard n's bucket b due by now that is not running
@@ -586,8 +909,9 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, l *lease.Lea
 // not wait for them to finish, so a slow handler holds one slot, not the shard. It reads
 // pages and starts tasks only while dispatch lasts; tasks run on hold. empty is true when
 // the bucket held no task due by now: every earlier one is done, rescheduled or dropped
-// (a finished task's item is gone; the Query is strongly consistent).
-func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardState, n int, b, now time.Time) (empty bool, err error) {
+// (a finished task's item is gone; the Query is strongly consistent); next is the due
+// time of the bucket's first task after now, when the last Query read one.
+func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardState, n int, b, now time.Time) (empty bool, next time.Time, err error) {
 	empty = true
 	var after *inbox.Task
 	for {
@@ -600,11 +924,17 @@ func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardStat
 			}
 		}
 		sh.mu.Unlock()
+		// The first page is small: it reads the bucket's tasks due by now and its next one
+		// (read ahead), usually a few; the following ones, of a burst due at once, large.
+		limit := firstPage
+		if after != nil {
+			limit = 100
+		}
 		cctx, cancel := context.WithTimeout(dispatch, s.o.CallTimeout)
-		page, err := s.st.DueTasks(cctx, n, b, now, after, 100)
+		page, err := s.st.DueTasks(cctx, n, b, now, after, limit)
 		cancel()
 		if err != nil {
-			return false, err
+			return false, time.Time{}, err
 		}
 		if len(page.Tasks) > 0 {
 			empty = false
@@ -621,7 +951,7 @@ func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardStat
 			select {
 			case sh.sem <- struct{}{}:
 			case <-dispatch.Done():
-				return false, dispatch.Err()
+				return false, time.Time{}, dispatch.Err()
 			}
 			sh.mu.Lock()
 			_, gone = sh.finished[k] // it may have finished while we waited for a slot
@@ -648,11 +978,16 @@ func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardStat
 			}()
 		}
 		if !page.More || len(page.Tasks) == 0 {
-			return empty, nil
+			return empty, page.Next, nil
 		}
 		after = &page.Tasks[len(page.Tasks)-1]
 	}
 }
+
+// firstPage is the Limit of a bucket's first Query in a pass: enough for the tasks due
+// since the previous pass while they come a few at a time, plus the next one (read
+// ahead), without reading a busy minute's later tasks at every pass.
+const firstPage = 4
 
 // runTask runs one task and records its outcome. It returns true when the task's item
 // left the bucket (deleted or moved, by this run or another), false when it is left in

@@ -616,42 +616,62 @@ func TestRoutingMaxDevices(t *testing.T) {
 	}
 }
 
-// NotifyDue hears, after the send commits, the shard of every delivery task due at once
-// (email, SMS, two devices, the webhook: 5) and of none a quiet-hours deferral holds back
-// (only the tenant's webhook then).
-func TestNotifyDueNamesTheShardsOfDeliveriesDueNow(t *testing.T) {
+// NotifyDue hears, after the send commits, the shard and due time of every task it
+// wrote: the deliveries due at once (email, SMS, two devices, the webhook: 5), and with
+// quiet hours the webhook's at once and the other four at the window's end (11:00 to
+// 13:00 UTC: a deferral, not a task forgotten by the scheduler until its safety poll).
+func TestNotifyDueNamesEveryTaskWritten(t *testing.T) {
 	t.Parallel()
 	f := newDeliveryFixture(t)
+	type wake struct {
+		shard int
+		due   time.Time
+	}
 	var mu sync.Mutex
-	var kicked []int
-	f.s.NotifyDue(func(n int) {
+	var heard []wake
+	f.s.NotifyDue(func(n int, due time.Time) {
 		mu.Lock()
-		kicked = append(kicked, n)
+		heard = append(heard, wake{n, due})
 		mu.Unlock()
 	})
-	got := func() []int {
+	got := func() (now, later []wake) {
 		mu.Lock()
 		defer mu.Unlock()
-		out := slices.Clone(kicked)
-		kicked = nil
-		return out
+		for _, w := range heard {
+			if w.shard < 0 || w.shard >= f.s.SchedShards() {
+				t.Errorf("shard %d out of [0, %d)", w.shard, f.s.SchedShards())
+			}
+			if w.due.After(f.clk.now().Add(time.Minute)) {
+				later = append(later, w)
+			} else {
+				now = append(now, w)
+			}
+		}
+		heard = nil
+		return now, later
 	}
 	f.send(t, "now", inbox.SendInput{}, "u")
-	if k := got(); len(k) != 5 || slices.ContainsFunc(k, func(n int) bool { return n < 0 || n >= f.s.SchedShards() }) {
-		t.Fatalf("kicked shards %v, want 5 within [0, %d)", k, f.s.SchedShards())
+	if now, later := got(); len(now) != 5 || len(later) != 0 {
+		t.Fatalf("heard %v due now and %v later, want 5 due now", now, later)
 	}
 	if _, err := f.s.UpdatePreferences(context.Background(), f.viewer("u"), inbox.PreferencesUpdate{
 		QuietHours: &inbox.QuietHours{Start: "11:00", End: "13:00"}, Timezone: sptr("UTC")}); err != nil {
 		t.Fatal(err)
 	}
 	f.send(t, "quiet", inbox.SendInput{}, "u")
-	if k := got(); len(k) != 1 {
-		t.Fatalf("a quiet-hours send kicked %v, want the webhook's shard only", k)
+	now, later := got()
+	if len(now) != 1 || len(later) != 4 {
+		t.Fatalf("a quiet-hours send: heard %v due now and %v later, want the webhook's now and 4 deferred", now, later)
+	}
+	for _, w := range later {
+		if h, m, _ := w.due.UTC().Clock(); h != 13 || m != 0 {
+			t.Errorf("a deferred delivery is due %v, want the end of quiet hours (13:00 UTC)", w.due)
+		}
 	}
 	f.s.NotifyDue(nil)
 	f.send(t, "off", inbox.SendInput{}, "u2")
-	if k := got(); len(k) != 0 {
-		t.Fatalf("kicked %v after NotifyDue(nil)", k)
+	if now, later := got(); len(now)+len(later) != 0 {
+		t.Fatalf("heard %v %v after NotifyDue(nil)", now, later)
 	}
 }
 

@@ -187,6 +187,7 @@ const (
 	schedLeasePK        = "SCHED#LEASES"
 	schedShardSKPrefix  = "SHARD#"
 	schedMemberSKPrefix = "MEMBER#"
+	schedRosterSK       = "ROSTER"
 	schedBucketLayout   = "2006-01-02T15:04Z"
 	entityTask          = "ScheduledTask"
 )
@@ -199,12 +200,6 @@ func schedPK(shard int, bucket time.Time) string {
 // schedSK is the sort key of a task due at due (to the millisecond) with id.
 func schedSK(due time.Time, id string) string {
 	return fmt.Sprintf("%013d#%s", max(due.UnixMilli(), 0), id)
-}
-
-// schedSKBound is the smallest sort key of a task due after upTo: sk < bound selects
-// the tasks due at or before upTo.
-func schedSKBound(upTo time.Time) string {
-	return fmt.Sprintf("%013d", max(upTo.UnixMilli()+1, 0))
 }
 
 // parseSchedSK returns the due time and task id of a task's sort key.
@@ -242,6 +237,26 @@ func SchedShardLeaseKey(shard int) map[string]types.AttributeValue {
 // SchedMemberLeaseKey is the key of a scheduler instance's membership lease.
 func SchedMemberLeaseKey(owner string) map[string]types.AttributeValue {
 	return key(schedLeasePK, schedMemberSKPrefix+owner)
+}
+
+// SchedRosterKey is the key of the scheduler's roster: the one item holding every
+// instance's membership and every shard's holder and checkpoint (package sched).
+func SchedRosterKey() map[string]types.AttributeValue {
+	return key(schedLeasePK, schedRosterSK)
+}
+
+// schedShardOf returns the shard of a task partition's key (SCHED#{shard}#{minute}).
+func schedShardOf(pk string) (int, bool) {
+	rest, ok := strings.CutPrefix(pk, schedPKPrefix)
+	if !ok {
+		return 0, false
+	}
+	n, _, ok := strings.Cut(rest, "#")
+	if !ok {
+		return 0, false
+	}
+	shard, err := strconv.Atoi(n)
+	return shard, err == nil && shard >= 0
 }
 
 // SchedLeaseKind tells what a sort key of SchedLeasePK's partition names: a shard lease
@@ -320,6 +335,10 @@ func (s *Store) SchedLeasePK() string { return SchedLeasePK() }
 func (s *Store) SchedShardLeaseKey(shard int) map[string]types.AttributeValue {
 	return SchedShardLeaseKey(shard)
 }
+
+// SchedRosterKey is the package function SchedRosterKey, for the scheduler's Store
+// interface.
+func (s *Store) SchedRosterKey() map[string]types.AttributeValue { return SchedRosterKey() }
 
 // SchedMemberLeaseKey is the package function SchedMemberLeaseKey, for the scheduler's
 // Store interface.

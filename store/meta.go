@@ -193,9 +193,6 @@ func (b *metaUpdate) updateItem(table string) (*dynamodb.UpdateItemInput, error)
 type txn struct {
 	acts []types.TransactWriteItem
 	keys []itemKey
-	// dueShards are the scheduler shards of the tasks due at once that the transaction
-	// writes (Store.NotifyDue is told after it commits).
-	dueShards []int
 }
 
 // add appends action a on the item k.

@@ -299,9 +299,6 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 		task := newTask(inbox.TaskDeliver, v, id, due, d.Key)
 		pk, sk := s.taskPlacement(task)
 		t.add(itemKey{pk, sk}, s.ScheduleAction(task))
-		if d.Deferred.IsZero() {
-			t.dueShards = append(t.dueShards, SchedShard(task.ID, s.schedShards))
-		}
 	}
 	if len(t.acts) > maxTxnActions {
 		return fmt.Errorf("store: a recipient's send transaction has %d actions, over TransactWriteItems' %d", len(t.acts), maxTxnActions)

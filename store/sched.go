@@ -153,18 +153,20 @@ func (s *Store) deleteTask(ctx context.Context, k map[string]types.AttributeValu
 
 // DueTasks returns, oldest first, up to limit (1..1000; default 100) tasks of shard's
 // bucket (the minute holding bucket) due at or before upTo, after task after (nil: from
-// the start). One strongly consistent Query (AP11); never a Scan.
+// the start), and reads ahead: when the Query read a task due after upTo, the page's
+// Next is its due time (and More is false). One strongly consistent Query (AP11) over the
+// whole bucket, so that the scheduler knows when to look again without another; never a
+// Scan.
 func (s *Store) DueTasks(ctx context.Context, shard int, bucket, upTo time.Time, after *inbox.Task, limit int) (inbox.TaskPage, error) {
 	if limit <= 0 || limit > 1000 {
 		limit = 100
 	}
 	in := &dynamodb.QueryInput{
 		TableName:                aws.String(s.table),
-		KeyConditionExpression:   aws.String("#pk = :pk AND #sk < :bound"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#sk": attrSK},
+		KeyConditionExpression:   aws.String("#pk = :pk"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":    &types.AttributeValueMemberS{Value: schedPK(shard, bucket)},
-			":bound": &types.AttributeValueMemberS{Value: schedSKBound(upTo)},
+			":pk": &types.AttributeValueMemberS{Value: schedPK(shard, bucket)},
 		},
 		ConsistentRead: aws.Bool(true),
 		Limit:          aws.Int32(int32(limit)),
@@ -185,6 +187,10 @@ func (s *Store) DueTasks(ctx context.Context, shard int, bucket, upTo time.Time,
 		due, id, ok := parseSchedSK(it.SK)
 		if !ok {
 			continue
+		}
+		if due.After(upTo) {
+			page.Next, page.More = due, false
+			break
 		}
 		page.Tasks = append(page.Tasks, inbox.Task{ID: id, Kind: it.Kind, Due: due,
 			Viewer: inbox.Viewer{TenantID: it.Tenant, UserID: it.User}, Ref: it.Ref, Token: it.Token, Attempts: it.Attempts, Traceparent: it.Traceparent})

@@ -126,6 +126,33 @@ func TestScheduleAndDueTasks(t *testing.T) {
 	if n := len(dueAll(t, f.s, 0, bucket, base.Add(time.Minute), 100)); n != 1 {
 		t.Errorf("%d tasks due at +1m, want 1", n)
 	}
+	// Read ahead: a page that reached a task due after upTo says when it is due, and
+	// ends there; one that stopped at its limit among due tasks says nothing yet.
+	for _, tc := range []struct {
+		upTo  time.Duration
+		limit int
+		tasks int
+		more  bool
+		next  time.Duration // 0: none read
+	}{
+		{upTo: time.Minute - time.Millisecond, limit: 1, tasks: 0, next: time.Minute},
+		{upTo: time.Minute + 2*time.Second, limit: 10, tasks: 3, next: time.Minute + 3*time.Second},
+		{upTo: time.Minute + 2*time.Second, limit: 3, tasks: 3, more: true},
+		{upTo: time.Minute + 30*time.Second, limit: 100, tasks: 25, next: time.Minute + 50*time.Second},
+		{upTo: time.Minute + 55*time.Second, limit: 100, tasks: 26},
+	} {
+		p, err := f.s.DueTasks(ctx, 0, bucket, base.Add(tc.upTo), nil, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var next time.Time
+		if tc.next != 0 {
+			next = base.Add(tc.next)
+		}
+		if len(p.Tasks) != tc.tasks || p.More != tc.more || !p.Next.Equal(next) {
+			t.Errorf("up to +%v, limit %d: %d tasks, more %v, next %v; want %d, %v, %v", tc.upTo, tc.limit, len(p.Tasks), p.More, p.Next, tc.tasks, tc.more, next)
+		}
+	}
 }
 
 func TestTaskCompleteRescheduleCancel(t *testing.T) {
@@ -226,5 +253,64 @@ func TestScheduleActionIsAtomic(t *testing.T) {
 	}
 	if n := len(dueAll(t, f.s, shard, task.Due, task.Due.Add(time.Minute), 100)); n != 0 {
 		t.Errorf("CancelAction left %d tasks", n)
+	}
+}
+
+// NotifyDue hears every kind of task write, whichever code built it: a snooze's
+// wake-ups (in the state change's transaction), Schedule (a sendAt's send task, a
+// broadcast's continuation), a rescheduled retry; with the shard the task is in and its
+// due time to the millisecond. A write that failed is not heard.
+func TestNotifyDueHearsEveryTaskWrite(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, store.WithSchedShards(4))
+	ctx := context.Background()
+	type wake struct {
+		shard int
+		due   int64
+	}
+	heard := make(chan wake, 100)
+	f.s.NotifyDue(func(n int, due time.Time) { heard <- wake{n, due.UnixMilli()} })
+	drain := func() []wake {
+		var out []wake
+		for {
+			select {
+			case w := <-heard:
+				out = append(out, w)
+			default:
+				return out
+			}
+		}
+	}
+	ids := f.send(t, 2, "snz", "ann")
+	drain() // the sends' own tasks (none without channels or expiry)
+	until := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if _, err := f.s.ApplyState(ctx, f.viewer("ann"), inbox.StateChange{Op: inbox.OpSnooze, IDs: ids, Until: until}); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(); len(got) != 2 || got[0].due != until.UnixMilli() || got[1].due != until.UnixMilli() {
+		t.Errorf("a snooze of 2 notifications: heard %v, want 2 wake-ups due %d", got, until.UnixMilli())
+	}
+	tk := inbox.Task{ID: "send-at", Kind: "send", Due: time.Now().Add(90 * time.Second).Truncate(time.Millisecond)}
+	if err := f.s.Schedule(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	want := wake{store.SchedShard(tk.ID, 4), tk.Due.UnixMilli()}
+	if got := drain(); len(got) != 1 || got[0] != want {
+		t.Errorf("Schedule: heard %v, want %v", got, want)
+	}
+	b := store.SchedBucket(tk.Due)
+	retry := tk.Due.Add(5 * time.Second)
+	if _, ok, err := f.s.RescheduleTask(ctx, want.shard, b, tk, retry); err != nil || !ok {
+		t.Fatalf("reschedule: %v %v", ok, err)
+	}
+	if got := drain(); len(got) != 1 || got[0] != (wake{want.shard, retry.UnixMilli()}) {
+		t.Errorf("RescheduleTask: heard %v, want the retry's due %d", got, retry.UnixMilli())
+	}
+	// The same reschedule again: the task is gone from where it was, nothing is written.
+	if _, ok, err := f.s.RescheduleTask(ctx, want.shard, b, tk, retry); err != nil || ok {
+		t.Fatalf("second reschedule: %v %v", ok, err)
+	}
+	if got := drain(); len(got) != 0 {
+		t.Errorf("a refused reschedule was heard: %v", got)
 	}
 }

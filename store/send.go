@@ -158,9 +158,6 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 		}
 		_, err = s.db.TransactWriteItems(ctx, t.input(ctx))
 		wrote = err == nil
-		if wrote {
-			s.kickDue(t.dueShards)
-		}
 		if err != nil && grp != nil && t.conditionFailed(err, grp.key()) {
 			grp = nil // changed since it was read: read again
 		}

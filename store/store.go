@@ -39,7 +39,7 @@ type API interface {
 // Store reads and writes the inbox table. It is safe for concurrent use.
 type Store struct {
 	// dueHook is the NotifyDue function (nil: none).
-	dueHook     atomic.Pointer[func(shard int)]
+	dueHook     atomic.Pointer[func(shard int, due time.Time)]
 	db          API
 	table       string
 	now         func() time.Time
@@ -123,7 +123,7 @@ func New(db API, table string, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	s.db = retryingAPI{API: db, p: s.retry, obs: s.retryObs}
+	s.db = notifyingAPI{API: retryingAPI{API: db, p: s.retry, obs: s.retryObs}, s: s}
 	s.sweeper.start(s)
 	return s
 }

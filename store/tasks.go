@@ -1,9 +1,13 @@
 package store
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -38,12 +42,14 @@ func newTask(kind string, v inbox.Viewer, id string, due time.Time, token string
 		Viewer: v, Ref: id, Token: token}
 }
 
-// NotifyDue sets f to be called, after a send's transaction commits, with the scheduler
-// shard of each delivery task it wrote due at once (not deferred by quiet hours): the
-// scheduler (sched.Scheduler.Kick) reads that shard then instead of at its next poll, so
-// a transactional email does not wait for INBOX_SCHED_POLL. f must not block; nil turns
-// it off. Safe to call while sends run.
-func (s *Store) NotifyDue(f func(shard int)) {
+// NotifyDue sets f to be called with the scheduler shard and due time of every task a
+// write of this store committed: a send's deliveries (due now, or at the end of quiet
+// hours), its expiry, a snooze's wake-up, a delivery's retry, a scheduled send, a
+// broadcast's shard runs, a rescheduled task. The scheduler (sched.Scheduler.Notify)
+// arms a timer for it on the instance holding the shard (through the broker when that
+// is another instance), instead of finding it at its slow safety-net poll. f must not
+// block; nil turns it off. Safe to call while writes run.
+func (s *Store) NotifyDue(f func(shard int, due time.Time)) {
 	if f == nil {
 		s.dueHook.Store(nil)
 		return
@@ -51,13 +57,52 @@ func (s *Store) NotifyDue(f func(shard int)) {
 	s.dueHook.Store(&f)
 }
 
-// kickDue calls the NotifyDue function, if any, with each of shards.
-func (s *Store) kickDue(shards []int) {
+// notifyingAPI is the store's client with NotifyDue told of each task a PutItem or a
+// TransactWriteItems committed (after the store's retries: once per write). Every task
+// write of the store goes through one of them, whichever code built it.
+type notifyingAPI struct {
+	API
+	s *Store
+}
+
+func (n notifyingAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := n.API.PutItem(ctx, in, optFns...)
+	if err == nil {
+		n.s.notifyTask(in.Item)
+	}
+	return out, err
+}
+
+func (n notifyingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	out, err := n.API.TransactWriteItems(ctx, in, optFns...)
+	if err == nil {
+		for _, a := range in.TransactItems {
+			if a.Put != nil {
+				n.s.notifyTask(a.Put.Item)
+			}
+		}
+	}
+	return out, err
+}
+
+// notifyTask calls the NotifyDue function, if any, when item is a scheduled task.
+func (s *Store) notifyTask(item map[string]types.AttributeValue) {
 	f := s.dueHook.Load()
 	if f == nil {
 		return
 	}
-	for _, n := range shards {
-		(*f)(n)
+	if et, ok := item[attrEntityType].(*types.AttributeValueMemberS); !ok || et.Value != entityTask {
+		return
 	}
+	pk, _ := item[attrPK].(*types.AttributeValueMemberS)
+	due, _ := item["due"].(*types.AttributeValueMemberN)
+	if pk == nil || due == nil {
+		return
+	}
+	shard, ok := schedShardOf(pk.Value)
+	ms, err := strconv.ParseInt(due.Value, 10, 64)
+	if !ok || err != nil {
+		return
+	}
+	(*f)(shard, time.UnixMilli(ms).UTC())
 }

@@ -172,6 +172,7 @@ func (b *harness) startBroadcastRig(ctx context.Context, o broadcastRigOptions) 
 	r.db = dynamodb.New(b.eng.db.Options(), append([]func(*dynamodb.Options){r.meter.option()}, o.clientOptions...)...)
 	r.st = store.New(r.db, b.c.table, store.WithLogger(b.log), store.WithSweepWorkers(0))
 	r.s = sched.New(r.st, sched.Options{DB: r.db, Owner: o.owner, Logger: b.log})
+	r.st.NotifyDue(r.s.Notify) // the shards' continuation tasks wake the scheduler, as in the gateway
 	send := o.send
 	if send == nil {
 		send = service.Writer{Store: r.st}.Write
@@ -800,7 +801,7 @@ func (x *BroadcastResult) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## 13. broadcast: %d-member segment, broadcast vs raw TransactWriteItems loop\n\n", x.Members)
 	fmt.Fprintf(&b, "Engine: %s. Segment of %d members over %d shards, added through Store.UpdateSegment in %.1fs (%.0f members/s; %.2f WCU a member). "+
-		"The broadcast runs on one sched.Scheduler in this process (defaults: poll 250ms, 8 tasks at once per shard), one task per segment shard, "+
+		"The broadcast runs on one sched.Scheduler in this process (defaults: woken by the tasks it writes, 8 tasks at once per shard), one task per segment shard, "+
 		"pages of %d through service.Writer (8 recipients at once); timed from just before Start to its finishedAt. "+
 		"The raw loop writes, for as many fresh users, the transaction one recipient of the broadcast costs, recorded from a real service.Writer of the same notification "+
 		"(%d actions: %s), at concurrency %d (segment shards × 8, the broadcast's most recipients in flight), half before the broadcast and half after.\n\n",

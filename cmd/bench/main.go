@@ -28,6 +28,7 @@ import (
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/dynlocal"
+	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -120,7 +121,9 @@ func main() {
 	flag.IntVar(&c.sched.tasks, "sched-tasks", 10000, "sched scenario: tasks due within one minute")
 	flag.IntVar(&c.sched.shards, "sched-shards", store.DefaultSchedShards, "sched scenario: shards of the scheduler (store.WithSchedShards)")
 	flag.IntVar(&c.sched.instances, "sched-instances", 1, "sched scenario: scheduler instances in this process, sharing the shards through leases")
-	flag.DurationVar(&c.sched.poll, "sched-poll", 250*time.Millisecond, "sched scenario: the schedulers' poll interval (sched.Options.Poll)")
+	flag.DurationVar(&c.sched.poll, "sched-poll", sched.DefaultPoll, "sched scenario: the schedulers' safety-net poll (sched.Options.Poll)")
+	flag.StringVar(&c.sched.idleInstances, "sched-idle-instances", "1,3", "sched scenario: comma-separated instance counts whose idle DynamoDB calls are counted (\"\": none)")
+	flag.DurationVar(&c.sched.idle, "sched-idle", time.Minute, "sched scenario: how long the idle calls are counted, per instance count")
 	flag.StringVar(&c.sched.spreads, "sched-spread", "1m,0s", "sched scenario: comma-separated spreads, one run each: the tasks' due times spread evenly over this much of one minute (0s: all at its first instant)")
 	flag.DurationVar(&c.sched.timeout, "sched-timeout", 2*time.Minute, "sched scenario: how long after the last due time to wait for every task")
 	flag.IntVar(&c.snooze.notifications, "snooze-notifications", 10000, "snooze scenario: notifications snoozed until the same minute in each run")

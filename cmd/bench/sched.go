@@ -3,10 +3,18 @@ package main
 // Scenario 10, sched: the durable scheduler's lag (issue 9's goal for snooze wake-ups:
 // p99 ≤ 2 s with 10,000 due in the same minute on DynamoDB Local).
 //
+// First the idle cost: for each count of -sched-idle-instances (1,3), that many
+// schedulers with the gateway's defaults start on the table (no task anywhere), and once
+// they hold every shard and a warm-up passed, the DynamoDB calls they make in
+// -sched-idle (1m) are counted (a ddbtrace recorder on their own client): the goal is at
+// most 60 a minute. Then they stop and release their shards.
+//
 // -sched-instances schedulers (sched.New + Run in this process, each with its own owner
-// name, sharing the shards through their leases as separate instances would) run on a
-// store with -sched-shards shards and poll every -sched-poll. Once their shards are
-// shared, each run writes -sched-tasks tasks (store.Schedule, -seed-workers at once), all
+// name, sharing the shards through the roster as separate instances would, and the
+// wake-ups through an in-process broker) run on a store with -sched-shards shards and a
+// safety-net poll of -sched-poll; the store's writes wake the first instance
+// (store.NotifyDue), which hands a shard it does not hold to the others through the
+// broker. Once their shards are shared, each run writes -sched-tasks tasks (store.Schedule, -seed-workers at once), all
 // due within one minute that starts after the writes are expected to end, spread evenly
 // over the run's -sched-spread of it: 1m (the default's first run: wake-ups through the
 // minute) and 0s (its second: everyone snoozed "until 9:00", due at one instant). The
@@ -18,6 +26,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,7 +38,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 )
@@ -40,6 +53,10 @@ type schedConfig struct {
 	poll      time.Duration
 	spreads   string // comma-separated durations, one run each
 	timeout   time.Duration
+	// idleInstances are the instance counts whose idle calls are counted (comma-
+	// separated; "" skips), each over idle after a warm-up.
+	idleInstances string
+	idle          time.Duration
 }
 
 // SchedResult is scenario 10: one run per due-time spread.
@@ -54,6 +71,19 @@ type SchedResult struct {
 	Measures    string     `json:"lag_measures"`
 	GoalP99Ms   float64    `json:"goal_p99_ms"`
 	Runs        []SchedRun `json:"runs"`
+	// Idle is the idle cost, per instance count.
+	Idle []SchedIdle `json:"idle,omitempty"`
+}
+
+// SchedIdle is the DynamoDB calls an idle deployment of Instances schedulers (the
+// gateway's defaults, 16 shards) made in Seconds.
+type SchedIdle struct {
+	Instances     int            `json:"instances"`
+	Seconds       float64        `json:"seconds"`
+	Calls         map[string]int `json:"calls"`
+	CallsPerMin   float64        `json:"calls_per_minute"`
+	GoalPerMin    float64        `json:"goal_calls_per_minute"`
+	GoalPerMinMet bool           `json:"goal_met"`
 }
 
 // SchedRun is one run of scenario 10.
@@ -100,8 +130,23 @@ func (b *harness) schedScenario(ctx context.Context) (*SchedResult, error) {
 		Concurrency: concurrency, GoalP99Ms: 2000,
 		Handler:  "one PutItem of a small marker item (pk T#bench#U#sched{n}, sk MARK#{task id})",
 		Measures: "from the task's due time to the return of its handler's write, on this process's clock (the schedulers run in it)"}
+	for _, f := range strings.Split(sc.idleInstances, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-sched-idle-instances: %q is not a positive count", f)
+		}
+		idle, err := b.schedIdle(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		res.Idle = append(res.Idle, idle)
+	}
 	st := store.New(b.eng.db, b.c.table, store.WithLogger(b.log), store.WithSweepWorkers(0), store.WithSchedShards(sc.shards))
 	defer st.Close()
+	bus := live.NewLocal()
 
 	var cur atomic.Pointer[schedTally]
 	handler := sched.HandlerFunc(func(ctx context.Context, t inbox.Task) error {
@@ -130,8 +175,11 @@ func (b *harness) schedScenario(ctx context.Context) (*SchedResult, error) {
 
 	var scheds []*sched.Scheduler
 	for i := range sc.instances {
-		s := sched.New(st, sched.Options{DB: b.eng.db, Owner: fmt.Sprintf("bench-sched-%d", i), Poll: sc.poll, Concurrency: concurrency, Logger: b.log})
+		s := sched.New(st, sched.Options{DB: b.eng.db, Owner: fmt.Sprintf("bench-sched-%d", i), Poll: sc.poll, Concurrency: concurrency, Logger: b.log, Bus: bus})
 		s.Register("bench", handler)
+		if i == 0 {
+			st.NotifyDue(s.Notify)
+		}
 		scheds = append(scheds, s)
 		defer background(ctx, s.Run, s.Release)()
 	}
@@ -156,6 +204,73 @@ func (b *harness) schedScenario(ctx context.Context) (*SchedResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// schedIdle counts the DynamoDB calls of n idle schedulers with the gateway's defaults
+// (16 shards, sched.DefaultPoll and DefaultLease) over the -sched-idle window, after
+// they share every shard (none above its fair share: the handovers are done) and a
+// warm-up of a heartbeat and a half (their first passes read from their checkpoints, up
+// to an hour back on a fresh table).
+func (b *harness) schedIdle(ctx context.Context, n int) (SchedIdle, error) {
+	window := max(b.c.sched.idle, time.Second)
+	rec := &ddbtrace.Recorder{}
+	db := dynamodb.New(b.eng.db.Options(), rec.Option())
+	st := store.New(db, b.c.table, store.WithLogger(b.log), store.WithSweepWorkers(0), store.WithSchedShards(store.DefaultSchedShards))
+	defer st.Close()
+	bus := live.NewLocal()
+	var scheds []*sched.Scheduler
+	var stops []func() error
+	defer func() {
+		for _, stop := range stops {
+			_ = stop()
+		}
+	}()
+	for i := range n {
+		s := sched.New(st, sched.Options{DB: db, Owner: fmt.Sprintf("bench-idle-%d-%d", n, i), Logger: b.log, Bus: bus})
+		if i == 0 {
+			st.NotifyDue(s.Notify)
+		}
+		scheds = append(scheds, s)
+		stops = append(stops, background(ctx, s.Run, s.Release))
+	}
+	progress("sched: %d idle instance(s): waiting for them to share the shards", n)
+	fair := (store.DefaultSchedShards + n - 1) / n
+	if err := waitHeld(ctx, 3*time.Minute, "the idle instances, each at most its fair share,", store.DefaultSchedShards, func() int {
+		held := 0
+		for _, s := range scheds {
+			h := len(s.Held())
+			if h > fair {
+				return 0 // still handing shards over: not idle yet
+			}
+			held += h
+		}
+		return held
+	}); err != nil {
+		return SchedIdle{}, err
+	}
+	select {
+	case <-ctx.Done():
+		return SchedIdle{}, ctx.Err()
+	case <-time.After(sched.DefaultLease / 2):
+	}
+	rec.Reset()
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return SchedIdle{}, ctx.Err()
+	case <-time.After(window):
+	}
+	secs := time.Since(start).Seconds()
+	calls := map[string]int{}
+	total := 0
+	for _, op := range rec.Ops() {
+		calls[op]++
+		total++
+	}
+	r := SchedIdle{Instances: n, Seconds: secs, Calls: calls, CallsPerMin: float64(total) * 60 / secs, GoalPerMin: 60}
+	r.GoalPerMinMet = r.CallsPerMin <= r.GoalPerMin
+	progress("sched: %d idle instance(s): %.1f DynamoDB calls a minute (%v)", n, r.CallsPerMin, calls)
+	return r, nil
 }
 
 // schedRun writes the tasks of one run, due within one minute spread over spread, and
@@ -236,11 +351,30 @@ func (b *harness) schedRun(ctx context.Context, st *store.Store, tl *schedTally,
 	return r
 }
 
+// callsText renders calls by operation, sorted by name.
+func callsText(calls map[string]int) string {
+	var parts []string
+	for _, op := range slices.Sorted(maps.Keys(calls)) {
+		parts = append(parts, fmt.Sprintf("%s %d", op, calls[op]))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Table renders scenario 10.
 func (x *SchedResult) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## 10. sched: durable scheduler lag, %d tasks due in one minute\n\n", x.Tasks)
-	fmt.Fprintf(&b, "Engine: %s. %d scheduler instance(s) in this process sharing %d shards through leases, poll %s, at most %d tasks at once per shard. "+
+	fmt.Fprintf(&b, "\n## 10. sched: durable scheduler lag, %d tasks due in one minute; idle cost\n\n", x.Tasks)
+	if len(x.Idle) > 0 {
+		fmt.Fprintln(&b, "Idle: schedulers with the gateway's defaults (16 shards, safety-net poll 1m, membership lease 30s renewed every 10s), no task anywhere, DynamoDB calls counted once they hold every shard.")
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, "| instances | window s | calls by operation | calls a minute | goal |")
+		fmt.Fprintln(&b, "| ---: | ---: | --- | ---: | --- |")
+		for _, r := range x.Idle {
+			fmt.Fprintf(&b, "| %d | %.0f | %s | %.1f | ≤ %.0f: %s |\n", r.Instances, r.Seconds, callsText(r.Calls), r.CallsPerMin, r.GoalPerMin, yes(r.GoalPerMinMet))
+		}
+		fmt.Fprintln(&b)
+	}
+	fmt.Fprintf(&b, "Engine: %s. %d scheduler instance(s) in this process sharing %d shards through the roster and their wake-ups through an in-process broker (the store's writes wake the first), safety-net poll %s, at most %d tasks at once per shard. "+
 		"Handler: %s. Lag measured %s. Each run writes its tasks first (store.Schedule), all due within the next whole minute that starts after the writes should end.\n\n",
 		x.Engine, x.Instances, x.Shards, x.Poll, x.Concurrency, x.Handler, x.Measures)
 	fmt.Fprintln(&b, "| due times | tasks written in s (errors, late) | handled / missing | runs beyond the first | lag p50 ms | lag p90 ms | lag p99 ms | max lag ms | drained in s (tasks/s) | goal |")

@@ -199,6 +199,7 @@ func (b *harness) snoozeScenario(ctx context.Context) (*SnoozeResult, error) {
 	}
 
 	s := sched.NewInbox(st, sched.Options{DB: b.eng.db, Owner: "bench-snooze", Poll: sc.poll, Logger: b.log})
+	st.NotifyDue(s.Notify) // each snooze's wake-up task arms the scheduler's timer, as in the gateway
 	defer background(ctx, s.Run, s.Release)()
 	if err := waitHeld(ctx, 30*time.Second, "the scheduler", sc.shards, func() int { return len(s.Held()) }); err != nil {
 		return nil, err

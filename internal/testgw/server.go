@@ -22,6 +22,7 @@ import (
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
+	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/store"
 	"github.com/inboxgw/gateway/telemetry"
 )
@@ -48,6 +49,8 @@ type Server struct {
 	Handler  *httpapi.Handler
 	Store    *store.Store
 	Broker   *live.Local
+	// Scheduler is the gateway's scheduler (running only with Options.Scheduler).
+	Scheduler *sched.Scheduler
 	// DB and Table are the DynamoDB client and the table the store uses.
 	DB    *dynamodb.Client
 	Table string
@@ -85,7 +88,7 @@ type Options struct {
 	// advances it (a clockwork.FakeClock) instead of waiting for either.
 	Clock clockwork.Clock
 	// Scheduler runs the gateway's scheduler (Gateway.RunScheduler: wake-ups, expiries,
-	// deliveries, broadcasts) until the test ends, polling every 200 ms.
+	// deliveries, broadcasts) until the test ends, with a safety-net poll of SchedPoll.
 	Scheduler bool
 	// Tracing, when set, traces the gateway (app.Deps.Tracing: a test's provider with an
 	// in-memory exporter); unset, the gateway reads the OTEL_* variables as serve does.
@@ -93,6 +96,9 @@ type Options struct {
 	// Log, when set, receives the gateway's log (every level its handler enables)
 	// instead of t.Log at warning level and above.
 	Log *slog.Logger
+	// SchedPoll is the scheduler's safety-net poll (0: 200 ms). A long one shows that
+	// tasks run at their time through the wake-ups their writes send, not by polling.
+	SchedPoll time.Duration
 	// Peer, when set, makes this gateway another instance beside Peer: the same table
 	// and DynamoDB client (the table is Peer's: neither created nor dropped here) and the
 	// same configuration's secrets, as instances behind one load balancer are. Each has
@@ -193,6 +199,9 @@ func NewWith(t *testing.T, o Options) *Server {
 	}
 	if o.Scheduler {
 		cfg.SchedPoll, cfg.SchedLease = 200*time.Millisecond, 6*time.Second
+		if o.SchedPoll > 0 {
+			cfg.SchedPoll = o.SchedPoll
+		}
 	}
 	createTable := o.Peer == nil
 	cfg.CreateTable = &createTable
@@ -245,7 +254,7 @@ func NewWith(t *testing.T, o Options) *Server {
 		srv.Close()
 	})
 	return &Server{T: t, HTTP: srv, URL: srv.URL + "/graphql", Verifier: v, Handler: h, Store: st, Broker: broker,
-		DB: db, Table: table, closeIdle: closeIdle, seq: new(atomic.Int64)}
+		Scheduler: g.Scheduler, DB: db, Table: table, closeIdle: closeIdle, seq: new(atomic.Int64)}
 }
 
 // Attach returns clients of the gateway (a process) whose GraphQL endpoint is url, signing
