@@ -32,7 +32,8 @@ import (
 // notDeployed are the module's packages the gateway links but whose DynamoDB calls never
 // reach AWS, and why.
 var notDeployed = map[string]string{
-	"dynlocal": "drives DynamoDB Local, the engine of INBOX_STORE=local and of the tests",
+	"dynlocal":  "drives DynamoDB Local, the engine of INBOX_STORE=local and of the tests",
+	"datamodel": "the `model` command: builds the design note on a new table of its own (DynamoDB Local in make model), never the deployed table",
 }
 
 // localOnly are calls, in deployed packages, that only ever go to DynamoDB Local, and why.
