@@ -17,6 +17,7 @@ import (
 	"github.com/inboxgw/gateway/httpapi"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/live"
+	"github.com/inboxgw/gateway/loader"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/sched"
@@ -201,6 +202,8 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 		// A caller's client (a test's): the same client with spans (Options is a copy).
 		g.DB = dynamodb.New(g.DB.Options(), telemetry.DynamoDB(g.Tracing))
 	}
+	// One GraphQL operation has at most loader.MaxRequests DynamoDB requests in flight.
+	g.DB = dynamodb.New(g.DB.Options(), loader.LimitRequests)
 	g.Store = store.New(g.DB, cfg.Table, append(opts, deps.Store...)...)
 	g.onClose(g.Store.Close)
 	if cfg.CreateTable != nil && *cfg.CreateTable {

@@ -114,6 +114,15 @@ func summarize(ops []string) map[string]int {
 	return m
 }
 
+// twentyTypes is the most types a filter may name, as GraphQL list items.
+var twentyTypes = func() string {
+	q := make([]string, inbox.MaxFilterTypes)
+	for i := range q {
+		q[i] = fmt.Sprintf("%q", fmt.Sprintf("type%d", i))
+	}
+	return strings.Join(q, ", ")
+}()
+
 // Absurd documents are refused by the cost limit before anything reaches DynamoDB, while
 // the largest legitimate pages still pass under the default limit (5000).
 func TestCostLimitCountsDynamoDBFields(t *testing.T) {
@@ -126,9 +135,13 @@ func TestCostLimitCountsDynamoDBFields(t *testing.T) {
 		"60 node aliases":                    `{ ` + aliased(60, `node(id: "`+id+`") { id }`) + ` }`,
 		"60 notification lookups":            `{ viewer { ` + aliased(60, `notification(id: "`+id+`") { id }`) + ` } }`,
 		"25 inbox pages of 20 with profiles": `{ viewer { ` + aliased(25, `inbox(first: 20) { nodes { actor { name } target { title } } }`) + ` } }`,
-		// A type filter reads on through the inbox until its page is full: 45 such
+		// A category filter reads on through the inbox until its page is full: 45 such
 		// aliases of first: 1 over 1,500 notifications made 405 Query calls.
-		"5 type-filtered pages": `{ viewer { ` + aliased(5, `inbox(first: 1, filter: {types: ["x"]}) { nodes { id } }`) + ` } }`,
+		"5 category-filtered pages": `{ viewer { ` + aliased(5, `inbox(first: 1, filter: {categories: ["x"]}) { nodes { id } }`) + ` } }`,
+		// A typed page is one GSI2 Query per type: four pages of 20 types were 84 Queries
+		// charged as four filtered reads.
+		"4 pages of 20 types": `{ viewer { ` + aliased(4, `inbox(first: 1, filter: {types: [`+twentyTypes+`]}) { nodes { id } }`) + ` } }`,
+		"5 pages of 5 types and a category": `{ viewer { ` + aliased(5, `inbox(first: 1, filter: {types: ["a", "b", "c", "d", "e"], categories: ["x"]}) { nodes { id } }`) + ` } }`,
 	} {
 		g.rec.Reset()
 		r := g.request(t, http.MethodPost, g.srv.URL+"/graphql", "application/json", gql(doc))
@@ -144,6 +157,7 @@ func TestCostLimitCountsDynamoDBFields(t *testing.T) {
 			actor { id actorId name avatarUrl url } target { id targetId kind title url } } } pageInfo { hasNextPage hasPreviousPage startCursor endCursor } unreadCount } } }`,
 		"a type-filtered page": `{ viewer { unreadCount inbox(first: 100, filter: {types: ["a", "b"], unreadOnly: true}) { edges { cursor node { id type title read
 			actor { name } target { title } } } pageInfo { hasNextPage endCursor } } } }`,
+		"a page of 20 types": `{ viewer { inbox(first: 50, filter: {types: [` + twentyTypes + `]}) { nodes { id title read actor { name } } } } }`,
 		"100 nodes": `query($ids: [ID!]!) { nodes(ids: $ids) { id ... on Notification { title read actor { name } target { title } } } }`,
 	} {
 		ids := make([]string, 100)
@@ -185,8 +199,9 @@ func TestMutationFieldsAreBounded(t *testing.T) {
 	}
 }
 
-// One request has at most loader.MaxConcurrent store calls in flight: 40 distinct inbox
-// pages in one document do not open 40 concurrent requests toward DynamoDB.
+// One request has at most loader.MaxRequests DynamoDB requests in flight: 40 distinct
+// inbox pages in one document (each a typed page: its Query and META's GetItem at once)
+// do not open 80 concurrent requests toward DynamoDB.
 func TestRequestConcurrencyTowardDynamoDBIsBounded(t *testing.T) {
 	t.Parallel()
 	f := &inFlight{}
@@ -202,8 +217,8 @@ func TestRequestConcurrencyTowardDynamoDBIsBounded(t *testing.T) {
 		t.Fatalf("calls %v: want one Query per distinct page", summarize(ops))
 	}
 	t.Logf("40 distinct pages: %d DynamoDB calls, at most %d in flight", len(ops), f.max.Load())
-	if m := f.max.Load(); m > loader.MaxConcurrent {
-		t.Errorf("%d DynamoDB requests in flight at once for one request, want at most %d", m, loader.MaxConcurrent)
+	if m := f.max.Load(); m > loader.MaxRequests {
+		t.Errorf("%d DynamoDB requests in flight at once for one request, want at most %d", m, loader.MaxRequests)
 	}
 }
 

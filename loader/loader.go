@@ -37,10 +37,10 @@ type NodeSource interface {
 
 // MaxConcurrent is how many store calls one operation has in flight at most: every read
 // made through this package (dataloader batches, prefetches, memoized reads) holds one of
-// MaxConcurrent slots while it runs. A store call sends one DynamoDB request, or for a
-// BatchGetItem over more than 100 keys one per 100 keys (at most 3 for a batch of this
-// package: 100 node refs make at most 201 keys), so one operation has at most 12
-// requests toward DynamoDB in flight. Mutations run their fields one after another.
+// MaxConcurrent slots while it runs. A store call sends one DynamoDB request or several
+// (a BatchGetItem over more than 100 keys one per 100 keys, a typed page one Query per
+// type and a GetItem): the requests themselves are bounded by MaxRequests (LimitRequests). Mutations
+// run their fields one after another.
 const MaxConcurrent = 4
 
 // Loaders are the dataloaders of one operation.
@@ -54,6 +54,8 @@ type Loaders struct {
 	viewer inbox.Viewer
 	badge  *BadgeShare
 	sem    chan struct{}
+	// requests are the operation's DynamoDB request slots (LimitRequests).
+	requests chan struct{}
 
 	// primed holds profiles given by Prime (a page's prefetch) for refs the dataloader
 	// was never asked: Profile answers them from this map, without the dataloader's
@@ -225,7 +227,8 @@ func New(src ProfileSource, tenantID string, opts ...Option) *Loaders {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	l := &Loaders{badge: &BadgeShare{done: make(chan struct{})}, sem: make(chan struct{}, MaxConcurrent)}
+	l := &Loaders{badge: &BadgeShare{done: make(chan struct{})}, sem: make(chan struct{}, MaxConcurrent),
+		requests: make(chan struct{}, MaxRequests)}
 	batch := func(ctx context.Context, refs []inbox.ProfileRef) []*dataloader.Result[*inbox.Profile] {
 		out := make([]*dataloader.Result[*inbox.Profile], len(refs))
 		got, err := Bounded(ctx, func(ctx context.Context) ([]*inbox.Profile, error) {
