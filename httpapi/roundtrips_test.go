@@ -165,7 +165,13 @@ func TestRoundTripsPerQueryShape(t *testing.T) {
 	want(t, "unread filter", ops, "Query", "BatchGetItem")
 
 	ops, _ = g.ops(t, `{ viewer { unreadCount inbox(first: 5, filter: {types: ["push"]}) { edges { node { actor { name } target { url } } } } } }`, nil)
-	want(t, "type filter", ops, "Query", "BatchGetItem")
+	want(t, "type filter: its GSI2 Query and META's GetItem together, then profiles", ops, "Query", "GetItem", "BatchGetItem")
+
+	ops, _ = g.ops(t, `{ viewer { inbox(first: 5, filter: {types: ["push", "issues.opened", "none", "push"]}) { nodes { id } } } }`, nil)
+	// Each type's first Query asks for ⌈6/3⌉+1 = 3; the newest type holds the whole page,
+	// so its stream is read once more.
+	want(t, "three distinct types: one GSI2 Query each, a second for the type that fills the page, and META's GetItem",
+		ops, "Query", "Query", "Query", "Query", "GetItem")
 
 	ops, _ = g.ops(t, `{ viewer { unreadCount } }`, nil)
 	want(t, "badge alone", ops, "GetItem")

@@ -119,6 +119,10 @@ type Profile struct {
 // MaxPageSize is the largest first or last a connection accepts (Relay cursor connections).
 const MaxPageSize = 100
 
+// MaxFilterTypes is how many types a page's filter.types may name (a typed inbox page is
+// one GSI2 Query per distinct type).
+const MaxFilterTypes = 20
+
 // DefaultPageSize is the page size when neither first nor last is given.
 const DefaultPageSize = 20
 

@@ -61,8 +61,8 @@ func (q PageQuery) Validate() error {
 	if q.Last != nil && q.After != "" {
 		return Errorf(CodeBadUserInput, "after goes with first, not with last")
 	}
-	if len(q.Types) > 20 {
-		return Errorf(CodeBadUserInput, "filter.types takes at most 20 types")
+	if len(q.Types) > MaxFilterTypes {
+		return Errorf(CodeBadUserInput, "filter.types takes at most %d types", MaxFilterTypes)
 	}
 	for _, t := range q.Types {
 		if t == "" || len(t) > MaxIDBytes {

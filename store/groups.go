@@ -540,7 +540,7 @@ func (s *Store) Groups(ctx context.Context, v inbox.Viewer, q inbox.GroupQuery) 
 	if want < 0 || want > inbox.MaxPageSize {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "first must be between 0 and %d", inbox.MaxPageSize)
 	}
-	if len(q.Types) > 20 {
+	if len(q.Types) > inbox.MaxFilterTypes {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "at most 20 types")
 	}
 	if _, err := checkCategories(q.Categories); err != nil {
