@@ -140,7 +140,7 @@ func TestCostLimitCountsDynamoDBFields(t *testing.T) {
 		"5 category-filtered pages": `{ viewer { ` + aliased(5, `inbox(first: 1, filter: {categories: ["x"]}) { nodes { id } }`) + ` } }`,
 		// A typed page is one GSI2 Query per type: four pages of 20 types were 84 Queries
 		// charged as four filtered reads.
-		"4 pages of 20 types": `{ viewer { ` + aliased(4, `inbox(first: 1, filter: {types: [`+twentyTypes+`]}) { nodes { id } }`) + ` } }`,
+		"4 pages of 20 types":               `{ viewer { ` + aliased(4, `inbox(first: 1, filter: {types: [`+twentyTypes+`]}) { nodes { id } }`) + ` } }`,
 		"5 pages of 5 types and a category": `{ viewer { ` + aliased(5, `inbox(first: 1, filter: {types: ["a", "b", "c", "d", "e"], categories: ["x"]}) { nodes { id } }`) + ` } }`,
 	} {
 		g.rec.Reset()
@@ -158,7 +158,7 @@ func TestCostLimitCountsDynamoDBFields(t *testing.T) {
 		"a type-filtered page": `{ viewer { unreadCount inbox(first: 100, filter: {types: ["a", "b"], unreadOnly: true}) { edges { cursor node { id type title read
 			actor { name } target { title } } } pageInfo { hasNextPage endCursor } } } }`,
 		"a page of 20 types": `{ viewer { inbox(first: 50, filter: {types: [` + twentyTypes + `]}) { nodes { id title read actor { name } } } } }`,
-		"100 nodes": `query($ids: [ID!]!) { nodes(ids: $ids) { id ... on Notification { title read actor { name } target { title } } } }`,
+		"100 nodes":          `query($ids: [ID!]!) { nodes(ids: $ids) { id ... on Notification { title read actor { name } target { title } } } }`,
 	} {
 		ids := make([]string, 100)
 		for i := range ids {
