@@ -107,7 +107,8 @@ type Config struct {
 	// SchedShards is how many write shards scheduled tasks spread over (the same on every
 	// instance; it may grow, never shrink). SchedPoll is the scheduler's safety net: a
 	// held shard is read at least this often (tasks run at their due time through
-	// wake-ups; one whose wake-up was lost runs at most about SchedPoll late).
+	// wake-ups; one whose wake-up was lost runs at most about SchedPoll + 30 s late, a
+	// minute more when its minute had been read ahead: see package sched).
 	SchedShards int           `env:"INBOX_SCHED_SHARDS" envDefault:"16"`
 	SchedPoll   time.Duration `env:"INBOX_SCHED_POLL" envDefault:"1m"`
 	// SchedLease is how long a scheduler instance's membership (which holds all its

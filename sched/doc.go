@@ -31,14 +31,19 @@
 // each pass reads its current minute whole, so it also learns the next task due in it
 // (read ahead): tasks of that minute written before the pass, even with no wake-up, run
 // at their time. A task written before its shard changed hands (a restart, a takeover:
-// the new holder heard of nothing) is read at its minute's safety-net pass, so it runs
-// at most about Grace late, or at its time when it falls due after that pass.
+// the new holder heard of nothing) runs at its time too: the first pass of a shard and
+// every safety-net pass read the next minute ahead (its first task), so each minute's
+// tasks are known before the minute begins.
 //
 // Polling is a slow safety net. Each held shard is also read every Poll (one minute by
-// default), just after the previous minute's Grace ended: a task whose wake-up was lost
-// runs at most about Poll late. Idle, an instance of 16 shards makes about 38 DynamoDB
-// calls a minute (6 heartbeats; per shard and minute two Queries: the previous minute one
-// last time, the current one), three instances about 50.
+// default), just after the previous minute's Grace ended: the previous minute one last
+// time (to close it) and the next minute ahead. The current minute is left to the passes
+// its read-ahead timed when it was read ahead before it began (every task written into
+// it since woke the shard), and read otherwise. A task whose wake-up was lost runs at
+// most about Poll + Grace late, or, when its minute had been read ahead, once that minute
+// closed (a minute more at most). Idle, an instance of 16 shards makes about 38 DynamoDB
+// calls a minute (6 heartbeats; per shard and minute two Queries), three instances about
+// 50.
 //
 // A shard is processed from its checkpoint: the oldest minute that may still hold tasks.
 // Each pass reads, for every minute from the checkpoint to now, the tasks due by now (a

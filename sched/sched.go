@@ -64,7 +64,8 @@ type Options struct {
 	Owner string
 	// Poll is the safety net's period (default DefaultPoll): a held shard is read at
 	// least this often even when no wake-up came, so a task whose wake-up was lost (or
-	// written by a writer that sends none) runs at most about Poll after it is due.
+	// written by a writer that sends none) runs at most about Poll + Grace after it is due,
+	// or after its minute closed when that minute had been read ahead (see runShard).
 	// Tasks the scheduler hears of (Notify) or reads ahead run at their due time.
 	Poll time.Duration
 	// Lease is how long a membership lasts without renewal (default DefaultLease): a
@@ -236,7 +237,8 @@ type shardRun struct {
 }
 
 // maxPending bounds a shard's pending buckets: past it the latest are forgotten, and
-// their tasks run at a safety-net poll (at most Poll late) unless a pass reads them ahead.
+// their tasks run at a safety-net poll (see Options.Poll) unless a pass reads them
+// ahead.
 const maxPending = 10000
 
 // note records a task of the shard due at due; it reports whether it is earlier than
@@ -345,7 +347,7 @@ const maxKickGap = 100 * time.Millisecond
 // worker arms a timer for due (or reads the shard now, if due has come); otherwise the
 // wake-up is published on Options.Bus for the instance that holds it. It never blocks;
 // a wake-up that cannot be delivered is lost, and the task runs at the holder's next
-// safety-net poll (at most Poll after due).
+// safety-net poll (see Options.Poll).
 func (s *Scheduler) Notify(n int, due time.Time) {
 	if s.wakeLocal(n, due) || s.o.Bus == nil {
 		return
@@ -836,15 +838,31 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun)
 		}
 		return nil
 	}
-	safety := time.Time{}
+	// safety is when the next safety-net pass is due; aheadOf the minute the last one
+	// read ahead.
+	var safety, aheadOf time.Time
 	for {
 		now := s.o.Clock.Now()
 		r.claim(now)
-		if !now.Before(safety) {
+		// A safety-net pass (and the first pass, which knows nothing yet) reads the next
+		// minute ahead: the tasks written before this instance held the shard (before a
+		// restart or a takeover) were heard of by no one here, and each minute's are so
+		// known before it begins. A safety-net pass skips the current minute when it was
+		// read ahead before it began (every task written into it since woke the shard,
+		// and the passes the read-ahead timed read it); it reads the minutes it closes.
+		// So an idle shard costs two Queries a minute; a task whose wake-up was lost runs
+		// at the next safety-net pass that reads its minute: within Poll + Grace when its
+		// minute was not read ahead, else once the minute closed (at most a minute more).
+		safetyPass := !now.Before(safety)
+		if safetyPass {
 			safety = s.safetyPoll(n, now)
 		}
 		cur := s.st.SchedBucket(now)
+		failed := false
 		for b := cp; !b.After(cur); b = b.Add(time.Minute) {
+			if b.Equal(cur) && safetyPass && aheadOf.Equal(cur) {
+				continue
+			}
 			empty, next, err := s.dispatchBucket(hold, dispatch, sh, n, b, now)
 			if hold.Err() != nil {
 				return context.Cause(hold)
@@ -857,6 +875,7 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun)
 				s.log.Warn("sched: read due tasks", "shard", n, "bucket", b, "err", err)
 				// Look again soon rather than at the safety net.
 				r.note(now.Add(min(s.o.Poll, time.Second)))
+				failed = true
 				break
 			}
 			if !next.IsZero() {
@@ -864,6 +883,22 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun)
 			}
 			if b.Equal(cp) && empty && now.After(b.Add(time.Minute+s.o.Grace)) {
 				cp = b.Add(time.Minute)
+			}
+		}
+		if safetyPass && !failed {
+			err := s.readAhead(dispatch, n, cur.Add(time.Minute), now, r)
+			if err == nil {
+				aheadOf = cur.Add(time.Minute)
+			} else {
+				if hold.Err() != nil {
+					return context.Cause(hold)
+				}
+				if dispatch.Err() != nil {
+					return nil
+				}
+				s.errs.Add(1)
+				s.log.Warn("sched: read the next minute ahead", "shard", n, "err", err)
+				safety = now.Add(min(s.o.Poll, time.Second))
 			}
 		}
 		r.setCheckpoint(cp)
@@ -894,6 +929,25 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun)
 			break
 		}
 	}
+}
+
+// readAhead learns the first task of shard n's minute b (one Query, Limit 1) and notes
+// its due time on r, so that a pass runs when it is due; a task already due (the clock
+// crossed into b) is noted at now.
+func (s *Scheduler) readAhead(dispatch context.Context, n int, b, now time.Time, r *shardRun) error {
+	ctx, cancel := context.WithTimeout(dispatch, s.o.CallTimeout)
+	defer cancel()
+	page, err := s.st.DueTasks(ctx, n, b, now, nil, 1)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(page.Tasks) > 0:
+		r.note(now)
+	case !page.Next.IsZero():
+		r.note(page.Next)
+	}
+	return nil
 }
 
 // later returns the later of a and b.
