@@ -146,6 +146,8 @@ Configuration (environment variables, default in brackets):
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nOn AWS (INBOX_STORE=dynamodb) the standard AWS variables apply (AWS_REGION, credentials).")
+	fmt.Fprintln(w, "Traces use OpenTelemetry's standard variables: OTEL_TRACES_EXPORTER=otlp|console (off when unset),")
+	fmt.Fprintln(w, "OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER (README \"Traces\").")
 }
 
 // isHelp reports whether args ask for Usage.
