@@ -281,3 +281,73 @@ func (s *Scheduler) leave(ctx context.Context, cps map[int]time.Time) error {
 func (s *Scheduler) readRoster(ctx context.Context) (roster, error) {
 	return s.updateRoster(ctx, expression.Set(expression.Name(attrEntityType), expression.Value(strAV(entityRoster))))
 }
+
+// RosterCycle runs once, in order, the roster calls an instance makes over its life, each
+// through the code Run and Release run (for the design note's model, package datamodel,
+// and tests), at Options.Clock's now:
+//
+//  1. the start (Run's first heartbeat): one UpdateItem creating the roster's maps where
+//     missing, then one Query (strongly consistent, all pages) of the roster's partition
+//     reading an earlier version's shard lease items (SHARD#n);
+//  2. joining: a non-member's heartbeat, one UpdateItem (ReturnValues ALL_NEW) renewing
+//     the membership until now + Lease;
+//  3. taking shards: one UpdateItem, conditional on the membership and on each shard
+//     being free, ours, or its holder's membership expired;
+//  4. a heartbeat saving checkpoint cp (Unix ms in the roster's cps map) for every shard
+//     taken: one UpdateItem, conditional on the membership and on each shard still ours;
+//  5. giving shards[0] back with cp: one UpdateItem, conditional on the shard being ours;
+//  6. leaving (Release): one UpdateItem reading the roster, then one removing the
+//     membership and freeing the other shards with cp, conditional on each being ours.
+//
+// That is one Query and seven UpdateItems, all on the roster's partition. RosterCycle
+// starts no shard worker and runs no task. Call it on a Scheduler that is not running
+// (Run keeps the same membership). shards must be at least one shard of the store's;
+// the error is a configuration error (no Options.DB, an Owner with '[' or ']', shards
+// empty or out of range), a write refused by its condition (a shard held by a live
+// member: "sched: roster changed") or DynamoDB's.
+func (s *Scheduler) RosterCycle(ctx context.Context, shards []int, cp time.Time) error {
+	if s.o.DB == nil {
+		return errors.New("sched: Options.DB is required")
+	}
+	if err := checkOwner(s.o.Owner); err != nil {
+		return err
+	}
+	if len(shards) == 0 {
+		return errors.New("sched: roster cycle: no shard to take")
+	}
+	for _, n := range shards {
+		if n < 0 || n >= s.shards {
+			return fmt.Errorf("sched: roster cycle: shard %d is not one of the store's %d", n, s.shards)
+		}
+	}
+	if err := s.ensureRoster(ctx); err != nil {
+		return err
+	}
+	if _, _, err := s.readLegacy(ctx); err != nil {
+		return err
+	}
+	r, err := s.heartbeat(ctx, s.o.Clock.Now(), false, nil, roster{})
+	if err != nil {
+		return fmt.Errorf("sched: roster cycle: join: %w", err)
+	}
+	owners := make(map[int]string, len(shards))
+	cps := make(map[int]time.Time, len(shards))
+	for _, n := range shards {
+		owners[n] = r.shards[n]
+		cps[n] = cp
+	}
+	if r, err = s.take(ctx, s.o.Clock.Now(), owners); err != nil {
+		return fmt.Errorf("sched: roster cycle: take shards %v: %w", shards, err)
+	}
+	if _, err := s.heartbeat(ctx, s.o.Clock.Now(), true, cps, r); err != nil {
+		return fmt.Errorf("sched: roster cycle: heartbeat: %w", err)
+	}
+	if err := s.giveBack(ctx, shards[0], cp); err != nil {
+		return fmt.Errorf("sched: roster cycle: give shard %d back: %w", shards[0], err)
+	}
+	delete(cps, shards[0])
+	if err := s.leave(ctx, cps); err != nil {
+		return fmt.Errorf("sched: roster cycle: leave: %w", err)
+	}
+	return nil
+}
