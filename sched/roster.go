@@ -107,7 +107,8 @@ func shardKey(n int) string { return strconv.Itoa(n) }
 // expression builder: it reads "x[1]" as element 1 of the list x, a path into another
 // attribute, and refuses an unbalanced bracket, so a name with '[' or ']' never names a
 // map key. Owners are refused such names (checkOwner); a roster written by an earlier
-// build may still hold one, which is then left alone.
+// build may still hold one: such a member is never removed, and its shards are taken on
+// a weaker condition (see take).
 func addressable(k string) bool { return k != "" && !strings.ContainsAny(k, "[]") }
 
 // checkOwner refuses an Owner the roster cannot hold as a map key (see addressable).
@@ -215,7 +216,7 @@ const memberForget = 24 * time.Hour
 
 // take assigns shards to this instance: each one was read free (owner ""), ours, or held
 // by a member whose membership had expired (owners[n]); the write is refused when any
-// changed since, or when our membership expired. Every owner must be addressable.
+// changed since, or when our membership expired.
 func (s *Scheduler) take(ctx context.Context, now time.Time, owners map[int]string) (roster, error) {
 	vnow := expression.Value(msAV(now))
 	vme := expression.Value(strAV(s.o.Owner))
@@ -230,8 +231,16 @@ func (s *Scheduler) take(ctx context.Context, now time.Time, owners map[int]stri
 		case s.o.Owner:
 			conds = append(conds, k.Equal(vme))
 		default:
+			held := k.Equal(expression.Value(strAV(old)))
+			if !addressable(old) {
+				// An earlier build's name the builder cannot address: the shard is taken
+				// on condition that it did not change hands; its holder's membership,
+				// read expired, is not tested again.
+				conds = append(conds, held)
+				continue
+			}
 			o := rosterPath(attrMembers, old)
-			conds = append(conds, k.Equal(expression.Value(strAV(old))).And(expression.Or(o.AttributeNotExists(), o.LessThan(vnow))))
+			conds = append(conds, held.And(expression.Or(o.AttributeNotExists(), o.LessThan(vnow))))
 		}
 	}
 	return s.updateRoster(ctx, up, conds...)

@@ -188,3 +188,42 @@ func TestRosterCycleCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestBracketedKeyOfAnEarlierBuild: a roster written by an earlier build may hold an
+// owner with a bracket, which the expression builder cannot address ("old[1]" would be a
+// list index, "old]" an error). Members expired for two days under such names, holding
+// shards 0 and 1, fail neither the heartbeat (they are not removed) nor the take (their
+// shards are taken on condition that they did not change hands).
+func TestBracketedKeyOfAnEarlierBuild(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 4)
+	ctx := context.Background()
+	old := &types.AttributeValueMemberN{Value: strconv.FormatInt(e.clk.Now().Add(-48*time.Hour).UnixMilli(), 10)}
+	item := map[string]types.AttributeValue{
+		"members": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"old[1]": old, "old]": old}},
+		"shards": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"0": &types.AttributeValueMemberS{Value: "old[1]"}, "1": &types.AttributeValueMemberS{Value: "old]"}}},
+		"cps": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}},
+	}
+	maps.Copy(item, e.st.SchedRosterKey())
+	if _, err := e.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := e.start(t, "a", newRecorder(), sched.Options{})
+	e.settle(t, s)
+	e.advance(t, 2*rebalance, s)
+	held := s.Held()
+	slices.Sort(held)
+	if !slices.Equal(held, []int{0, 1, 2, 3}) {
+		t.Errorf("a holds %v, want the 4 shards", held)
+	}
+	if st := s.Stats(); st.Errors != 0 {
+		t.Errorf("%d DynamoDB calls failed", st.Errors)
+	}
+	members := rosterMap(e.rosterItem(t), "members")
+	for _, name := range []string{"old[1]", "old]"} {
+		if _, ok := members[name]; !ok {
+			t.Errorf("the member %q was removed", name)
+		}
+	}
+}

@@ -703,9 +703,6 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 		if owner != "" && owner != s.o.Owner && r.live(owner, now) {
 			continue
 		}
-		if owner != "" && !addressable(owner) {
-			continue // its holder's membership cannot be tested (see addressable)
-		}
 		want[n] = owner
 	}
 	s.mu.Unlock()
