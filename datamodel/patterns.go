@@ -3,13 +3,13 @@ package datamodel
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxgw/gateway/inbox"
-	"github.com/inboxgw/gateway/lease"
 	"github.com/inboxgw/gateway/routing"
 	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
@@ -53,6 +53,7 @@ type env struct {
 	tpl   *tmpl.Service
 	clock *clock
 	rec   *Recorder
+	log   *slog.Logger // the components' warnings
 
 	// Filled by the seed and by earlier patterns.
 	sent       []string // reader's notification ids, oldest first
@@ -68,7 +69,7 @@ type Pattern struct {
 	Name string
 	// What is what the pattern does, as the README's table says it.
 	What string
-	// run runs the pattern through the gateway's own code (store, service, lease).
+	// run runs the pattern through the gateway's own code (store, service, scheduler).
 	run func(ctx context.Context, e *env) error
 }
 
@@ -242,21 +243,8 @@ var Patterns = []Pattern{
 	{11, "due tasks of a shard's minute", "One consistent Query of the shard's minute; a done task is a conditional DeleteItem, a retry one TransactWriteItems (Delete + Put one attempt later).", func(ctx context.Context, e *env) error {
 		return e.dueTasks(ctx)
 	}},
-	{12, "scheduler leases", "One Query of `SCHED#LEASES`; acquire, renew, checkpoint and release are conditional UpdateItems (package lease).", func(ctx context.Context, e *env) error {
-		if _, err := lease.List(ctx, e.db, e.table, store.SchedLeasePK()); err != nil {
-			return err
-		}
-		l := lease.New(e.db, e.table, store.SchedShardLeaseKey(0), lease.Options{Owner: "instance-a", Duration: 10 * time.Second, Clock: e.clock.fake})
-		if st, err := l.TryAcquire(ctx); err != nil || !st.Held {
-			return fmt.Errorf("acquire: %+v, %v", st, err)
-		}
-		if err := l.Renew(ctx); err != nil {
-			return err
-		}
-		if err := l.SetAttributes(ctx, map[string]typesAV{"checkpoint": strAV(start.Format(time.RFC3339))}); err != nil {
-			return err
-		}
-		return l.Release(ctx)
+	{12, "scheduler roster", "One UpdateItem of `SCHED#LEASES` / `ROSTER` every lease/3 per instance: renew the membership, save the checkpoints that moved (each on condition that its shard is the writer's), ReturnValues ALL_NEW; taking shards is one conditional UpdateItem, giving one back another, leaving two (a read, then the conditional write); at start one UpdateItem creates the roster's maps and one Query of the partition reads an earlier version's `SHARD#{n}` checkpoints. Run through the scheduler's own calls (sched's RosterCycle): an instance named like a host takes all 16 shards, saves their checkpoints, gives one back and leaves.", func(ctx context.Context, e *env) error {
+		return e.roster(ctx)
 	}},
 	{13, "preferences (read, and at send)", "GetItem PREFS (consistent); at send, the recipients' PREFS, PROFILE and group in one consistent BatchGetItem.", func(ctx context.Context, e *env) error {
 		if _, err := e.st.Preferences(ctx, viewer(reader)); err != nil {

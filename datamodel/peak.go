@@ -22,11 +22,30 @@ const (
 	chunkWrites      = 400   // recipients a second of one chunk: 8 at once, ~20 ms a transaction
 	instances        = 3
 	schedShards      = 16
-	schedPollPerSec  = 4 // a held shard polled every 250 ms
-	leaseRenewEvery  = 10.0 / 3
-	cacheTTL         = 30 // seconds a tenant's settings stay cached per instance
-	partitionRCU     = 3000
-	partitionWCU     = 1000
+	// schedLease is the scheduler's default lease (INBOX_SCHED_LEASE), seconds: each
+	// instance's heartbeat, one UpdateItem of the roster, comes every third of it.
+	schedLease = 30
+	// schedPassesPerSec bounds a shard's passes under load: a pass a wake-up asks for
+	// starts at least 100 ms after the previous one began (sched's maxKickGap).
+	schedPassesPerSec = 10
+	// schedQueriesPerPass is a busy pass's Queries of its minute: the first page (Limit
+	// 4), then the rest of the tasks due.
+	schedQueriesPerPass = 2
+	// schedSafetyPerMin is the safety-net pass's Queries a shard a minute (sched's Poll,
+	// one minute): the previous minute closed and the next read ahead (Limit 1); an idle
+	// shard makes no other.
+	schedSafetyPerMin = 2
+	// rosterReplacesPerMin is how often an instance is replaced at the peak (a rolling
+	// deploy's step, or a crash and its restart), deployment-wide. rosterReplaceWrites is
+	// what one replacement writes to the roster besides heartbeats: the leaving instance's
+	// leave (a read, then the write), the others' takes of its shards (one each), its
+	// successor's start (the maps created where missing), the shards of a share given
+	// back to the successor one at a time, and its takes as they come free (two).
+	rosterReplacesPerMin = 1
+	rosterReplaceWrites  = 2 + (instances - 1) + 1 + (schedShards+instances-1)/instances + 2
+	cacheTTL             = 30 // seconds a tenant's settings stay cached per instance
+	partitionRCU         = 3000
+	partitionWCU         = 1000
 )
 
 // loadRow is what one kind of call puts on one partition key value at the peak: Rate
@@ -66,17 +85,20 @@ var peakKeys = []loadKey{
 		{"a guard (one item of a recipient's transaction)", 8, "TransactWriteItems", "sk=N~META", "table", true, chunkWrites},
 		{"the guards' Query (once a chunk)", 8, "Query", "#IDEM#", "", false, 1},
 	}},
-	{"`SCHED#{shard}#{minute}` (one scheduler shard's minute)", fmt.Sprintf("%s recovery tasks/s (one a request) and %s deliver tasks/s (one a recipient) over %d shards, each written and then deleted; its holder polls it %d times a second",
-		thousands(peakSends), thousands(peakSends*peakRecipients), schedShards, schedPollPerSec), []loadRow{
+	{"`SCHED#{shard}#{minute}` (one scheduler shard's minute)", fmt.Sprintf("%s recovery tasks/s (one a request) and %s deliver tasks/s (one a recipient) over %d shards, each written and then deleted; a shard's %s deliver tasks/s, due as written, wake it every few ms, so its passes come at their bound, %d a second (100 ms apart), each reading the minute in %d Queries (its first page of 4, then the rest)",
+		thousands(peakSends), thousands(peakSends*peakRecipients), schedShards, thousands(float64(peakSends*peakRecipients)/schedShards), schedPassesPerSec, schedQueriesPerPass), []loadRow{
 		{"a recovery task's Put (accept)", 25, "PutItem", "SCHED#", "", false, float64(peakSends) / schedShards},
 		{"a deliver task's Put (one item of a recipient's transaction)", 8, "TransactWriteItems", "sk=N~META", "table", true, float64(peakSends*peakRecipients) / schedShards},
 		{"a recovery task's Delete (one item of the request's completion)", 8, "TransactWriteItems", "sk=REQ", "", true, float64(peakSends) / schedShards},
 		{"a deliver task's Delete", 11, "DeleteItem", "", "", false, float64(peakSends*peakRecipients) / schedShards},
-		{"the holder's poll", 11, "Query", "", "", false, schedPollPerSec},
+		{fmt.Sprintf("a pass's Query (at most %d passes a second, %d Queries each)", schedPassesPerSec, schedQueriesPerPass), 11, "Query", "", "", false, schedPassesPerSec * schedQueriesPerPass},
+		{fmt.Sprintf("the safety-net pass's Queries (%d a minute; all an idle shard makes)", schedSafetyPerMin), 11, "Query", "", "", false, schedSafetyPerMin / 60.0},
 	}},
-	{"`SCHED#LEASES`", fmt.Sprintf("%d instances; %d shard leases and %d memberships renewed every Lease/3 (10 s / 3); every instance lists them as often", instances, schedShards, instances), []loadRow{
-		{"a renewal", 12, "UpdateItem", "", "", false, float64(schedShards+instances) / leaseRenewEvery},
-		{"the listing", 12, "Query", "", "", false, instances / leaseRenewEvery},
+	{"`SCHED#LEASES` (the scheduler's roster, one item)", fmt.Sprintf("%d instances, each renewing its membership for all its shards in one heartbeat every Lease/3 (%d s); an instance replaced (a rolling deploy's step, or a crash and a restart: %d a minute assumed) writes it %d more times (a leave, the others' takes, a share of the shards given back one at a time and taken) and Queries its partition once",
+		instances, schedLease/3, rosterReplacesPerMin, rosterReplaceWrites), []loadRow{
+		{"a heartbeat (UpdateItem, ALL_NEW)", 12, "UpdateItem", "", "", false, float64(instances) / (schedLease / 3)},
+		{"a leave, take or give-back", 12, "UpdateItem", "", "", false, float64(rosterReplacesPerMin*rosterReplaceWrites) / 60},
+		{"a start's Query of the earlier version's leases", 12, "Query", "", "", false, float64(rosterReplacesPerMin) / 60},
 	}},
 	{"`T#{t}#BCAST#{broadcast}` (a running broadcast)", fmt.Sprintf("%s members, %s recipients/s: %d pages of 100 a second over its 16 shards", thousands(broadcastMembers), thousands(broadcastPerSec), broadcastPerSec/100), []loadRow{
 		{"the broadcast read before each page", 20, "GetItem", "sk=B", "", false, broadcastPerSec / 100},
@@ -151,7 +173,8 @@ func renderPeak(p printer, calls []Call) {
 	p("- **The hottest inbox**: %d notifications/s into one user (a CI bot's storm) while %d clients of theirs read a\n", hotUserIn, hotUserClients)
 	p("  page and the badge every second and mark one notification a second.\n")
 	p("- **A broadcast to %s members** written at %s recipients/s by the bulk lane (pages of 100).\n", thousands(broadcastMembers), thousands(broadcastPerSec))
-	p("- %d gateway instances, the default %d scheduler shards (polled every 250 ms) and 10 s leases.\n\n", instances, schedShards)
+	p("- %d gateway instances, the default %d scheduler shards and lease (%d s: a roster heartbeat every %d s); a shard's\n", instances, schedShards, schedLease, schedLease/3)
+	p("  passes come on wake-ups, at most %d a second, and a safety-net pass reads it once a minute.\n\n", schedPassesPerSec)
 
 	p("## Load per partition key at that peak\n\n")
 	p("Calls a second on the hottest value of each partition key, times the units one such call measured above\n")
@@ -199,7 +222,7 @@ func renderInvariants(p printer) {
 		"A broadcast's shard advances on condition of the page it started from, in one transaction with the broadcast's counters; a page is sent under a key of its own, so a rerun duplicates nobody.",
 		"A delivery is claimed on condition that it is QUEUED and unclaimed; every outcome is written on condition of the claim's attempt; a provider's callback only moves a record forward.",
 		"A push token has one owner in a tenant: its owner item moves on condition of the owner read, in the transaction that edits both users' device maps.",
-		"A scheduler shard is run by the holder of its lease (conditional UpdateItems on `leaseUntil`); a task is deleted on condition that it exists, so two workers never both complete it.",
+		"A scheduler shard is run by the instance the roster (`SCHED#LEASES` / `ROSTER`) gives it to while that instance's membership lasts: a take is conditional on each shard being free, the taker's, or its holder's membership expired; checkpoints are saved on condition that the shard is still the writer's and its membership unexpired; an instance that cannot renew stops its workers a sixth of the lease before its membership expires. A task is deleted on condition that it exists, so two workers never both complete it.",
 	} {
 		p("- %s\n", s)
 	}
@@ -216,7 +239,7 @@ func renderHotKeys(p printer) {
 		"**Broadcasts** progress per shard (`SH#{nn}`): only the page checkpoints touch the broadcast item, about one per 100 recipients.",
 		"**Profiles of a popular actor** are read by every page that shows them: one BatchGetItem item each, deduplicated per page, and an optional per-instance cache (`INBOX_PROFILE_CACHE_SIZE`, `INBOX_PROFILE_CACHE_TTL`); every send also upserts its actor (see Deferred).",
 		"**Tenant settings** are read through a per-instance cache (30 s), and at send inside the recipients' BatchGetItem only when not cached.",
-		"**Scheduler leases** share `SCHED#LEASES`: a few conditional UpdateItems a second for the whole deployment.",
+		"**The scheduler's roster** is one item every instance writes: one heartbeat per instance every Lease/3 whatever its shard count, takes and give-backs only when the membership changes (the table above: well under one write a second). It grows with the shards and the instances (a key per shard in two maps, one per member), so a write's units grow by one per KB of it: pattern 12 measured a 16-shard roster.",
 	} {
 		p("- %s\n", s)
 	}

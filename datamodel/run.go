@@ -15,12 +15,11 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 	"github.com/inboxgw/gateway/tmpl"
 )
-
-type typesAV = types.AttributeValue
 
 func strAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
@@ -67,7 +66,7 @@ func Run(ctx context.Context, newClient func(optFns ...func(*dynamodb.Options)) 
 	if err != nil {
 		return Result{}, err
 	}
-	e := &env{db: db, table: table, st: st, clock: c, rec: rec}
+	e := &env{db: db, table: table, st: st, clock: c, rec: rec, log: log}
 	// Composed as package app's Build composes them.
 	e.tpl = tmpl.New(st)
 	writer := service.Writer{Store: st}
@@ -146,6 +145,24 @@ func (e *env) dueTasks(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rosterOwner is pattern 12's instance: named as the scheduler names one by default (host
+// name, pid, random suffix), a host name with dots, so the roster's map keys are as long
+// as a deployment's.
+const rosterOwner = "ip-10-0-0-12.ec2.internal-4242-0a1b2c3d"
+
+// roster is pattern 12: the scheduler's roster calls over an instance's life, through the
+// scheduler's own code (sched.Scheduler.RosterCycle): it takes every shard, as one
+// instance alone holds them, so the heartbeat that saves their checkpoints writes a
+// roster as large as a deployment's; then it gives shard 0 back and leaves.
+func (e *env) roster(ctx context.Context) error {
+	s := sched.New(e.st, sched.Options{DB: e.db, Owner: rosterOwner, Clock: e.clock.fake, Logger: e.log})
+	shards := make([]int, e.st.SchedShards())
+	for i := range shards {
+		shards[i] = i
+	}
+	return s.RosterCycle(ctx, shards, store.SchedBucket(start))
 }
 
 // runBroadcast is pattern 20: a broadcast to the segment started, then each shard's

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -35,6 +36,8 @@ const (
 	attrMembers = "members"
 	attrShards  = "shards"
 	attrCps     = "cps"
+	// attrEntityType is the item's entity type (entityRoster), as on every item.
+	attrEntityType = "entityType"
 )
 
 // entityRoster is the roster item's entityType.
@@ -90,102 +93,73 @@ func decodeRoster(item map[string]types.AttributeValue) roster {
 	return r
 }
 
-// rosterUpdate builds one UpdateItem of the roster: placeholders for names and values,
-// SET and REMOVE clauses and a condition of ANDed terms.
-type rosterUpdate struct {
-	names  map[string]string
-	values map[string]types.AttributeValue
-	sets   []string
-	rems   []string
-	conds  []string
+// rosterPath is the path of key k in the roster's map attribute m: m.k, with k one map
+// key whatever it holds ('.' and '#' included: expression.NameNoDotSplit). A key with
+// '[' or ']' cannot be one (see addressable).
+func rosterPath(m, k string) expression.NameBuilder {
+	return expression.Name(m).AppendName(expression.NameNoDotSplit(k))
 }
 
-func newRosterUpdate() *rosterUpdate {
-	return &rosterUpdate{names: map[string]string{"#m": attrMembers, "#s": attrShards, "#c": attrCps},
-		values: map[string]types.AttributeValue{}}
-}
+// shardKey is shard n's key in the roster's shards and cps maps.
+func shardKey(n int) string { return strconv.Itoa(n) }
 
-// name returns the placeholder of a map key.
-func (u *rosterUpdate) name(k string) string {
-	p := "#k" + strconv.Itoa(len(u.names))
-	u.names[p] = k
-	return p
-}
+// addressable reports whether a roster key can be written or tested through the
+// expression builder: it reads "x[1]" as element 1 of the list x, a path into another
+// attribute, and refuses an unbalanced bracket, so a name with '[' or ']' never names a
+// map key. Owners are refused such names (checkOwner); a roster written by an earlier
+// build may still hold one: such a member is never removed, and its shards are taken on
+// a weaker condition (see take).
+func addressable(k string) bool { return k != "" && !strings.ContainsAny(k, "[]") }
 
-// value returns the placeholder of v.
-func (u *rosterUpdate) value(v types.AttributeValue) string {
-	p := ":v" + strconv.Itoa(len(u.values))
-	u.values[p] = v
-	return p
-}
-
-func (u *rosterUpdate) ms(t time.Time) string {
-	return u.value(&types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)})
-}
-
-func (u *rosterUpdate) str(s string) string { return u.value(&types.AttributeValueMemberS{Value: s}) }
-
-// input is the UpdateItem of u on the roster of table at key, returning the new item.
-func (u *rosterUpdate) input(table string, key map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
-	expr := ""
-	if len(u.sets) > 0 {
-		expr = "SET " + strings.Join(u.sets, ", ")
+// checkOwner refuses an Owner the roster cannot hold as a map key (see addressable).
+func checkOwner(owner string) error {
+	if !addressable(owner) {
+		return fmt.Errorf("sched: Options.Owner %q has '[' or ']': the roster's expressions would read it as a list index", owner)
 	}
-	if len(u.rems) > 0 {
-		expr += " REMOVE " + strings.Join(u.rems, ", ")
+	return nil
+}
+
+// msAV is t as the roster's times are stored: Unix milliseconds.
+func msAV(t time.Time) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
+}
+
+// strAV is s as a string attribute value.
+func strAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+// allOf is the conjunction of conds; false when there are none.
+func allOf(conds []expression.ConditionBuilder) (expression.ConditionBuilder, bool) {
+	switch len(conds) {
+	case 0:
+		return expression.ConditionBuilder{}, false
+	case 1:
+		return conds[0], true
 	}
-	in := &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(table),
-		Key:                                 key,
-		UpdateExpression:                    aws.String(strings.TrimSpace(expr)),
-		ExpressionAttributeNames:            u.names,
+	return expression.And(conds[0], conds[1], conds[2:]...), true
+}
+
+// updateRoster sends the UpdateItem of the roster made of up and, when any, the
+// conjunction of conds, returning the roster as written (ReturnValues ALL_NEW); a failed
+// condition is errCondition, with the roster as it was (ALL_OLD).
+func (s *Scheduler) updateRoster(ctx context.Context, up expression.UpdateBuilder, conds ...expression.ConditionBuilder) (roster, error) {
+	b := expression.NewBuilder().WithUpdate(up)
+	if c, ok := allOf(conds); ok {
+		b = b.WithCondition(c)
+	}
+	x, err := b.Build()
+	if err != nil {
+		return roster{}, fmt.Errorf("sched: roster: %w", err)
+	}
+	out, err := s.o.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.st.Table()),
+		Key:                                 s.st.SchedRosterKey(),
+		UpdateExpression:                    x.Update(),
+		ConditionExpression:                 x.Condition(),
+		ExpressionAttributeNames:            x.Names(),
+		ExpressionAttributeValues:           x.Values(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-	if len(u.conds) > 0 {
-		in.ConditionExpression = aws.String("(" + strings.Join(u.conds, ") AND (") + ")")
-	}
-	// Only the placeholders used: DynamoDB refuses the others.
-	used := *in.UpdateExpression + aws.ToString(in.ConditionExpression)
-	for p := range u.names {
-		if !containsPlaceholder(used, p) {
-			delete(u.names, p)
-		}
-	}
-	for p := range u.values {
-		if !containsPlaceholder(used, p) {
-			delete(u.values, p)
-		}
-	}
-	if len(u.values) > 0 {
-		in.ExpressionAttributeValues = u.values
-	}
-	return in
-}
-
-// containsPlaceholder reports whether expr uses placeholder p (not merely a longer one
-// starting with it).
-func containsPlaceholder(expr, p string) bool {
-	for i := 0; ; {
-		j := strings.Index(expr[i:], p)
-		if j < 0 {
-			return false
-		}
-		end := i + j + len(p)
-		if end == len(expr) || !isPlaceholderChar(expr[end]) {
-			return true
-		}
-		i = end
-	}
-}
-
-func isPlaceholderChar(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
-}
-
-// updateRoster sends u; a failed condition is errCondition (with the item as it was).
-func (s *Scheduler) updateRoster(ctx context.Context, u *rosterUpdate) (roster, error) {
-	out, err := s.o.DB.UpdateItem(ctx, u.input(s.st.Table(), s.st.SchedRosterKey()))
+	})
 	if err == nil {
 		return decodeRoster(out.Attributes), nil
 	}
@@ -202,12 +176,12 @@ var errCondition = errors.New("sched: roster changed")
 // ensureRoster creates the roster's empty maps where missing (the first instance on a
 // table; the maps must exist before their keys can be set).
 func (s *Scheduler) ensureRoster(ctx context.Context) error {
-	u := newRosterUpdate()
-	empty := u.value(&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}})
-	u.names["#e"] = "entityType"
-	u.sets = append(u.sets, "#m = if_not_exists(#m, "+empty+")", "#s = if_not_exists(#s, "+empty+")",
-		"#c = if_not_exists(#c, "+empty+")", "#e = "+u.str(entityRoster))
-	_, err := s.updateRoster(ctx, u)
+	empty := expression.Value(&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}})
+	var up expression.UpdateBuilder
+	for _, m := range []string{attrMembers, attrShards, attrCps} {
+		up = up.Set(expression.Name(m), expression.IfNotExists(expression.Name(m), empty))
+	}
+	_, err := s.updateRoster(ctx, up.Set(expression.Name(attrEntityType), expression.Value(strAV(entityRoster))))
 	return err
 }
 
@@ -216,24 +190,24 @@ func (s *Scheduler) ensureRoster(ctx context.Context) error {
 // each shard's holder) and removes members expired for a day; it returns the roster as
 // written. A member that lapsed rejoins unconditionally, saving nothing.
 func (s *Scheduler) heartbeat(ctx context.Context, now time.Time, member bool, cps map[int]time.Time, last roster) (roster, error) {
-	u := newRosterUpdate()
-	me := u.name(s.o.Owner)
-	u.sets = append(u.sets, "#m."+me+" = "+u.ms(now.Add(s.o.Lease)))
+	me := rosterPath(attrMembers, s.o.Owner)
+	up := expression.Set(me, expression.Value(msAV(now.Add(s.o.Lease))))
+	var conds []expression.ConditionBuilder
 	if member {
-		u.conds = append(u.conds, "#m."+me+" >= "+u.ms(now))
-		vme := u.str(s.o.Owner)
+		conds = append(conds, me.GreaterThanEqual(expression.Value(msAV(now))))
 		for _, n := range slices.Sorted(maps.Keys(cps)) {
-			k := u.name(strconv.Itoa(n))
-			u.sets = append(u.sets, "#c."+k+" = "+u.ms(cps[n]))
-			u.conds = append(u.conds, "#s."+k+" = "+vme)
+			up = up.Set(rosterPath(attrCps, shardKey(n)), expression.Value(msAV(cps[n])))
+			conds = append(conds, rosterPath(attrShards, shardKey(n)).Equal(expression.Value(strAV(s.o.Owner))))
 		}
 	}
 	for _, owner := range slices.Sorted(maps.Keys(last.members)) {
-		if owner != s.o.Owner && last.members[owner].Before(now.Add(-memberForget)) {
-			u.rems = append(u.rems, "#m."+u.name(owner))
+		// A name the builder cannot address (see addressable) stays: an expired member
+		// is harmless, and a heartbeat that could not be written would be.
+		if owner != s.o.Owner && addressable(owner) && last.members[owner].Before(now.Add(-memberForget)) {
+			up = up.Remove(rosterPath(attrMembers, owner))
 		}
 	}
-	return s.updateRoster(ctx, u)
+	return s.updateRoster(ctx, up, conds...)
 }
 
 // memberForget is how long after its expiry a member is removed from the roster (its
@@ -244,37 +218,42 @@ const memberForget = 24 * time.Hour
 // by a member whose membership had expired (owners[n]); the write is refused when any
 // changed since, or when our membership expired.
 func (s *Scheduler) take(ctx context.Context, now time.Time, owners map[int]string) (roster, error) {
-	u := newRosterUpdate()
-	me := u.name(s.o.Owner)
-	vnow := u.ms(now)
-	vme := u.str(s.o.Owner)
-	u.conds = append(u.conds, "#m."+me+" >= "+vnow)
+	vnow := expression.Value(msAV(now))
+	vme := expression.Value(strAV(s.o.Owner))
+	var up expression.UpdateBuilder
+	conds := []expression.ConditionBuilder{rosterPath(attrMembers, s.o.Owner).GreaterThanEqual(vnow)}
 	for _, n := range slices.Sorted(maps.Keys(owners)) {
-		k := u.name(strconv.Itoa(n))
-		u.sets = append(u.sets, "#s."+k+" = "+vme)
+		k := rosterPath(attrShards, shardKey(n))
+		up = up.Set(k, vme)
 		switch old := owners[n]; old {
 		case "":
-			u.conds = append(u.conds, "attribute_not_exists(#s."+k+")")
+			conds = append(conds, k.AttributeNotExists())
 		case s.o.Owner:
-			u.conds = append(u.conds, "#s."+k+" = "+vme)
+			conds = append(conds, k.Equal(vme))
 		default:
-			o := u.name(old)
-			u.conds = append(u.conds, "#s."+k+" = "+u.str(old)+" AND (attribute_not_exists(#m."+o+") OR #m."+o+" < "+vnow+")")
+			held := k.Equal(expression.Value(strAV(old)))
+			if !addressable(old) {
+				// An earlier build's name the builder cannot address: the shard is taken
+				// on condition that it did not change hands; its holder's membership,
+				// read expired, is not tested again.
+				conds = append(conds, held)
+				continue
+			}
+			o := rosterPath(attrMembers, old)
+			conds = append(conds, held.And(expression.Or(o.AttributeNotExists(), o.LessThan(vnow))))
 		}
 	}
-	return s.updateRoster(ctx, u)
+	return s.updateRoster(ctx, up, conds...)
 }
 
 // giveBack frees shard n, held by this instance, saving its checkpoint cp (when not zero).
 func (s *Scheduler) giveBack(ctx context.Context, n int, cp time.Time) error {
-	u := newRosterUpdate()
-	k := u.name(strconv.Itoa(n))
-	u.rems = append(u.rems, "#s."+k)
+	k := shardKey(n)
+	up := expression.Remove(rosterPath(attrShards, k))
 	if !cp.IsZero() {
-		u.sets = append(u.sets, "#c."+k+" = "+u.ms(cp))
+		up = up.Set(rosterPath(attrCps, k), expression.Value(msAV(cp)))
 	}
-	u.conds = append(u.conds, "#s."+k+" = "+u.str(s.o.Owner))
-	_, err := s.updateRoster(ctx, u)
+	_, err := s.updateRoster(ctx, up, rosterPath(attrShards, k).Equal(expression.Value(strAV(s.o.Owner))))
 	if errors.Is(err, errCondition) {
 		return nil // not ours any more: nothing to give back
 	}
@@ -284,34 +263,100 @@ func (s *Scheduler) giveBack(ctx context.Context, n int, cp time.Time) error {
 // leave removes this instance's membership and frees the shards the roster gives it,
 // saving their checkpoints (cps).
 func (s *Scheduler) leave(ctx context.Context, cps map[int]time.Time) error {
-	cur, err := s.updateRoster(ctx, newRosterUpdateNoop())
+	cur, err := s.readRoster(ctx)
 	if err != nil && !errors.Is(err, errCondition) {
 		return err
 	}
-	u := newRosterUpdate()
-	me := u.name(s.o.Owner)
-	u.rems = append(u.rems, "#m."+me)
-	vme := u.str(s.o.Owner)
+	up := expression.Remove(rosterPath(attrMembers, s.o.Owner))
+	var conds []expression.ConditionBuilder
+	vme := expression.Value(strAV(s.o.Owner))
 	for _, n := range slices.Sorted(maps.Keys(cur.shards)) {
 		if cur.shards[n] != s.o.Owner {
 			continue
 		}
-		k := u.name(strconv.Itoa(n))
-		u.rems = append(u.rems, "#s."+k)
-		u.conds = append(u.conds, "#s."+k+" = "+vme)
+		k := rosterPath(attrShards, shardKey(n))
+		up = up.Remove(k)
+		conds = append(conds, k.Equal(vme))
 		if cp, ok := cps[n]; ok && !cp.IsZero() {
-			u.sets = append(u.sets, "#c."+k+" = "+u.ms(cp))
+			up = up.Set(rosterPath(attrCps, shardKey(n)), expression.Value(msAV(cp)))
 		}
 	}
-	_, err = s.updateRoster(ctx, u)
+	_, err = s.updateRoster(ctx, up, conds...)
 	return err
 }
 
-// newRosterUpdateNoop is an update that changes nothing but reads the roster (SET of the
-// entity type it already has).
-func newRosterUpdateNoop() *rosterUpdate {
-	u := newRosterUpdate()
-	u.names["#e"] = "entityType"
-	u.sets = append(u.sets, "#e = "+u.str(entityRoster))
-	return u
+// readRoster reads the roster through an update that changes nothing (SET of the entity
+// type it already has), as strongly as every other roster call.
+func (s *Scheduler) readRoster(ctx context.Context) (roster, error) {
+	return s.updateRoster(ctx, expression.Set(expression.Name(attrEntityType), expression.Value(strAV(entityRoster))))
+}
+
+// RosterCycle runs once, in order, the roster calls an instance makes over its life, each
+// through the code Run and Release run (for the design note's model, package datamodel,
+// and tests), at Options.Clock's now:
+//
+//  1. the start (Run's first heartbeat): one UpdateItem creating the roster's maps where
+//     missing, then one Query (strongly consistent, all pages) of the roster's partition
+//     reading an earlier version's shard lease items (SHARD#n);
+//  2. joining: a non-member's heartbeat, one UpdateItem (ReturnValues ALL_NEW) renewing
+//     the membership until now + Lease;
+//  3. taking shards: one UpdateItem, conditional on the membership and on each shard
+//     being free, ours, or its holder's membership expired;
+//  4. a heartbeat saving checkpoint cp (Unix ms in the roster's cps map) for every shard
+//     taken: one UpdateItem, conditional on the membership and on each shard still ours;
+//  5. giving shards[0] back with cp: one UpdateItem, conditional on the shard being ours;
+//  6. leaving (Release): one UpdateItem reading the roster, then one removing the
+//     membership and freeing the other shards with cp, conditional on each being ours.
+//
+// That is one Query and seven UpdateItems, all on the roster's partition. RosterCycle
+// starts no shard worker and runs no task. Call it on a Scheduler that is not running
+// (Run keeps the same membership). shards must be at least one shard of the store's;
+// the error is a configuration error (no Options.DB, an Owner with '[' or ']', shards
+// empty or out of range), a write refused by its condition (a shard held by a live
+// member: "sched: roster changed") or DynamoDB's.
+func (s *Scheduler) RosterCycle(ctx context.Context, shards []int, cp time.Time) error {
+	if s.o.DB == nil {
+		return errors.New("sched: Options.DB is required")
+	}
+	if err := checkOwner(s.o.Owner); err != nil {
+		return err
+	}
+	if len(shards) == 0 {
+		return errors.New("sched: roster cycle: no shard to take")
+	}
+	for _, n := range shards {
+		if n < 0 || n >= s.shards {
+			return fmt.Errorf("sched: roster cycle: shard %d is not one of the store's %d", n, s.shards)
+		}
+	}
+	if err := s.ensureRoster(ctx); err != nil {
+		return err
+	}
+	if _, _, err := s.readLegacy(ctx); err != nil {
+		return err
+	}
+	r, err := s.heartbeat(ctx, s.o.Clock.Now(), false, nil, roster{})
+	if err != nil {
+		return fmt.Errorf("sched: roster cycle: join: %w", err)
+	}
+	owners := make(map[int]string, len(shards))
+	cps := make(map[int]time.Time, len(shards))
+	for _, n := range shards {
+		owners[n] = r.shards[n]
+		cps[n] = cp
+	}
+	if r, err = s.take(ctx, s.o.Clock.Now(), owners); err != nil {
+		return fmt.Errorf("sched: roster cycle: take shards %v: %w", shards, err)
+	}
+	if _, err := s.heartbeat(ctx, s.o.Clock.Now(), true, cps, r); err != nil {
+		return fmt.Errorf("sched: roster cycle: heartbeat: %w", err)
+	}
+	if err := s.giveBack(ctx, shards[0], cp); err != nil {
+		return fmt.Errorf("sched: roster cycle: give shard %d back: %w", shards[0], err)
+	}
+	delete(cps, shards[0])
+	if err := s.leave(ctx, cps); err != nil {
+		return fmt.Errorf("sched: roster cycle: leave: %w", err)
+	}
+	return nil
 }

@@ -60,7 +60,8 @@ type Options struct {
 	// DB is the DynamoDB client of the roster (required; *dynamodb.Client).
 	DB lease.API
 	// Owner names this instance in the roster (default: host name, pid and a random
-	// suffix). Two instances must never share a name.
+	// suffix). Two instances must never share a name. It is a key of the roster's maps:
+	// any characters ('.' and '#' included) but '[' and ']', which Run refuses.
 	Owner string
 	// Poll is the safety net's period (default DefaultPoll): a held shard is read at
 	// least this often even when no wake-up came, so a task whose wake-up was lost (or
@@ -432,6 +433,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if s.o.DB == nil {
 		return errors.New("sched: Options.DB is required")
 	}
+	if err := checkOwner(s.o.Owner); err != nil {
+		return err
+	}
 	if s.o.Bus != nil {
 		defer s.o.Bus.OnWake(func(n int, due time.Time) { s.wakeLocal(n, due) })()
 		pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -488,7 +492,7 @@ func (s *Scheduler) prepare(ctx context.Context) bool {
 		}
 		return false
 	}
-	states, err := lease.List(cctx, s.o.DB, s.st.Table(), s.st.SchedLeasePK())
+	cps, until, err := s.readLegacy(cctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.errs.Add(1)
@@ -496,8 +500,22 @@ func (s *Scheduler) prepare(ctx context.Context) bool {
 		}
 		return false
 	}
+	s.mu.Lock()
+	s.legacyCp, s.legacyUntil = cps, until
+	s.mu.Unlock()
+	return true
+}
+
+// readLegacy reads, in one Query of the roster's partition (all pages), the shard lease
+// items of the earlier scheduler: by shard, their checkpoints (cps) and the expiry of
+// those whose lease is live once read (until).
+func (s *Scheduler) readLegacy(ctx context.Context) (cps, until map[int]time.Time, err error) {
+	states, err := lease.List(ctx, s.o.DB, s.st.Table(), s.st.SchedLeasePK())
+	if err != nil {
+		return nil, nil, err
+	}
 	now := s.o.Clock.Now()
-	cps, until := make(map[int]time.Time), make(map[int]time.Time)
+	cps, until = make(map[int]time.Time), make(map[int]time.Time)
 	for sk, st := range states {
 		n, member, ok := s.st.SchedLeaseKind(sk)
 		if !ok || member || n >= s.shards {
@@ -510,10 +528,7 @@ func (s *Scheduler) prepare(ctx context.Context) bool {
 			until[n] = st.Until
 		}
 	}
-	s.mu.Lock()
-	s.legacyCp, s.legacyUntil = cps, until
-	s.mu.Unlock()
-	return true
+	return cps, until, nil
 }
 
 // beat renews the membership (saving the checkpoints that moved) and rebalances from the
