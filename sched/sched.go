@@ -147,8 +147,9 @@ type Store interface {
 	// SchedShards is how many write shards the tasks spread over.
 	SchedShards() int
 	// DueTasks returns, oldest first, up to limit tasks of shard's bucket due at or
-	// before upTo, after task after (nil: from the start); the page's Next is the due
-	// time of the bucket's next task when the Query read one.
+	// before upTo, after task after (nil: from the start; else a page's Last); the
+	// page's Next is the due time of the bucket's next task when the Query read one. An
+	// item that is not a valid task is skipped, not an error.
 	DueTasks(ctx context.Context, shard int, bucket, upTo time.Time, after *inbox.Task, limit int) (inbox.TaskPage, error)
 	// CompleteTask deletes t (false when it was gone or changed).
 	CompleteTask(ctx context.Context, shard int, bucket time.Time, t inbox.Task) (bool, error)
@@ -1046,10 +1047,11 @@ func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardStat
 				<-sh.sem
 			}()
 		}
-		if !page.More || len(page.Tasks) == 0 {
+		if !page.More || page.Last == nil {
 			return empty, page.Next, nil
 		}
-		after = &page.Tasks[len(page.Tasks)-1]
+		// Last, not the last task: the page may end with items the store skipped.
+		after = page.Last
 	}
 }
 
