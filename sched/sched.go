@@ -843,6 +843,13 @@ func (s *Scheduler) safetyPoll(n int, now time.Time) time.Time {
 // first, or until a wake-up.
 func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun) error {
 	cp := r.checkpoint()
+	if now := s.o.Clock.Now(); cp.After(s.st.SchedBucket(now)) {
+		// No holder moves a checkpoint past its current minute: one beyond ours is a
+		// clock far ahead or a forged roster, and trusting it would skip every minute up
+		// to it. It is ignored, as if the shard had none.
+		s.log.Warn("sched: checkpoint in the future ignored", "shard", n, "checkpoint", cp)
+		cp = time.Time{}
+	}
 	if cp.IsZero() {
 		cp = s.st.SchedBucket(s.o.Clock.Now().Add(-s.o.Lookback))
 	}
