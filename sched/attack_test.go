@@ -97,3 +97,43 @@ func TestFutureCheckpointIsIgnored(t *testing.T) {
 	e.advance(t, 2*time.Second, s)
 	checkOnce(t, tasks, r.snapshot())
 }
+
+// TestRosterAttributeNotAMapIsRepaired: the roster's maps replaced by values of another
+// type (members a string, shards a list, cps a number; later members again, while the
+// instance runs) are reset to empty maps, not a permanent failure of every heartbeat
+// (no path into a string can be written): the instance holds its shards and runs tasks.
+func TestRosterAttributeNotAMapIsRepaired(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2)
+	e.putRoster(t, map[string]types.AttributeValue{
+		"members": &types.AttributeValueMemberS{Value: "oops"},
+		"shards":  &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "x"}}},
+		"cps":     &types.AttributeValueMemberN{Value: "5"},
+	})
+	r := newRecorder()
+	s, _ := e.start(t, "a", r, sched.Options{})
+	e.settle(t, s)
+	e.until(t, rebalance/10, 40, func() bool { return len(s.Held()) == 2 }, s)
+	item := e.rosterItem(t)
+	for _, m := range []string{"members", "shards", "cps"} {
+		if _, ok := item[m].(*types.AttributeValueMemberM); !ok {
+			t.Errorf("the roster's %s is %T, want a map", m, item[m])
+		}
+	}
+	// Broken again while a holds both shards: its heartbeat repairs it and a keeps going.
+	if _, err := e.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(e.table),
+		Key: e.st.SchedRosterKey(), UpdateExpression: aws.String("SET members = :s"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: "again"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(t, 3*rebalance, s)
+	if _, ok := e.rosterItem(t)["members"].(*types.AttributeValueMemberM); !ok {
+		t.Errorf("members not repaired while running")
+	}
+	now := e.clk.Now()
+	tasks := e.schedule(t, "fix", 6, func(i int) time.Time { return now.Add(time.Duration(i) * 100 * time.Millisecond) })
+	e.until(t, poll, 40, ran(r, tasks, 1), s)
+	if len(s.Held()) != 2 {
+		t.Errorf("a holds %v, want both shards", s.Held())
+	}
+}

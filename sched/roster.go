@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // The roster is one item (Store.SchedRosterKey) holding the whole assignment: every
@@ -142,13 +143,22 @@ func allOf(conds []expression.ConditionBuilder) (expression.ConditionBuilder, bo
 // conjunction of conds, returning the roster as written (ReturnValues ALL_NEW); a failed
 // condition is errCondition, with the roster as it was (ALL_OLD).
 func (s *Scheduler) updateRoster(ctx context.Context, up expression.UpdateBuilder, conds ...expression.ConditionBuilder) (roster, error) {
+	item, err := s.updateRosterItem(ctx, up, conds...)
+	if err != nil && !errors.Is(err, errCondition) {
+		return roster{}, err
+	}
+	return decodeRoster(item), err
+}
+
+// updateRosterItem is updateRoster returning the item undecoded.
+func (s *Scheduler) updateRosterItem(ctx context.Context, up expression.UpdateBuilder, conds ...expression.ConditionBuilder) (map[string]types.AttributeValue, error) {
 	b := expression.NewBuilder().WithUpdate(up)
 	if c, ok := allOf(conds); ok {
 		b = b.WithCondition(c)
 	}
 	x, err := b.Build()
 	if err != nil {
-		return roster{}, fmt.Errorf("sched: roster: %w", err)
+		return nil, fmt.Errorf("sched: roster: %w", err)
 	}
 	out, err := s.o.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.st.Table()),
@@ -161,28 +171,70 @@ func (s *Scheduler) updateRoster(ctx context.Context, up expression.UpdateBuilde
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return decodeRoster(out.Attributes), nil
+		return out.Attributes, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return decodeRoster(ccf.Item), errCondition
+		return ccf.Item, errCondition
 	}
-	return roster{}, fmt.Errorf("sched: roster: %w", err)
+	return nil, fmt.Errorf("sched: roster: %w", err)
 }
 
 // errCondition is a roster write refused by its condition.
 var errCondition = errors.New("sched: roster changed")
 
 // ensureRoster creates the roster's empty maps where missing (the first instance on a
-// table; the maps must exist before their keys can be set).
+// table; the maps must exist before their keys can be set), and resets to an empty map
+// any of them that is not a map (another writer's): no path into it could be written,
+// so every heartbeat would fail. A reset forgets what it held (members rejoin at their
+// next heartbeat, shards are taken again, their checkpoints start from Lookback).
 func (s *Scheduler) ensureRoster(ctx context.Context) error {
 	empty := expression.Value(&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}})
 	var up expression.UpdateBuilder
-	for _, m := range []string{attrMembers, attrShards, attrCps} {
+	for _, m := range rosterMaps {
 		up = up.Set(expression.Name(m), expression.IfNotExists(expression.Name(m), empty))
 	}
-	_, err := s.updateRoster(ctx, up.Set(expression.Name(attrEntityType), expression.Value(strAV(entityRoster))))
-	return err
+	item, err := s.updateRosterItem(ctx, up.Set(expression.Name(attrEntityType), expression.Value(strAV(entityRoster))))
+	if err != nil {
+		return err
+	}
+	var fix expression.UpdateBuilder
+	var conds []expression.ConditionBuilder
+	var broken []string
+	for _, m := range rosterMaps {
+		if _, ok := item[m].(*types.AttributeValueMemberM); !ok {
+			broken = append(broken, m)
+			fix = fix.Set(expression.Name(m), empty)
+			conds = append(conds, expression.Not(expression.Name(m).AttributeType(expression.Map)))
+		}
+	}
+	if len(broken) == 0 {
+		return nil
+	}
+	s.log.Warn("sched: roster attributes that are not maps reset to empty maps", "attributes", broken)
+	if _, err := s.updateRosterItem(ctx, fix, conds...); err != nil && !errors.Is(err, errCondition) {
+		return err // refused: another instance reset them first
+	}
+	return nil
+}
+
+// rosterMaps are the roster's map attributes.
+var rosterMaps = []string{attrMembers, attrShards, attrCps}
+
+// repairIfInvalid runs ensureRoster when err is DynamoDB's refusal of a roster write's
+// expression (ValidationException: a map of the roster another writer replaced by
+// something else), so that the next write can succeed.
+func (s *Scheduler) repairIfInvalid(ctx context.Context, err error) {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationException" || ctx.Err() != nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
+	defer cancel()
+	if err := s.ensureRoster(cctx); err != nil {
+		s.errs.Add(1)
+		s.log.Warn("sched: repair the roster", "err", err)
+	}
 }
 
 // heartbeat renews this instance's membership until now + Lease, saves the checkpoints

@@ -576,6 +576,7 @@ func (s *Scheduler) beat(ctx context.Context) bool {
 			if member && !s.o.Clock.Now().Add(margin).Before(until) {
 				s.lapsed(fmt.Errorf("%w: %w", errLapsed, err))
 			}
+			s.repairIfInvalid(ctx, err)
 		}
 		return false
 	}
@@ -717,6 +718,7 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 		if !errors.Is(err, errCondition) && ctx.Err() == nil {
 			s.errs.Add(1)
 			s.log.Warn("sched: take shards", "shards", len(want), "err", err)
+			s.repairIfInvalid(ctx, err)
 		}
 		return // the next heartbeat reads the roster again
 	}
