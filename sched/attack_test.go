@@ -137,3 +137,37 @@ func TestRosterAttributeNotAMapIsRepaired(t *testing.T) {
 		t.Errorf("a holds %v, want both shards", s.Held())
 	}
 }
+
+// TestOddRosterEntriesAreTaken: roster entries another writer left odd, each read one way
+// and tested another by the take's condition (which then failed at every rebalance, the
+// shard never held): shard 0's holder a number, shard 1's an empty string, shard 2's
+// holder b whose membership is a boolean, shard 3 under the key "03" (not shard 3's key)
+// for an expired member, and a membership written as a fraction. One instance takes
+// all four shards and runs their tasks.
+func TestOddRosterEntriesAreTaken(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 4)
+	now := e.clk.Now()
+	e.putRoster(t, map[string]types.AttributeValue{
+		"members": avM(map[string]types.AttributeValue{
+			"b": &types.AttributeValueMemberBOOL{Value: true},
+			"z": msN(now.Add(-time.Hour)),
+			"f": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(-time.Hour).UnixMilli(), 10) + ".5"},
+		}),
+		"shards": avM(map[string]types.AttributeValue{
+			"0":  &types.AttributeValueMemberN{Value: "5"},
+			"1":  &types.AttributeValueMemberS{Value: ""},
+			"2":  &types.AttributeValueMemberS{Value: "b"},
+			"03": &types.AttributeValueMemberS{Value: "z"},
+			"3":  &types.AttributeValueMemberS{Value: "f"},
+		}),
+		"cps": avM(map[string]types.AttributeValue{}),
+	})
+	r := newRecorder()
+	s, _ := e.start(t, "a", r, sched.Options{})
+	e.settle(t, s)
+	e.until(t, rebalance/10, 40, func() bool { return len(s.Held()) == 4 }, s)
+	tasks := e.schedule(t, "odd", 12, func(i int) time.Time { return now.Add(time.Duration(i) * 10 * time.Millisecond) })
+	e.until(t, poll, 10, ran(r, tasks, 1), s)
+	checkOnce(t, tasks, r.snapshot())
+}

@@ -46,9 +46,12 @@ const entityRoster = "SchedRoster"
 
 // roster is the roster item as read.
 type roster struct {
-	members map[string]time.Time // owner → membership expiry
+	members map[string]time.Time // owner → membership expiry (zero: not a number)
 	shards  map[int]string       // shard → owner
 	cps     map[int]time.Time    // shard → checkpoint
+	// odd are the shards whose entry is not an owner's name (not a string, or empty):
+	// another writer's, never a holder; a take replaces the value as read.
+	odd map[int]types.AttributeValue
 }
 
 // live reports whether owner's membership is unexpired at now.
@@ -57,41 +60,71 @@ func (r roster) live(owner string, now time.Time) bool {
 	return ok && !u.Before(now)
 }
 
-// decodeRoster reads a roster item (missing maps are empty).
+// decodeRoster reads a roster item (missing maps are empty). What it reads agrees with
+// what the writes' conditions test (see take): a shard's key is its number as written
+// (shardKey: "7", never "07"), any other key is no shard; a membership is live by its
+// number compared as DynamoDB compares numbers (not only an integer of Unix ms); a value
+// of another type is an expired membership, or an odd shard entry.
 func decodeRoster(item map[string]types.AttributeValue) roster {
-	r := roster{members: map[string]time.Time{}, shards: map[int]string{}, cps: map[int]time.Time{}}
-	num := func(v types.AttributeValue) (time.Time, bool) {
-		n, ok := v.(*types.AttributeValueMemberN)
-		if !ok {
-			return time.Time{}, false
-		}
-		ms, err := strconv.ParseInt(n.Value, 10, 64)
-		return time.UnixMilli(ms).UTC(), err == nil
-	}
+	r := roster{members: map[string]time.Time{}, shards: map[int]string{}, cps: map[int]time.Time{}, odd: map[int]types.AttributeValue{}}
 	if m, ok := item[attrMembers].(*types.AttributeValueMemberM); ok {
 		for k, v := range m.Value {
-			if t, ok := num(v); ok {
-				r.members[k] = t
-			}
+			t, _ := numTime(v)
+			r.members[k] = t
 		}
 	}
 	if m, ok := item[attrShards].(*types.AttributeValueMemberM); ok {
 		for k, v := range m.Value {
-			n, err := strconv.Atoi(k)
-			if s, ok := v.(*types.AttributeValueMemberS); ok && err == nil {
+			n, ok := parseShardKey(k)
+			if !ok {
+				continue
+			}
+			if s, ok := v.(*types.AttributeValueMemberS); ok && s.Value != "" {
 				r.shards[n] = s.Value
+			} else {
+				r.odd[n] = v
 			}
 		}
 	}
 	if m, ok := item[attrCps].(*types.AttributeValueMemberM); ok {
 		for k, v := range m.Value {
-			n, err := strconv.Atoi(k)
-			if t, ok := num(v); ok && err == nil && t.UnixMilli() > 0 {
+			n, ok := parseShardKey(k)
+			if t, isNum := numTime(v); ok && isNum && t.UnixMilli() > 0 {
 				r.cps[n] = t
 			}
 		}
 	}
 	return r
+}
+
+// parseShardKey reads a key of the shards and cps maps: a shard's number exactly as
+// shardKey writes it.
+func parseShardKey(k string) (int, bool) {
+	n, err := strconv.Atoi(k)
+	if err != nil || n < 0 || shardKey(n) != k {
+		return 0, false
+	}
+	return n, true
+}
+
+// numTime reads a roster time (Unix ms): any number DynamoDB holds (a fraction, an
+// exponent, beyond int64: clamped), so that a reader's "expired" agrees with a
+// condition's numeric comparison; false (zero time) for a value that is not a number.
+func numTime(v types.AttributeValue) (time.Time, bool) {
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return time.Time{}, false
+	}
+	if ms, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+		return time.UnixMilli(ms).UTC(), true
+	}
+	f, err := strconv.ParseFloat(n.Value, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	// Far beyond any date the roster compares with, either way.
+	const bound = 1 << 53
+	return time.UnixMilli(int64(max(min(f, bound), -bound))).UTC(), true
 }
 
 // rosterPath is the path of key k in the roster's map attribute m: m.k, with k one map
@@ -266,10 +299,11 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time, member bool, c
 // shards stay assigned to it, which any instance reads as free).
 const memberForget = 24 * time.Hour
 
-// take assigns shards to this instance: each one was read free (owner ""), ours, or held
-// by a member whose membership had expired (owners[n]); the write is refused when any
-// changed since, or when our membership expired.
-func (s *Scheduler) take(ctx context.Context, now time.Time, owners map[int]string) (roster, error) {
+// take assigns shards to this instance: each one was read free (owner ""; or an odd
+// entry of read, the roster they were read from), ours, or held by a member whose
+// membership had expired (owners[n]); the write is refused when any changed since, or
+// when our membership expired.
+func (s *Scheduler) take(ctx context.Context, now time.Time, owners map[int]string, read roster) (roster, error) {
 	vnow := expression.Value(msAV(now))
 	vme := expression.Value(strAV(s.o.Owner))
 	var up expression.UpdateBuilder
@@ -277,6 +311,11 @@ func (s *Scheduler) take(ctx context.Context, now time.Time, owners map[int]stri
 	for _, n := range slices.Sorted(maps.Keys(owners)) {
 		k := rosterPath(attrShards, shardKey(n))
 		up = up.Set(k, vme)
+		if v, odd := read.odd[n]; odd && owners[n] == "" {
+			// Not an owner's name: taken on condition that it is still the value read.
+			conds = append(conds, k.Equal(expression.Value(v)))
+			continue
+		}
 		switch old := owners[n]; old {
 		case "":
 			conds = append(conds, k.AttributeNotExists())
@@ -291,8 +330,11 @@ func (s *Scheduler) take(ctx context.Context, now time.Time, owners map[int]stri
 				conds = append(conds, held)
 				continue
 			}
+			// Expired as the reader decides (see decodeRoster): absent, not a number, or
+			// a number before now.
 			o := rosterPath(attrMembers, old)
-			conds = append(conds, held.And(expression.Or(o.AttributeNotExists(), o.LessThan(vnow))))
+			conds = append(conds, held.And(expression.Or(o.AttributeNotExists(),
+				expression.Not(o.AttributeType(expression.Number)), o.LessThan(vnow))))
 		}
 	}
 	return s.updateRoster(ctx, up, conds...)
@@ -397,7 +439,7 @@ func (s *Scheduler) RosterCycle(ctx context.Context, shards []int, cp time.Time)
 		owners[n] = r.shards[n]
 		cps[n] = cp
 	}
-	if r, err = s.take(ctx, s.o.Clock.Now(), owners); err != nil {
+	if r, err = s.take(ctx, s.o.Clock.Now(), owners, r); err != nil {
 		return fmt.Errorf("sched: roster cycle: take shards %v: %w", shards, err)
 	}
 	if _, err := s.heartbeat(ctx, s.o.Clock.Now(), true, cps, r); err != nil {

@@ -712,7 +712,7 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
-	got, err := s.take(cctx, now, want)
+	got, err := s.take(cctx, now, want, r)
 	cancel()
 	if err != nil {
 		if !errors.Is(err, errCondition) && ctx.Err() == nil {
