@@ -171,3 +171,25 @@ func TestOddRosterEntriesAreTaken(t *testing.T) {
 	e.until(t, poll, 10, ran(r, tasks, 1), s)
 	checkOnce(t, tasks, r.snapshot())
 }
+
+// TestFarFutureMemberIsNoMember: a membership that expires in a thousand years (forged,
+// or a clock far ahead) holding shard 3 is left out of the fair share and holds nothing:
+// one instance takes all four shards (it took two, its share beside a member that never
+// renews, and shard 3's tasks never ran) and runs their tasks.
+func TestFarFutureMemberIsNoMember(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 4)
+	now := e.clk.Now()
+	e.putRoster(t, map[string]types.AttributeValue{
+		"members": avM(map[string]types.AttributeValue{"ghost": msN(now.AddDate(1000, 0, 0))}),
+		"shards":  avM(map[string]types.AttributeValue{"3": &types.AttributeValueMemberS{Value: "ghost"}}),
+		"cps":     avM(map[string]types.AttributeValue{}),
+	})
+	r := newRecorder()
+	s, _ := e.start(t, "a", r, sched.Options{})
+	e.settle(t, s)
+	e.until(t, rebalance/10, 40, func() bool { return len(s.Held()) == 4 }, s)
+	tasks := e.schedule(t, "far", 12, func(i int) time.Time { return now.Add(time.Duration(i) * 10 * time.Millisecond) })
+	e.until(t, poll, 10, ran(r, tasks, 1), s)
+	checkOnce(t, tasks, r.snapshot())
+}

@@ -27,8 +27,8 @@ import (
 // A shard is held by its roster owner while that owner's membership is unexpired. Every
 // write is conditional: a heartbeat that saves checkpoints requires the membership
 // unexpired and each of those shards still the writer's (fencing); taking a shard
-// requires it free, the taker's own, or its owner's membership expired (or gone) at the
-// taker's now, so no two instances hold a shard at once as long as their clocks agree to
+// requires it free, the taker's own, or its owner's membership expired (or gone, or not a
+// number, or beyond the horizon: see Scheduler.horizon) at the taker's now, so no two instances hold a shard at once as long as their clocks agree to
 // within the lease's margin (as package lease assumes). An owner stops its shard workers
 // when it cannot renew before its membership's expiry minus Lease/6.
 
@@ -54,10 +54,21 @@ type roster struct {
 	odd map[int]types.AttributeValue
 }
 
-// live reports whether owner's membership is unexpired at now.
-func (r roster) live(owner string, now time.Time) bool {
+// live reports whether owner's membership is unexpired at now and not after horizon: a
+// membership beyond it (a clock far ahead, or forged) is none, for the fair share and
+// for the shards it holds alike (see Scheduler.horizon).
+func (r roster) live(owner string, now, horizon time.Time) bool {
 	u, ok := r.members[owner]
-	return ok && !u.Before(now)
+	return ok && !u.Before(now) && !u.After(horizon)
+}
+
+// horizon is the latest membership expiry believed at now: Lease ahead is what a
+// heartbeat writes; an hour (or twice Lease, when longer) leaves room for clocks that
+// disagree and for instances configured with another Lease. A later one counts as no
+// membership: it would hold shards no instance runs, and shrink every other instance's
+// fair share, until its date.
+func (s *Scheduler) horizon(now time.Time) time.Time {
+	return now.Add(max(time.Hour, 2*s.o.Lease))
 }
 
 // decodeRoster reads a roster item (missing maps are empty). What it reads agrees with
@@ -305,6 +316,7 @@ const memberForget = 24 * time.Hour
 // when our membership expired.
 func (s *Scheduler) take(ctx context.Context, now time.Time, owners map[int]string, read roster) (roster, error) {
 	vnow := expression.Value(msAV(now))
+	vfar := expression.Value(msAV(s.horizon(now)))
 	vme := expression.Value(strAV(s.o.Owner))
 	var up expression.UpdateBuilder
 	conds := []expression.ConditionBuilder{rosterPath(attrMembers, s.o.Owner).GreaterThanEqual(vnow)}
@@ -330,11 +342,11 @@ func (s *Scheduler) take(ctx context.Context, now time.Time, owners map[int]stri
 				conds = append(conds, held)
 				continue
 			}
-			// Expired as the reader decides (see decodeRoster): absent, not a number, or
-			// a number before now.
+			// Not live as the reader decides (see decodeRoster and live): absent, not a
+			// number, before now or beyond the horizon.
 			o := rosterPath(attrMembers, old)
 			conds = append(conds, held.And(expression.Or(o.AttributeNotExists(),
-				expression.Not(o.AttributeType(expression.Number)), o.LessThan(vnow))))
+				expression.Not(o.AttributeType(expression.Number)), o.LessThan(vnow), o.GreaterThan(vfar))))
 		}
 	}
 	return s.updateRoster(ctx, up, conds...)

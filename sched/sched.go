@@ -645,8 +645,9 @@ func (s *Scheduler) stopAll() {
 // to it, in one conditional write.
 func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 	members := 0
+	far := s.horizon(now)
 	for owner := range r.members {
-		if r.live(owner, now) {
+		if r.live(owner, now, far) {
 			members++
 		}
 	}
@@ -702,7 +703,7 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 			continue // held by an instance of an earlier version
 		}
 		owner := r.shards[n]
-		if owner != "" && owner != s.o.Owner && r.live(owner, now) {
+		if owner != "" && owner != s.o.Owner && r.live(owner, now, far) {
 			continue
 		}
 		want[n] = owner
