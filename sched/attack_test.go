@@ -193,3 +193,63 @@ func TestFarFutureMemberIsNoMember(t *testing.T) {
 	e.until(t, poll, 10, ran(r, tasks, 1), s)
 	checkOnce(t, tasks, r.snapshot())
 }
+
+// TestLargeRosterStaysUnderTheExpressionLimit: with 120 shards one instance takes them
+// at most 16 a take and saves at most 32 checkpoints a heartbeat, so that no roster
+// write builds an expression near DynamoDB's 4 KB limit (one take of every shard built
+// one over it, refused at every rebalance); it still holds all 120 and every
+// checkpoint is saved in time; Release frees them all.
+func TestLargeRosterStaysUnderTheExpressionLimit(t *testing.T) {
+	t.Parallel()
+	const shards = 120
+	e := setup(t, shards)
+	e.rec.KeepInputs()
+	e.step = rebalance // a pass of every shard each step (its safety net): few Queries
+	s, stop := e.start(t, "a", newRecorder(), sched.Options{Lookback: time.Minute, Poll: rebalance})
+	e.settle(t, s)
+	e.until(t, rebalance, 20, func() bool { return len(s.Held()) == shards }, s)
+	e.advance(t, 2*time.Minute, s) // the checkpoints move: every shard's is saved
+	if st := s.Stats(); st.Errors != 0 {
+		t.Errorf("%d calls failed", st.Errors)
+	}
+	rosterKey := keyOf(e.st.SchedRosterKey())
+	calls := 0
+	for _, rq := range e.rec.Requests() {
+		in, ok := rq.Input.(*dynamodb.UpdateItemInput)
+		if !ok || keyOf(in.Key) != rosterKey {
+			continue
+		}
+		calls++
+		touched, cps := 0, false
+		for _, name := range in.ExpressionAttributeNames {
+			if _, err := strconv.Atoi(name); err == nil {
+				touched++
+			}
+			cps = cps || name == "cps"
+		}
+		limit := 16
+		if cps {
+			limit = 32
+		}
+		if touched > limit {
+			t.Errorf("a roster write touches %d shards, want at most %d: %.80s", touched, limit, aws.ToString(in.UpdateExpression))
+		}
+		if n := len(aws.ToString(in.UpdateExpression)) + len(aws.ToString(in.ConditionExpression)); n > 2048 {
+			t.Errorf("a roster write's expressions are %d bytes long", n)
+		}
+	}
+	cps := rosterMap(e.rosterItem(t), "cps")
+	if len(cps) != shards {
+		t.Errorf("%d checkpoints saved, want %d", len(cps), shards)
+	}
+	t.Logf("%d roster writes", calls)
+	// Leaving frees all 120 (32 a write), the membership with the last.
+	stop()
+	if err := s.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	item := e.rosterItem(t)
+	if m, sh := rosterMap(item, "members"), rosterMap(item, "shards"); len(m) != 0 || len(sh) != 0 {
+		t.Errorf("after Release the roster holds %d members and %d shards, want none", len(m), len(sh))
+	}
+}

@@ -296,11 +296,14 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time, member bool, c
 			conds = append(conds, rosterPath(attrShards, shardKey(n)).Equal(expression.Value(strAV(s.o.Owner))))
 		}
 	}
+	forget := 0
 	for _, owner := range slices.Sorted(maps.Keys(last.members)) {
 		// A name the builder cannot address (see addressable) stays: an expired member
-		// is harmless, and a heartbeat that could not be written would be.
-		if owner != s.o.Owner && addressable(owner) && last.members[owner].Before(now.Add(-memberForget)) {
+		// is harmless, and a heartbeat that could not be written would be. At most
+		// maxForget a heartbeat (the expression's size); the others go at the next ones.
+		if forget < maxForget && owner != s.o.Owner && addressable(owner) && last.members[owner].Before(now.Add(-memberForget)) {
 			up = up.Remove(rosterPath(attrMembers, owner))
+			forget++
 		}
 	}
 	return s.updateRoster(ctx, up, conds...)
@@ -373,22 +376,37 @@ func (s *Scheduler) leave(ctx context.Context, cps map[int]time.Time) error {
 	if err != nil && !errors.Is(err, errCondition) {
 		return err
 	}
-	up := expression.Remove(rosterPath(attrMembers, s.o.Owner))
-	var conds []expression.ConditionBuilder
 	vme := expression.Value(strAV(s.o.Owner))
+	var mine []int
 	for _, n := range slices.Sorted(maps.Keys(cur.shards)) {
-		if cur.shards[n] != s.o.Owner {
-			continue
-		}
-		k := rosterPath(attrShards, shardKey(n))
-		up = up.Remove(k)
-		conds = append(conds, k.Equal(vme))
-		if cp, ok := cps[n]; ok && !cp.IsZero() {
-			up = up.Set(rosterPath(attrCps, shardKey(n)), expression.Value(msAV(cp)))
+		if cur.shards[n] == s.o.Owner {
+			mine = append(mine, n)
 		}
 	}
-	_, err = s.updateRoster(ctx, up, conds...)
-	return err
+	// The shards maxSave a write (the expressions' size), the membership with the last.
+	chunks := slices.Collect(slices.Chunk(mine, maxSave))
+	if len(chunks) == 0 {
+		chunks = [][]int{nil}
+	}
+	for i, chunk := range chunks {
+		var up expression.UpdateBuilder
+		if i == len(chunks)-1 {
+			up = up.Remove(rosterPath(attrMembers, s.o.Owner))
+		}
+		var conds []expression.ConditionBuilder
+		for _, n := range chunk {
+			k := rosterPath(attrShards, shardKey(n))
+			up = up.Remove(k)
+			conds = append(conds, k.Equal(vme))
+			if cp, ok := cps[n]; ok && !cp.IsZero() {
+				up = up.Set(rosterPath(attrCps, shardKey(n)), expression.Value(msAV(cp)))
+			}
+		}
+		if _, err := s.updateRoster(ctx, up, conds...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readRoster reads the roster through an update that changes nothing (SET of the entity

@@ -542,9 +542,23 @@ func (s *Scheduler) beat(ctx context.Context) bool {
 	last := s.last
 	cps := make(map[int]time.Time)
 	if member {
+		var moved []int
 		for n, r := range s.held {
 			if cp := r.checkpoint(); !cp.IsZero() && !cp.Equal(s.saved[n]) {
 				cps[n] = cp
+				moved = append(moved, n)
+			}
+		}
+		if len(moved) > maxSave {
+			// The longest unsaved first (never saved: zero), the rest at the next heartbeats.
+			slices.SortFunc(moved, func(a, b int) int {
+				if c := s.saved[a].Compare(s.saved[b]); c != 0 {
+					return c
+				}
+				return a - b
+			})
+			for _, n := range moved[maxSave:] {
+				delete(cps, n)
 			}
 		}
 	}
@@ -692,6 +706,7 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 	// Take free or expired shards, starting at a point of our own so that instances
 	// starting together do not all race for shard 0.
 	want := make(map[int]string)
+	var order []int // want's shards in the order picked
 	start := startShard(s.o.Owner, s.shards)
 	s.mu.Lock()
 	for i := 0; i < s.shards && held+len(want) < fair; i++ {
@@ -707,11 +722,36 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 			continue
 		}
 		want[n] = owner
+		order = append(order, n)
 	}
 	s.mu.Unlock()
-	if len(want) == 0 {
-		return
+	// At most maxTake shards a take, so that its expressions stay far below DynamoDB's
+	// 4 KB limit however many shards there are.
+	for chunk := range slices.Chunk(order, maxTake) {
+		part := make(map[int]string, len(chunk))
+		for _, n := range chunk {
+			part[n] = want[n]
+		}
+		if !s.takeAndStart(ctx, now, part, r, members, fair) {
+			return // the next heartbeat reads the roster again
+		}
 	}
+}
+
+// maxTake bounds the shards one take writes, and maxSave the checkpoints one heartbeat
+// saves (the others wait for the next heartbeat, the longest unsaved first), and
+// maxForget the members one heartbeat removes: each shard or member adds a path, a value
+// and a condition of about 60 bytes to the UpdateItem, whose expressions DynamoDB
+// refuses past 4 KB, at every try.
+const (
+	maxTake   = 16
+	maxSave   = 32
+	maxForget = 16
+)
+
+// takeAndStart takes the shards of want (see take) read from r, and starts their
+// workers; false when the take failed.
+func (s *Scheduler) takeAndStart(ctx context.Context, now time.Time, want map[int]string, r roster, members, fair int) bool {
 	cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
 	got, err := s.take(cctx, now, want, r)
 	cancel()
@@ -721,14 +761,14 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 			s.log.Warn("sched: take shards", "shards", len(want), "err", err)
 			s.repairIfInvalid(ctx, err)
 		}
-		return // the next heartbeat reads the roster again
+		return false
 	}
 	s.mu.Lock()
 	s.last = got
 	mctx := s.member
 	s.mu.Unlock()
 	if mctx == nil {
-		return
+		return false
 	}
 	for _, n := range slices.Sorted(maps.Keys(want)) {
 		cp, ok := got.cps[n]
@@ -738,6 +778,7 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 		s.log.Debug("sched: shard acquired", "shard", n, "checkpoint", cp, "members", members, "share", fair)
 		s.start(ctx, mctx, n, cp)
 	}
+	return true
 }
 
 // giveUp stops shard n's worker and, once its running tasks finished, frees the shard in
