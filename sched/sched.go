@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -232,32 +233,60 @@ type shardRun struct {
 	wake chan struct{}
 
 	mu sync.Mutex
-	// pending is what the worker knows of tasks to come: by minute bucket (Unix ms),
-	// the earliest due time (Unix ms) heard of (Notify) or read ahead.
-	pending map[int64]int64
+	// pending is what the worker knows of tasks to come: in each minute, the earliest due
+	// time heard of (Notify) or read ahead, in milliseconds after base; one entry a
+	// minute, ascending (so that wake-ups heard in any order keep every minute, the
+	// earliest first), 4 bytes each.
+	pending []uint32
+	base    int64     // Unix ms, in the past (see rebase)
 	cp      time.Time // the checkpoint as the worker moved it
 }
 
-// maxPending bounds a shard's pending buckets: past it the latest are forgotten, and
-// their tasks run at a safety-net poll (see Options.Poll) unless a pass reads them
-// ahead.
+// maxPending bounds a shard's pending minutes (40 KB): past it the latest are forgotten,
+// as is a due time more than about 25 days ahead (beyond what an offset from base
+// holds), and their tasks run at a safety-net poll (see Options.Poll) unless a pass
+// reads them ahead first (each safety-net pass reads the next minute ahead).
 const maxPending = 10000
 
+// newShardRun returns a shard's worker state, its pending due times counted from now.
+func newShardRun(now time.Time) *shardRun {
+	return &shardRun{done: make(chan struct{}), wake: make(chan struct{}, 1), base: now.UnixMilli()}
+}
+
+// minuteOf is the minute (Unix ms / 60,000) of the pending entry off.
+func (r *shardRun) minuteOf(off uint32) int64 { return (r.base + int64(off)) / 60000 }
+
 // note records a task of the shard due at due; it reports whether it is earlier than
-// every pending one (the worker's timer must move).
+// every pending one (the worker's timer must move). A due time before base (already
+// due) is kept as base.
 func (r *shardRun) note(due time.Time) bool {
-	b := due.UTC().Truncate(time.Minute).UnixMilli()
 	ms := due.UnixMilli()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.pending[b]; ok && cur <= ms {
-		return false
+	var off uint32
+	if d := ms - r.base; d > 0 {
+		if d > math.MaxUint32 {
+			return false
+		}
+		off = uint32(d)
 	}
-	r.pending[b] = ms
-	if len(r.pending) > maxPending {
-		delete(r.pending, slices.Max(slices.Collect(maps.Keys(r.pending))))
+	m := r.minuteOf(off)
+	i, found := slices.BinarySearch(r.pending, off)
+	switch {
+	case found, i > 0 && r.minuteOf(r.pending[i-1]) == m:
+		return false // its minute has one as early already
+	case i < len(r.pending) && r.minuteOf(r.pending[i]) == m:
+		r.pending[i] = off // earlier in a minute already pending
+		return i == 0
 	}
-	return true
+	if len(r.pending) >= maxPending {
+		if i == len(r.pending) {
+			return false // the latest: forgotten
+		}
+		r.pending = r.pending[:len(r.pending)-1]
+	}
+	r.pending = slices.Insert(r.pending, i, off)
+	return i == 0
 }
 
 // earliest returns the earliest pending due time (zero when none).
@@ -267,7 +296,7 @@ func (r *shardRun) earliest() time.Time {
 	if len(r.pending) == 0 {
 		return time.Time{}
 	}
-	return time.UnixMilli(slices.Min(slices.Collect(maps.Values(r.pending)))).UTC()
+	return time.UnixMilli(r.base + int64(r.pending[0])).UTC()
 }
 
 // claim removes the pending due times at or before now: the pass about to start reads
@@ -275,11 +304,29 @@ func (r *shardRun) earliest() time.Time {
 func (r *shardRun) claim(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for b, ms := range r.pending {
-		if ms <= now.UnixMilli() {
-			delete(r.pending, b)
+	ms := now.UnixMilli()
+	i, _ := slices.BinarySearchFunc(r.pending, ms, func(off uint32, ms int64) int {
+		if r.base+int64(off) <= ms {
+			return -1
 		}
+		return 1
+	})
+	r.pending = slices.Delete(r.pending, 0, i)
+	r.rebase(ms)
+}
+
+// rebase moves base up to now once it is half an offset's range (about 25 days) old,
+// so that the due times ahead stay within range: every pending one is after now (claim
+// removed the others).
+func (r *shardRun) rebase(now int64) {
+	if now-r.base < math.MaxUint32/2 {
+		return
 	}
+	d := now - r.base
+	for i := range r.pending {
+		r.pending[i] -= uint32(d)
+	}
+	r.base = now
 }
 
 func (r *shardRun) checkpoint() time.Time {
@@ -831,8 +878,8 @@ func checkpointOf(item map[string]types.AttributeValue) time.Time {
 func (s *Scheduler) start(ctx context.Context, mctx context.Context, n int, cp time.Time) {
 	stopCtx, stop := context.WithCancel(context.Background())
 	hold, lose := context.WithCancelCause(mctx)
-	r := &shardRun{stop: stop, lose: lose, done: make(chan struct{}), wake: make(chan struct{}, 1),
-		pending: make(map[int64]int64), cp: cp}
+	r := newShardRun(s.o.Clock.Now())
+	r.stop, r.lose, r.cp = stop, lose, cp
 	s.mu.Lock()
 	s.held[n] = r
 	s.mu.Unlock()
