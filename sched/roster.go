@@ -434,9 +434,9 @@ func (s *Scheduler) readRoster(ctx context.Context) (roster, error) {
 //
 // That is one Query and seven UpdateItems, all on the roster's partition. RosterCycle
 // starts no shard worker and runs no task. Call it on a Scheduler that is not running
-// (Run keeps the same membership). shards must be at least one shard of the store's;
-// the error is a configuration error (no Options.DB, an Owner with '[' or ']', shards
-// empty or out of range), a write refused by its condition (a shard held by a live
+// (Run keeps the same membership). shards must be 1 to 16 shards of the store's (one
+// take's); the error is a configuration error (no Options.DB, an Owner with '[' or ']',
+// shards empty, too many or out of range), a write refused by its condition (a shard held by a live
 // member: "sched: roster changed") or DynamoDB's.
 func (s *Scheduler) RosterCycle(ctx context.Context, shards []int, cp time.Time) error {
 	if s.o.DB == nil {
@@ -445,8 +445,8 @@ func (s *Scheduler) RosterCycle(ctx context.Context, shards []int, cp time.Time)
 	if err := checkOwner(s.o.Owner); err != nil {
 		return err
 	}
-	if len(shards) == 0 {
-		return errors.New("sched: roster cycle: no shard to take")
+	if len(shards) == 0 || len(shards) > maxTake {
+		return fmt.Errorf("sched: roster cycle: %d shards to take, want 1 to %d (one take's)", len(shards), maxTake)
 	}
 	for _, n := range shards {
 		if n < 0 || n >= s.shards {
