@@ -4,12 +4,15 @@ import (
 	"context"
 	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/sched"
@@ -251,5 +254,59 @@ func TestLargeRosterStaysUnderTheExpressionLimit(t *testing.T) {
 	item := e.rosterItem(t)
 	if m, sh := rosterMap(item, "members"), rosterMap(item, "shards"); len(m) != 0 || len(sh) != 0 {
 		t.Errorf("after Release the roster holds %d members and %d shards, want none", len(m), len(sh))
+	}
+}
+
+// TestGarbageTraceparentRunsUnlinked: tasks whose stored traceparent is garbage (not a
+// traceparent, 10 KB long, zero ids, a version that is not one) run once each, traced as
+// new roots without a link; the valid one is linked.
+func TestGarbageTraceparentRunsUnlinked(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 1)
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	now := e.clk.Now()
+	const valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	parents := map[string]string{
+		"tp-garbage": "garbage",
+		"tp-long":    strings.Repeat("f", 10<<10),
+		"tp-zero":    "00-00000000000000000000000000000000-0000000000000000-01",
+		"tp-version": "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"tp-newline": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\nx",
+		"tp-valid":   valid,
+	}
+	var tasks []inbox.Task
+	for id, tpv := range parents {
+		e.putBroken(t, id, now.Add(-time.Second), map[string]types.AttributeValue{"traceparent": &types.AttributeValueMemberS{Value: tpv}})
+		tasks = append(tasks, inbox.Task{ID: id})
+	}
+	r := newRecorder()
+	s, _ := e.start(t, "a", r, sched.Options{Tracer: tp.Tracer("test")})
+	e.settle(t, s)
+	e.until(t, poll, 5, ran(r, tasks, 1), s)
+	if st := s.Stats(); st.Done != int64(len(tasks)) {
+		t.Errorf("stats %+v, want %d done", st, len(tasks))
+	}
+	runs := r.snapshot()
+	for id := range parents {
+		if len(runs[id]) != 1 {
+			t.Errorf("%s ran %d times", id, len(runs[id]))
+		}
+	}
+	linked := 0
+	for _, sp := range spans.Ended() {
+		if sp.Parent().IsValid() {
+			t.Errorf("span %s has a parent", sp.Name())
+		}
+		for _, l := range sp.Links() {
+			linked++
+			if l.SpanContext.TraceID().String() != valid[3:35] {
+				t.Errorf("span %s links to %v", sp.Name(), l.SpanContext.TraceID())
+			}
+		}
+	}
+	if linked != 1 {
+		t.Errorf("%d links, want the valid traceparent's alone", linked)
 	}
 }
