@@ -2,6 +2,7 @@ package sched_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"strconv"
 	"strings"
@@ -308,5 +309,23 @@ func TestGarbageTraceparentRunsUnlinked(t *testing.T) {
 	}
 	if linked != 1 {
 		t.Errorf("%d links, want the valid traceparent's alone", linked)
+	}
+}
+
+// TestNegativeAttemptsStillDrop: a task item whose attempts is a large negative number
+// (not one of ours: forged or broken) is dropped after MaxAttempts failures like any
+// other, not retried a billion times first.
+func TestNegativeAttemptsStillDrop(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 1)
+	now := e.clk.Now()
+	e.putBroken(t, "neg", now.Add(-time.Second), map[string]types.AttributeValue{"attempts": &types.AttributeValueMemberN{Value: "-1000000000"}})
+	r := newRecorder()
+	r.fail = func(inbox.Task) error { return errors.New("always") }
+	s, _ := e.start(t, "a", r, sched.Options{MaxAttempts: 3})
+	e.settle(t, s)
+	e.until(t, poll, 30, func() bool { return s.Stats().Dropped == 1 }, s)
+	if n := len(r.snapshot()["neg"]); n != 3 {
+		t.Errorf("ran %d times, want 3", n)
 	}
 }

@@ -204,8 +204,10 @@ func (s *Store) DueTasks(ctx context.Context, shard int, bucket, upTo time.Time,
 			s.log.Warn("store: skipping a task item that does not decode", "pk", schedPK(shard, bucket), "sk", clip(sk.Value), "err", err)
 			continue
 		}
+		// A negative count (no writer of ours makes one) would put off the task's drop
+		// by as many failures: it counts as none.
 		t := inbox.Task{ID: id, Kind: it.Kind, Due: due,
-			Viewer: inbox.Viewer{TenantID: it.Tenant, UserID: it.User}, Ref: it.Ref, Token: it.Token, Attempts: it.Attempts, Traceparent: it.Traceparent}
+			Viewer: inbox.Viewer{TenantID: it.Tenant, UserID: it.User}, Ref: it.Ref, Token: it.Token, Attempts: max(it.Attempts, 0), Traceparent: it.Traceparent}
 		page.Tasks = append(page.Tasks, t)
 		page.Last = &page.Tasks[len(page.Tasks)-1]
 	}
