@@ -17,6 +17,7 @@ import (
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/sched"
+	"github.com/inboxgw/gateway/store"
 )
 
 // putBroken writes task id of kind "test" due at due with the attributes of bad
@@ -327,5 +328,39 @@ func TestNegativeAttemptsStillDrop(t *testing.T) {
 	e.until(t, poll, 30, func() bool { return s.Stats().Dropped == 1 }, s)
 	if n := len(r.snapshot()["neg"]); n != 3 {
 		t.Errorf("ran %d times, want 3", n)
+	}
+}
+
+// TestWakeAtTheSafetyPassIsNotSkipped: a task written into the current minute after the
+// minute was read ahead, due at the instant of the shard's safety-net pass, is heard of
+// (Notify) and runs at its time. That pass skips the current minute, which was read
+// ahead, trusting the wake-ups; it had also claimed this one's pending due time, so the
+// task waited for the minute to close (a minute late).
+func TestWakeAtTheSafetyPassIsNotSkipped(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 1)
+	r := newRecorder()
+	e.step = 100 * time.Millisecond
+	s, _ := e.start(t, "a", r, sched.Options{Poll: time.Minute})
+	e.settle(t, s)
+	// The clock is 10 s into minute M-1; shard 0's safety-net passes come 1.1 s into each
+	// minute (Grace 1 s, then 100 ms a shard). Past the next one, which reads M+1 ahead.
+	next := e.clk.Now().Truncate(time.Minute).Add(time.Minute)
+	e.clk.Advance(next.Add(2 * time.Second).Sub(e.clk.Now()))
+	e.settle(t, s)
+	m := next.Add(time.Minute)
+	due := m.Add(1100 * time.Millisecond) // minute M's safety-net pass
+	tasks := e.schedule(t, "at-safety", 1, func(int) time.Time { return due })
+	s.Notify(store.SchedShard(tasks[0].ID, 1), due)
+	e.settle(t, s)
+	e.clk.Advance(due.Sub(e.clk.Now()))
+	e.settle(t, s)
+	e.advance(t, 500*time.Millisecond, s)
+	runs := r.snapshot()[tasks[0].ID]
+	if len(runs) != 1 {
+		t.Fatalf("the task due at the safety-net pass ran %d times by %v after it", len(runs), e.clk.Now().Sub(due))
+	}
+	if lag := runs[0].at.Sub(due); lag > 200*time.Millisecond {
+		t.Errorf("ran %v late", lag)
 	}
 }

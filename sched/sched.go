@@ -300,8 +300,8 @@ func (r *shardRun) earliest() time.Time {
 }
 
 // claim removes the pending due times at or before now: the pass about to start reads
-// their tasks (one heard of later is pending again).
-func (r *shardRun) claim(now time.Time) {
+// their tasks (one heard of later is pending again). It reports whether it removed any.
+func (r *shardRun) claim(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ms := now.UnixMilli()
@@ -313,6 +313,7 @@ func (r *shardRun) claim(now time.Time) {
 	})
 	r.pending = slices.Delete(r.pending, 0, i)
 	r.rebase(ms)
+	return i > 0
 }
 
 // rebase moves base up to now once it is half an offset's range (about 25 days) old,
@@ -957,13 +958,15 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun)
 	var safety, aheadOf time.Time
 	for {
 		now := s.o.Clock.Now()
-		r.claim(now)
+		claimed := r.claim(now)
 		// A safety-net pass (and the first pass, which knows nothing yet) reads the next
 		// minute ahead: the tasks written before this instance held the shard (before a
 		// restart or a takeover) were heard of by no one here, and each minute's are so
 		// known before it begins. A safety-net pass skips the current minute when it was
 		// read ahead before it began (every task written into it since woke the shard,
-		// and the passes the read-ahead timed read it); it reads the minutes it closes.
+		// and the passes the read-ahead timed read it), unless it claimed a wake-up: one
+		// due at this very pass is read by it, not left until the minute closes. It reads
+		// the minutes it closes.
 		// So an idle shard costs two Queries a minute; a task whose wake-up was lost runs
 		// at the next safety-net pass that reads its minute: within Poll + Grace when its
 		// minute was not read ahead, else once the minute closed (at most a minute more).
@@ -974,7 +977,7 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun)
 		cur := s.st.SchedBucket(now)
 		failed := false
 		for b := cp; !b.After(cur); b = b.Add(time.Minute) {
-			if b.Equal(cur) && safetyPass && aheadOf.Equal(cur) {
+			if b.Equal(cur) && safetyPass && aheadOf.Equal(cur) && !claimed {
 				continue
 			}
 			empty, next, err := s.dispatchBucket(hold, dispatch, sh, n, b, now)
