@@ -222,7 +222,7 @@ func renderInvariants(p printer) {
 		"A broadcast's shard advances on condition of the page it started from, in one transaction with the broadcast's counters; a page is sent under a key of its own, so a rerun duplicates nobody.",
 		"A delivery is claimed on condition that it is QUEUED and unclaimed; every outcome is written on condition of the claim's attempt; a provider's callback only moves a record forward.",
 		"A push token has one owner in a tenant: its owner item moves on condition of the owner read, in the transaction that edits both users' device maps.",
-		"A scheduler shard is run by the instance the roster (`SCHED#LEASES` / `ROSTER`) gives it to while that instance's membership lasts: a take is conditional on each shard being free, the taker's, or its holder's membership expired; checkpoints are saved on condition that the shard is still the writer's and its membership unexpired; an instance that cannot renew stops its workers a sixth of the lease before its membership expires. A task is deleted on condition that it exists, so two workers never both complete it.",
+		"A scheduler shard is run by the instance the roster (`SCHED#LEASES` / `ROSTER`) gives it to while that instance's membership lasts: a take is conditional on each shard being free, the taker's, or its holder's membership expired (or not a number, or dated beyond an hour ahead: forged or skewed); checkpoints are saved on condition that the shard is still the writer's and its membership unexpired; an instance that cannot renew stops its workers a sixth of the lease before its membership expires. A task is deleted on condition that it exists, so two workers never both complete it.",
 	} {
 		p("- %s\n", s)
 	}
@@ -239,7 +239,7 @@ func renderHotKeys(p printer) {
 		"**Broadcasts** progress per shard (`SH#{nn}`): only the page checkpoints touch the broadcast item, about one per 100 recipients.",
 		"**Profiles of a popular actor** are read by every page that shows them: one BatchGetItem item each, deduplicated per page, and an optional per-instance cache (`INBOX_PROFILE_CACHE_SIZE`, `INBOX_PROFILE_CACHE_TTL`); every send also upserts its actor (see Deferred).",
 		"**Tenant settings** are read through a per-instance cache (30 s), and at send inside the recipients' BatchGetItem only when not cached.",
-		"**The scheduler's roster** is one item every instance writes: one heartbeat per instance every Lease/3 whatever its shard count, takes and give-backs only when the membership changes (the table above: well under one write a second). It grows with the shards and the instances (a key per shard in two maps, one per member), so a write's units grow by one per KB of it: pattern 12 measured a 16-shard roster.",
+		"**The scheduler's roster** is one item every instance writes: one heartbeat per instance every Lease/3 whatever its shard count, takes and give-backs only when the membership changes (the table above: well under one write a second). It grows with the shards and the instances (a key per shard in two maps, one per member), so a write's units grow by one per KB of it: pattern 12 measured a 16-shard roster. A take names at most 16 shards, a heartbeat at most 32 checkpoints, a leave 32 shards a write, so no write's expressions near DynamoDB's 4 KB limit however many shards there are.",
 	} {
 		p("- %s\n", s)
 	}

@@ -48,9 +48,13 @@ const TaskDeliver = "deliver"
 // TaskPage is one page of a shard bucket's due tasks (DueTasks).
 type TaskPage struct {
 	Tasks []Task
-	// More is true when the Query stopped at its limit: pass the last task as after to
-	// read on.
+	// More is true when the Query stopped at its limit: pass Last as after to read on.
 	More bool
+	// Last is where the Query stopped: the last item it read, as a task holding only ID
+	// and Due when it was an item DueTasks skipped (one that does not decode as a task);
+	// nil when it read none. Pass it, not the last of Tasks, as after: a page whose items
+	// were all skipped still moves on.
+	Last *Task
 	// Next is the due time of the bucket's first task due after the page's bound, when
 	// the Query read one (zero otherwise): the scheduler sleeps until then.
 	Next time.Time

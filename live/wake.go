@@ -85,19 +85,39 @@ func encodeWake(origin string, shard int, due time.Time) string {
 	return origin + " " + strconv.Itoa(shard) + " " + strconv.FormatInt(due.UnixMilli(), 10)
 }
 
-// decodeWake reads encodeWake's message.
+// decodeWake reads encodeWake's message. Its error quotes at most the message's first
+// wakeQuote bytes (the subscriber logs it: a message on the channel may come from
+// anyone who can publish to Redis, of any size and content).
 func decodeWake(msg string) (origin string, shard int, due time.Time, err error) {
+	if len(msg) > maxWake {
+		return "", 0, time.Time{}, fmt.Errorf("wake-up %s: longer than %d bytes", quoteWake(msg), maxWake)
+	}
 	f := strings.Fields(msg)
 	if len(f) != 3 {
-		return "", 0, time.Time{}, fmt.Errorf("wake-up %q: want 3 fields", msg)
+		return "", 0, time.Time{}, fmt.Errorf("wake-up %s: want 3 fields", quoteWake(msg))
 	}
 	shard, err = strconv.Atoi(f[1])
 	if err != nil || shard < 0 {
-		return "", 0, time.Time{}, fmt.Errorf("wake-up %q: bad shard", msg)
+		return "", 0, time.Time{}, fmt.Errorf("wake-up %s: bad shard", quoteWake(msg))
 	}
 	ms, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil {
-		return "", 0, time.Time{}, fmt.Errorf("wake-up %q: bad due time", msg)
+		return "", 0, time.Time{}, fmt.Errorf("wake-up %s: bad due time", quoteWake(msg))
 	}
 	return f[0], shard, time.UnixMilli(ms).UTC(), nil
+}
+
+// maxWake bounds a wake-up message: an origin (a broker's id, under a hundred bytes), a
+// shard and a Unix ms time fit well within it.
+const maxWake = 512
+
+// wakeQuote is how much of a bad wake-up message its error quotes.
+const wakeQuote = 64
+
+// quoteWake quotes msg's first wakeQuote bytes, saying how long it was when cut.
+func quoteWake(msg string) string {
+	if len(msg) <= wakeQuote {
+		return strconv.Quote(msg)
+	}
+	return strconv.Quote(strings.ToValidUTF8(msg[:wakeQuote], "")) + "… (" + strconv.Itoa(len(msg)) + " bytes)"
 }

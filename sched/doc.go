@@ -13,8 +13,10 @@
 // UpdateItem that renews its membership, saves the checkpoints that moved and returns the
 // whole roster; from it the instance holds a fair share, ceil(shards / live members),
 // taking shards that are free or whose holder's membership expired (one conditional
-// write for all of them), and giving up shards above its share so that a new instance
-// gets some. A shard is held while its holder's membership lasts: one renewal covers
+// write for up to 16 of them), and giving up shards above its share so that a new
+// instance gets some. A membership dated more than an hour ahead (forged, or a clock
+// far off) counts as none; a checkpoint past the current minute is ignored; roster
+// entries of the wrong type are taken over or reset, never a write refused forever. A shard is held while its holder's membership lasts: one renewal covers
 // all the shards of an instance, and a crashed instance's shards are taken over within
 // Lease and a heartbeat. Writes are fenced: checkpoints are saved on condition that the
 // shard is still the writer's and its membership unexpired, and an instance that cannot
@@ -27,7 +29,8 @@
 // shard at once when it has come); for a shard held by another instance, the wake-up goes
 // through the broker (Options.Bus: live.Local in one process, Redis pub/sub between
 // processes) to every instance, and the holder arms its timer. A worker remembers, per
-// minute bucket, the earliest due time it heard of (at most 10,000 buckets a shard), and
+// minute bucket, the earliest due time it heard of, in order (4 bytes a minute, at most
+// 10,000 minutes a shard: the latest are forgotten past that, read ahead when near), and
 // each pass reads its current minute whole, so it also learns the next task due in it
 // (read ahead): tasks of that minute written before the pass, even with no wake-up, run
 // at their time. A task written before its shard changed hands (a restart, a takeover:

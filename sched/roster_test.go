@@ -182,7 +182,7 @@ func TestRosterCycleCalls(t *testing.T) {
 	if sh := rosterMap(e.rosterItem(t), "shards"); sh["1"].(*types.AttributeValueMemberS).Value != "b" {
 		t.Errorf("shard 1 is now %v's, want b's", sh["1"])
 	}
-	for _, bad := range [][]int{nil, {4}, {-1}} {
+	for _, bad := range [][]int{nil, {4}, {-1}, make([]int, 17)} {
 		if err := s.RosterCycle(ctx, bad, cp); err == nil {
 			t.Errorf("RosterCycle of shards %v returned nil", bad)
 		}

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -147,8 +148,9 @@ type Store interface {
 	// SchedShards is how many write shards the tasks spread over.
 	SchedShards() int
 	// DueTasks returns, oldest first, up to limit tasks of shard's bucket due at or
-	// before upTo, after task after (nil: from the start); the page's Next is the due
-	// time of the bucket's next task when the Query read one.
+	// before upTo, after task after (nil: from the start; else a page's Last); the
+	// page's Next is the due time of the bucket's next task when the Query read one. An
+	// item that is not a valid task is skipped, not an error.
 	DueTasks(ctx context.Context, shard int, bucket, upTo time.Time, after *inbox.Task, limit int) (inbox.TaskPage, error)
 	// CompleteTask deletes t (false when it was gone or changed).
 	CompleteTask(ctx context.Context, shard int, bucket time.Time, t inbox.Task) (bool, error)
@@ -231,32 +233,60 @@ type shardRun struct {
 	wake chan struct{}
 
 	mu sync.Mutex
-	// pending is what the worker knows of tasks to come: by minute bucket (Unix ms),
-	// the earliest due time (Unix ms) heard of (Notify) or read ahead.
-	pending map[int64]int64
+	// pending is what the worker knows of tasks to come: in each minute, the earliest due
+	// time heard of (Notify) or read ahead, in milliseconds after base; one entry a
+	// minute, ascending (so that wake-ups heard in any order keep every minute, the
+	// earliest first), 4 bytes each.
+	pending []uint32
+	base    int64     // Unix ms, in the past (see rebase)
 	cp      time.Time // the checkpoint as the worker moved it
 }
 
-// maxPending bounds a shard's pending buckets: past it the latest are forgotten, and
-// their tasks run at a safety-net poll (see Options.Poll) unless a pass reads them
-// ahead.
+// maxPending bounds a shard's pending minutes (40 KB): past it the latest are forgotten,
+// as is a due time more than about 25 days ahead (beyond what an offset from base
+// holds), and their tasks run at a safety-net poll (see Options.Poll) unless a pass
+// reads them ahead first (each safety-net pass reads the next minute ahead).
 const maxPending = 10000
 
+// newShardRun returns a shard's worker state, its pending due times counted from now.
+func newShardRun(now time.Time) *shardRun {
+	return &shardRun{done: make(chan struct{}), wake: make(chan struct{}, 1), base: now.UnixMilli()}
+}
+
+// minuteOf is the minute (Unix ms / 60,000) of the pending entry off.
+func (r *shardRun) minuteOf(off uint32) int64 { return (r.base + int64(off)) / 60000 }
+
 // note records a task of the shard due at due; it reports whether it is earlier than
-// every pending one (the worker's timer must move).
+// every pending one (the worker's timer must move). A due time before base (already
+// due) is kept as base.
 func (r *shardRun) note(due time.Time) bool {
-	b := due.UTC().Truncate(time.Minute).UnixMilli()
 	ms := due.UnixMilli()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.pending[b]; ok && cur <= ms {
-		return false
+	var off uint32
+	if d := ms - r.base; d > 0 {
+		if d > math.MaxUint32 {
+			return false
+		}
+		off = uint32(d)
 	}
-	r.pending[b] = ms
-	if len(r.pending) > maxPending {
-		delete(r.pending, slices.Max(slices.Collect(maps.Keys(r.pending))))
+	m := r.minuteOf(off)
+	i, found := slices.BinarySearch(r.pending, off)
+	switch {
+	case found, i > 0 && r.minuteOf(r.pending[i-1]) == m:
+		return false // its minute has one as early already
+	case i < len(r.pending) && r.minuteOf(r.pending[i]) == m:
+		r.pending[i] = off // earlier in a minute already pending
+		return i == 0
 	}
-	return true
+	if len(r.pending) >= maxPending {
+		if i == len(r.pending) {
+			return false // the latest: forgotten
+		}
+		r.pending = r.pending[:len(r.pending)-1]
+	}
+	r.pending = slices.Insert(r.pending, i, off)
+	return i == 0
 }
 
 // earliest returns the earliest pending due time (zero when none).
@@ -266,19 +296,38 @@ func (r *shardRun) earliest() time.Time {
 	if len(r.pending) == 0 {
 		return time.Time{}
 	}
-	return time.UnixMilli(slices.Min(slices.Collect(maps.Values(r.pending)))).UTC()
+	return time.UnixMilli(r.base + int64(r.pending[0])).UTC()
 }
 
 // claim removes the pending due times at or before now: the pass about to start reads
-// their tasks (one heard of later is pending again).
-func (r *shardRun) claim(now time.Time) {
+// their tasks (one heard of later is pending again). It reports whether it removed any.
+func (r *shardRun) claim(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for b, ms := range r.pending {
-		if ms <= now.UnixMilli() {
-			delete(r.pending, b)
+	ms := now.UnixMilli()
+	i, _ := slices.BinarySearchFunc(r.pending, ms, func(off uint32, ms int64) int {
+		if r.base+int64(off) <= ms {
+			return -1
 		}
+		return 1
+	})
+	r.pending = slices.Delete(r.pending, 0, i)
+	r.rebase(ms)
+	return i > 0
+}
+
+// rebase moves base up to now once it is half an offset's range (about 25 days) old,
+// so that the due times ahead stay within range: every pending one is after now (claim
+// removed the others).
+func (r *shardRun) rebase(now int64) {
+	if now-r.base < math.MaxUint32/2 {
+		return
 	}
+	d := now - r.base
+	for i := range r.pending {
+		r.pending[i] -= uint32(d)
+	}
+	r.base = now
 }
 
 func (r *shardRun) checkpoint() time.Time {
@@ -541,9 +590,23 @@ func (s *Scheduler) beat(ctx context.Context) bool {
 	last := s.last
 	cps := make(map[int]time.Time)
 	if member {
+		var moved []int
 		for n, r := range s.held {
 			if cp := r.checkpoint(); !cp.IsZero() && !cp.Equal(s.saved[n]) {
 				cps[n] = cp
+				moved = append(moved, n)
+			}
+		}
+		if len(moved) > maxSave {
+			// The longest unsaved first (never saved: zero), the rest at the next heartbeats.
+			slices.SortFunc(moved, func(a, b int) int {
+				if c := s.saved[a].Compare(s.saved[b]); c != 0 {
+					return c
+				}
+				return a - b
+			})
+			for _, n := range moved[maxSave:] {
+				delete(cps, n)
 			}
 		}
 	}
@@ -575,6 +638,7 @@ func (s *Scheduler) beat(ctx context.Context) bool {
 			if member && !s.o.Clock.Now().Add(margin).Before(until) {
 				s.lapsed(fmt.Errorf("%w: %w", errLapsed, err))
 			}
+			s.repairIfInvalid(ctx, err)
 		}
 		return false
 	}
@@ -643,8 +707,9 @@ func (s *Scheduler) stopAll() {
 // to it, in one conditional write.
 func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 	members := 0
+	far := s.horizon(now)
 	for owner := range r.members {
-		if r.live(owner, now) {
+		if r.live(owner, now, far) {
 			members++
 		}
 	}
@@ -689,6 +754,7 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 	// Take free or expired shards, starting at a point of our own so that instances
 	// starting together do not all race for shard 0.
 	want := make(map[int]string)
+	var order []int // want's shards in the order picked
 	start := startShard(s.o.Owner, s.shards)
 	s.mu.Lock()
 	for i := 0; i < s.shards && held+len(want) < fair; i++ {
@@ -700,31 +766,57 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 			continue // held by an instance of an earlier version
 		}
 		owner := r.shards[n]
-		if owner != "" && owner != s.o.Owner && r.live(owner, now) {
+		if owner != "" && owner != s.o.Owner && r.live(owner, now, far) {
 			continue
 		}
 		want[n] = owner
+		order = append(order, n)
 	}
 	s.mu.Unlock()
-	if len(want) == 0 {
-		return
+	// At most maxTake shards a take, so that its expressions stay far below DynamoDB's
+	// 4 KB limit however many shards there are.
+	for chunk := range slices.Chunk(order, maxTake) {
+		part := make(map[int]string, len(chunk))
+		for _, n := range chunk {
+			part[n] = want[n]
+		}
+		if !s.takeAndStart(ctx, now, part, r, members, fair) {
+			return // the next heartbeat reads the roster again
+		}
 	}
+}
+
+// maxTake bounds the shards one take writes, and maxSave the checkpoints one heartbeat
+// saves (the others wait for the next heartbeat, the longest unsaved first), and
+// maxForget the members one heartbeat removes: each shard or member adds a path, a value
+// and a condition of about 60 bytes to the UpdateItem, whose expressions DynamoDB
+// refuses past 4 KB, at every try.
+const (
+	maxTake   = 16
+	maxSave   = 32
+	maxForget = 16
+)
+
+// takeAndStart takes the shards of want (see take) read from r, and starts their
+// workers; false when the take failed.
+func (s *Scheduler) takeAndStart(ctx context.Context, now time.Time, want map[int]string, r roster, members, fair int) bool {
 	cctx, cancel := context.WithTimeout(ctx, s.o.CallTimeout)
-	got, err := s.take(cctx, now, want)
+	got, err := s.take(cctx, now, want, r)
 	cancel()
 	if err != nil {
 		if !errors.Is(err, errCondition) && ctx.Err() == nil {
 			s.errs.Add(1)
 			s.log.Warn("sched: take shards", "shards", len(want), "err", err)
+			s.repairIfInvalid(ctx, err)
 		}
-		return // the next heartbeat reads the roster again
+		return false
 	}
 	s.mu.Lock()
 	s.last = got
 	mctx := s.member
 	s.mu.Unlock()
 	if mctx == nil {
-		return
+		return false
 	}
 	for _, n := range slices.Sorted(maps.Keys(want)) {
 		cp, ok := got.cps[n]
@@ -734,6 +826,7 @@ func (s *Scheduler) rebalance(ctx context.Context, now time.Time, r roster) {
 		s.log.Debug("sched: shard acquired", "shard", n, "checkpoint", cp, "members", members, "share", fair)
 		s.start(ctx, mctx, n, cp)
 	}
+	return true
 }
 
 // giveUp stops shard n's worker and, once its running tasks finished, frees the shard in
@@ -786,8 +879,8 @@ func checkpointOf(item map[string]types.AttributeValue) time.Time {
 func (s *Scheduler) start(ctx context.Context, mctx context.Context, n int, cp time.Time) {
 	stopCtx, stop := context.WithCancel(context.Background())
 	hold, lose := context.WithCancelCause(mctx)
-	r := &shardRun{stop: stop, lose: lose, done: make(chan struct{}), wake: make(chan struct{}, 1),
-		pending: make(map[int64]int64), cp: cp}
+	r := newShardRun(s.o.Clock.Now())
+	r.stop, r.lose, r.cp = stop, lose, cp
 	s.mu.Lock()
 	s.held[n] = r
 	s.mu.Unlock()
@@ -842,6 +935,13 @@ func (s *Scheduler) safetyPoll(n int, now time.Time) time.Time {
 // first, or until a wake-up.
 func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun) error {
 	cp := r.checkpoint()
+	if now := s.o.Clock.Now(); cp.After(s.st.SchedBucket(now)) {
+		// No holder moves a checkpoint past its current minute: one beyond ours is a
+		// clock far ahead or a forged roster, and trusting it would skip every minute up
+		// to it. It is ignored, as if the shard had none.
+		s.log.Warn("sched: checkpoint in the future ignored", "shard", n, "checkpoint", cp)
+		cp = time.Time{}
+	}
 	if cp.IsZero() {
 		cp = s.st.SchedBucket(s.o.Clock.Now().Add(-s.o.Lookback))
 	}
@@ -858,13 +958,15 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun)
 	var safety, aheadOf time.Time
 	for {
 		now := s.o.Clock.Now()
-		r.claim(now)
+		claimed := r.claim(now)
 		// A safety-net pass (and the first pass, which knows nothing yet) reads the next
 		// minute ahead: the tasks written before this instance held the shard (before a
 		// restart or a takeover) were heard of by no one here, and each minute's are so
 		// known before it begins. A safety-net pass skips the current minute when it was
 		// read ahead before it began (every task written into it since woke the shard,
-		// and the passes the read-ahead timed read it); it reads the minutes it closes.
+		// and the passes the read-ahead timed read it), unless it claimed a wake-up: one
+		// due at this very pass is read by it, not left until the minute closes. It reads
+		// the minutes it closes.
 		// So an idle shard costs two Queries a minute; a task whose wake-up was lost runs
 		// at the next safety-net pass that reads its minute: within Poll + Grace when its
 		// minute was not read ahead, else once the minute closed (at most a minute more).
@@ -875,7 +977,7 @@ func (s *Scheduler) runShard(hold, dispatch context.Context, n int, r *shardRun)
 		cur := s.st.SchedBucket(now)
 		failed := false
 		for b := cp; !b.After(cur); b = b.Add(time.Minute) {
-			if b.Equal(cur) && safetyPass && aheadOf.Equal(cur) {
+			if b.Equal(cur) && safetyPass && aheadOf.Equal(cur) && !claimed {
 				continue
 			}
 			empty, next, err := s.dispatchBucket(hold, dispatch, sh, n, b, now)
@@ -1046,10 +1148,11 @@ func (s *Scheduler) dispatchBucket(hold, dispatch context.Context, sh *shardStat
 				<-sh.sem
 			}()
 		}
-		if !page.More || len(page.Tasks) == 0 {
+		if !page.More || page.Last == nil {
 			return empty, page.Next, nil
 		}
-		after = &page.Tasks[len(page.Tasks)-1]
+		// Last, not the last task: the page may end with items the store skipped.
+		after = page.Last
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -156,7 +157,8 @@ func (s *Store) deleteTask(ctx context.Context, k map[string]types.AttributeValu
 // the start), and reads ahead: when the Query read a task due after upTo, the page's
 // Next is its due time (and More is false). One strongly consistent Query (AP11) over the
 // whole bucket, so that the scheduler knows when to look again without another; never a
-// Scan.
+// Scan. An item that does not decode as a task (an attribute of the wrong type) is
+// skipped with a warning on the store's logger; the page's Last moves past it.
 func (s *Store) DueTasks(ctx context.Context, shard int, bucket, upTo time.Time, after *inbox.Task, limit int) (inbox.TaskPage, error) {
 	if limit <= 0 || limit > 1000 {
 		limit = 100
@@ -180,11 +182,11 @@ func (s *Store) DueTasks(ctx context.Context, shard int, bucket, upTo time.Time,
 	}
 	page := inbox.TaskPage{More: len(out.LastEvaluatedKey) > 0}
 	for _, av := range out.Items {
-		var it taskItem
-		if err := attributevalue.UnmarshalMap(av, &it); err != nil {
-			return inbox.TaskPage{}, fmt.Errorf("store: decode task %v: %w", av[attrSK], err)
+		sk, _ := av[attrSK].(*types.AttributeValueMemberS)
+		if sk == nil {
+			continue
 		}
-		due, id, ok := parseSchedSK(it.SK)
+		due, id, ok := parseSchedSK(sk.Value)
 		if !ok {
 			continue
 		}
@@ -192,10 +194,33 @@ func (s *Store) DueTasks(ctx context.Context, shard int, bucket, upTo time.Time,
 			page.Next, page.More = due, false
 			break
 		}
-		page.Tasks = append(page.Tasks, inbox.Task{ID: id, Kind: it.Kind, Due: due,
-			Viewer: inbox.Viewer{TenantID: it.Tenant, UserID: it.User}, Ref: it.Ref, Token: it.Token, Attempts: it.Attempts, Traceparent: it.Traceparent})
+		page.Last = &inbox.Task{ID: id, Due: due}
+		var it taskItem
+		if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+			// A task item some other writer broke (an attribute of the wrong type) is
+			// skipped, not an error: an error would stop every pass over its bucket, and
+			// the shard's later tasks with it. It stays where it is for an operator; once
+			// its bucket holds nothing else due, the scheduler moves past it.
+			s.log.Warn("store: skipping a task item that does not decode", "pk", schedPK(shard, bucket), "sk", clip(sk.Value), "err", err)
+			continue
+		}
+		// A negative count (no writer of ours makes one) would put off the task's drop
+		// by as many failures: it counts as none.
+		t := inbox.Task{ID: id, Kind: it.Kind, Due: due,
+			Viewer: inbox.Viewer{TenantID: it.Tenant, UserID: it.User}, Ref: it.Ref, Token: it.Token, Attempts: max(it.Attempts, 0), Traceparent: it.Traceparent}
+		page.Tasks = append(page.Tasks, t)
+		page.Last = &page.Tasks[len(page.Tasks)-1]
 	}
 	return page, nil
+}
+
+// clip is s cut to 64 bytes (with "…" when cut), for a log line about an item written by
+// someone else.
+func clip(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:64], "") + "…"
 }
 
 // CompleteTask deletes task t, read by DueTasks from shard's bucket, once its handler

@@ -30,7 +30,7 @@ func dueAll(t *testing.T, s *store.Store, shard int, bucket, upTo time.Time, lim
 		if !p.More {
 			return out
 		}
-		after = &out[len(out)-1]
+		after = p.Last
 	}
 }
 

@@ -66,10 +66,23 @@ func Routed(next http.Handler) http.Handler {
 // log line ("request", level Info, logged with the request's context so that it carries
 // trace_id and span_id) has method, route, status, duration_ms and tenant: never the
 // path's query, a header or the token.
+//
+// A method the semantic conventions do not name (see knownMethod) is "_OTHER" in the
+// log line and on the span (named "HTTP {route}" then), and otelhttp never sees it: a
+// client's arbitrary token would make the spans' names and the log's values unbounded,
+// and write what it chose into the log. The handlers see the request's own method.
 func Middleware(t *Tracing, log *slog.Logger, next http.Handler) http.Handler {
 	log = Logger(log)
 	logged := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if raw, ok := r.Context().Value(rawMethodKey{}).(string); ok {
+			r = r.Clone(r.Context()) // the handlers see the method the client sent
+			r.Method = raw
+		}
+		method := methodOther
+		if knownMethod(r.Method) {
+			method = r.Method
+		}
 		ri := &requestInfo{}
 		ctx := context.WithValue(r.Context(), requestInfoKey{}, ri)
 		rec := &statusRecorder{ResponseWriter: w}
@@ -88,23 +101,55 @@ func Middleware(t *Tracing, log *slog.Logger, next http.Handler) http.Handler {
 			status = http.StatusSwitchingProtocols
 		}
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.SetName(r.Method + " " + routePath(route))
+			name := method
+			if method == methodOther {
+				name = "HTTP" // the conventions' name for a span of an unknown method
+			}
+			span.SetName(name + " " + routePath(route))
 			span.SetAttributes(attribute.String("http.route", routePath(route)))
 			if tenant != "" {
 				span.SetAttributes(attribute.String("inbox.tenant", tenant))
 			}
 		}
 		log.LogAttrs(ctx, slog.LevelInfo, "request",
-			slog.String("method", r.Method), slog.String("route", route), slog.Int("status", status),
+			slog.String("method", method), slog.String("route", route), slog.Int("status", status),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000), slog.String("tenant", tenant))
 	})
 	if !t.Enabled() {
 		return logged
 	}
-	return otelhttp.NewHandler(logged, "http",
+	traced := otelhttp.NewHandler(logged, "http",
 		otelhttp.WithTracerProvider(t.TracerProvider()), otelhttp.WithPropagators(t.Propagators()),
 		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !knownMethod(r.Method) {
+			// otelhttp would record the raw method (http.request.method_original): it
+			// sees "_OTHER", and logged restores the client's method for the handlers.
+			r = r.Clone(context.WithValue(r.Context(), rawMethodKey{}, r.Method))
+			r.Method = methodOther
+		}
+		traced.ServeHTTP(w, r)
+	})
+}
+
+// methodOther is the semantic conventions' value of http.request.method for a method
+// they do not name.
+const methodOther = "_OTHER"
+
+// rawMethodKey holds, in the context of a request whose method Middleware hid from
+// otelhttp, the method the client sent.
+type rawMethodKey struct{}
+
+// knownMethod reports whether m is one of the HTTP methods the semantic conventions name
+// (RFC 9110's and PATCH), exactly as written: any other is recorded as "_OTHER".
+func knownMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete,
+		http.MethodConnect, http.MethodOptions, http.MethodTrace, http.MethodPatch:
+		return true
+	}
+	return false
 }
 
 // routePath is the path part of a ServeMux pattern ("POST /v1/notifications" →

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
@@ -54,12 +55,16 @@ func New(tp trace.TracerProvider) *Tracing {
 // http/protobuf by default, grpc by OTEL_EXPORTER_OTLP_PROTOCOL) and "console" (stdout)
 // export through a batching SDK provider. The resource comes from OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES (service.name defaults to DefaultServiceName); the sampler
-// from OTEL_TRACES_SAMPLER (parent-based always-on by default). Errors: an exporter
-// name autoexport does not know, or a setting it refuses.
+// from OTEL_TRACES_SAMPLER (parent-based always-on by default); the batching from
+// OTEL_BSP_* (see batchEnv for their bounds). Errors: an exporter name autoexport does
+// not know, a setting it refuses, an OTEL_BSP_* value out of its bounds.
 func FromEnv(ctx context.Context) (*Tracing, error) {
 	name := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER"))
 	if name == "" || name == "none" || strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
 		return Disabled(), nil
+	}
+	if err := checkBatchEnv(); err != nil {
+		return nil, err
 	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
@@ -118,4 +123,35 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	return t.shutdown(ctx)
+}
+
+// batchEnv are the batch span processor's variables and the values FromEnv accepts: the
+// SDK takes them as they are, so a negative size panicked in makechan at the start, a
+// huge one (OTEL_BSP_MAX_QUEUE_SIZE=100000000000) allocated its queue until the process
+// died, and a delay of zero or less exported in a busy loop. Sizes are spans, times
+// milliseconds (an export timeout of 0: none).
+var batchEnv = []struct {
+	key      string
+	min, max int
+}{
+	{"OTEL_BSP_MAX_QUEUE_SIZE", 1, 1 << 20},
+	{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 1, 1 << 20},
+	{"OTEL_BSP_SCHEDULE_DELAY", 1, 3_600_000},
+	{"OTEL_BSP_EXPORT_TIMEOUT", 0, 3_600_000},
+}
+
+// checkBatchEnv refuses an OTEL_BSP_* value that is not an integer within batchEnv's
+// bounds (unset or empty: the SDK's default).
+func checkBatchEnv() error {
+	for _, b := range batchEnv {
+		v := os.Getenv(b.key)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < b.min || n > b.max {
+			return fmt.Errorf("%s=%.32q: want an integer from %d to %d", b.key, v, b.min, b.max)
+		}
+	}
+	return nil
 }
