@@ -1802,6 +1802,8 @@ input SendNotificationInput {
   sendAt: Time
   "A channel hint; the final channels come from each recipient's preferences."
   channels: [Channel!]
+  "Notify the actor too: by default a send to more than one recipient leaves out the one whose id is actor.id (skipped with reason actor)."
+  includeActor: Boolean
 }
 
 "A send's lane."
@@ -8250,7 +8252,7 @@ func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Cont
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"idempotencyKey", "recipients", "type", "category", "actor", "target", "title", "body", "payload", "expiresAt", "groupKey", "actions", "template", "data", "locale", "priority", "sendAt", "channels"}
+	fieldsInOrder := [...]string{"idempotencyKey", "recipients", "type", "category", "actor", "target", "title", "body", "payload", "expiresAt", "groupKey", "actions", "template", "data", "locale", "priority", "sendAt", "channels", "includeActor"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8383,6 +8385,13 @@ func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Cont
 				return it, err
 			}
 			it.Channels = data
+		case "includeActor":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("includeActor"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IncludeActor = data
 		}
 	}
 	return it, nil

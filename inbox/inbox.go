@@ -307,6 +307,11 @@ type SendInput struct {
 	// Locale is the send's locale (BCP 47): a recipient without a locale of their own
 	// gets the content rendered for it.
 	Locale string
+	// LeaveOut, when set, is a user id the send skips in every channel with
+	// ReasonActor: the actor of a send to several recipients or to a segment, who is not
+	// notified of their own action unless the send asks for it (includeActor). A skipped
+	// recipient gets status records, no notification, as an opted-out one.
+	LeaveOut string
 	// RenderKey identifies the template content of a templated send (template, version,
 	// data; the send renders it per recipient locale), for the idempotency check: it is
 	// part of the content a key is first sent with. "" without a template.

@@ -45,6 +45,9 @@ const (
 	// ReasonDeviceMoved: another user of the tenant registered the push device's token
 	// after the send (a device belongs to one user; its pushes stay with them).
 	ReasonDeviceMoved = "device_moved"
+	// ReasonActor: the recipient is the send's actor, left out of a send to several
+	// recipients or a segment (SendInput.LeaveOut) unless it asked for includeActor.
+	ReasonActor = "actor"
 )
 
 // Summary statuses of a notification for one recipient (NotificationStatus.Status).

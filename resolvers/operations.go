@@ -555,6 +555,9 @@ func sendRequest(in model.SendNotificationInput) service.SendRequest {
 	if in.ExpiresAt != nil {
 		out.ExpiresAt = *in.ExpiresAt
 	}
+	if in.IncludeActor != nil {
+		out.IncludeActor = *in.IncludeActor
+	}
 	if in.SendAt != nil {
 		out.SendAt = *in.SendAt
 	}

@@ -68,7 +68,7 @@ func serviceAccept(svc *service.Service) AcceptFunc {
 		r := service.SendRequest{IdempotencyKey: key, Type: req.Type, Category: deref(req.Category), Title: deref(req.Title),
 			Body: deref(req.Body), Segment: deref(req.Segment), Template: deref(req.Template), Locale: deref(req.Locale),
 			GroupKey: deref(req.GroupKey), SendAt: deref(req.SendAt), ExpiresAt: deref(req.ExpiresAt),
-			Priority: service.Priority(deref(req.Priority))}
+			Priority: service.Priority(deref(req.Priority)), IncludeActor: deref(req.IncludeActor)}
 		single := req.RecipientUserId != nil
 		switch {
 		case single:

@@ -29,6 +29,8 @@ func (t Tenant) Critical(category string) bool { return t.Prefs.IsCritical(categ
 
 // Recipient is what is known of one recipient of a send.
 type Recipient struct {
+	// ID is the recipient's user id ("" when unknown: LeaveOut then never applies).
+	ID string
 	// Own are the preferences the recipient set (zero: none). Decide ignores them for a
 	// critical category, so a caller need not read them then.
 	Own inbox.OwnPreferences
@@ -136,6 +138,8 @@ func NeedsProfile(in inbox.SendInput) bool {
 // one per candidate channel (Candidates; PUSH one per device), in-app always among them.
 //
 // Each candidate is checked in this order, the first that applies deciding it:
+//   - the recipient is the one the send leaves out (its actor: inbox.SendInput.LeaveOut,
+//     matched on Recipient.ID): inbox.ReasonActor, critical or not;
 //   - not in the template (inbox.ReasonNotInTemplate), not in the hint (ReasonNotInHint);
 //   - unless the category is critical (Tenant.Critical), the preferences (PrefsReason:
 //     the target muted, ReasonMuted; the channel switched off globally, ReasonOptedOut,
@@ -169,6 +173,8 @@ func Decide(in inbox.SendInput, t Tenant, r Recipient, now time.Time) []Decision
 			prefs = PrefsReason(p, in.Category, c, target)
 		}
 		switch {
+		case in.LeaveOut != "" && r.ID == in.LeaveOut:
+			d.Reason = inbox.ReasonActor
 		case !InTemplate(in, c):
 			d.Reason = inbox.ReasonNotInTemplate
 		case !InHint(in, c):

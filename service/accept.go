@@ -48,6 +48,11 @@ type SendRequest struct {
 	SendAt time.Time `json:"sendAt,omitzero"`
 	// Channels is the channel hint (inbox.Channel* constants).
 	Channels []string `json:"channels,omitempty"`
+	// IncludeActor notifies the actor too when the send goes to several recipients or to
+	// a segment; by default they are left out of such a send (reason inbox.ReasonActor),
+	// as no one needs telling of their own action. A send to one recipient always
+	// reaches them.
+	IncludeActor bool `json:"includeActor,omitempty"`
 }
 
 // Accepted is the answer to an accepted send (REST's 202 body).

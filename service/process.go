@@ -265,12 +265,23 @@ func chunkKey(key string, c, n int) string {
 func (s *Service) Input(tenant string, r SendRequest, version int) inbox.SendInput {
 	in := inbox.SendInput{IdempotencyKey: r.IdempotencyKey, Type: r.Type, Category: r.Category, Title: r.Title,
 		Body: r.Body, Actor: r.Actor, Target: r.Target, Payload: r.Payload, ExpiresAt: r.ExpiresAt,
-		GroupKey: r.GroupKey, Actions: r.Actions, Channels: r.Channels, Locale: r.Locale}
+		GroupKey: r.GroupKey, Actions: r.Actions, Channels: r.Channels, Locale: r.Locale, LeaveOut: leaveOut(r)}
 	if r.Template != "" && s.o.Templates != nil {
 		sum := sha256.Sum256(r.Data)
 		in.RenderKey = r.Template + "@" + strconv.Itoa(version) + "@" + hex.EncodeToString(sum[:8])
 	}
 	return in
+}
+
+// leaveOut is the user id r's send skips with inbox.ReasonActor: its actor, when it goes
+// to a segment or to more than one recipient and does not ask for IncludeActor; "" when
+// it skips no one. (The request's hash covers IncludeActor, so the store's content hash
+// of a chunk need not: a key reused with the flag changed is a CONFLICT at accept.)
+func leaveOut(r SendRequest) string {
+	if r.IncludeActor || r.Actor == nil || (r.Segment == "" && len(r.Recipients) < 2) {
+		return ""
+	}
+	return r.Actor.ActorID
 }
 
 // render is the render function of r's template at version (nil when r names none): one

@@ -171,7 +171,7 @@ func (s *Store) ReadRecipients(ctx context.Context, tenantID string, users []str
 		Groups: map[string]routing.Group{}, At: s.now()}
 	for _, u := range users {
 		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
-		var r routing.Recipient
+		r := routing.Recipient{ID: u}
 		if prefs {
 			if r.Own, err = decodePrefs(got[itemKey{pk, skPrefs}]); err != nil {
 				return routing.Read{}, err

@@ -154,6 +154,8 @@ type SendNotificationInput struct {
 	SendAt *time.Time `json:"sendAt,omitempty"`
 	// A channel hint; the final channels come from each recipient's preferences.
 	Channels []Channel `json:"channels,omitempty"`
+	// Notify the actor too: by default a send to more than one recipient leaves out the one whose id is actor.id (skipped with reason actor).
+	IncludeActor *bool `json:"includeActor,omitempty"`
 }
 
 type SendNotificationPayload struct {

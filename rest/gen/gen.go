@@ -579,6 +579,12 @@ type SendRequest struct {
 	// GroupKey An id (1..256 bytes of UTF-8, no '#', no control characters).
 	GroupKey *ID `json:"groupKey,omitempty"`
 
+	// IncludeActor Notify the actor too. By default a send to `recipients` (more than one) or to a
+	// `segment` leaves out the recipient whose id is `actor.id`: their status records
+	// say skipped with reason `actor`, and they get no notification. A send to
+	// `recipientUserId` always reaches its one recipient.
+	IncludeActor *bool `json:"includeActor,omitempty"`
+
 	// Locale A BCP 47 language tag, e.g. de-DE.
 	Locale   *Locale   `json:"locale,omitempty"`
 	Priority *Priority `json:"priority,omitempty"`
