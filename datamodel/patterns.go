@@ -342,4 +342,14 @@ var Patterns = []Pattern{
 			Actor: &inbox.Actor{ActorID: "actor0001", Name: "Actor 0001"}, GroupKey: "welcome0"})
 		return err
 	}},
+	{26, "throttled send", "Two sends to one user under a throttle of 1 an hour: the first's transaction also adds to the counter (condition: below the limit); the second's is cancelled by the counter's condition, then ONE TransactWriteItems writes its guard and status records, throttled.", func(ctx context.Context, e *env) error {
+		for _, key := range []string{"send-0026a", "send-0026b"} {
+			if _, err := e.svc.Send(ctx, tenant, service.SendRequest{IdempotencyKey: key, Recipients: []string{user(7)},
+				Type: "alert", Category: "account", Title: "CPU high", Body: "Above 90% for 5 minutes.",
+				Throttle: &inbox.Throttle{Key: "cpu", Limit: 1, Window: time.Hour}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}},
 }

@@ -77,6 +77,9 @@ var peakKeys = []loadKey{
 		{"a state change's reads", 6, "BatchGetItem", "", "", false, 2},
 		{"a state change's transaction", 6, "TransactWriteItems", "", "table", false, 1},
 	}},
+	{"`T#{t}#THR#{user}` (the hottest inbox's throttle counters)", fmt.Sprintf("every one of its %d notifications/s sent with a throttle", hotUserIn), []loadRow{
+		{"the counter's update in the recipient's transaction (its item only)", 26, "TransactWriteItems", "THR#", "table", true, hotUserIn},
+	}},
 	{"`T#{t}#U#{user}#UNREAD` on GSI1 (the same inbox)", "its new notifications' index entries and the clients' unread pages", []loadRow{
 		{"a recipient's send transaction, GSI1's share", 8, "TransactWriteItems", "sk=N~META", "GSI1", false, hotUserIn},
 		{"unread page", 4, "Query", "", "", false, hotUserClients},

@@ -1303,6 +1303,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("QuietHoursInput", ec.unmarshalInputQuietHoursInput),
 			graphql.NewInputUnmarshaler("SendNotificationInput", ec.unmarshalInputSendNotificationInput),
 			graphql.NewInputUnmarshaler("TargetInput", ec.unmarshalInputTargetInput),
+			graphql.NewInputUnmarshaler("ThrottleInput", ec.unmarshalInputThrottleInput),
 		)
 	}
 	first := true
@@ -1804,6 +1805,18 @@ input SendNotificationInput {
   channels: [Channel!]
   "Notify the actor too: by default a send to more than one recipient leaves out the one whose id is actor.id (skipped with reason actor)."
   includeActor: Boolean
+  "At most limit notifications per recipient and key in each window; the rest are skipped with reason throttled."
+  throttle: ThrottleInput
+}
+
+"A send's throttle: at most limit notifications per recipient and key in each window (windows aligned on the Unix epoch)."
+input ThrottleInput {
+  "What is counted (default: the send's type)."
+  key: String
+  "1..1000."
+  limit: Int!
+  "A Go duration in whole seconds from 1s to 168h, e.g. \"1h\"."
+  window: String!
 }
 
 "A send's lane."
@@ -8252,7 +8265,7 @@ func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Cont
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"idempotencyKey", "recipients", "type", "category", "actor", "target", "title", "body", "payload", "expiresAt", "groupKey", "actions", "template", "data", "locale", "priority", "sendAt", "channels", "includeActor"}
+	fieldsInOrder := [...]string{"idempotencyKey", "recipients", "type", "category", "actor", "target", "title", "body", "payload", "expiresAt", "groupKey", "actions", "template", "data", "locale", "priority", "sendAt", "channels", "includeActor", "throttle"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8392,6 +8405,13 @@ func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Cont
 				return it, err
 			}
 			it.IncludeActor = data
+		case "throttle":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("throttle"))
+			data, err := ec.unmarshalOThrottleInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐThrottleInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Throttle = data
 		}
 	}
 	return it, nil
@@ -8469,6 +8489,62 @@ func (ec *executionContext) unmarshalInputTargetInput(ctx context.Context, obj a
 func UnmarshalTargetInput(ctx context.Context, raw any) (model.TargetInput, error) {
 	var out model.TargetInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "TargetInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputThrottleInput(ctx context.Context, obj any) (model.ThrottleInput, error) {
+	var it model.ThrottleInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"key", "limit", "window"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "key":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("key"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Key = data
+		case "limit":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("limit"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Limit = data
+		case "window":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("window"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Window = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalThrottleInput unmarshals raw into the ThrottleInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalThrottleInput(ctx context.Context, raw any) (model.ThrottleInput, error) {
+	var out model.ThrottleInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ThrottleInput", raw, &out)
 	return out, err
 }
 
@@ -11350,6 +11426,14 @@ func (ec *executionContext) unmarshalOTargetInput2ᚖgithubᚗcomᚋinboxgwᚋga
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputTargetInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOThrottleInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐThrottleInput(ctx context.Context, v any) (*model.ThrottleInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputThrottleInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 

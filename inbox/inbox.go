@@ -307,6 +307,10 @@ type SendInput struct {
 	// Locale is the send's locale (BCP 47): a recipient without a locale of their own
 	// gets the content rendered for it.
 	Locale string
+	// Throttle, when set, keeps at most Throttle.Limit notifications per recipient and
+	// Throttle.Key in each window of Throttle.Window; a recipient over it is skipped in
+	// every channel with ReasonThrottled.
+	Throttle *Throttle
 	// LeaveOut, when set, is a user id the send skips in every channel with
 	// ReasonActor: the actor of a send to several recipients or to a segment, who is not
 	// notified of their own action unless the send asks for it (includeActor). A skipped
@@ -316,6 +320,19 @@ type SendInput struct {
 	// data; the send renders it per recipient locale), for the idempotency check: it is
 	// part of the content a key is first sent with. "" without a template.
 	RenderKey string
+}
+
+// Throttle is a send's throttle: at most Limit notifications per (recipient, Key) in
+// each window of length Window (windows aligned on the Unix epoch: a 1 h window is a
+// clock hour in UTC). Limits: routing.CheckThrottle.
+type Throttle struct {
+	// Key names what is counted (inbox.CheckID rules; the service defaults it to the
+	// send's type).
+	Key string `json:"key"`
+	// Limit is the most notifications a recipient gets per window, 1..1,000.
+	Limit int `json:"limit"`
+	// Window is the window's length, 1 s..7 days, whole seconds.
+	Window time.Duration `json:"window"`
 }
 
 // Rendered is a template rendered for one locale: what a notification shows, the

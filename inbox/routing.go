@@ -48,6 +48,9 @@ const (
 	// ReasonActor: the recipient is the send's actor, left out of a send to several
 	// recipients or a segment (SendInput.LeaveOut) unless it asked for includeActor.
 	ReasonActor = "actor"
+	// ReasonThrottled: the recipient had the send's throttle limit of notifications of its
+	// key in the current window already (SendInput.Throttle).
+	ReasonThrottled = "throttled"
 )
 
 // Summary statuses of a notification for one recipient (NotificationStatus.Status).

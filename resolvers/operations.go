@@ -15,6 +15,7 @@ import (
 	"github.com/inboxgw/gateway/graph/model"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/loader"
+	"github.com/inboxgw/gateway/routing"
 	"github.com/inboxgw/gateway/service"
 )
 
@@ -532,7 +533,7 @@ func anchoredTarget(t *inbox.Target, n *inbox.Notification) *inbox.Target {
 }
 
 // sendRequest maps the GraphQL input to the send service's request.
-func sendRequest(in model.SendNotificationInput) service.SendRequest {
+func sendRequest(in model.SendNotificationInput) (service.SendRequest, error) {
 	s := func(p *string) string {
 		if p == nil {
 			return ""
@@ -558,6 +559,13 @@ func sendRequest(in model.SendNotificationInput) service.SendRequest {
 	if in.IncludeActor != nil {
 		out.IncludeActor = *in.IncludeActor
 	}
+	if in.Throttle != nil {
+		t, err := routing.ParseThrottle(s(in.Throttle.Key), in.Throttle.Limit, in.Throttle.Window)
+		if err != nil {
+			return out, err
+		}
+		out.Throttle = &t
+	}
 	if in.SendAt != nil {
 		out.SendAt = *in.SendAt
 	}
@@ -578,7 +586,7 @@ func sendRequest(in model.SendNotificationInput) service.SendRequest {
 	if in.Target != nil {
 		out.Target = &inbox.Target{TargetID: in.Target.ID, Kind: in.Target.Kind, Title: s(in.Target.Title), URL: s(in.Target.URL)}
 	}
-	return out
+	return out, nil
 }
 
 // sendPayload is sendNotification's answer: the processing's outcome when the service

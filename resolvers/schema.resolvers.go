@@ -103,7 +103,11 @@ func (r *mutationResolver) SendNotification(ctx context.Context, input model.Sen
 	if r.Sender == nil {
 		return nil, inbox.Errorf(inbox.CodeUnavailable, "sending is not available on this gateway")
 	}
-	sent, err := r.Sender.Send(wctx, c.TenantID, sendRequest(input))
+	req, err := sendRequest(input)
+	if err != nil {
+		return nil, err
+	}
+	sent, err := r.Sender.Send(wctx, c.TenantID, req)
 	if err != nil {
 		return nil, err
 	}

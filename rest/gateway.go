@@ -14,6 +14,7 @@ import (
 
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/rest/gen"
+	"github.com/inboxgw/gateway/routing"
 	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 	"github.com/inboxgw/gateway/tmpl"
@@ -69,6 +70,13 @@ func serviceAccept(svc *service.Service) AcceptFunc {
 			Body: deref(req.Body), Segment: deref(req.Segment), Template: deref(req.Template), Locale: deref(req.Locale),
 			GroupKey: deref(req.GroupKey), SendAt: deref(req.SendAt), ExpiresAt: deref(req.ExpiresAt),
 			Priority: service.Priority(deref(req.Priority)), IncludeActor: deref(req.IncludeActor)}
+		if req.Throttle != nil {
+			t, err := routing.ParseThrottle(deref(req.Throttle.Key), req.Throttle.Limit, req.Throttle.Window)
+			if err != nil {
+				return gen.Accepted{}, false, err
+			}
+			r.Throttle = &t
+		}
 		single := req.RecipientUserId != nil
 		switch {
 		case single:

@@ -83,6 +83,11 @@ type Plan struct {
 	Group *Group
 	// Retention is the tenant's (Tenant.Retention), for Expiry at the write's time.
 	Retention time.Duration
+	// Throttle, when set, is the throttle window the notification counts in (Counts'
+	// decisions only): the transaction adds one to its counter on condition that it is
+	// below the slot's limit, and the write answers ErrThrottled (writing nothing) when
+	// it is not.
+	Throttle *Slot
 }
 
 // Written is what WriteRecipient did for one recipient.

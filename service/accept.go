@@ -15,6 +15,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/routing"
 )
 
 // SendRequest is one send as a transport received it. Exactly one of Recipients and
@@ -53,6 +54,10 @@ type SendRequest struct {
 	// as no one needs telling of their own action. A send to one recipient always
 	// reaches them.
 	IncludeActor bool `json:"includeActor,omitempty"`
+	// Throttle, when set, keeps at most Throttle.Limit notifications per recipient and
+	// key in each window (inbox.Throttle; the key defaults to Type): the rest are
+	// skipped with reason throttled.
+	Throttle *inbox.Throttle `json:"throttle,omitempty"`
 }
 
 // Accepted is the answer to an accepted send (REST's 202 body).
@@ -158,6 +163,16 @@ func (s *Service) normalize(tenant string, r SendRequest, now time.Time) (SendRe
 		if len(r.Locale) > 64 {
 			return r, inbox.Errorf(inbox.CodeBadUserInput, "locale must be at most 64 bytes")
 		}
+	}
+	if r.Throttle != nil {
+		t := *r.Throttle
+		if t.Key == "" {
+			t.Key = r.Type
+		}
+		if err := routing.CheckThrottle(t); err != nil {
+			return r, err
+		}
+		r.Throttle = &t
 	}
 	var err error
 	if r.Data, err = compact("data", r.Data); err != nil {

@@ -265,7 +265,7 @@ func chunkKey(key string, c, n int) string {
 func (s *Service) Input(tenant string, r SendRequest, version int) inbox.SendInput {
 	in := inbox.SendInput{IdempotencyKey: r.IdempotencyKey, Type: r.Type, Category: r.Category, Title: r.Title,
 		Body: r.Body, Actor: r.Actor, Target: r.Target, Payload: r.Payload, ExpiresAt: r.ExpiresAt,
-		GroupKey: r.GroupKey, Actions: r.Actions, Channels: r.Channels, Locale: r.Locale, LeaveOut: leaveOut(r)}
+		GroupKey: r.GroupKey, Actions: r.Actions, Channels: r.Channels, Locale: r.Locale, LeaveOut: leaveOut(r), Throttle: r.Throttle}
 	if r.Template != "" && s.o.Templates != nil {
 		sum := sha256.Sum256(r.Data)
 		in.RenderKey = r.Template + "@" + strconv.Itoa(version) + "@" + hex.EncodeToString(sum[:8])

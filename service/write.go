@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -198,6 +199,10 @@ func (w Writer) Write(ctx context.Context, tenantID string, in inbox.SendInput, 
 			if g, ok := read.Groups[r]; ok && routing.InApp(p.Decisions).Queued() {
 				p.Group = &g
 			}
+			if in.Throttle != nil && routing.Counts(p.Decisions) {
+				slot := routing.ThrottleSlot(*in.Throttle, read.At)
+				p.Throttle = &slot
+			}
 			plans[i] = p
 		}
 		results := make([]routing.Written, len(pending))
@@ -207,6 +212,14 @@ func (w Writer) Write(ctx context.Context, tenantID string, in inbox.SendInput, 
 			g.Go(func() error {
 				v := inbox.Viewer{TenantID: tenantID, UserID: plans[i].UserID}
 				out, err := w.Store.WriteRecipient(gctx, plans[i])
+				if errors.Is(err, routing.ErrThrottled) {
+					// The window was full when the transaction ran (nothing written): the
+					// recipient's guard and status records, every channel throttled.
+					p := plans[i]
+					p.Decisions, p.Throttle, p.Group = routing.Throttled(p.Decisions), nil, nil
+					plans[i] = p
+					out, err = w.Store.WriteRecipient(gctx, p)
+				}
 				results[i] = out
 				switch d := out.Delivery; {
 				case err != nil:
@@ -308,15 +321,16 @@ func inputHash(in inbox.SendInput, recipients []string) string {
 		Actor                       *inbox.Actor
 		Target                      *inbox.Target
 		Payload                     json.RawMessage
-		ExpiresAt                   int64          `json:",omitempty"`
-		GroupKey                    string         `json:",omitempty"`
-		Actions                     []inbox.Action `json:",omitempty"`
-		TemplateChannels            []string       `json:",omitempty"`
-		Channels                    []string       `json:",omitempty"`
-		Locale                      string         `json:",omitempty"`
-		RenderKey                   string         `json:",omitempty"`
+		ExpiresAt                   int64           `json:",omitempty"`
+		GroupKey                    string          `json:",omitempty"`
+		Actions                     []inbox.Action  `json:",omitempty"`
+		TemplateChannels            []string        `json:",omitempty"`
+		Channels                    []string        `json:",omitempty"`
+		Locale                      string          `json:",omitempty"`
+		RenderKey                   string          `json:",omitempty"`
+		Throttle                    *inbox.Throttle `json:",omitempty"`
 	}{sorted, in.Type, in.Category, in.Title, in.Body, in.Actor, in.Target, json.RawMessage(in.Payload), exp, in.GroupKey, in.Actions,
-		in.TemplateChannels, in.Channels, in.Locale, in.RenderKey})
+		in.TemplateChannels, in.Channels, in.Locale, in.RenderKey, in.Throttle})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

@@ -77,6 +77,7 @@ const (
 	entityDelivery       = "DeliveryRecord"
 	entityTenantSettings = "TenantSettings"
 	entityRequest        = "SendRequest"
+	entityThrottle       = "ThrottleCounter"
 
 	// skRequest is the sort key of a send request (AP25).
 	skRequest = "REQ"
@@ -145,6 +146,19 @@ func idFromNotifSK(sk string) (string, bool) {
 // (AP8), so a fan-out's guards form one small item collection per key.
 func guardPK(tenantID, key string) string {
 	return "T#" + tenantID + "#IDEM#" + key
+}
+
+// throttlePK is the partition of a recipient's throttle counters: one item per (key,
+// window), sk throttleSK (AP26). Its own partition, not the user's item collection, so
+// no read of an inbox ever meets one.
+func throttlePK(v inbox.Viewer) string {
+	return "T#" + v.TenantID + "#THR#" + v.UserID
+}
+
+// throttleSK is the sort key of the counter of throttle key (inbox.CheckID: no '#') in
+// the window starting at start: "{key}#{start Unix ms}".
+func throttleSK(key string, start time.Time) string {
+	return key + "#" + strconv.FormatInt(start.UnixMilli(), 10)
 }
 
 // requestPK is the partition key of a send request accepted under an idempotency key

@@ -156,6 +156,15 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 		if err := s.addStatus(t, v, id, in, rt, now); err != nil {
 			return inbox.Delivery{}, err
 		}
+		var thrKey itemKey
+		if p.Throttle != nil {
+			k, a, err := s.throttleCount(v, *p.Throttle)
+			if err != nil {
+				return inbox.Delivery{}, err
+			}
+			thrKey = k
+			t.add(k, a)
+		}
 		_, err = s.db.TransactWriteItems(ctx, t.input(ctx))
 		wrote = err == nil
 		if err != nil && grp != nil && t.conditionFailed(err, grp.key()) {
@@ -174,6 +183,10 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 				return inbox.Delivery{UserID: user}, nil
 			}
 			return inbox.Delivery{UserID: user, Notification: &inbox.Notification{ID: g.NotificationID}}, nil
+		case p.Throttle != nil && t.conditionFailed(err, thrKey):
+			// The window is full: nothing was written; the caller writes the recipient
+			// again, throttled (not retried here: a permanent answer).
+			return inbox.Delivery{}, routing.ErrThrottled
 		case t.conditionFailed(err, itemKey{userPK(v), skMeta}):
 			// The inbox's clock passed this id between generating it and committing: take
 			// a new id above it. The notification commits after that markAllRead, so its
@@ -304,6 +317,11 @@ func (s *Store) CheckSend(in inbox.SendInput) error {
 	if err := s.checkSendV2(in); err != nil {
 		return err
 	}
+	if in.Throttle != nil {
+		if err := routing.CheckThrottle(*in.Throttle); err != nil {
+			return err
+		}
+	}
 	if len(in.Payload) > 0 && !json.Valid(in.Payload) {
 		return inbox.Errorf(inbox.CodeBadUserInput, "payload must be valid JSON")
 	}
@@ -417,4 +435,24 @@ func (s *Store) guard(ctx context.Context, tenantID, key, user string) (guardIte
 		return guardItem{}, fmt.Errorf("decode guard: %w", err)
 	}
 	return g, nil
+}
+
+// throttleCount is the transaction's update of the throttle counter of slot for v: one
+// more (ADD n 1, TTL at the window's end plus a minute), on condition that fewer than
+// slot.Limit were counted in the window (WriteRecipient answers routing.ErrThrottled when
+// the condition fails).
+func (s *Store) throttleCount(v inbox.Viewer, slot routing.Slot) (itemKey, types.TransactWriteItem, error) {
+	k := itemKey{throttlePK(v), throttleSK(slot.Key, slot.Start)}
+	n := expression.Name("n")
+	up := expression.Add(n, expression.Value(1)).
+		Set(expression.Name(attrTTL), expression.Value(slot.End.Add(time.Minute).Unix())).
+		Set(expression.Name(attrEntityType), expression.Value(entityThrottle))
+	x, err := buildUpdate(up, []expression.ConditionBuilder{n.AttributeNotExists().Or(n.LessThan(expression.Value(slot.Limit)))}, nil)
+	if err != nil {
+		return k, types.TransactWriteItem{}, fmt.Errorf("store: build throttle update: %w", err)
+	}
+	return k, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table),
+		Key:              map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: k.pk}, attrSK: &types.AttributeValueMemberS{Value: k.sk}},
+		UpdateExpression: x.Update(), ConditionExpression: x.Condition(), ExpressionAttributeNames: x.Names(),
+		ExpressionAttributeValues: x.Values()}}, nil
 }

@@ -156,6 +156,8 @@ type SendNotificationInput struct {
 	Channels []Channel `json:"channels,omitempty"`
 	// Notify the actor too: by default a send to more than one recipient leaves out the one whose id is actor.id (skipped with reason actor).
 	IncludeActor *bool `json:"includeActor,omitempty"`
+	// At most limit notifications per recipient and key in each window; the rest are skipped with reason throttled.
+	Throttle *ThrottleInput `json:"throttle,omitempty"`
 }
 
 type SendNotificationPayload struct {
@@ -175,6 +177,16 @@ type TargetInput struct {
 	Kind  string  `json:"kind"`
 	Title *string `json:"title,omitempty"`
 	URL   *string `json:"url,omitempty"`
+}
+
+// A send's throttle: at most limit notifications per recipient and key in each window (windows aligned on the Unix epoch).
+type ThrottleInput struct {
+	// What is counted (default: the send's type).
+	Key *string `json:"key,omitempty"`
+	// 1..1000.
+	Limit int `json:"limit"`
+	// A Go duration in whole seconds from 1s to 168h, e.g. "1h".
+	Window string `json:"window"`
 }
 
 // How an inbox connection treats archived notifications.

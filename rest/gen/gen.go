@@ -601,8 +601,13 @@ type SendRequest struct {
 	Target *TargetInput `json:"target,omitempty"`
 
 	// Template An id (1..256 bytes of UTF-8, no '#', no control characters).
-	Template *ID     `json:"template,omitempty"`
-	Title    *string `json:"title,omitempty"`
+	Template *ID `json:"template,omitempty"`
+
+	// Throttle At most `limit` notifications per recipient and `key` in each `window` (windows aligned
+	// on the Unix epoch: a `1h` window is a clock hour in UTC); a recipient over it is
+	// `skipped` in every channel with reason `throttled`. Exact under concurrent sends.
+	Throttle *Throttle `json:"throttle,omitempty"`
+	Title    *string   `json:"title,omitempty"`
 
 	// Type An id (1..256 bytes of UTF-8, no '#', no control characters).
 	Type ID `json:"type"`
@@ -690,6 +695,18 @@ type TenantSettingsInput struct {
 	DefaultPreferences *DefaultPreferences   `json:"defaultPreferences,omitempty"`
 	RetentionDays      *int                  `json:"retentionDays,omitempty"`
 	Webhook            *WebhookSettingsInput `json:"webhook,omitempty"`
+}
+
+// Throttle At most `limit` notifications per recipient and `key` in each `window` (windows aligned
+// on the Unix epoch: a `1h` window is a clock hour in UTC); a recipient over it is
+// `skipped` in every channel with reason `throttled`. Exact under concurrent sends.
+type Throttle struct {
+	// Key An id (1..256 bytes of UTF-8, no '#', no control characters).
+	Key   *ID `json:"key,omitempty"`
+	Limit int `json:"limit"`
+
+	// Window A Go duration in whole seconds from `1s` to `168h` (e.g. `1h`, `30m`).
+	Window string `json:"window"`
 }
 
 // TwilioStatusCallback The members of a Twilio status callback the gateway reads (Twilio sends more).
