@@ -25,6 +25,7 @@ import (
 	"github.com/inboxgw/gateway/store"
 	"github.com/inboxgw/gateway/telemetry"
 	"github.com/inboxgw/gateway/tmpl"
+	"github.com/inboxgw/gateway/unsub"
 )
 
 // Deps are what a caller of Build hands in instead of having it built from the
@@ -75,6 +76,10 @@ type Deps struct {
 type Gateway struct {
 	Config Config
 	Log    *slog.Logger
+	// Unsub signs the emails' one-click unsubscribe links, under UnsubBase (nil: emails
+	// carry none; see unsubscribeLinks).
+	Unsub     *unsub.Signer
+	UnsubBase string
 	// DB is the store's DynamoDB client; Table is in Config.
 	DB       *dynamodb.Client
 	Store    *store.Store
@@ -244,6 +249,9 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 	if g.Channels, err = deliveryChannels(cfg, devSMTP, g.Tracing); err != nil {
 		return g, err
 	}
+	if g.Unsub, g.UnsubBase, err = unsubscribeLinks(cfg); err != nil {
+		return g, err
+	}
 	g.Scheduler = newScheduler(cfg, log, g, clock)
 
 	if deps.Worker {
@@ -267,6 +275,7 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 		g.HTTP = WithMetricsRoute(cfg, g.HTTP, deps.Metrics)
 	}
 	g.HTTP = devMail.with(g.HTTP)
+	g.HTTP = g.withUnsubscribe(g.HTTP)
 	// Outermost: the request's span and its access log line see every route.
 	g.HTTP = telemetry.Middleware(g.Tracing, log, g.HTTP)
 	return g, nil
@@ -332,7 +341,7 @@ func (g *Gateway) importDemo(ctx context.Context) error {
 func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Clock) *sched.Scheduler {
 	deliver := delivery.NewHandler(g.Store, delivery.Options{Channels: g.Channels, Attempts: cfg.DeliveryAttempts,
 		Backoff: cfg.DeliveryBackoff, Timeout: cfg.DeliveryTimeout, Logger: log, Clock: clock, Tracer: g.Tracing.Tracer(),
-		OnConfigError: metrics.NewDelivery(g.Metrics).ConfigError})
+		OnConfigError: metrics.NewDelivery(g.Metrics).ConfigError, Unsubscribe: unsubscribeURL(g.Unsub, g.UnsubBase)})
 	// A deliver task sends once within INBOX_DELIVERY_TIMEOUT and then records the
 	// outcome: the handler deadline covers both.
 	o := sched.Options{DB: g.DB, Poll: cfg.SchedPoll, Lease: cfg.SchedLease, Logger: log, Clock: clock, Tracer: g.Tracing.Tracer(),

@@ -16,6 +16,7 @@ import (
 	"github.com/inboxgw/gateway/channel/smtpcatch"
 	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/telemetry"
+	"github.com/inboxgw/gateway/unsub"
 )
 
 // Bounds of the delivery settings.
@@ -86,6 +87,9 @@ func (c *Config) checkChannels() error {
 		}
 	}
 	c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
+	if c.UnsubscribeSecret != "" && len(c.UnsubscribeSecret) < unsub.MinSecretBytes {
+		return fmt.Errorf("configuration: INBOX_UNSUBSCRIBE_SECRET must be at least %d bytes", unsub.MinSecretBytes)
+	}
 	apns := []string{c.APNsKey, c.APNsKeyID, c.APNsTeamID, c.APNsTopic}
 	if set := countSet(apns...); set != 0 && set != len(apns) {
 		return fmt.Errorf("configuration: APNs needs INBOX_APNS_KEY, INBOX_APNS_KEY_ID, INBOX_APNS_TEAM_ID and INBOX_APNS_TOPIC together")

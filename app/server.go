@@ -191,6 +191,10 @@ type Config struct {
 	// PublicURL is the gateway's URL as providers reach it (Twilio's StatusCallback and
 	// its signature check); unset, no status callback is asked for.
 	PublicURL string `env:"INBOX_PUBLIC_URL"`
+	// UnsubscribeSecret signs the one-click unsubscribe links of emails (RFC 8058; at
+	// least 32 bytes), which go under PublicURL; unset outside dev mode, emails carry
+	// none.
+	UnsubscribeSecret string `env:"INBOX_UNSUBSCRIBE_SECRET"`
 	// CallbackMaxAge is how old a signed provider callback may be (SendGrid's timestamp).
 	CallbackMaxAge time.Duration `env:"INBOX_CALLBACK_MAX_AGE" envDefault:"10m"`
 	// Sends per second per instance and provider kind (channel.Limit).

@@ -80,6 +80,7 @@ var envHelp = map[string]string{
 	"INBOX_TWILIO_URL":            "Twilio API base URL",
 	"INBOX_SENDGRID_WEBHOOK_KEY":  "SendGrid event webhook verification key (base64 DER ECDSA P-256): enables POST /v1/webhooks/provider/sendgrid",
 	"INBOX_PUBLIC_URL":            "the gateway's public URL as providers call it (https://inbox.example.com): Twilio status callbacks go to {it}/v1/webhooks/provider/twilio (unset: none asked for)",
+	"INBOX_UNSUBSCRIBE_SECRET":    "signs the one-click unsubscribe links (RFC 8058 List-Unsubscribe) of non-critical emails, at least 32 bytes; links go under INBOX_PUBLIC_URL (unset outside dev mode: no link)",
 	"INBOX_CALLBACK_MAX_AGE":      "how old a SendGrid callback's signed timestamp may be (a replay past it is refused; 10s..24h)",
 	"INBOX_RATE_EMAIL":            "email sends per second per instance",
 	"INBOX_RATE_PUSH":             "push sends per second per instance and provider (APNs, FCM)",

@@ -57,6 +57,9 @@ type Message struct {
 	// Payload is a webhook's JSON body; Secret the tenant's signing secret.
 	Payload []byte
 	Secret  string
+	// Unsubscribe is an email's one-click unsubscribe URL (https: or http:; RFC 8058):
+	// set, the email carries List-Unsubscribe and List-Unsubscribe-Post; "" none.
+	Unsubscribe string
 	// CallbackRef is an opaque reference the provider echoes in its callbacks (Twilio's
 	// StatusCallback URL, SendGrid's unique arguments): package delivery's record ref.
 	CallbackRef string

@@ -224,12 +224,16 @@ func (e *email) message(m Message) (*gomail.Msg, error) {
 		}
 		msg.SetGenHeaderPreformatted("X-SMTPAPI", string(b))
 	}
-	if e.unsub != nil {
-		if u := e.unsub(m); u != "" {
-			msg.SetGenHeaderPreformatted("List-Unsubscribe", "<"+u+">")
-			if strings.HasPrefix(u, "https:") {
-				msg.SetGenHeaderPreformatted("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")
-			}
+	u := m.Unsubscribe
+	if u == "" && e.unsub != nil {
+		u = e.unsub(m)
+	}
+	if u != "" && !strings.ContainsAny(u, "<>\r\n") {
+		msg.SetGenHeaderPreformatted("List-Unsubscribe", "<"+u+">")
+		// RFC 8058 asks for HTTPS; dev mode's links are http://localhost, which mail
+		// clients do not call but a developer can follow.
+		if strings.HasPrefix(u, "https:") || strings.HasPrefix(u, "http:") {
+			msg.SetGenHeaderPreformatted("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")
 		}
 	}
 	return msg, nil

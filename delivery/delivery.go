@@ -72,6 +72,9 @@ type Store interface {
 	// CachedTenantSettings returns a tenant's settings (webhook URL and secret), from the
 	// instance's settings cache while it is fresh.
 	CachedTenantSettings(ctx context.Context, tenantID string) (inbox.TenantSettings, error)
+	// Critical reports whether category is critical for tenantID (cached, as
+	// CachedTenantSettings): a critical email carries no unsubscribe link.
+	Critical(ctx context.Context, tenantID, category string) (bool, error)
 }
 
 // Options configures a Handler. Zero values take the defaults.
@@ -105,6 +108,10 @@ type Options struct {
 	// Tracer, when set, gives each provider send a client span ("{provider} send", under
 	// the task's span); nil: none.
 	Tracer trace.Tracer
+	// Unsubscribe, when set, returns the one-click unsubscribe URL (RFC 8058) of an email
+	// to userID of tenantID in category ("" for none: the email carries no link). It is
+	// asked only for a category that is not critical for the tenant.
+	Unsubscribe func(tenantID, userID, category string) string
 }
 
 // Handler handles inbox.TaskDeliver tasks (see the package doc). It is safe for
@@ -237,6 +244,15 @@ func (h *Handler) Handle(ctx context.Context, t inbox.Task) error {
 	}
 	if chName == inbox.ChannelPush {
 		m.Data = map[string]string{"notificationId": ref.NotificationID}
+	}
+	if chName == inbox.ChannelEmail && h.o.Unsubscribe != nil {
+		crit, err := h.st.Critical(ctx, ref.TenantID, job.Category)
+		if err != nil {
+			return h.outcome(ctx, ref, t.Due, job, "", channel.Result{}, fmt.Errorf("tenant settings: %w", err))
+		}
+		if !crit {
+			m.Unsubscribe = h.o.Unsubscribe(ref.TenantID, job.UserID, job.Category)
+		}
 	}
 	if chName == inbox.ChannelWebhook {
 		m.To, m.Secret = settings.WebhookURL, settings.WebhookSecret

@@ -255,3 +255,17 @@ func (c *settingsCache) put(tenantID string, set *inbox.TenantSettings) {
 	}
 	c.m[tenantID] = settingsEntry{set: set, at: time.Now()}
 }
+
+// Critical reports whether category is critical for tenantID (its settings over the
+// configured defaults, through the per-instance settings cache): a critical email
+// carries no unsubscribe link. "" is never critical.
+func (s *Store) Critical(ctx context.Context, tenantID, category string) (bool, error) {
+	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return false, err
+	}
+	set, err := s.tenantSettings(ctx, tenantID)
+	if err != nil {
+		return false, err
+	}
+	return s.config(tenantID, set).Critical(category), nil
+}
