@@ -125,6 +125,11 @@ type Error struct {
 	// Config is set when the provider refused the gateway's own credentials (a revoked or
 	// wrong token): no message will pass until an operator fixes the configuration.
 	Config bool
+	// Suppress is set when the provider refused the address itself for good: an SMTP 5xx
+	// reply to RCPT TO (the server names the recipient unknown or refused), Twilio's
+	// 21610 (the number replied STOP). Package delivery puts such an address on the
+	// tenant's suppression list, so later sends skip it without calling the provider.
+	Suppress bool
 	// Err is the underlying error or the provider's message.
 	Err error
 }

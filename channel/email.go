@@ -291,6 +291,9 @@ func classifySMTP(ctx context.Context, err error) *Error {
 	switch {
 	case code >= 500 && code < 600:
 		out.Kind, out.Status, out.Code = Permanent, code, enhanced
+		// A 5xx to RCPT TO refuses this recipient (unknown user, mailbox disabled): a
+		// hard bounce, unlike a 5xx to the message's content or to the session.
+		out.Suppress = se != nil && se.Reason == gomail.ErrSMTPRcptTo
 	case code >= 400 && code < 500:
 		out.Kind, out.Status, out.Code = Transient, code, enhanced
 	}

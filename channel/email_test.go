@@ -163,6 +163,10 @@ func TestEmailSMTPReplies(t *testing.T) {
 			if !strings.Contains(e.Error(), "scripted failure") {
 				t.Fatalf("error %q does not quote the server", e)
 			}
+			// Only a 5xx to RCPT TO refuses the recipient itself (a hard bounce).
+			if want := c.step == channeltest.StepRcpt && c.code >= 500; e.Suppress != want {
+				t.Fatalf("Suppress %v, want %v", e.Suppress, want)
+			}
 			if n := len(srv.Messages()); n != 0 {
 				t.Fatalf("%d messages kept", n)
 			}

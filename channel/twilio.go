@@ -165,6 +165,8 @@ func classifyTwilio(status int, ans twilioAnswer, retryAfter time.Duration) *Err
 		e.Kind, e.RetryAfter = Transient, retryAfter
 	case status >= 400:
 		e.Kind = Permanent
+		// 21610: the recipient replied STOP; Twilio refuses every message to them.
+		e.Suppress = ans.Code == 21610
 	default:
 		e.Kind = Transient
 	}

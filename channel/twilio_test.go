@@ -138,6 +138,10 @@ func TestTwilioDocumentedErrors(t *testing.T) {
 			if e.Provider != channel.ProviderTwilio || e.RetryAfter != tc.retryAfter {
 				t.Fatalf("error %v: provider %q retryAfter %v", e, e.Provider, e.RetryAfter)
 			}
+			// 21610: the number replied STOP; only it suppresses the address.
+			if e.Suppress != (tc.code == "21610") {
+				t.Fatalf("error %v: Suppress %v", e, e.Suppress)
+			}
 		})
 	}
 }

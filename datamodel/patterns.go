@@ -352,4 +352,24 @@ var Patterns = []Pattern{
 		}
 		return nil
 	}},
+	{27, "suppression list", "A hard bounce puts user0008's address on the list (one conditional PutItem; a second bounce writes nothing), an email send to them reads it in the recipients' second BatchGetItem and skips the channel, the admin list is one Query of GSI1, the delete one DeleteItem.", func(ctx context.Context, e *env) error {
+		v := viewer(user(8))
+		if _, err := e.st.PutUserProfile(ctx, v, inbox.UserProfile{Addresses: map[string]string{"email": user(8) + "@example.org"}}); err != nil {
+			return err
+		}
+		for range 2 {
+			if _, err := e.st.AddSuppression(ctx, tenant, inbox.Suppression{Channel: inbox.ChannelEmail, Address: user(8) + "@example.org", Reason: "bounce"}); err != nil {
+				return err
+			}
+		}
+		if _, err := e.svc.Send(ctx, tenant, service.SendRequest{IdempotencyKey: "send-0027", Recipients: []string{user(8)},
+			Type: "welcome", Category: "account", Template: template, Data: inbox.JSON(`{"name": "Ada"}`)}); err != nil {
+			return err
+		}
+		if _, _, err := e.st.Suppressions(ctx, tenant, inbox.ChannelEmail, "", 50); err != nil {
+			return err
+		}
+		_, err := e.st.RemoveSuppression(ctx, tenant, inbox.ChannelEmail, user(8)+"@example.org")
+		return err
+	}},
 }

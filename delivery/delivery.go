@@ -72,6 +72,9 @@ type Store interface {
 	// CachedTenantSettings returns a tenant's settings (webhook URL and secret), from the
 	// instance's settings cache while it is fresh.
 	CachedTenantSettings(ctx context.Context, tenantID string) (inbox.TenantSettings, error)
+	// AddSuppression puts an address on the tenant's suppression list (false: it was on
+	// it already).
+	AddSuppression(ctx context.Context, tenantID string, sup inbox.Suppression) (bool, error)
 	// Critical reports whether category is critical for tenantID (cached, as
 	// CachedTenantSettings): a critical email carries no unsubscribe link.
 	Critical(ctx context.Context, tenantID, category string) (bool, error)
@@ -312,6 +315,27 @@ func (h *Handler) outcome(ctx context.Context, ref inbox.DeliveryRef, due time.T
 			h.o.OnConfigError(provider)
 		}
 		return nil
+	case kind == channel.Permanent && suppress(sendErr) && inbox.SuppressibleChannel(job.Channel) && job.To != "":
+		// A hard bounce or an SMS STOP: the address goes on the tenant's suppression list
+		// (later sends skip it, suppressed) before the record fails, so a retry of this
+		// task after a crash adds it still.
+		reason := "smtp_5xx"
+		if job.Channel == inbox.ChannelSMS {
+			reason = "sms_stop"
+		}
+		log.WarnContext(ctx, "delivery: failed (permanent); the address is suppressed", "reason", reason)
+		if err := h.record(ctx, ref, func(wctx context.Context) error {
+			_, err := h.st.AddSuppression(wctx, ref.TenantID, inbox.Suppression{Channel: job.Channel, Address: job.To, Reason: reason, Detail: msg})
+			if inbox.ErrorCode(err) == inbox.CodeBadUserInput {
+				return nil // an address the list cannot hold: the record fails all the same
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		return h.record(ctx, ref, func(wctx context.Context) error {
+			return h.st.DeliveryFailed(wctx, ref, job.Attempt, provider, msg)
+		})
 	case kind == channel.Permanent:
 		log.WarnContext(ctx, "delivery: failed (permanent)")
 		return h.record(ctx, ref, func(wctx context.Context) error {
@@ -412,6 +436,13 @@ func clipError(s string) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// suppress reports whether err is a provider's refusal of the address itself
+// (channel.Error.Suppress).
+func suppress(err error) bool {
+	var ce *channel.Error
+	return errors.As(err, &ce) && ce.Suppress
 }
 
 // isConfigError reports whether err is a provider's refusal of the gateway's own

@@ -184,6 +184,10 @@ type ProviderEvent struct {
 	Error string
 	// At is when it happened (zero: when it is applied).
 	At time.Time
+	// Suppress, when set, is the address the event puts on the tenant's suppression
+	// list (a hard bounce, a drop, a spam complaint). An event with Suppress and no
+	// Status (a spam complaint) changes no record.
+	Suppress *Suppression
 }
 
 // Content returns what r says on channel: the template's part for it when it has one,

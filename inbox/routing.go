@@ -3,6 +3,7 @@ package inbox
 import (
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -51,7 +52,54 @@ const (
 	// ReasonThrottled: the recipient had the send's throttle limit of notifications of its
 	// key in the current window already (SendInput.Throttle).
 	ReasonThrottled = "throttled"
+	// ReasonSuppressed: the recipient's address of the channel is on the tenant's
+	// suppression list (a hard bounce, a drop, a spam complaint, an SMS STOP): the
+	// provider is not called.
+	ReasonSuppressed = "suppressed"
 )
+
+// Suppression is an address on a tenant's suppression list: sends skip it with
+// ReasonSuppressed.
+type Suppression struct {
+	// Channel is ChannelEmail or ChannelSMS; Address the normalized address
+	// (NormalizeAddress).
+	Channel, Address string
+	// Reason is why it was added: "bounce", "dropped", "spamreport" (SendGrid events),
+	// "smtp_5xx" (an SMTP server refused the recipient), "sms_stop" (Twilio 21610),
+	// "manual".
+	Reason string
+	// Detail is the provider's words, clipped (may be "").
+	Detail    string
+	CreatedAt time.Time
+}
+
+// MaxAddressBytes bounds a suppressed address (an email address is at most 254 bytes).
+const MaxAddressBytes = 320
+
+// SuppressibleChannel reports whether channel's addresses can be suppressed (EMAIL, SMS).
+func SuppressibleChannel(channel string) bool {
+	return channel == ChannelEmail || channel == ChannelSMS
+}
+
+// NormalizeAddress returns the form addr of channel takes on the suppression list: an
+// email address trimmed and lower-cased (so a bounce of Kim@Example.com suppresses
+// kim@example.com), a phone number trimmed. Errors: BAD_USER_INPUT for a channel that
+// cannot be suppressed, an empty address, one over MaxAddressBytes or with control
+// characters or '#'.
+func NormalizeAddress(channel, addr string) (string, error) {
+	if !SuppressibleChannel(channel) {
+		return "", Errorf(CodeBadUserInput, "channel must be EMAIL or SMS")
+	}
+	a := strings.TrimSpace(addr)
+	if channel == ChannelEmail {
+		a = strings.ToLower(a)
+	}
+	if a == "" || len(a) > MaxAddressBytes || !utf8.ValidString(a) || strings.ContainsAny(a, "#") ||
+		strings.IndexFunc(a, unicode.IsControl) >= 0 {
+		return "", Errorf(CodeBadUserInput, "address must be 1..%d bytes of UTF-8 without '#' or control characters", MaxAddressBytes)
+	}
+	return a, nil
+}
 
 // Summary statuses of a notification for one recipient (NotificationStatus.Status).
 const (

@@ -118,6 +118,10 @@ type sendGridEvent struct {
 	// Timestamp is read by eventTime: whatever it holds, the event is not lost for it.
 	Timestamp json.RawMessage `json:"timestamp"`
 	Reason    string          `json:"reason"`
+	// Email is the recipient's address; Type a bounce's kind ("bounce" hard, "blocked"
+	// soft: only a hard bounce suppresses).
+	Email string `json:"email"`
+	Type  string `json:"type"`
 }
 
 // MaxEventAge is how old an event's own time (SendGrid's "timestamp", Unix seconds) may
@@ -193,8 +197,8 @@ func (s *SendGrid) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, 
 			continue
 		}
 		status := sendGridStatus(e.Event)
-		if status == "" {
-			continue
+		if status == "" && !suppressing(e) {
+			continue // untracked (processed, deferred, ...), or a complaint naming no address
 		}
 		ref, err := inbox.ParseDeliveryRef(e.Ref)
 		if err != nil || ref.Key != inbox.ChannelEmail {
@@ -213,9 +217,28 @@ func (s *SendGrid) Events(r *http.Request, body []byte) ([]inbox.ProviderEvent, 
 			}
 			ev.Error = clip(ev.Error)
 		}
+		if suppressing(e) {
+			ev.Suppress = &inbox.Suppression{Channel: inbox.ChannelEmail, Address: e.Email, Reason: e.Event, Detail: clip(e.Reason)}
+		}
 		out = append(out, ev)
 	}
 	return out, nil
+}
+
+// suppressing reports whether e puts its address on the suppression list: a hard
+// bounce (not a "blocked" one, which is temporary), a drop (SendGrid dropped it, often
+// because the address bounced before), a spam complaint; only with an address.
+func suppressing(e sendGridEvent) bool {
+	if e.Email == "" {
+		return false
+	}
+	switch e.Event {
+	case "bounce":
+		return e.Type != "blocked"
+	case "dropped", "spamreport":
+		return true
+	}
+	return false
 }
 
 // sendGridStatus maps an event name onto a delivery status ("" for one not tracked).

@@ -286,3 +286,62 @@ func TestSendGridEventTimesArePlausible(t *testing.T) {
 		}
 	}
 }
+
+// TestSendGridSuppressingEvents: a hard bounce, a drop and a spam complaint name their
+// address for the suppression list (the complaint with no status: it changes no
+// record); a "blocked" bounce (temporary), an event without an address and a delivery
+// name none.
+func TestSendGridSuppressingEvents(t *testing.T) {
+	t.Parallel()
+	key, err := providerhooktest.NewSendGridKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sg, err := providerhook.NewSendGrid(providerhook.SendGridConfig{PublicKey: key.Public, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mail := inbox.DeliveryRef{TenantID: "acme", NotificationID: ref.NotificationID, Key: inbox.ChannelEmail}
+	body := sendGridBatch(t,
+		map[string]any{"inbox_ref": mail.String(), "event": "bounce", "type": "bounce", "email": "Kim@Example.test", "reason": "550 5.1.1 unknown user", "timestamp": now.Unix()},
+		map[string]any{"inbox_ref": mail.String(), "event": "bounce", "type": "blocked", "email": "kim@example.test", "timestamp": now.Unix()},
+		map[string]any{"inbox_ref": mail.String(), "event": "dropped", "email": "kim@example.test", "reason": "Bounced Address", "timestamp": now.Unix()},
+		map[string]any{"inbox_ref": mail.String(), "event": "spamreport", "email": "kim@example.test", "timestamp": now.Unix()},
+		map[string]any{"inbox_ref": mail.String(), "event": "spamreport", "timestamp": now.Unix()},
+		map[string]any{"inbox_ref": mail.String(), "event": "delivered", "email": "kim@example.test", "timestamp": now.Unix()},
+	)
+	sig, ts, err := key.Sign(body, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := sg.Events(sendGridRequest(body, sig, ts), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		status, supp, reason string
+	}{
+		{inbox.DeliveryFailed, "Kim@Example.test", "bounce"},
+		{inbox.DeliveryFailed, "", ""},
+		{inbox.DeliveryFailed, "kim@example.test", "dropped"},
+		{"", "kim@example.test", "spamreport"},
+		{inbox.DeliveryDelivered, "", ""},
+	}
+	if len(evs) != len(want) {
+		t.Fatalf("%d events, want %d: %+v", len(evs), len(want), evs)
+	}
+	for i, w := range want {
+		ev := evs[i]
+		got, reason := "", ""
+		if ev.Suppress != nil {
+			got, reason = ev.Suppress.Address, ev.Suppress.Reason
+			if ev.Suppress.Channel != inbox.ChannelEmail {
+				t.Errorf("event %d: channel %q", i, ev.Suppress.Channel)
+			}
+		}
+		if ev.Status != w.status || got != w.supp || reason != w.reason {
+			t.Errorf("event %d: status %q suppress %q (%q), want %q %q (%q)", i, ev.Status, got, reason, w.status, w.supp, w.reason)
+		}
+	}
+}

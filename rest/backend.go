@@ -41,6 +41,11 @@ type Backend interface {
 	// ("" for the first page); NOT_FOUND for a segment without members (as a broadcast
 	// refuses it: a segment exists while it has members).
 	GetSegment(ctx context.Context, tenant, id string, limit int, cursor string) (gen.Segment, error)
+	// ListSuppressions reads a page of at most limit entries of the tenant's suppression
+	// list after cursor, of channel ("" every channel; "EMAIL", "SMS").
+	ListSuppressions(ctx context.Context, tenant, channel, cursor string, limit int) (gen.SuppressionPage, error)
+	// DeleteSuppression takes channel's address off the list; false when it was not on it.
+	DeleteSuppression(ctx context.Context, tenant, channel, address string) (bool, error)
 	// PutTemplate stores a new version of the template for in.Locale (it must parse).
 	PutTemplate(ctx context.Context, tenant, id string, in gen.TemplateInput) (gen.TemplateVersion, error)
 	// GetTemplate reads a template at version (0: the latest) for locale ("": the

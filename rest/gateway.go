@@ -38,6 +38,9 @@ type GatewayStore interface {
 	RegisterDevice(ctx context.Context, v inbox.Viewer, token, platform string) (inbox.Device, error)
 	UnregisterDevice(ctx context.Context, v inbox.Viewer, tokenOrID string) (bool, error)
 	ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) (bool, error)
+	AddSuppression(ctx context.Context, tenantID string, sup inbox.Suppression) (bool, error)
+	RemoveSuppression(ctx context.Context, tenantID, channel, address string) (bool, error)
+	Suppressions(ctx context.Context, tenantID, channel, cursor string, limit int) ([]inbox.Suppression, string, error)
 }
 
 // Gateway is the service API's Backend over the gateway's pieces, and the mapping of the
@@ -477,6 +480,16 @@ func (b *Gateway) ApplyProviderEvents(ctx context.Context, events []inbox.Provid
 	for _, ref := range refs {
 		g.Go(func() error {
 			for _, ev := range byRef[ref] {
+				if ev.Suppress != nil {
+					// The tenant is the signed ref's. An address the list cannot hold is
+					// left off; the event still applies to its record.
+					if _, err := b.Store.AddSuppression(gctx, ev.Ref.TenantID, *ev.Suppress); err != nil && inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+						return err
+					}
+				}
+				if ev.Status == "" {
+					continue
+				}
 				changed, err := b.Store.ApplyProviderEvent(gctx, ev)
 				if err != nil {
 					return err
@@ -492,4 +505,30 @@ func (b *Gateway) ApplyProviderEvents(ctx context.Context, events []inbox.Provid
 		return 0, err
 	}
 	return int(applied.Load()), nil
+}
+
+// ListSuppressions is store.Suppressions mapped onto the document's page (channels in
+// lower case).
+func (b *Gateway) ListSuppressions(ctx context.Context, tenant, channel, cursor string, limit int) (gen.SuppressionPage, error) {
+	list, next, err := b.Store.Suppressions(ctx, tenant, channel, cursor, limit)
+	if err != nil {
+		return gen.SuppressionPage{}, err
+	}
+	out := gen.SuppressionPage{Items: make([]gen.Suppression, len(list))}
+	for i, sp := range list {
+		out.Items[i] = gen.Suppression{Channel: gen.SuppressibleChannel(strings.ToLower(sp.Channel)), Address: sp.Address,
+			Reason: sp.Reason, CreatedAt: sp.CreatedAt}
+		if sp.Detail != "" {
+			out.Items[i].Detail = &sp.Detail
+		}
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	return out, nil
+}
+
+// DeleteSuppression is store.RemoveSuppression.
+func (b *Gateway) DeleteSuppression(ctx context.Context, tenant, channel, address string) (bool, error) {
+	return b.Store.RemoveSuppression(ctx, tenant, channel, address)
 }

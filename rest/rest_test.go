@@ -44,20 +44,22 @@ func TestOpenAPIDocumentIsServedAndCoversEveryRoute(t *testing.T) {
 	}
 	// Every endpoint of DESIGN.md's table.
 	want := map[string][]string{
-		"/v1/users/{id}/devices":         {"post"},
-		"/v1/users/{id}/devices/{token}": {"delete"},
-		"/v1/webhooks/provider/{name}":   {"post"},
-		"/v1/notifications":              {"get", "post"},
-		"/v1/notifications/{id}/status":  {"get"},
-		"/v1/broadcasts":                 {"post"},
-		"/v1/broadcasts/{id}":            {"delete", "get"},
-		"/v1/segments/{id}/members":      {"put"},
-		"/v1/segments/{id}":              {"get"},
-		"/v1/templates/{id}":             {"get", "put"},
-		"/v1/users/{id}":                 {"put"},
-		"/v1/users/{id}/preferences":     {"get", "put"},
-		"/v1/tenant/settings":            {"put"},
-		"/v1/openapi.json":               {"get"},
+		"/v1/users/{id}/devices":               {"post"},
+		"/v1/users/{id}/devices/{token}":       {"delete"},
+		"/v1/webhooks/provider/{name}":         {"post"},
+		"/v1/notifications":                    {"get", "post"},
+		"/v1/notifications/{id}/status":        {"get"},
+		"/v1/broadcasts":                       {"post"},
+		"/v1/broadcasts/{id}":                  {"delete", "get"},
+		"/v1/segments/{id}/members":            {"put"},
+		"/v1/segments/{id}":                    {"get"},
+		"/v1/templates/{id}":                   {"get", "put"},
+		"/v1/users/{id}":                       {"put"},
+		"/v1/users/{id}/preferences":           {"get", "put"},
+		"/v1/tenant/settings":                  {"put"},
+		"/v1/openapi.json":                     {"get"},
+		"/v1/suppressions":                     {"get"},
+		"/v1/suppressions/{channel}/{address}": {"delete"},
 	}
 	for p, ms := range want {
 		for _, m := range ms {

@@ -425,3 +425,41 @@ func (s *server) ReceiveProviderCallback(ctx context.Context, _ gen.ReceiveProvi
 	}
 	return gen.ReceiveProviderCallback200JSONResponse{Events: len(events), Applied: applied}, nil
 }
+
+// DefaultSuppressionPage is GET /v1/suppressions' page size without limit.
+const DefaultSuppressionPage = 50
+
+func (s *server) ListSuppressions(ctx context.Context, req gen.ListSuppressionsRequestObject) (gen.ListSuppressionsResponseObject, error) {
+	t, err := tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	limit := DefaultSuppressionPage
+	if req.Params.Limit != nil {
+		limit = *req.Params.Limit
+	}
+	channel := ""
+	if req.Params.Channel != nil {
+		channel = strings.ToUpper(string(*req.Params.Channel))
+	}
+	page, err := s.b.ListSuppressions(ctx, t, channel, deref(req.Params.Cursor), limit)
+	if err != nil {
+		return nil, err
+	}
+	return gen.ListSuppressions200JSONResponse(page), nil
+}
+
+func (s *server) DeleteSuppression(ctx context.Context, req gen.DeleteSuppressionRequestObject) (gen.DeleteSuppressionResponseObject, error) {
+	t, err := tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	removed, err := s.b.DeleteSuppression(ctx, t, strings.ToUpper(string(req.Channel)), req.Address)
+	if err != nil {
+		return nil, err
+	}
+	if !removed {
+		return nil, inbox.Errorf(inbox.CodeNotFound, "%s is not on the suppression list", req.Address)
+	}
+	return gen.DeleteSuppression204Response{}, nil
+}

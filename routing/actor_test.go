@@ -41,3 +41,18 @@ func TestDecideLeavesOutTheActor(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideSkipsSuppressedAddresses: an address on the suppression list is skipped
+// with reason suppressed, critical or not, and only in its own channel.
+func TestDecideSkipsSuppressedAddresses(t *testing.T) {
+	in := inbox.SendInput{Type: "comment", Category: "social", TemplateChannels: all, Target: issue}
+	r := routing.Recipient{ID: "kim", Profile: both, Suppressed: map[string]bool{email: true}}
+	if got, want := describe(routing.Decide(in, tenant(), r, now)), "IN_APP:Q EMAIL:suppressed PUSH:no_device SMS:Q WEBHOOK:Q"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	in.Category = "security"
+	r.Suppressed = map[string]bool{sms: true}
+	if got, want := describe(routing.Decide(in, tenant(), r, now)), "IN_APP:Q EMAIL:Q PUSH:no_device SMS:suppressed WEBHOOK:Q"; got != want {
+		t.Errorf("critical: got %s, want %s", got, want)
+	}
+}

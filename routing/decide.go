@@ -40,6 +40,9 @@ type Recipient struct {
 	// Devices are the recipient's push devices, oldest first: PUSH is decided once per
 	// device, in this order.
 	Devices []inbox.Device
+	// Suppressed are the channels whose address on Profile is on the tenant's
+	// suppression list (inbox.Suppression), by channel; nil: none.
+	Suppressed map[string]bool
 }
 
 // Decision is one delivery's outcome for one recipient: queued (at once, or deferred to
@@ -146,7 +149,8 @@ func NeedsProfile(in inbox.SendInput) bool {
 //     or for the category only, ReasonCategoryOptedOut; the webhook has no switch);
 //   - what the recipient lacks: the channel's address on their profile
 //     (inbox.ChannelSpec.AddressKey: its NoAddress, e.g. no email address, ReasonNoEmail;
-//     no phone number, ReasonNoPhone), no push device
+//     no phone number, ReasonNoPhone), the address on the tenant's suppression list
+//     (ReasonSuppressed, critical or not: it bounced), no push device
 //     (ReasonNoDevice), no tenant webhook URL (ReasonNoWebhook).
 //
 // A channel that passes is queued: PUSH once per device, keyed "PUSH#{deviceId}", in
@@ -183,6 +187,8 @@ func Decide(in inbox.SendInput, t Tenant, r Recipient, now time.Time) []Decision
 			d.Reason = prefs
 		case spec.AddressKey != "" && spec.Address(r.Profile) == "":
 			d.Reason = spec.NoAddress
+		case spec.AddressKey != "" && r.Suppressed[c]:
+			d.Reason = inbox.ReasonSuppressed
 		case c == inbox.ChannelPush && len(r.Devices) == 0:
 			d.Reason = inbox.ReasonNoDevice
 		case c == inbox.ChannelWebhook && t.WebhookURL == "":

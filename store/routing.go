@@ -169,6 +169,13 @@ func (s *Store) ReadRecipients(ctx context.Context, tenantID string, users []str
 	}
 	out := routing.Read{Tenant: cfg, Recipients: make(map[string]routing.Recipient, len(users)),
 		Groups: map[string]routing.Group{}, At: s.now()}
+	// The recipients' addresses on the tenant's suppression list (AP27): a second
+	// BatchGetItem, only when some recipient has an email address or a phone number.
+	type suppressed struct {
+		user, channel string
+		key           itemKey
+	}
+	var supp []suppressed
 	for _, u := range users {
 		pk := userPK(inbox.Viewer{TenantID: tenantID, UserID: u})
 		r := routing.Recipient{ID: u}
@@ -181,6 +188,14 @@ func (s *Store) ReadRecipients(ctx context.Context, tenantID string, users []str
 			return routing.Read{}, err
 		}
 		out.Recipients[u] = r
+		if need.Profile {
+			for _, ch := range []string{inbox.ChannelEmail, inbox.ChannelSMS} {
+				spec, _ := inbox.Spec(ch)
+				if a, err := inbox.NormalizeAddress(ch, spec.Address(r.Profile)); err == nil {
+					supp = append(supp, suppressed{u, ch, itemKey{suppressionPK(tenantID, ch, a), skSuppression}})
+				}
+			}
+		}
 		if gk == "" {
 			continue
 		}
@@ -194,6 +209,32 @@ func (s *Store) ReadRecipients(ctx context.Context, tenantID string, users []str
 			return routing.Read{}, fmt.Errorf("decode group: %w", err)
 		}
 		out.Groups[u] = g.plain()
+	}
+	if len(supp) > 0 {
+		// Recipients may share an address: each key once (BatchGetItem refuses repeats).
+		keys := make([]itemKey, 0, len(supp))
+		seen := make(map[itemKey]bool, len(supp))
+		for _, x := range supp {
+			if !seen[x.key] {
+				seen[x.key] = true
+				keys = append(keys, x.key)
+			}
+		}
+		found, err := s.batchGet(ctx, keys, batchGetOptions{})
+		if err != nil {
+			return routing.Read{}, err
+		}
+		for _, x := range supp {
+			if _, ok := found[x.key]; !ok {
+				continue
+			}
+			r := out.Recipients[x.user]
+			if r.Suppressed == nil {
+				r.Suppressed = map[string]bool{}
+			}
+			r.Suppressed[x.channel] = true
+			out.Recipients[x.user] = r
+		}
 	}
 	return out, nil
 }

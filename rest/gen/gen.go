@@ -48,28 +48,28 @@ func (e BroadcastStatus) Valid() bool {
 
 // Defines values for Channel.
 const (
-	Email   Channel = "email"
-	InApp   Channel = "in_app"
-	Push    Channel = "push"
-	Slack   Channel = "slack"
-	Sms     Channel = "sms"
-	Webhook Channel = "webhook"
+	ChannelEmail   Channel = "email"
+	ChannelInApp   Channel = "in_app"
+	ChannelPush    Channel = "push"
+	ChannelSlack   Channel = "slack"
+	ChannelSms     Channel = "sms"
+	ChannelWebhook Channel = "webhook"
 )
 
 // Valid indicates whether the value is a known member of the Channel enum.
 func (e Channel) Valid() bool {
 	switch e {
-	case Email:
+	case ChannelEmail:
 		return true
-	case InApp:
+	case ChannelInApp:
 		return true
-	case Push:
+	case ChannelPush:
 		return true
-	case Slack:
+	case ChannelSlack:
 		return true
-	case Sms:
+	case ChannelSms:
 		return true
-	case Webhook:
+	case ChannelWebhook:
 		return true
 	default:
 		return false
@@ -196,6 +196,24 @@ func (e ProblemCode) Valid() bool {
 	case UNAUTHENTICATED:
 		return true
 	case UNAVAILABLE:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressibleChannel.
+const (
+	SuppressibleChannelEmail SuppressibleChannel = "email"
+	SuppressibleChannelSms   SuppressibleChannel = "sms"
+)
+
+// Valid indicates whether the value is a known member of the SuppressibleChannel enum.
+func (e SuppressibleChannel) Valid() bool {
+	switch e {
+	case SuppressibleChannelEmail:
+		return true
+	case SuppressibleChannelSms:
 		return true
 	default:
 		return false
@@ -618,6 +636,30 @@ type SlackContent struct {
 	Text *string `json:"text,omitempty"`
 }
 
+// SuppressibleChannel defines model for SuppressibleChannel.
+type SuppressibleChannel string
+
+// Suppression defines model for Suppression.
+type Suppression struct {
+	Address   string              `json:"address"`
+	Channel   SuppressibleChannel `json:"channel"`
+	CreatedAt time.Time           `json:"createdAt"`
+
+	// Detail The provider's words.
+	Detail *string `json:"detail,omitempty"`
+
+	// Reason bounce, dropped, spamreport (SendGrid), smtp_5xx (an SMTP server refused the recipient), sms_stop (Twilio 21610).
+	Reason string `json:"reason"`
+}
+
+// SuppressionPage defines model for SuppressionPage.
+type SuppressionPage struct {
+	Items []Suppression `json:"items"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
 // TargetInput defines model for TargetInput.
 type TargetInput struct {
 	// Id An id (1..256 bytes of UTF-8, no '#', no control characters).
@@ -782,6 +824,13 @@ type SendNotificationParams struct {
 type GetSegmentParams struct {
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListSuppressionsParams defines parameters for ListSuppressions.
+type ListSuppressionsParams struct {
+	Channel *SuppressibleChannel `form:"channel,omitempty" json:"channel,omitempty"`
+	Limit   *int                 `form:"limit,omitempty" json:"limit,omitempty"`
+	Cursor  *string              `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // GetTemplateParams defines parameters for GetTemplate.
@@ -953,6 +1002,12 @@ type ServerInterface interface {
 	// UpdateSegmentMembers Adds and removes members (at most 1,000 ids a call, both lists together).
 	// (PUT /v1/segments/{id}/members)
 	UpdateSegmentMembers(w http.ResponseWriter, r *http.Request, id PathID)
+	// ListSuppressions One page of the tenant's suppression list (addresses sends skip with reason suppressed).
+	// (GET /v1/suppressions)
+	ListSuppressions(w http.ResponseWriter, r *http.Request, params ListSuppressionsParams)
+	// DeleteSuppression Takes an address off the suppression list (sends reach it again).
+	// (DELETE /v1/suppressions/{channel}/{address})
+	DeleteSuppression(w http.ResponseWriter, r *http.Request, channel SuppressibleChannel, address string)
 	// GetTemplate A template at a version (default the latest) for a locale (default the template's default).
 	// (GET /v1/templates/{id})
 	GetTemplate(w http.ResponseWriter, r *http.Request, id PathID, params GetTemplateParams)
@@ -1317,6 +1372,100 @@ func (siw *ServerInterfaceWrapper) UpdateSegmentMembers(w http.ResponseWriter, r
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UpdateSegmentMembers(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSuppressions operation middleware
+func (siw *ServerInterfaceWrapper) ListSuppressions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSuppressionsParams
+
+	// ------------- Optional query parameter "channel" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "channel", r.URL.Query(), &params.Channel, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "channel"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "channel", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSuppressions(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSuppression operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSuppression(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "channel" -------------
+	var channel SuppressibleChannel
+
+	err = runtime.BindStyledParameterWithOptions("simple", "channel", r.PathValue("channel"), &channel, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "channel", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "address" -------------
+	var address string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "address", r.PathValue("address"), &address, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "address", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSuppression(w, r, channel, address)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1715,6 +1864,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/broadcasts/{id}", wrapper.GetBroadcast)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/segments/{id}/members", wrapper.UpdateSegmentMembers)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/segments/{id}", wrapper.GetSegment)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/suppressions", wrapper.ListSuppressions)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/suppressions/{channel}/{address}", wrapper.DeleteSuppression)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/templates/{id}", wrapper.GetTemplate)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/templates/{id}", wrapper.PutTemplate)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/users/{id}", wrapper.PutUser)
@@ -2571,6 +2722,181 @@ type UpdateSegmentMembersdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response UpdateSegmentMembersdefaultApplicationProblemPlusJSONResponse) VisitUpdateSegmentMembersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSuppressionsRequestObject struct {
+	Params ListSuppressionsParams
+}
+
+type ListSuppressionsResponseObject interface {
+	VisitListSuppressionsResponse(w http.ResponseWriter) error
+}
+
+type ListSuppressions200JSONResponse SuppressionPage
+
+func (response ListSuppressions200JSONResponse) VisitListSuppressionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSuppressions400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ListSuppressions400ApplicationProblemPlusJSONResponse) VisitListSuppressionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSuppressions401ApplicationProblemPlusJSONResponse Problem
+
+func (response ListSuppressions401ApplicationProblemPlusJSONResponse) VisitListSuppressionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSuppressions403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListSuppressions403ApplicationProblemPlusJSONResponse) VisitListSuppressionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSuppressionsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListSuppressionsdefaultApplicationProblemPlusJSONResponse) VisitListSuppressionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSuppressionRequestObject struct {
+	Channel SuppressibleChannel `json:"channel"`
+	Address string              `json:"address"`
+}
+
+type DeleteSuppressionResponseObject interface {
+	VisitDeleteSuppressionResponse(w http.ResponseWriter) error
+}
+
+type DeleteSuppression204Response struct {
+}
+
+func (response DeleteSuppression204Response) VisitDeleteSuppressionResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSuppression400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSuppression400ApplicationProblemPlusJSONResponse) VisitDeleteSuppressionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSuppression401ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteSuppression401ApplicationProblemPlusJSONResponse) VisitDeleteSuppressionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSuppression403ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteSuppression403ApplicationProblemPlusJSONResponse) VisitDeleteSuppressionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSuppression404ApplicationProblemPlusJSONResponse Problem
+
+func (response DeleteSuppression404ApplicationProblemPlusJSONResponse) VisitDeleteSuppressionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSuppressiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteSuppressiondefaultApplicationProblemPlusJSONResponse) VisitDeleteSuppressionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3472,6 +3798,12 @@ type StrictServerInterface interface {
 	// UpdateSegmentMembers Adds and removes members (at most 1,000 ids a call, both lists together).
 	// (PUT /v1/segments/{id}/members)
 	UpdateSegmentMembers(ctx context.Context, request UpdateSegmentMembersRequestObject) (UpdateSegmentMembersResponseObject, error)
+	// ListSuppressions One page of the tenant's suppression list (addresses sends skip with reason suppressed).
+	// (GET /v1/suppressions)
+	ListSuppressions(ctx context.Context, request ListSuppressionsRequestObject) (ListSuppressionsResponseObject, error)
+	// DeleteSuppression Takes an address off the suppression list (sends reach it again).
+	// (DELETE /v1/suppressions/{channel}/{address})
+	DeleteSuppression(ctx context.Context, request DeleteSuppressionRequestObject) (DeleteSuppressionResponseObject, error)
 	// GetTemplate A template at a version (default the latest) for a locale (default the template's default).
 	// (GET /v1/templates/{id})
 	GetTemplate(ctx context.Context, request GetTemplateRequestObject) (GetTemplateResponseObject, error)
@@ -3787,6 +4119,59 @@ func (sh *strictHandler) UpdateSegmentMembers(w http.ResponseWriter, r *http.Req
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UpdateSegmentMembersResponseObject); ok {
 		if err := validResponse.VisitUpdateSegmentMembersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSuppressions operation middleware
+func (sh *strictHandler) ListSuppressions(w http.ResponseWriter, r *http.Request, params ListSuppressionsParams) {
+	var request ListSuppressionsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSuppressions(ctx, request.(ListSuppressionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSuppressions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSuppressionsResponseObject); ok {
+		if err := validResponse.VisitListSuppressionsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSuppression operation middleware
+func (sh *strictHandler) DeleteSuppression(w http.ResponseWriter, r *http.Request, channel SuppressibleChannel, address string) {
+	var request DeleteSuppressionRequestObject
+
+	request.Channel = channel
+	request.Address = address
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSuppression(ctx, request.(DeleteSuppressionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSuppression")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteSuppressionResponseObject); ok {
+		if err := validResponse.VisitDeleteSuppressionResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
