@@ -41,6 +41,10 @@ type Backend interface {
 	// ("" for the first page); NOT_FOUND for a segment without members (as a broadcast
 	// refuses it: a segment exists while it has members).
 	GetSegment(ctx context.Context, tenant, id string, limit int, cursor string) (gen.Segment, error)
+	// GetUser reads the user's channel profile (empty when none is stored).
+	GetUser(ctx context.Context, tenant, id string) (gen.UserProfile, error)
+	// GetTenantSettings reads the tenant's stored settings (without the webhook secret).
+	GetTenantSettings(ctx context.Context, tenant string) (gen.TenantSettings, error)
 	// ListSuppressions reads a page of at most limit entries of the tenant's suppression
 	// list after cursor, of channel ("" every channel; "EMAIL", "SMS").
 	ListSuppressions(ctx context.Context, tenant, channel, cursor string, limit int) (gen.SuppressionPage, error)

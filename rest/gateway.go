@@ -38,6 +38,8 @@ type GatewayStore interface {
 	RegisterDevice(ctx context.Context, v inbox.Viewer, token, platform string) (inbox.Device, error)
 	UnregisterDevice(ctx context.Context, v inbox.Viewer, tokenOrID string) (bool, error)
 	ApplyProviderEvent(ctx context.Context, ev inbox.ProviderEvent) (bool, error)
+	UserProfile(ctx context.Context, v inbox.Viewer) (inbox.UserProfile, error)
+	TenantSettings(ctx context.Context, tenantID string) (inbox.TenantSettings, error)
 	AddSuppression(ctx context.Context, tenantID string, sup inbox.Suppression) (bool, error)
 	RemoveSuppression(ctx context.Context, tenantID, channel, address string) (bool, error)
 	Suppressions(ctx context.Context, tenantID, channel, cursor string, limit int) ([]inbox.Suppression, string, error)
@@ -531,4 +533,23 @@ func (b *Gateway) ListSuppressions(ctx context.Context, tenant, channel, cursor 
 // DeleteSuppression is store.RemoveSuppression.
 func (b *Gateway) DeleteSuppression(ctx context.Context, tenant, channel, address string) (bool, error) {
 	return b.Store.RemoveSuppression(ctx, tenant, channel, address)
+}
+
+// GetUser reads the user's channel profile (store.UserProfile: one GetItem).
+func (b *Gateway) GetUser(ctx context.Context, tenant, id string) (gen.UserProfile, error) {
+	p, err := b.Store.UserProfile(ctx, inbox.Viewer{TenantID: tenant, UserID: id})
+	if err != nil {
+		return gen.UserProfile{}, err
+	}
+	return profile(id, p)
+}
+
+// GetTenantSettings reads the tenant's stored settings (store.TenantSettings: one
+// GetItem), as PUT answers them.
+func (b *Gateway) GetTenantSettings(ctx context.Context, tenant string) (gen.TenantSettings, error) {
+	set, err := b.Store.TenantSettings(ctx, tenant)
+	if err != nil {
+		return gen.TenantSettings{}, err
+	}
+	return tenantSettings(set)
 }

@@ -113,6 +113,8 @@ var routes = map[string]route{
 	"DELETE /v1/broadcasts/{id}":                  {scope: ScopeSend},
 	"PUT /v1/segments/{id}/members":               {scope: ScopeAdmin, maxBody: MaxSegmentChangeBytes, newBody: func() any { return new(gen.SegmentMembersChange) }},
 	"GET /v1/segments/{id}":                       {scope: ScopeAdmin},
+	"GET /v1/users/{id}":                          {scope: ScopeAdmin},
+	"GET /v1/tenant/settings":                     {scope: ScopeAdmin},
 	"GET /v1/suppressions":                        {scope: ScopeAdmin},
 	"DELETE /v1/suppressions/{channel}/{address}": {scope: ScopeAdmin},
 	"PUT /v1/templates/{id}":                      {scope: ScopeAdmin, maxBody: MaxTemplateBytes, newBody: func() any { return new(gen.TemplateInput) }},

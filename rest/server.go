@@ -463,3 +463,30 @@ func (s *server) DeleteSuppression(ctx context.Context, req gen.DeleteSuppressio
 	}
 	return gen.DeleteSuppression204Response{}, nil
 }
+
+func (s *server) GetUser(ctx context.Context, req gen.GetUserRequestObject) (gen.GetUserResponseObject, error) {
+	t, err := tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := inbox.CheckID("user id", req.Id); err != nil {
+		return nil, err
+	}
+	u, err := s.b.GetUser(ctx, t, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetUser200JSONResponse(u), nil
+}
+
+func (s *server) GetTenantSettings(ctx context.Context, _ gen.GetTenantSettingsRequestObject) (gen.GetTenantSettingsResponseObject, error) {
+	t, err := tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	set, err := s.b.GetTenantSettings(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetTenantSettings200JSONResponse(set), nil
+}

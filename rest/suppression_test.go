@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,41 @@ func TestSMTPHardBounceSuppressesTheAddress(t *testing.T) {
 	defer cancel()
 	if _, err := smtpSrv.WaitMessages(ctx, received+1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProfilesAndSettingsReadBack: GET /v1/users/{id} and GET /v1/tenant/settings
+// answer what the PUTs stored (the webhook secret left out), empty before any PUT, to an
+// admin only, and never another tenant's.
+func TestProfilesAndSettingsReadBack(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
+	if p := decode[gen.UserProfile](t, call(t, s, http.MethodGet, "/v1/users/nia", admin, nil, nil), 200); p.Email != nil || p.Phone != nil {
+		t.Fatalf("a profile before any PUT: %s", mustJSON(t, p))
+	}
+	put := decode[gen.UserProfile](t, call(t, s, http.MethodPut, "/v1/users/nia", admin, nil, map[string]any{"email": "nia@example.test", "locale": "de-DE", "timezone": "Europe/Berlin"}), 200)
+	got := decode[gen.UserProfile](t, call(t, s, http.MethodGet, "/v1/users/nia", admin, nil, nil), 200)
+	if mustJSON(t, got) != mustJSON(t, put) || deref(got.Email) != "nia@example.test" {
+		t.Fatalf("GET %s, PUT answered %s", mustJSON(t, got), mustJSON(t, put))
+	}
+	putSet := decode[gen.TenantSettings](t, call(t, s, http.MethodPut, "/v1/tenant/settings", admin, nil, map[string]any{
+		"criticalCategories": []string{"security"}, "webhook": map[string]any{"url": "https://hooks.example.test/x", "secret": "0123456789abcdef0123456789"}}), 200)
+	gotSet := decode[gen.TenantSettings](t, call(t, s, http.MethodGet, "/v1/tenant/settings", admin, nil, nil), 200)
+	if mustJSON(t, gotSet) != mustJSON(t, putSet) {
+		t.Fatalf("GET %s, PUT answered %s", mustJSON(t, gotSet), mustJSON(t, putSet))
+	}
+	if b := mustJSON(t, gotSet); strings.Contains(b, "0123456789abcdef0123456789") {
+		t.Fatalf("the webhook secret was returned: %s", b)
+	}
+	if a := call(t, s, http.MethodGet, "/v1/users/nia", s.Token(tenant, "nia"), nil, nil); a.Status != 403 {
+		t.Fatalf("a user's token: %d %s", a.Status, a.Body)
+	}
+	other := s.Token("other-tenant", "svc", rest.ScopeAdmin)
+	if p := decode[gen.UserProfile](t, call(t, s, http.MethodGet, "/v1/users/nia", other, nil, nil), 200); p.Email != nil {
+		t.Fatalf("another tenant read nia's profile: %s", mustJSON(t, p))
+	}
+	if st := decode[gen.TenantSettings](t, call(t, s, http.MethodGet, "/v1/tenant/settings", other, nil, nil), 200); st.CriticalCategories != nil {
+		t.Fatalf("another tenant read the settings: %s", mustJSON(t, st))
 	}
 }

@@ -1014,9 +1014,15 @@ type ServerInterface interface {
 	// PutTemplate Stores a new version of a template for a locale (Liquid); it must parse.
 	// (PUT /v1/templates/{id})
 	PutTemplate(w http.ResponseWriter, r *http.Request, id PathID)
+	// GetTenantSettings The tenant's settings as stored (what the last PUT answered; empty when none were put). The webhook secret is left out.
+	// (GET /v1/tenant/settings)
+	GetTenantSettings(w http.ResponseWriter, r *http.Request)
 	// PutTenantSettings The tenant's settings (replaces them).
 	// (PUT /v1/tenant/settings)
 	PutTenantSettings(w http.ResponseWriter, r *http.Request)
+	// GetUser The recipient's channel profile as stored (empty when none was put).
+	// (GET /v1/users/{id})
+	GetUser(w http.ResponseWriter, r *http.Request, id PathID)
 	// PutUser The recipient's channel profile (replaces it).
 	// (PUT /v1/users/{id})
 	PutUser(w http.ResponseWriter, r *http.Request, id PathID)
@@ -1556,11 +1562,51 @@ func (siw *ServerInterfaceWrapper) PutTemplate(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// GetTenantSettings operation middleware
+func (siw *ServerInterfaceWrapper) GetTenantSettings(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTenantSettings(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // PutTenantSettings operation middleware
 func (siw *ServerInterfaceWrapper) PutTenantSettings(w http.ResponseWriter, r *http.Request) {
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PutTenantSettings(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetUser operation middleware
+func (siw *ServerInterfaceWrapper) GetUser(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id PathID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetUser(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1868,12 +1914,14 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/suppressions/{channel}/{address}", wrapper.DeleteSuppression)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/templates/{id}", wrapper.GetTemplate)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/templates/{id}", wrapper.PutTemplate)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/users/{id}", wrapper.GetUser)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/users/{id}", wrapper.PutUser)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/users/{id}/preferences", wrapper.GetPreferences)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/users/{id}/preferences", wrapper.UpdatePreferences)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/users/{id}/devices", wrapper.RegisterDevice)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/users/{id}/devices/{token}", wrapper.UnregisterDevice)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/webhooks/provider/{name}", wrapper.ReceiveProviderCallback)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/tenant/settings", wrapper.GetTenantSettings)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/tenant/settings", wrapper.PutTenantSettings)
 
 	return m
@@ -3104,6 +3152,74 @@ func (response PutTemplatedefaultApplicationProblemPlusJSONResponse) VisitPutTem
 	return err
 }
 
+type GetTenantSettingsRequestObject struct {
+}
+
+type GetTenantSettingsResponseObject interface {
+	VisitGetTenantSettingsResponse(w http.ResponseWriter) error
+}
+
+type GetTenantSettings200JSONResponse TenantSettings
+
+func (response GetTenantSettings200JSONResponse) VisitGetTenantSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTenantSettings401ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response GetTenantSettings401ApplicationProblemPlusJSONResponse) VisitGetTenantSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTenantSettings403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetTenantSettings403ApplicationProblemPlusJSONResponse) VisitGetTenantSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTenantSettingsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetTenantSettingsdefaultApplicationProblemPlusJSONResponse) VisitGetTenantSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutTenantSettingsRequestObject struct {
 	Body *PutTenantSettingsJSONRequestBody
 }
@@ -3190,6 +3306,89 @@ type PutTenantSettingsdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response PutTenantSettingsdefaultApplicationProblemPlusJSONResponse) VisitPutTenantSettingsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUserRequestObject struct {
+	Id PathID `json:"id"`
+}
+
+type GetUserResponseObject interface {
+	VisitGetUserResponse(w http.ResponseWriter) error
+}
+
+type GetUser200JSONResponse UserProfile
+
+func (response GetUser200JSONResponse) VisitGetUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUser400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response GetUser400ApplicationProblemPlusJSONResponse) VisitGetUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUser401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetUser401ApplicationProblemPlusJSONResponse) VisitGetUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUser403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetUser403ApplicationProblemPlusJSONResponse) VisitGetUserResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUserdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetUserdefaultApplicationProblemPlusJSONResponse) VisitGetUserResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3810,9 +4009,15 @@ type StrictServerInterface interface {
 	// PutTemplate Stores a new version of a template for a locale (Liquid); it must parse.
 	// (PUT /v1/templates/{id})
 	PutTemplate(ctx context.Context, request PutTemplateRequestObject) (PutTemplateResponseObject, error)
+	// GetTenantSettings The tenant's settings as stored (what the last PUT answered; empty when none were put). The webhook secret is left out.
+	// (GET /v1/tenant/settings)
+	GetTenantSettings(ctx context.Context, request GetTenantSettingsRequestObject) (GetTenantSettingsResponseObject, error)
 	// PutTenantSettings The tenant's settings (replaces them).
 	// (PUT /v1/tenant/settings)
 	PutTenantSettings(ctx context.Context, request PutTenantSettingsRequestObject) (PutTenantSettingsResponseObject, error)
+	// GetUser The recipient's channel profile as stored (empty when none was put).
+	// (GET /v1/users/{id})
+	GetUser(ctx context.Context, request GetUserRequestObject) (GetUserResponseObject, error)
 	// PutUser The recipient's channel profile (replaces it).
 	// (PUT /v1/users/{id})
 	PutUser(ctx context.Context, request PutUserRequestObject) (PutUserResponseObject, error)
@@ -4239,6 +4444,30 @@ func (sh *strictHandler) PutTemplate(w http.ResponseWriter, r *http.Request, id 
 	}
 }
 
+// GetTenantSettings operation middleware
+func (sh *strictHandler) GetTenantSettings(w http.ResponseWriter, r *http.Request) {
+	var request GetTenantSettingsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTenantSettings(ctx, request.(GetTenantSettingsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTenantSettings")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTenantSettingsResponseObject); ok {
+		if err := validResponse.VisitGetTenantSettingsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // PutTenantSettings operation middleware
 func (sh *strictHandler) PutTenantSettings(w http.ResponseWriter, r *http.Request) {
 	var request PutTenantSettingsRequestObject
@@ -4263,6 +4492,32 @@ func (sh *strictHandler) PutTenantSettings(w http.ResponseWriter, r *http.Reques
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(PutTenantSettingsResponseObject); ok {
 		if err := validResponse.VisitPutTenantSettingsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetUser operation middleware
+func (sh *strictHandler) GetUser(w http.ResponseWriter, r *http.Request, id PathID) {
+	var request GetUserRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetUser(ctx, request.(GetUserRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetUser")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetUserResponseObject); ok {
+		if err := validResponse.VisitGetUserResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
