@@ -88,6 +88,12 @@ func TestGraphQLAndRESTSendsStoreTheSame(t *testing.T) {
 				"locale": "en", "actor": actor, "target": target},
 			map[string]any{"recipients": []string{"alice", "bob"}, "type": "comment", "template": "comment", "data": data,
 				"locale": "en", "actor": actor, "target": target}},
+		// The actor (ada) left out of a list, under a throttle: both transports map them.
+		{"flows",
+			map[string]any{"recipients": []string{"alice", "bob", "ada"}, "type": "comment", "title": "Ada commented", "actor": actor,
+				"throttle": map[string]any{"key": "comments", "limit": 1, "window": "1h"}},
+			map[string]any{"recipients": []string{"alice", "bob", "ada"}, "type": "comment", "title": "Ada commented", "actor": actor,
+				"throttle": map[string]any{"key": "comments", "limit": 1, "window": "1h"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := s.WithT(t)
@@ -114,11 +120,16 @@ func TestGraphQLAndRESTSendsStoreTheSame(t *testing.T) {
 			}
 		})
 	}
+	for _, tn := range []string{gql, rst} {
+		if got := storedOf(t, s, tn, "ada"); len(got) != 0 {
+			t.Fatalf("%s: the actor was notified: %+v", tn, got)
+		}
+	}
 	// What the template rendered, per locale (the comparison alone would pass were both wrong).
 	bob := storedOf(t, s, rst, "bob")
 	alice := storedOf(t, s, rst, "alice")
-	if len(bob) != 2 || bob[0].Notification.Title != "Ada hat kommentiert" || alice[0].Notification.Title != "Ada commented" ||
-		string(alice[0].Notification.Payload) != `{"n":[1,2],"what":"PR 7","who":"Ada"}` {
+	if len(bob) != 3 || bob[1].Notification.Title != "Ada hat kommentiert" || alice[1].Notification.Title != "Ada commented" ||
+		string(alice[1].Notification.Payload) != `{"n":[1,2],"what":"PR 7","who":"Ada"}` {
 		t.Fatalf("rendered: alice %+v, bob %+v", alice, bob)
 	}
 }
