@@ -42,9 +42,7 @@ export class InboxBell extends LitElement {
 
   connectedCallback() {
     super.connectedCallback();
-    this._unsub = clientFor(this.endpoint, this.token, this.getToken).subscribe(BADGE, (d) => {
-      this.unread = d.badge.unread;
-    });
+    if (this._creds()) this._start();
     this._onKey = (e) => {
       if (e.key === 'Escape' && this.open) {
         this.open = false;
@@ -54,9 +52,32 @@ export class InboxBell extends LitElement {
     this.addEventListener('keydown', this._onKey);
   }
 
+
+  // _start (re)loads and subscribes once credentials are present: an element upgraded before
+  // its page sets token or getToken waits for them instead of querying without a token.
+  _creds() {
+    return !!(this.token || this.getToken) && this.isConnected;
+  }
+
+  willUpdate(changed) {
+    if ((changed.has('token') || changed.has('getToken') || changed.has('endpoint')) && this._creds()) this._start();
+  }
+
+  _start() {
+    const key = [this.endpoint, this.token, this.getToken];
+    if (this._key && key.every((v, i) => v === this._key[i])) return;
+    this._key = key;
+    if (this._unsub) this._unsub();
+    this._unsub = clientFor(this.endpoint, this.token, this.getToken).subscribe(BADGE, (d) => {
+      this.unread = d.badge.unread;
+    });
+  }
+
   disconnectedCallback() {
     super.disconnectedCallback();
     if (this._unsub) this._unsub();
+    this._unsub = null;
+    this._key = null;
     this.removeEventListener('keydown', this._onKey);
   }
 

@@ -78,6 +78,24 @@ export class InboxFeed extends LitElement {
 
   connectedCallback() {
     super.connectedCallback();
+    if (this._creds()) this._start();
+  }
+
+  // _start (re)loads and subscribes once credentials are present: an element upgraded before
+  // its page sets token or getToken waits for them instead of querying without a token.
+  _creds() {
+    return !!(this.token || this.getToken) && this.isConnected;
+  }
+
+  willUpdate(changed) {
+    if ((changed.has('token') || changed.has('getToken') || changed.has('endpoint')) && this._creds()) this._start();
+  }
+
+  _start() {
+    const key = [this.endpoint, this.token, this.getToken];
+    if (this._key && key.every((v, i) => v === this._key[i])) return;
+    this._key = key;
+    if (this._unsub) this._unsub();
     this._load(true);
     this._unsub = this.client.subscribe(ADDED, (d) => {
       const n = d.notificationAdded;
@@ -88,6 +106,8 @@ export class InboxFeed extends LitElement {
   disconnectedCallback() {
     super.disconnectedCallback();
     if (this._unsub) this._unsub();
+    this._unsub = null;
+    this._key = null;
   }
 
   /** reload fetches the first page of the current tab again. */
@@ -197,9 +217,9 @@ export class InboxFeed extends LitElement {
       <div class="bar"><span></span>
         <button class="small" part="button mark-all" @click=${this._markAll}>Mark all as read</button></div>
       ${this._error ? html`<div class="err" role="alert">${this._error}</div>` : nothing}
-      <ul id="list" role="tabpanel" part="list" aria-labelledby="tab-${this._tab}" aria-busy=${this._loading}>
+      <div id="list" role="tabpanel" aria-labelledby="tab-${this._tab}" aria-busy=${this._loading}><ul part="list">
         ${this._items.map((n, i) => this._item(n, i, now))}
-      </ul>
+      </ul></div>
       ${!this._loading && this._items.length === 0 ? html`<div class="empty">Nothing here.</div>` : nothing}
       ${this._next ? html`<div class="bar"><button class="small" part="button load-more"
         @click=${() => this._load(false)} ?disabled=${this._loading}>Load more</button></div>` : nothing}`;

@@ -42,8 +42,25 @@ export class InboxPreferences extends LitElement {
     return clientFor(this.endpoint, this.token, this.getToken);
   }
 
-  async connectedCallback() {
+  connectedCallback() {
     super.connectedCallback();
+    if (this._creds()) this._start();
+  }
+
+  // _start (re)loads and subscribes once credentials are present: an element upgraded before
+  // its page sets token or getToken waits for them instead of querying without a token.
+  _creds() {
+    return !!(this.token || this.getToken) && this.isConnected;
+  }
+
+  willUpdate(changed) {
+    if ((changed.has('token') || changed.has('getToken') || changed.has('endpoint')) && this._creds()) this._start();
+  }
+
+  async _start() {
+    const key = [this.endpoint, this.token, this.getToken];
+    if (this._key && key.every((v, i) => v === this._key[i])) return;
+    this._key = key;
     try {
       const d = await this.client.query(`{ viewer { preferences ${PREFS} } }`);
       this._prefs = d.viewer.preferences;
