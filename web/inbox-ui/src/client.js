@@ -17,6 +17,8 @@ export class InboxClient {
     this.tokenSource = tokenSource;
     this.token = null;
     this.ws = null;
+    /** @type {Set<() => void>} called after the socket reconnects (events during the gap were not delivered) */
+    this.onReconnect = new Set();
   }
 
   async bearer() {
@@ -72,6 +74,12 @@ export class InboxClient {
         retryAttempts: Infinity,
         shouldRetry: () => true,
         connectionParams: async () => ({ Authorization: `Bearer ${await this.bearer()}` }),
+        on: {
+          connected: () => {
+            if (this.wasConnected) this.onReconnect.forEach((f) => f());
+            this.wasConnected = true;
+          },
+        },
       });
     }
     return this.ws.subscribe({ query }, {

@@ -97,7 +97,12 @@ export class InboxFeed extends LitElement {
     this._key = key;
     if (this._unsub) this._unsub();
     this._load(true);
-    this._unsub = this.client.subscribe(ADDED, (d) => {
+    const c = this.client;
+    if (this._catchUp && this._catchUpFrom) this._catchUpFrom.onReconnect.delete(this._catchUp);
+    this._catchUp = () => this._fillGap();
+    this._catchUpFrom = c;
+    c.onReconnect.add(this._catchUp);
+    this._unsub = c.subscribe(ADDED, (d) => {
       const n = d.notificationAdded;
       if (n && this._tab !== 'archived') this._items = prependLive(this._items, n);
     });
@@ -106,8 +111,24 @@ export class InboxFeed extends LitElement {
   disconnectedCallback() {
     super.disconnectedCallback();
     if (this._unsub) this._unsub();
+    if (this._catchUpFrom) this._catchUpFrom.onReconnect.delete(this._catchUp);
     this._unsub = null;
     this._key = null;
+  }
+
+  // _fillGap puts at the top what arrived while the socket was down: the newest page's items
+  // not yet listed (notificationAdded does not replay the gap).
+  async _fillGap() {
+    const tab = TABS.find((t) => t[0] === this._tab);
+    try {
+      const d = await this.client.query(PAGE, { first: Math.min(100, Math.max(1, Number(this.pageSize) || 20)), after: null, filter: tab[2] });
+      const page = d.viewer.inbox.edges.map((e) => e.node);
+      let list = this._items;
+      for (const n of page.reverse()) list = prependLive(list, n);
+      this._items = list;
+    } catch (e) {
+      this._error = e.message;
+    }
   }
 
   /** reload fetches the first page of the current tab again. */
