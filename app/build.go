@@ -381,7 +381,15 @@ func handlerOptions(cfg Config, log *slog.Logger, g *Gateway) (httpapi.Options, 
 	if err != nil {
 		return httpapi.Options{}, err
 	}
+	var demoToken func() (string, error)
+	if cfg.Dev && g.DemoUser != "" {
+		demoToken = func() (string, error) {
+			return g.Verifier.Sign(auth.Claims{TenantID: cfg.DemoTenant, UserID: g.DemoUser}, time.Hour)
+		}
+	}
 	return httpapi.Options{
+		DemoUser:             g.DemoUser,
+		DemoToken:            demoToken,
 		REST:                 restHandler,
 		Sender:               g.Service,
 		Log:                  log,

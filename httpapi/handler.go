@@ -88,6 +88,10 @@ type Options struct {
 	// REST, when set, serves the service API under /v1/ (package rest's Handler; CORS as
 	// for /graphql, with the API's methods and headers). Nil: /v1/ is not served.
 	REST http.Handler
+	// DemoUser and DemoToken, when DemoToken is set (dev mode with a demo import), serve
+	// /demo and /demo/token (web.Demo): DemoToken mints a fresh token of DemoUser.
+	DemoUser  string
+	DemoToken func() (string, error)
 	// Tracing, when on, gives each GraphQL operation a span and each resolver that does
 	// I/O a child span (see Tracer); nil or off: none.
 	Tracing *telemetry.Tracing
@@ -273,6 +277,12 @@ func NewHandler(o Options) *Handler {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})))
+	mux.Handle("GET /ui/inbox.js", telemetry.Routed(withCORS(o.AllowedOrigins, web.InboxJS())))
+	if o.DemoToken != nil {
+		demo := web.Demo(o.DemoUser, o.DemoToken)
+		mux.Handle("GET /demo", telemetry.Routed(demo))
+		mux.Handle("GET /demo/token", telemetry.Routed(demo))
+	}
 	mux.Handle("/", telemetry.Routed(web.GraphiQL(web.GraphiQLOptions{Endpoint: "/graphql", DefaultHeaders: o.GraphiQLHeaders, Title: "Inbox gateway"})))
 	h.mux = mux
 	return h
