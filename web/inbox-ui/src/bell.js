@@ -1,5 +1,5 @@
 import { LitElement, html, css, nothing } from 'lit';
-import { clientFor } from './client.js';
+import { Connected } from './client.js';
 
 const BADGE = 'subscription { badge { unread } }';
 
@@ -10,7 +10,7 @@ const BADGE = 'subscription { badge { unread } }';
  * Escape closes the popover and returns focus to the bell.
  * Parts: button, badge, popover (plus the feed's parts, exported as feed-*... via the feed element itself).
  */
-export class InboxBell extends LitElement {
+export class InboxBell extends Connected(LitElement) {
   static properties = {
     endpoint: { type: String },
     token: { type: String },
@@ -42,7 +42,6 @@ export class InboxBell extends LitElement {
 
   connectedCallback() {
     super.connectedCallback();
-    if (this._creds()) this._start();
     this._onKey = (e) => {
       if (e.key === 'Escape' && this.open) {
         this.open = false;
@@ -52,23 +51,9 @@ export class InboxBell extends LitElement {
     this.addEventListener('keydown', this._onKey);
   }
 
-
-  // _start (re)loads and subscribes once credentials are present: an element upgraded before
-  // its page sets token or getToken waits for them instead of querying without a token.
-  _creds() {
-    return !!(this.token || this.getToken) && this.isConnected;
-  }
-
-  willUpdate(changed) {
-    if ((changed.has('token') || changed.has('getToken') || changed.has('endpoint')) && this._creds()) this._start();
-  }
-
   _start() {
-    const key = [this.endpoint, this.token, this.getToken];
-    if (this._key && key.every((v, i) => v === this._key[i])) return;
-    this._key = key;
     if (this._unsub) this._unsub();
-    this._unsub = clientFor(this.endpoint, this.token, this.getToken).subscribe(BADGE, (d) => {
+    this._unsub = this.client.subscribe(BADGE, (d) => {
       this.unread = d.badge.unread;
     });
   }
@@ -77,7 +62,6 @@ export class InboxBell extends LitElement {
     super.disconnectedCallback();
     if (this._unsub) this._unsub();
     this._unsub = null;
-    this._key = null;
     this.removeEventListener('keydown', this._onKey);
   }
 

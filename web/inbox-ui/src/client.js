@@ -108,3 +108,37 @@ export function clientFor(endpoint, token, getToken) {
   }
   return c;
 }
+
+// Connected is what every element shares about its connection: `client` for its endpoint and
+// credentials, and `_start()` (the element's own) called once per (endpoint, token,
+// getToken) while connected and credentialed. An element upgraded before its page sets
+// token or getToken waits for them instead of querying without a token. disconnectedCallback
+// forgets the key, so a reconnected element starts again.
+export const Connected = (Base) => class extends Base {
+  get client() {
+    return clientFor(this.endpoint, this.token, this.getToken);
+  }
+
+  connectedCallback() {
+    super.connectedCallback();
+    this._maybeStart();
+  }
+
+  willUpdate(changed) {
+    super.willUpdate(changed);
+    if (changed.has('token') || changed.has('getToken') || changed.has('endpoint')) this._maybeStart();
+  }
+
+  disconnectedCallback() {
+    super.disconnectedCallback();
+    this._key = null;
+  }
+
+  _maybeStart() {
+    if (!(this.token || this.getToken) || !this.isConnected) return;
+    const key = [this.endpoint, this.token, this.getToken];
+    if (this._key && key.every((v, i) => v === this._key[i])) return;
+    this._key = key;
+    this._start();
+  }
+};

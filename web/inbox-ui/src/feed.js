@@ -1,5 +1,5 @@
 import { LitElement, html, css, nothing } from 'lit';
-import { clientFor } from './client.js';
+import { Connected } from './client.js';
 import { actorLine, relativeTime, mergePage, prependLive, snoozeUntil } from './format.js';
 
 // The fields one item shows. Batched notifications (activityCount) are added at merge with the batches work.
@@ -25,7 +25,7 @@ const TABS = [
  * inbox-action (detail {id, label, url}: an item's action was followed).
  * Parts: tabs, tab, list, item, unread-dot, title, body, meta, actions, button, load-more.
  */
-export class InboxFeed extends LitElement {
+export class InboxFeed extends Connected(LitElement) {
   static properties = {
     endpoint: { type: String },
     token: { type: String },
@@ -72,29 +72,7 @@ export class InboxFeed extends LitElement {
     this._loading = false;
   }
 
-  get client() {
-    return clientFor(this.endpoint, this.token, this.getToken);
-  }
-
-  connectedCallback() {
-    super.connectedCallback();
-    if (this._creds()) this._start();
-  }
-
-  // _start (re)loads and subscribes once credentials are present: an element upgraded before
-  // its page sets token or getToken waits for them instead of querying without a token.
-  _creds() {
-    return !!(this.token || this.getToken) && this.isConnected;
-  }
-
-  willUpdate(changed) {
-    if ((changed.has('token') || changed.has('getToken') || changed.has('endpoint')) && this._creds()) this._start();
-  }
-
   _start() {
-    const key = [this.endpoint, this.token, this.getToken];
-    if (this._key && key.every((v, i) => v === this._key[i])) return;
-    this._key = key;
     if (this._unsub) this._unsub();
     this._load(true);
     const c = this.client;
@@ -113,7 +91,6 @@ export class InboxFeed extends LitElement {
     if (this._unsub) this._unsub();
     if (this._catchUpFrom) this._catchUpFrom.onReconnect.delete(this._catchUp);
     this._unsub = null;
-    this._key = null;
   }
 
   // _fillGap puts at the top what arrived while the socket was down: the newest page's items

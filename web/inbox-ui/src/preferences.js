@@ -1,5 +1,5 @@
 import { LitElement, html, css, nothing } from 'lit';
-import { clientFor } from './client.js';
+import { Connected } from './client.js';
 
 const CHANNELS = ['inApp', 'email', 'push', 'sms', 'slack'];
 const LABELS = { inApp: 'In-app', email: 'Email', push: 'Push', sms: 'SMS', slack: 'Slack' };
@@ -12,7 +12,7 @@ const PREFS = `{ channels { ${SW} } categories { category critical channels { ${
  * are shown disabled (the tenant sets them). Fires inbox-preferences-saved after a save.
  * Parts: table, switch, quiet-hours, button.
  */
-export class InboxPreferences extends LitElement {
+export class InboxPreferences extends Connected(LitElement) {
   static properties = {
     endpoint: { type: String },
     token: { type: String },
@@ -38,29 +38,7 @@ export class InboxPreferences extends LitElement {
     this._status = '';
   }
 
-  get client() {
-    return clientFor(this.endpoint, this.token, this.getToken);
-  }
-
-  connectedCallback() {
-    super.connectedCallback();
-    if (this._creds()) this._start();
-  }
-
-  // _start (re)loads and subscribes once credentials are present: an element upgraded before
-  // its page sets token or getToken waits for them instead of querying without a token.
-  _creds() {
-    return !!(this.token || this.getToken) && this.isConnected;
-  }
-
-  willUpdate(changed) {
-    if ((changed.has('token') || changed.has('getToken') || changed.has('endpoint')) && this._creds()) this._start();
-  }
-
   async _start() {
-    const key = [this.endpoint, this.token, this.getToken];
-    if (this._key && key.every((v, i) => v === this._key[i])) return;
-    this._key = key;
     try {
       const d = await this.client.query(`{ viewer { preferences ${PREFS} } }`);
       this._prefs = d.viewer.preferences;
