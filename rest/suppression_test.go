@@ -23,14 +23,7 @@ import (
 // next send goes out again.
 func TestSMTPHardBounceSuppressesTheAddress(t *testing.T) {
 	t.Parallel()
-	smtpSrv := channeltest.StartSMTP(t, channeltest.SMTPOptions{})
-	s := testgw.NewWith(t, testgw.Options{Scheduler: true, Config: func(c *app.Config) {
-		c.SMTPURL, c.EmailFrom = smtpSrv.URL(), "Inbox Tests <inbox@example.test>"
-	}})
-	admin := s.Token(tenant, "svc", rest.ScopeSend, rest.ScopeAdmin)
-	decode[map[string]any](t, call(t, s, http.MethodPut, "/v1/users/lee", admin, nil, map[string]any{"email": "Lee@Example.test"}), 200)
-	decode[map[string]any](t, call(t, s, http.MethodPut, "/v1/templates/note", admin, nil, map[string]any{
-		"locale": "en", "title": "Note", "body": "hello", "email": map[string]any{"subject": "Note", "text": "Hello"}}), 200)
+	s, smtpSrv, admin := newEmailing(t, "lee", "Lee@Example.test", "note", nil)
 	emailRecord := func(id string) gen.DeliveryRecord {
 		t.Helper()
 		var rec gen.DeliveryRecord
@@ -133,4 +126,23 @@ func TestProfilesAndSettingsReadBack(t *testing.T) {
 	if st := decode[gen.TenantSettings](t, call(t, s, http.MethodGet, "/v1/tenant/settings", other, nil, nil), 200); st.CriticalCategories != nil {
 		t.Fatalf("another tenant read the settings: %s", mustJSON(t, st))
 	}
+}
+
+// newEmailing is a gateway with its scheduler sending email to a local SMTP server (config
+// adjusts the configuration further; nil: none), an admin and sender token, user's profile
+// with email, and the template tpl with an email part.
+func newEmailing(t *testing.T, user, email, tpl string, config func(*app.Config)) (*testgw.Server, *channeltest.SMTPServer, string) {
+	t.Helper()
+	smtpSrv := channeltest.StartSMTP(t, channeltest.SMTPOptions{})
+	s := testgw.NewWith(t, testgw.Options{Scheduler: true, Config: func(c *app.Config) {
+		c.SMTPURL, c.EmailFrom = smtpSrv.URL(), "Inbox Tests <inbox@example.test>"
+		if config != nil {
+			config(c)
+		}
+	}})
+	admin := s.Token(tenant, "svc", rest.ScopeSend, rest.ScopeAdmin)
+	decode[map[string]any](t, call(t, s, http.MethodPut, "/v1/users/"+user, admin, nil, map[string]any{"email": email}), 200)
+	decode[map[string]any](t, call(t, s, http.MethodPut, "/v1/templates/"+tpl, admin, nil, map[string]any{
+		"locale": "en", "title": "Note", "body": "hello", "email": map[string]any{"subject": "Note", "text": "Hello"}}), 200)
+	return s, smtpSrv, admin
 }

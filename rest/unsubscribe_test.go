@@ -25,17 +25,11 @@ import (
 // (category_opted_out); another category still goes out.
 func TestOneClickUnsubscribe(t *testing.T) {
 	t.Parallel()
-	smtpSrv := channeltest.StartSMTP(t, channeltest.SMTPOptions{})
-	s := testgw.NewWith(t, testgw.Options{Scheduler: true, Config: func(c *app.Config) {
-		c.SMTPURL, c.EmailFrom = smtpSrv.URL(), "Inbox Tests <inbox@example.test>"
+	s, smtpSrv, admin := newEmailing(t, "kim", "kim@example.test", "digest", func(c *app.Config) {
 		c.PublicURL = "https://notify.example.test"
 		c.UnsubscribeSecret = strings.Repeat("u", 32)
-	}})
-	admin := s.Token(tenant, "svc", rest.ScopeSend, rest.ScopeAdmin)
-	decode[map[string]any](t, call(t, s, http.MethodPut, "/v1/users/kim", admin, nil, map[string]any{"email": "kim@example.test"}), 200)
+	})
 	decode[map[string]any](t, call(t, s, http.MethodPut, "/v1/tenant/settings", admin, nil, map[string]any{"criticalCategories": []string{"security"}}), 200)
-	decode[map[string]any](t, call(t, s, http.MethodPut, "/v1/templates/digest", admin, nil, map[string]any{
-		"locale": "en", "title": "News", "body": "hello", "email": map[string]any{"subject": "News", "text": "Hello"}}), 200)
 	sendEmail := func(key, category string) string {
 		t.Helper()
 		return *decode[gen.Accepted](t, send(t, s, admin, key, map[string]any{"recipientUserId": "kim", "type": "digest", "category": category, "template": "digest"}), 202).NotificationId
