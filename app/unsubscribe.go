@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/inboxgw/gateway/inbox"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/telemetry"
 	"github.com/inboxgw/gateway/unsub"
@@ -58,7 +59,7 @@ func unsubscribeURL(s *unsub.Signer, base string) func(tenantID, userID, categor
 		return nil
 	}
 	return func(tenantID, userID, category string) string {
-		u, err := s.URL(base, unsub.Claims{TenantID: tenantID, UserID: userID, Category: category, Channel: "EMAIL"})
+		u, err := s.URL(base, unsub.Claims{TenantID: tenantID, UserID: userID, Category: category, Channel: inbox.ChannelEmail})
 		if err != nil {
 			return "" // an id the send would have refused: no link rather than a bad one
 		}
