@@ -52,6 +52,11 @@ type Notification struct {
 	GroupKey string
 	// Actions are the call-to-action buttons given at send, in order.
 	Actions []Action
+	// ActivityCount is how many sends a batched notification collects (0 for an
+	// unbatched one, which the API shows as 1); Activities are the first
+	// MaxBatchActivities of them.
+	ActivityCount int
+	Activities    []Activity
 }
 
 // Action is a call-to-action button of a notification.
@@ -316,6 +321,8 @@ type SendInput struct {
 	// notified of their own action unless the send asks for it (includeActor). A skipped
 	// recipient gets status records, no notification, as an opted-out one.
 	LeaveOut string
+	// BatchClose, when set, makes this send the close of a batch (the send service's).
+	BatchClose *BatchClose
 	// RenderKey identifies the template content of a templated send (template, version,
 	// data; the send renders it per recipient locale), for the idempotency check: it is
 	// part of the content a key is first sent with. "" without a template.
