@@ -335,7 +335,8 @@ func (g *Gateway) importDemo(ctx context.Context) error {
 // newScheduler is the durable scheduler of g's store with the inbox's handlers
 // (sched.NewInbox: a snooze's wake-up and an expiry), the channel deliveries (package
 // delivery, over g.Channels), the send service's requests (service.TaskSend: recovery
-// after a crash, scheduled sends) and broadcasts' shard runs (inbox.TaskBroadcast),
+// after a crash, scheduled sends), batches' closes (inbox.TaskBatch) and broadcasts'
+// shard runs (inbox.TaskBroadcast),
 // configured from cfg. Sends and broadcasts accepted anywhere (REST, GraphQL, another
 // instance) run wherever a scheduler runs.
 func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Clock) *sched.Scheduler {
@@ -356,6 +357,7 @@ func newScheduler(cfg Config, log *slog.Logger, g *Gateway, clock clockwork.Cloc
 	deliver.Register(s)
 	s.Register(service.TaskSend, sched.HandlerFunc(g.Service.Handler()))
 	s.Register(inbox.TaskBroadcast, sched.HandlerFunc(g.Broadcasts.Handle))
+	s.Register(inbox.TaskBatch, sched.HandlerFunc(g.Service.BatchHandler()))
 	// Every task written wakes its shard's worker when its write commits: a timer for its
 	// due time (or a pass now) on the instance holding the shard, through the broker
 	// when that is another; the workers' polls are only a slow safety net.

@@ -58,6 +58,12 @@ type SendRequest struct {
 	// key in each window (inbox.Throttle; the key defaults to Type): the rest are
 	// skipped with reason throttled.
 	Throttle *inbox.Throttle `json:"throttle,omitempty"`
+	// Batch, when set, collects the send into one notification per recipient with the
+	// other sends of its type and Batch.Key within Batch.Window (inbox.Batch; the key
+	// defaults to Type, MaxItems to inbox.DefaultBatchMaxItems): the answer names each
+	// recipient's batch notification, written at the batch's close. Not with SendAt, a
+	// segment or the bulk lane.
+	Batch *inbox.Batch `json:"batch,omitempty"`
 }
 
 // Accepted is the answer to an accepted send (REST's 202 body).
@@ -96,7 +102,7 @@ func (s *Service) normalize(tenant string, r SendRequest, now time.Time) (SendRe
 		return r, err
 	}
 	if reservedKey(r.IdempotencyKey) {
-		return r, inbox.Errorf(inbox.CodeBadUserInput, "idempotencyKey %q has the form of a key the gateway derives (\"chunk~...\", \"bc{32 hex}:{shard}:{page}\"); choose another", r.IdempotencyKey)
+		return r, inbox.Errorf(inbox.CodeBadUserInput, "idempotencyKey %q has the form of a key the gateway derives (\"chunk~...\", \"batch~...\", \"bc{32 hex}:{shard}:{page}\"); choose another", r.IdempotencyKey)
 	}
 	switch {
 	case r.Segment != "" && len(r.Recipients) > 0:
@@ -174,6 +180,31 @@ func (s *Service) normalize(tenant string, r SendRequest, now time.Time) (SendRe
 		}
 		r.Throttle = &t
 	}
+	if r.Batch != nil {
+		b := *r.Batch
+		if b.Key == "" {
+			b.Key = r.Type
+		}
+		if b.MaxItems == 0 {
+			b.MaxItems = inbox.DefaultBatchMaxItems
+		}
+		if err := routing.CheckBatch(b); err != nil {
+			return r, err
+		}
+		switch {
+		case s.batches == nil:
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "batched sends are not available on this server")
+		case r.Segment != "":
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "batch is not available on a segment send (a broadcast is one notification already)")
+		case !r.SendAt.IsZero():
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "batch and sendAt cannot be combined")
+		case r.Priority != Transactional:
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "a batched send goes in the transactional lane")
+		case !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(now.Add(b.Window)):
+			return r, inbox.Errorf(inbox.CodeBadUserInput, "expiresAt must be after the batch's window")
+		}
+		r.Batch = &b
+	}
 	var err error
 	if r.Data, err = compact("data", r.Data); err != nil {
 		return r, err
@@ -209,7 +240,7 @@ var derivedKeyRE = regexp.MustCompile(`^bc[0-9a-f]{32}:[0-9]{2,}:[0-9]+$`)
 // for its own store sends (chunkKey, pageKey): a send under it would take the guards of
 // a chunk or a broadcast page, which would then meet a key reused with another body.
 func reservedKey(k string) bool {
-	return strings.HasPrefix(k, "chunk~") || derivedKeyRE.MatchString(k)
+	return strings.HasPrefix(k, "chunk~") || strings.HasPrefix(k, batchCloseKeyPrefix) || derivedKeyRE.MatchString(k)
 }
 
 // compact returns j compacted (nil for JSON null); BAD_USER_INPUT when it is not JSON or
@@ -291,7 +322,14 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 	h := hash(r)
 	doc := document{Request: r, Answer: Accepted{RequestID: ulid.Make().String(), Priority: r.Priority, SendAt: r.SendAt}}
 	if r.Template != "" {
-		if doc.TemplateVersion, err = s.o.Templates.Pin(ctx, tenant, r.Template, r.Locale, r.Data); err != nil {
+		data := r.Data
+		if r.Batch != nil {
+			// A batch renders at its close with its activities: checked with this send's.
+			if data, err = routing.BatchData(r.Data, []inbox.Activity{batchActivity(r, now)}, 1); err != nil {
+				return Accepted{}, inbox.Request{}, err
+			}
+		}
+		if doc.TemplateVersion, err = s.o.Templates.Pin(ctx, tenant, r.Template, r.Locale, data); err != nil {
 			return Accepted{}, inbox.Request{}, err
 		}
 	}
@@ -300,7 +338,11 @@ func (s *Service) accept(ctx context.Context, tenant string, r SendRequest, wait
 	}
 	doc.Answer.Recipients = r.Recipients
 	doc.Answer.NotificationIDs = make([]string, len(r.Recipients))
-	for i := range r.Recipients {
+	if r.Batch != nil {
+		// A batch's notification id is known once each recipient joined (Send's result).
+		doc.Answer.NotificationIDs = []string{}
+	}
+	for i := range doc.Answer.NotificationIDs {
 		if r.SendAt.IsZero() {
 			doc.Answer.NotificationIDs[i] = s.st.NewID()
 		} else {

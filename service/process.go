@@ -207,6 +207,11 @@ func (s *Service) process(ctx context.Context, tenant string, doc *document) (Re
 		default:
 			res.BroadcastID = id
 		}
+	} else if r.Batch != nil {
+		var err error
+		if res, err = s.joinBatches(ctx, tenant, doc); err != nil {
+			return Result{}, err
+		}
 	} else {
 		res.Duplicate = true
 		size := s.o.Chunk

@@ -117,6 +117,7 @@ type Options struct {
 // Handler with the scheduler (TaskSend), and Close it after the transports stopped.
 type Service struct {
 	st       Store
+	batches  Batches // st's, when it has them (nil: batched sends are refused)
 	w        Writer
 	o        Options
 	lanes    map[Priority]*lane
@@ -151,6 +152,7 @@ func New(st Store, o Options) *Service {
 	}
 	s := &Service{st: st, o: o, inflight: map[string]*run{}, closed: make(chan struct{}),
 		w: Writer{Store: st, Publisher: o.Publisher, Concurrency: o.WriteConcurrency}}
+	s.batches, _ = st.(Batches)
 	s.lanes = map[Priority]*lane{
 		Transactional: newLane(o.Transactional),
 		Bulk:          newLane(o.Bulk),

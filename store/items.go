@@ -103,6 +103,10 @@ type notificationItem struct {
 	// which counts in unreadCount alone: it is seen, and its category's watermarks and
 	// counters do not apply to it. So counters stay exact on data written before them.
 	Counted int64 `dynamodbav:"cv,omitempty"`
+	// ActivityCount is how many sends a batched notification collects (AP28; absent for
+	// one not batched); Activities are the first inbox.MaxBatchActivities of them.
+	ActivityCount int            `dynamodbav:"ac,omitempty"`
+	Activities    []activityItem `dynamodbav:"acts,omitempty"`
 }
 
 // countersV2 is notificationItem.Counted of a notification counted in every counter.
@@ -317,6 +321,10 @@ func toNotification(it *notificationItem, m *metaItem) *inbox.Notification {
 	}
 	for i, a := range it.Actions {
 		n.Actions[i] = inbox.Action{Label: a.Label, URL: a.URL}
+	}
+	n.ActivityCount = it.ActivityCount
+	for _, a := range it.Activities {
+		n.Activities = append(n.Activities, a.activity())
 	}
 	if it.Payload != "" {
 		n.Payload = inbox.JSON(it.Payload)

@@ -144,6 +144,12 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 			for _, a := range in.Actions {
 				it.Actions = append(it.Actions, actionItem{Label: a.Label, URL: a.URL})
 			}
+			if c := in.BatchClose; c != nil {
+				it.ActivityCount = c.Count
+				for _, a := range c.Activities {
+					it.Activities = append(it.Activities, toActivityItem(a))
+				}
+			}
 			if exp := routing.Expiry(in, now, p.Retention); !exp.IsZero() {
 				it.ExpireAt = exp.UnixMilli()
 				it.TTL = exp.Add(ttlGrace).Unix()
@@ -155,6 +161,14 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 		}
 		if err := s.addStatus(t, v, id, in, rt, now); err != nil {
 			return inbox.Delivery{}, err
+		}
+		if in.BatchClose != nil {
+			// The batch closes with its notification (or its status alone), once.
+			k, a, err := s.batchCloseAction(v, in.BatchClose)
+			if err != nil {
+				return inbox.Delivery{}, err
+			}
+			t.add(k, a)
 		}
 		var thrKey itemKey
 		if p.Throttle != nil {
