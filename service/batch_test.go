@@ -18,7 +18,7 @@ import (
 // batched is a send to recipients of a comment by actor, batched per post in window.
 func batched(key string, recipients []string, actor string, b inbox.Batch) service.SendRequest {
 	return service.SendRequest{IdempotencyKey: key, Recipients: recipients, Type: "comment", Title: "New comments",
-		Actor: &inbox.Actor{ActorID: actor, Name: strings.ToUpper(actor[:1]) + actor[1:]},
+		Actor:   &inbox.Actor{ActorID: actor, Name: strings.ToUpper(actor[:1]) + actor[1:]},
 		Payload: inbox.JSON(fmt.Sprintf(`{"by":%q}`, actor)), Batch: &b}
 }
 
