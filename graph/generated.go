@@ -32,6 +32,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Activity() ActivityResolver
 	CategoryPreference() CategoryPreferenceResolver
 	Mutation() MutationResolver
 	Notification() NotificationResolver
@@ -46,6 +47,12 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	Activity struct {
+		Actor     func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		Data      func(childComplexity int) int
+	}
+
 	Actor struct {
 		ActorID      func(childComplexity int) int
 		GlobalID     func(childComplexity int) int
@@ -138,26 +145,28 @@ type ComplexityRoot struct {
 	}
 
 	Notification struct {
-		Actions      func(childComplexity int) int
-		Actor        func(childComplexity int) int
-		Archived     func(childComplexity int) int
-		ArchivedAt   func(childComplexity int) int
-		CreatedAt    func(childComplexity int) int
-		Deliveries   func(childComplexity int) int
-		ExpiresAt    func(childComplexity int) int
-		GlobalID     func(childComplexity int) int
-		OptBody      func(childComplexity int) int
-		OptCategory  func(childComplexity int) int
-		OptGroupKey  func(childComplexity int) int
-		OptTitle     func(childComplexity int) int
-		Payload      func(childComplexity int) int
-		Read         func(childComplexity int) int
-		ReadAt       func(childComplexity int) int
-		Seen         func(childComplexity int) int
-		SeenAt       func(childComplexity int) int
-		SnoozedUntil func(childComplexity int) int
-		Target       func(childComplexity int) int
-		Type         func(childComplexity int) int
+		Actions       func(childComplexity int) int
+		Activities    func(childComplexity int, first *int) int
+		ActivityCount func(childComplexity int) int
+		Actor         func(childComplexity int) int
+		Archived      func(childComplexity int) int
+		ArchivedAt    func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		Deliveries    func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		GlobalID      func(childComplexity int) int
+		OptBody       func(childComplexity int) int
+		OptCategory   func(childComplexity int) int
+		OptGroupKey   func(childComplexity int) int
+		OptTitle      func(childComplexity int) int
+		Payload       func(childComplexity int) int
+		Read          func(childComplexity int) int
+		ReadAt        func(childComplexity int) int
+		Seen          func(childComplexity int) int
+		SeenAt        func(childComplexity int) int
+		SnoozedUntil  func(childComplexity int) int
+		Target        func(childComplexity int) int
+		Type          func(childComplexity int) int
 	}
 
 	NotificationAction struct {
@@ -268,6 +277,9 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type ActivityResolver interface {
+	Actor(ctx context.Context, obj *inbox.Activity) (*inbox.Actor, error)
+}
 type CategoryPreferenceResolver interface {
 	Channels(ctx context.Context, obj *inbox.CategoryPreference) (*model.ChannelSwitches, error)
 }
@@ -289,6 +301,8 @@ type NotificationResolver interface {
 	Actor(ctx context.Context, obj *inbox.Notification) (*inbox.Actor, error)
 	Target(ctx context.Context, obj *inbox.Notification) (*inbox.Target, error)
 
+	ActivityCount(ctx context.Context, obj *inbox.Notification) (int, error)
+	Activities(ctx context.Context, obj *inbox.Notification, first *int) ([]*inbox.Activity, error)
 	Deliveries(ctx context.Context, obj *inbox.Notification) ([]*model.Delivery, error)
 }
 type NotificationGroupResolver interface {
@@ -338,6 +352,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "Activity.actor":
+		if e.ComplexityRoot.Activity.Actor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Activity.Actor(childComplexity), true
+	case "Activity.createdAt":
+		if e.ComplexityRoot.Activity.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Activity.CreatedAt(childComplexity), true
+	case "Activity.data":
+		if e.ComplexityRoot.Activity.Data == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Activity.Data(childComplexity), true
 
 	case "Actor.actorId":
 		if e.ComplexityRoot.Actor.ActorID == nil {
@@ -759,6 +792,23 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Notification.Actions(childComplexity), true
+	case "Notification.activities":
+		if e.ComplexityRoot.Notification.Activities == nil {
+			break
+		}
+
+		args, err := ec.field_Notification_activities_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Notification.Activities(childComplexity, args["first"].(*int)), true
+	case "Notification.activityCount":
+		if e.ComplexityRoot.Notification.ActivityCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.ActivityCount(childComplexity), true
 	case "Notification.actor":
 		if e.ComplexityRoot.Notification.Actor == nil {
 			break
@@ -1294,6 +1344,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("ActorInput", ec.unmarshalInputActorInput),
+			graphql.NewInputUnmarshaler("BatchInput", ec.unmarshalInputBatchInput),
 			graphql.NewInputUnmarshaler("CategoryPreferenceInput", ec.unmarshalInputCategoryPreferenceInput),
 			graphql.NewInputUnmarshaler("ChannelSwitchesInput", ec.unmarshalInputChannelSwitchesInput),
 			graphql.NewInputUnmarshaler("InboxFilter", ec.unmarshalInputInboxFilter),
@@ -1537,12 +1588,24 @@ type Notification implements Node {
   groupKey: String
   "Call-to-action buttons given at send, in order."
   actions: [NotificationAction!]!
+  "How many sends a batched notification collects (\"Ann and 9 others\"); 1 when it is not batched."
+  activityCount: Int!
+  "The sends a batched notification collects, oldest first (at most the first 10 are kept); an unbatched notification's one activity is itself."
+  activities(first: Int = 10): [Activity!]!
   """
   The notification's delivery records: one per channel its send considered (and per device for push), in
   channel order, with what the providers reported since. Empty when it has none (sent before channels, or
   its records expired). One read per notification: it counts in the cost limit as one.
   """
   deliveries: [Delivery!]!
+}
+
+"One send a batched notification collects: who did it, its data, and when it joined the batch."
+type Activity {
+  actor: Actor
+  "The send's template data, else its payload."
+  data: JSON
+  createdAt: Time!
 }
 
 "One delivery of a notification: through one channel (to one device, for push)."
@@ -1807,6 +1870,8 @@ input SendNotificationInput {
   includeActor: Boolean
   "At most limit notifications per recipient and key in each window; the rest are skipped with reason throttled."
   throttle: ThrottleInput
+  "Collect this send with the recipient's other sends of its type and batch key into one notification (not with sendAt, BULK or a segment): the answer names the batch's notification, written when the batch closes."
+  batch: BatchInput
 }
 
 "A send's throttle: at most limit notifications per recipient and key in each window (windows aligned on the Unix epoch)."
@@ -1817,6 +1882,16 @@ input ThrottleInput {
   limit: Int!
   "A Go duration in whole seconds from 1s to 168h, e.g. \"1h\"."
   window: String!
+}
+
+"A send's batch: per recipient, type and key, the first send opens a batch that closes window later (or at once when maxItems sends joined); later sends join it. At the close ONE notification is written, with activityCount and the first 10 activities."
+input BatchInput {
+  "What is batched together (default: the send's type)."
+  key: String
+  "A Go duration from 1s to 24h, e.g. \"5m\"."
+  window: String!
+  "2..1000 (default 100): the batch closes at once when this many sends joined."
+  maxItems: Int
 }
 
 "A send's lane."
@@ -1907,6 +1982,18 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_Activity(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "actor":
+		return ec.fieldContext_Activity_actor(ctx, field)
+	case "data":
+		return ec.fieldContext_Activity_data(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Activity_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Activity", field.Name)
+}
 
 func (ec *executionContext) childFields_Actor(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -2100,6 +2187,10 @@ func (ec *executionContext) childFields_Notification(ctx context.Context, field 
 		return ec.fieldContext_Notification_groupKey(ctx, field)
 	case "actions":
 		return ec.fieldContext_Notification_actions(ctx, field)
+	case "activityCount":
+		return ec.fieldContext_Notification_activityCount(ctx, field)
+	case "activities":
+		return ec.fieldContext_Notification_activities(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_Notification_deliveries(ctx, field)
 	}
@@ -2578,6 +2669,20 @@ func (ec *executionContext) field_NotificationGroup_actors_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Notification_activities_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2783,6 +2888,84 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _Activity_actor(ctx context.Context, field graphql.CollectedField, obj *inbox.Activity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Activity_actor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Activity().Actor(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Actor) graphql.Marshaler {
+			return ec.marshalOActor2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActor(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Activity_actor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Activity",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Actor(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Activity_data(ctx context.Context, field graphql.CollectedField, obj *inbox.Activity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Activity_data(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Data, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Activity_data(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Activity", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _Activity_createdAt(ctx context.Context, field graphql.CollectedField, obj *inbox.Activity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Activity_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Activity_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Activity", field, false, false, "Time")
+}
 
 func (ec *executionContext) _Actor_id(ctx context.Context, field graphql.CollectedField, obj *inbox.Actor) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -4890,6 +5073,73 @@ func (ec *executionContext) fieldContext_Notification_actions(_ context.Context,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_NotificationAction(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Notification_activityCount(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_activityCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Notification().ActivityCount(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_activityCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Notification", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Notification_activities(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_activities(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Notification().Activities(ctx, obj, fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*inbox.Activity) graphql.Marshaler {
+			return ec.marshalNActivity2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActivityᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_activities(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Notification",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Activity(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Notification_activities_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -7847,6 +8097,62 @@ func UnmarshalActorInput(ctx context.Context, raw any) (model.ActorInput, error)
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputBatchInput(ctx context.Context, obj any) (model.BatchInput, error) {
+	var it model.BatchInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"key", "window", "maxItems"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "key":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("key"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Key = data
+		case "window":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("window"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Window = data
+		case "maxItems":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxItems"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxItems = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalBatchInput unmarshals raw into the BatchInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalBatchInput(ctx context.Context, raw any) (model.BatchInput, error) {
+	var out model.BatchInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "BatchInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputCategoryPreferenceInput(ctx context.Context, obj any) (model.CategoryPreferenceInput, error) {
 	var it model.CategoryPreferenceInput
 	if obj == nil {
@@ -8265,7 +8571,7 @@ func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Cont
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"idempotencyKey", "recipients", "type", "category", "actor", "target", "title", "body", "payload", "expiresAt", "groupKey", "actions", "template", "data", "locale", "priority", "sendAt", "channels", "includeActor", "throttle"}
+	fieldsInOrder := [...]string{"idempotencyKey", "recipients", "type", "category", "actor", "target", "title", "body", "payload", "expiresAt", "groupKey", "actions", "template", "data", "locale", "priority", "sendAt", "channels", "includeActor", "throttle", "batch"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8412,6 +8718,13 @@ func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Cont
 				return it, err
 			}
 			it.Throttle = data
+		case "batch":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("batch"))
+			data, err := ec.unmarshalOBatchInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐBatchInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Batch = data
 		}
 	}
 	return it, nil
@@ -8603,6 +8916,50 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var activityImplementors = []string{"Activity"}
+
+func (ec *executionContext) _Activity(ctx context.Context, sel ast.SelectionSet, obj *inbox.Activity) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, activityImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Activity")
+		case "actor":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Activity_actor(ctx, field, obj)
+				})
+		case "data":
+			out.Values[i] = ec._Activity_data(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Activity_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
 
 var actorImplementors = []string{"Actor", "Node"}
 
@@ -9343,6 +9700,18 @@ func (ec *executionContext) _Notification(ctx context.Context, sel ast.Selection
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "activityCount":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Notification_activityCount(ctx, field, obj)
+				})
+		case "activities":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Notification_activities(ctx, field, obj)
+				})
 		case "deliveries":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -10439,6 +10808,30 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNActivity2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActivityᚄ(ctx context.Context, sel ast.SelectionSet, v []*inbox.Activity) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNActivity2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActivity(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNActivity2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActivity(ctx context.Context, sel ast.SelectionSet, v *inbox.Activity) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Activity!")
+		return graphql.Null
+	}
+	return ec._Activity(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNActor2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐActorᚄ(ctx context.Context, sel ast.SelectionSet, v []*inbox.Actor) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -11119,6 +11512,14 @@ func (ec *executionContext) marshalOArchivedFilter2ᚖgithubᚗcomᚋinboxgwᚋg
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) unmarshalOBatchInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐBatchInput(ctx context.Context, v any) (*model.BatchInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputBatchInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {

@@ -46,6 +46,9 @@ type Activity struct {
 	ActorName string    `json:"actorName,omitempty"`
 	Data      JSON      `json:"data,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Via is the notification the API shows the activity on (its actor's id is anchored
+	// on it, as Actor.Via); "" in storage.
+	Via string `json:"-"`
 }
 
 // BatchJoin is one recipient's send into a batch (the store's JoinBatch): the guard of

@@ -566,6 +566,13 @@ func sendRequest(in model.SendNotificationInput) (service.SendRequest, error) {
 		}
 		out.Throttle = &t
 	}
+	if in.Batch != nil {
+		b, err := routing.ParseBatch(s(in.Batch.Key), in.Batch.Window, in.Batch.MaxItems)
+		if err != nil {
+			return out, err
+		}
+		out.Batch = &b
+	}
 	if in.SendAt != nil {
 		out.SendAt = *in.SendAt
 	}
@@ -602,4 +609,28 @@ func sendPayload(sent service.Sent) *model.SendNotificationPayload {
 		out.NotificationIds[i] = globalID(typeNotification, id)
 	}
 	return out
+}
+
+// activities is Notification.activities: a batched notification's kept activities,
+// oldest first, at most first (0..inbox.MaxBatchActivities; BAD_USER_INPUT outside);
+// an unbatched notification's one activity is itself (its actor, payload and time).
+// Each is anchored on n, so its actor's id names n (Actor.Via).
+func activities(n *inbox.Notification, first *int) ([]*inbox.Activity, error) {
+	limit := inbox.MaxBatchActivities
+	if first != nil {
+		if *first < 0 || *first > inbox.MaxBatchActivities {
+			return nil, inbox.Errorf(inbox.CodeBadUserInput, "activities(first:) must be from 0 to %d", inbox.MaxBatchActivities)
+		}
+		limit = *first
+	}
+	src := n.Activities
+	if n.ActivityCount == 0 {
+		src = []inbox.Activity{{ActorID: n.ActorID, Data: n.Payload, CreatedAt: n.CreatedAt}}
+	}
+	out := make([]*inbox.Activity, 0, min(limit, len(src)))
+	for _, a := range src[:min(limit, len(src))] {
+		a.Via = n.ID
+		out = append(out, &a)
+	}
+	return out, nil
 }

@@ -99,6 +99,7 @@ func viewer(ctx context.Context) (inbox.Viewer, error) {
 // regenerates, allocate a new one each time.
 func (r *Resolver) Root() graph.ResolverRoot {
 	return &root{
+		activity:     r.Activity(),
 		mutation:     r.Mutation(),
 		notification: r.Notification(),
 		group:        r.NotificationGroup(),
@@ -111,6 +112,7 @@ func (r *Resolver) Root() graph.ResolverRoot {
 }
 
 type root struct {
+	activity     graph.ActivityResolver
 	mutation     graph.MutationResolver
 	notification graph.NotificationResolver
 	group        graph.NotificationGroupResolver
@@ -121,6 +123,7 @@ type root struct {
 	viewer       graph.ViewerResolver
 }
 
+func (x *root) Activity() graph.ActivityResolver         { return x.activity }
 func (x *root) Mutation() graph.MutationResolver         { return x.mutation }
 func (x *root) Notification() graph.NotificationResolver { return x.notification }
 func (x *root) Preferences() graph.PreferencesResolver   { return x.preferences }

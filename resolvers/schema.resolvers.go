@@ -17,6 +17,17 @@ import (
 	"github.com/inboxgw/gateway/inbox"
 )
 
+func (r *activityResolver) Actor(ctx context.Context, obj *inbox.Activity) (*inbox.Actor, error) {
+	if obj.ActorID == "" {
+		return nil, nil
+	}
+	p, err := r.profile(ctx, inbox.ProfileRef{ID: obj.ActorID})
+	if err != nil || p == nil || p.Actor == nil {
+		return nil, err
+	}
+	return anchoredActor(p.Actor, &inbox.Notification{ID: obj.Via}), nil
+}
+
 func (r *categoryPreferenceResolver) Channels(ctx context.Context, obj *inbox.CategoryPreference) (*model.ChannelSwitches, error) {
 	return switches(obj.Channels)
 }
@@ -136,6 +147,14 @@ func (r *notificationResolver) Target(ctx context.Context, obj *inbox.Notificati
 	return anchoredTarget(p.Target, obj), nil
 }
 
+func (r *notificationResolver) ActivityCount(ctx context.Context, obj *inbox.Notification) (int, error) {
+	return max(1, obj.ActivityCount), nil
+}
+
+func (r *notificationResolver) Activities(ctx context.Context, obj *inbox.Notification, first *int) ([]*inbox.Activity, error) {
+	return activities(obj, first)
+}
+
 func (r *notificationResolver) Deliveries(ctx context.Context, obj *inbox.Notification) ([]*model.Delivery, error) {
 	return r.deliveries(ctx, obj)
 }
@@ -248,6 +267,8 @@ func (r *viewerResolver) Groups(ctx context.Context, obj *inbox.Viewer, first *i
 	return r.groups(ctx, *obj, first, after, filter)
 }
 
+func (r *Resolver) Activity() graph.ActivityResolver { return &activityResolver{r} }
+
 func (r *Resolver) CategoryPreference() graph.CategoryPreferenceResolver {
 	return &categoryPreferenceResolver{r}
 }
@@ -269,6 +290,7 @@ func (r *Resolver) Subscription() graph.SubscriptionResolver { return &subscript
 func (r *Resolver) Viewer() graph.ViewerResolver { return &viewerResolver{r} }
 
 type (
+	activityResolver           struct{ *Resolver }
 	categoryPreferenceResolver struct{ *Resolver }
 	mutationResolver           struct{ *Resolver }
 	notificationResolver       struct{ *Resolver }

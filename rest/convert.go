@@ -61,6 +61,23 @@ func notification(n *inbox.Notification) gen.Notification {
 	for _, a := range n.Actions {
 		out.Actions = append(out.Actions, gen.Action{Label: a.Label, Url: a.URL})
 	}
+	count := max(1, n.ActivityCount)
+	out.ActivityCount = &count
+	if n.ActivityCount > 0 {
+		acts := make([]gen.Activity, 0, len(n.Activities))
+		for _, a := range n.Activities {
+			ga := gen.Activity{CreatedAt: a.CreatedAt}
+			if a.ActorID != "" {
+				ga.Actor = &gen.FeedActor{Id: a.ActorID}
+			}
+			if len(a.Data) > 0 {
+				d := json.RawMessage(a.Data)
+				ga.Data = &d
+			}
+			acts = append(acts, ga)
+		}
+		out.Activities = &acts
+	}
 	return out
 }
 

@@ -82,6 +82,13 @@ func serviceAccept(svc *service.Service) AcceptFunc {
 			}
 			r.Throttle = &t
 		}
+		if req.Batch != nil {
+			b, err := routing.ParseBatch(deref(req.Batch.Key), req.Batch.Window, req.Batch.MaxItems)
+			if err != nil {
+				return gen.Accepted{}, false, err
+			}
+			r.Batch = &b
+		}
 		single := req.RecipientUserId != nil
 		switch {
 		case single:
@@ -106,9 +113,24 @@ func serviceAccept(svc *service.Service) AcceptFunc {
 		for _, c := range deref(req.ChannelsHint) {
 			r.Channels = append(r.Channels, strings.ToUpper(string(c)))
 		}
-		acc, err := svc.Accept(ctx, tenant, r)
-		if err != nil {
-			return gen.Accepted{}, false, err
+		var acc service.Accepted
+		if r.Batch == nil {
+			var err error
+			if acc, err = svc.Accept(ctx, tenant, r); err != nil {
+				return gen.Accepted{}, false, err
+			}
+		} else {
+			// A batch's notification id is known once each recipient joined: the send is
+			// processed before the answer (it stays accepted, and its recovery task
+			// completes it, should that fail).
+			sent, err := svc.Send(ctx, tenant, r)
+			if err != nil {
+				return gen.Accepted{}, false, err
+			}
+			acc = sent.Accepted
+			if sent.Processed {
+				acc.NotificationIDs = sent.Result.NotificationIDs
+			}
 		}
 		out := gen.Accepted{RequestId: acc.RequestID, NotificationIds: acc.NotificationIDs}
 		if out.NotificationIds == nil {

@@ -114,10 +114,19 @@ func (s *Store) Nodes(ctx context.Context, v inbox.Viewer, refs []inbox.NodeRef)
 	return out, nil
 }
 
-// names reports whether notification n has ref as its actor or target.
+// names reports whether notification n has ref as its actor (or an activity's) or target.
 func names(n *notificationItem, ref inbox.ProfileRef) bool {
 	if ref.TargetKind == "" {
-		return n.ActorID == ref.ID
+		if n.ActorID == ref.ID {
+			return true
+		}
+		// A batched notification names the actors of its activities too.
+		for _, a := range n.Activities {
+			if a.ActorID == ref.ID {
+				return true
+			}
+		}
+		return false
 	}
 	return n.TargetKind == ref.TargetKind && n.TargetID == ref.ID
 }

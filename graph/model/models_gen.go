@@ -20,6 +20,16 @@ type ActorInput struct {
 	URL       *string `json:"url,omitempty"`
 }
 
+// A send's batch: per recipient, type and key, the first send opens a batch that closes window later (or at once when maxItems sends joined); later sends join it. At the close ONE notification is written, with activityCount and the first 10 activities.
+type BatchInput struct {
+	// What is batched together (default: the send's type).
+	Key *string `json:"key,omitempty"`
+	// A Go duration from 1s to 24h, e.g. "5m".
+	Window string `json:"window"`
+	// 2..1000 (default 100): the batch closes at once when this many sends joined.
+	MaxItems *int `json:"maxItems,omitempty"`
+}
+
 type CategoryPreferenceInput struct {
 	Category string         `json:"category"`
 	Channels map[string]any `json:"channels"`
@@ -158,6 +168,8 @@ type SendNotificationInput struct {
 	IncludeActor *bool `json:"includeActor,omitempty"`
 	// At most limit notifications per recipient and key in each window; the rest are skipped with reason throttled.
 	Throttle *ThrottleInput `json:"throttle,omitempty"`
+	// Collect this send with the recipient's other sends of its type and batch key into one notification (not with sendAt, BULK or a segment): the answer names the batch's notification, written when the batch closes.
+	Batch *BatchInput `json:"batch,omitempty"`
 }
 
 type SendNotificationPayload struct {

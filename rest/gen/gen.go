@@ -108,13 +108,16 @@ func (e DeliveryRecordStatus) Valid() bool {
 
 // Defines values for NotificationStatusStatus.
 const (
-	NotificationStatusStatusSkipped NotificationStatusStatus = "skipped"
-	NotificationStatusStatusWritten NotificationStatusStatus = "written"
+	NotificationStatusStatusBatching NotificationStatusStatus = "batching"
+	NotificationStatusStatusSkipped  NotificationStatusStatus = "skipped"
+	NotificationStatusStatusWritten  NotificationStatusStatus = "written"
 )
 
 // Valid indicates whether the value is a known member of the NotificationStatusStatus enum.
 func (e NotificationStatusStatus) Valid() bool {
 	switch e {
+	case NotificationStatusStatusBatching:
+		return true
 	case NotificationStatusStatusSkipped:
 		return true
 	case NotificationStatusStatusWritten:
@@ -257,6 +260,15 @@ type Action struct {
 	Url   string `json:"url"`
 }
 
+// Activity defines model for Activity.
+type Activity struct {
+	Actor     *FeedActor `json:"actor,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+
+	// Data The send's template data, else its payload.
+	Data *json.RawMessage `json:"data,omitempty"`
+}
+
 // ActorInput defines model for ActorInput.
 type ActorInput struct {
 	AvatarUrl *string `json:"avatarUrl,omitempty"`
@@ -265,6 +277,22 @@ type ActorInput struct {
 	Id   ID      `json:"id"`
 	Name *string `json:"name,omitempty"`
 	Url  *string `json:"url,omitempty"`
+}
+
+// Batch Collects the send with the recipient's other sends of its `type` and `key` into ONE
+// notification ("Ann and 9 others commented"): the first send opens a batch that closes
+// `window` later, or at once when `maxItems` sends joined; later sends join it. Every
+// joining send's `notificationIds` name the batch's notification, whose status reads
+// `batching` until the close; at the close it is written and routed to every channel with
+// `activityCount` and the first 10 `activities`, and templates see `activities` and
+// `total_activities`. Not with `sendAt`, a `segment` or the `bulk` priority.
+type Batch struct {
+	// Key An id (1..256 bytes of UTF-8, no '#', no control characters).
+	Key      *ID  `json:"key,omitempty"`
+	MaxItems *int `json:"maxItems,omitempty"`
+
+	// Window A Go duration from `1s` to `24h` (e.g. `5m`).
+	Window string `json:"window"`
 }
 
 // Broadcast defines model for Broadcast.
@@ -435,13 +463,19 @@ type Locale = string
 
 // Notification defines model for Notification.
 type Notification struct {
-	Actions    []Action   `json:"actions"`
-	Actor      *FeedActor `json:"actor,omitempty"`
-	Archived   bool       `json:"archived"`
-	ArchivedAt *time.Time `json:"archivedAt,omitempty"`
-	Body       *string    `json:"body,omitempty"`
-	Category   *string    `json:"category,omitempty"`
-	CreatedAt  time.Time  `json:"createdAt"`
+	Actions []Action `json:"actions"`
+
+	// Activities A batched notification's first 10 activities, oldest first (absent when it is not batched).
+	Activities *[]Activity `json:"activities,omitempty"`
+
+	// ActivityCount How many sends a batched notification collects; 1 when it is not batched.
+	ActivityCount *int       `json:"activityCount,omitempty"`
+	Actor         *FeedActor `json:"actor,omitempty"`
+	Archived      bool       `json:"archived"`
+	ArchivedAt    *time.Time `json:"archivedAt,omitempty"`
+	Body          *string    `json:"body,omitempty"`
+	Category      *string    `json:"category,omitempty"`
+	CreatedAt     time.Time  `json:"createdAt"`
 
 	// Data The payload given at send.
 	Data         *json.RawMessage `json:"data,omitempty"`
@@ -460,14 +494,16 @@ type Notification struct {
 
 // NotificationStatus defines model for NotificationStatus.
 type NotificationStatus struct {
-	Channels  []DeliveryRecord         `json:"channels"`
-	CreatedAt time.Time                `json:"createdAt"`
-	Id        string                   `json:"id"`
-	Status    NotificationStatusStatus `json:"status"`
-	UserId    string                   `json:"userId"`
+	Channels  []DeliveryRecord `json:"channels"`
+	CreatedAt time.Time        `json:"createdAt"`
+	Id        string           `json:"id"`
+
+	// Status `batching`: a batch's notification before its close (nothing is in the inbox yet).
+	Status NotificationStatusStatus `json:"status"`
+	UserId string                   `json:"userId"`
 }
 
-// NotificationStatusStatus defines model for NotificationStatus.Status.
+// NotificationStatusStatus `batching`: a batch's notification before its close (nothing is in the inbox yet).
 type NotificationStatusStatus string
 
 // Platform defines model for Platform.
@@ -584,7 +620,16 @@ type SendGridEvent = json.RawMessage
 type SendRequest struct {
 	Actions *[]Action   `json:"actions,omitempty"`
 	Actor   *ActorInput `json:"actor,omitempty"`
-	Body    *string     `json:"body,omitempty"`
+
+	// Batch Collects the send with the recipient's other sends of its `type` and `key` into ONE
+	// notification ("Ann and 9 others commented"): the first send opens a batch that closes
+	// `window` later, or at once when `maxItems` sends joined; later sends join it. Every
+	// joining send's `notificationIds` name the batch's notification, whose status reads
+	// `batching` until the close; at the close it is written and routed to every channel with
+	// `activityCount` and the first 10 `activities`, and templates see `activities` and
+	// `total_activities`. Not with `sendAt`, a `segment` or the `bulk` priority.
+	Batch *Batch  `json:"batch,omitempty"`
+	Body  *string `json:"body,omitempty"`
 
 	// Category An id (1..256 bytes of UTF-8, no '#', no control characters).
 	Category     *ID        `json:"category,omitempty"`
