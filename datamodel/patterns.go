@@ -372,4 +372,14 @@ var Patterns = []Pattern{
 		_, err := e.st.RemoveSuppression(ctx, tenant, inbox.ChannelEmail, user(8)+"@example.org")
 		return err
 	}},
+	{28, "batched send", "Three comments on one thread to user0009 with a batch of maxItems 3: the first opens it (the pointer's strongly consistent GetItem, then ONE TransactWriteItems: the guard, the pointer, its close task and a `batching` status summary); the second joins (GetItem, then ONE TransactWriteItems: the guard and the pointer's conditional update); the third joins, fills it and closes it at once: the freeze's UpdateItem (returning the batch), then pattern 8's send of ONE notification, whose transaction also marks the pointer closed.", func(ctx context.Context, e *env) error {
+		for i, a := range []string{"actor0001", "actor0002", "actor0003"} {
+			if _, err := e.svc.Send(ctx, tenant, service.SendRequest{IdempotencyKey: fmt.Sprintf("send-0028%c", 'a'+i), Recipients: []string{user(9)},
+				Type: "comment", Category: "issues", Title: "New comments", Actor: &inbox.Actor{ActorID: a, Name: a},
+				Payload: inbox.JSON(`{"text":"+1"}`), Batch: &inbox.Batch{Key: "thread-1", Window: time.Hour, MaxItems: 3}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}},
 }

@@ -80,6 +80,10 @@ var peakKeys = []loadKey{
 	{"`T#{t}#THR#{user}` (the hottest inbox's throttle counters)", fmt.Sprintf("every one of its %d notifications/s sent with a throttle", hotUserIn), []loadRow{
 		{"the counter's update in the recipient's transaction (its item only)", 26, "TransactWriteItems", "THR#", "table", true, hotUserIn},
 	}},
+	{"`T#{t}#BATCH#{user}` (the hottest inbox's batch pointers)", fmt.Sprintf("every one of its %d notifications/s sent into one batch", hotUserIn), []loadRow{
+		{"a join's read of the pointer", 28, "GetItem", "BATCH#", "", false, hotUserIn},
+		{"a join's update of the pointer (its item only)", 28, "TransactWriteItems", "BATCH#", "table", true, hotUserIn},
+	}},
 	{"`T#{t}#U#{user}#UNREAD` on GSI1 (the same inbox)", "its new notifications' index entries and the clients' unread pages", []loadRow{
 		{"a recipient's send transaction, GSI1's share", 8, "TransactWriteItems", "sk=N~META", "GSI1", false, hotUserIn},
 		{"unread page", 4, "Query", "", "", false, hotUserClients},

@@ -143,7 +143,8 @@ func (w Writer) Write(ctx context.Context, tenantID string, in inbox.SendInput, 
 	}
 	// Actor and target are upserted before any guard is written, so a key with guards
 	// (a replay) has written them already: a replay writes nothing the first send wrote.
-	if len(pending) > 0 && len(guards) == 0 {
+	// A batch's close names profiles its joins upserted already.
+	if len(pending) > 0 && len(guards) == 0 && in.BatchClose == nil {
 		if in.Actor != nil {
 			if err := w.Store.UpsertActor(ctx, tenantID, in.Actor); err != nil {
 				return inbox.SendResult{}, err
