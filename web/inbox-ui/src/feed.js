@@ -3,7 +3,7 @@ import { Connected } from './client.js';
 import { actorLine, relativeTime, mergePage, prependLive, snoozeUntil } from './format.js';
 
 // The fields one item shows. Batched notifications (activityCount) are added at merge with the batches work.
-const FIELDS = `id title body readAt createdAt archived actor { name } actions { label url }`;
+const FIELDS = `id title body readAt createdAt archived activityCount actor { name } actions { label url }`;
 
 const PAGE = `query InboxPage($first: Int, $after: String, $filter: InboxFilter) {
   viewer { inbox(first: $first, after: $after, filter: $filter) {

@@ -146,6 +146,25 @@ try {
   if (new URL(OTHER).origin === new URL(BASE).origin) fail('OTHER is same-origin');
   await other.waitForFunction(`document.querySelector('#feed') && document.querySelector('#feed').shadowRoot && ${items('#feed')}.length === 20 && document.querySelector('#bell').unread === 24`, { timeout: 10000 });
 
+  // A batch of ten comments closes (maxItems) into one item that reads "Ann and 9 others".
+  for (let i = 0; i < 10; i++) {
+    const r = await fetch(BASE + '/graphql', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + SVC },
+      body: JSON.stringify({
+        query: 'mutation S($i: SendNotificationInput!) { sendNotification(input: $i) { accepted } }',
+        variables: { i: { idempotencyKey: `batch${Date.now()}-${seq++}`, recipients: [USER], type: 'comment', title: 'Ten comments',
+          actor: i === 0 ? { id: 'ann', name: 'Ann' } : { id: `c${i}`, name: `Commenter ${i}` },
+          batch: { key: 'post-1', window: '1h', maxItems: 10 } } },
+      }),
+    });
+    const b = await r.json();
+    if (!b.data || b.data.sendNotification.accepted !== 1) fail('batched send: ' + JSON.stringify(b));
+  }
+  await page.waitForFunction(`${items('#feed')}[0].querySelector('[part=title]').textContent === 'Ten comments'`, { timeout: 5000 });
+  const batchMeta = await page.evaluate(`${items('#feed')}[0].querySelector('[part=meta]').textContent`);
+  if (!batchMeta.includes('Ann and 9 others')) fail('batched meta: ' + batchMeta);
+
   if (MEASURE === '1') {
     const runs = [];
     for (let i = 0; i < 5; i++) {
