@@ -52,6 +52,10 @@ const (
 	// ReasonThrottled: the recipient had the send's throttle limit of notifications of its
 	// key in the current window already (SendInput.Throttle).
 	ReasonThrottled = "throttled"
+	// ReasonBatchAbandoned: a batch's close could not be written (its content became
+	// invalid while it was open, e.g. its expiry passed): the batch closed with no
+	// notification (a batch's status summary only).
+	ReasonBatchAbandoned = "batch_abandoned"
 	// ReasonSuppressed: the recipient's address of the channel is on the tenant's
 	// suppression list (a hard bounce, a drop, a spam complaint, an SMS STOP): the
 	// provider is not called.

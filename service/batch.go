@@ -20,6 +20,7 @@ import (
 type Batches interface {
 	JoinBatch(ctx context.Context, j inbox.BatchJoin) (inbox.BatchJoined, error)
 	FreezeBatch(ctx context.Context, v inbox.Viewer, ref, id string) (inbox.FrozenBatch, bool, error)
+	AbandonBatch(ctx context.Context, v inbox.Viewer, ref, id string) (bool, error)
 }
 
 // batchCloseKeyPrefix starts the store idempotency key of a batch's close ("batch~" and
@@ -125,7 +126,9 @@ func batchActivity(r SendRequest, at time.Time) inbox.Activity {
 // routed as any send, with the batch's activity count and first activities (templates
 // see them as `activities` and `total_activities`), under the store idempotency key
 // "batch~{id}", whose transaction also marks the batch closed. A batch closed already (a
-// second close, a late task) is left alone.
+// second close, a late task) is left alone; one whose notification can never be written
+// (BAD_USER_INPUT) is abandoned: closed with no notification, its status skipped with
+// inbox.ReasonBatchAbandoned.
 func (s *Service) closeBatch(ctx context.Context, tenant, user, ref, id string) error {
 	fb, ok, err := s.batches.FreezeBatch(ctx, inbox.Viewer{TenantID: tenant, UserID: user}, ref, id)
 	if err != nil || !ok {
@@ -152,6 +155,13 @@ func (s *Service) closeBatch(ctx context.Context, tenant, user, ref, id string) 
 		in.RenderKey += "@" + strconv.Itoa(fb.Count)
 	}
 	_, err = s.w.Write(ctx, tenant, in, render)
+	if inbox.ErrorCode(err) == inbox.CodeBadUserInput {
+		// It will never pass (e.g. its expiresAt passed, its template is gone): the batch
+		// closes without a notification rather than block the recipient's next ones.
+		s.o.Logger.WarnContext(ctx, "batch: its close can never be written; abandoned", "tenant", tenant, "batch", id, "err", err)
+		_, aerr := s.batches.AbandonBatch(ctx, inbox.Viewer{TenantID: tenant, UserID: user}, ref, id)
+		return aerr
+	}
 	return err
 }
 

@@ -263,3 +263,32 @@ func TestBatchRefusals(t *testing.T) {
 		t.Fatal("a refused send was written")
 	}
 }
+
+// TestBatchWhoseCloseCanNeverBeWrittenIsAbandoned: a batch whose expiry passed before its
+// close writes no notification, says so in its status, and does not block the next one.
+func TestBatchWhoseCloseCanNeverBeWrittenIsAbandoned(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	svc := e.newService(t, service.Options{}, false)
+	ctx := context.Background()
+	r := batched("ab1", []string{"ann"}, "bob", inbox.Batch{Key: "p", Window: time.Second})
+	r.ExpiresAt = time.Now().Add(1500 * time.Millisecond)
+	sent, err := svc.Send(ctx, tenant, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sent.Result.NotificationIDs[0]
+	time.Sleep(time.Until(r.ExpiresAt) + 50*time.Millisecond) // the expiry passes while the batch is open
+	closeNow(t, svc, "ann", "p", id)
+	if got, unread := e.inboxOf(t, "ann"); len(got) != 0 || unread != 0 {
+		t.Fatalf("an abandoned batch wrote %v (unread %d)", got, unread)
+	}
+	st, err := e.st.Status(ctx, tenant, id)
+	if err != nil || st.Status != inbox.NotificationSkipped || st.Reason != inbox.ReasonBatchAbandoned {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	next, err := svc.Send(ctx, tenant, batched("ab2", []string{"ann"}, "cy", inbox.Batch{Key: "p", Window: time.Hour}))
+	if err != nil || next.Result.NotificationIDs[0] == id {
+		t.Fatalf("the next send: %+v, %v", next, err)
+	}
+}

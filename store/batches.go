@@ -292,3 +292,44 @@ func (s *Store) batchCloseAction(v inbox.Viewer, c *inbox.BatchClose) (itemKey, 
 		UpdateExpression: x.Update(), ConditionExpression: x.Condition(), ExpressionAttributeNames: x.Names(),
 		ExpressionAttributeValues: x.Values()}}, nil
 }
+
+// AbandonBatch closes v's batch ref with notification id without a notification (one
+// UpdateItem, on condition that it is still that batch): for a close that can never be
+// written (its content became invalid while the batch was open), so that the next send
+// opens a new batch instead of meeting this one forever. Its `batching` summary says
+// skipped with inbox.ReasonBatchAbandoned. False when the batch was not there (closed
+// and replaced).
+func (s *Store) AbandonBatch(ctx context.Context, v inbox.Viewer, ref, id string) (bool, error) {
+	if err := inbox.CheckID("tenant", v.TenantID); err != nil {
+		return false, err
+	}
+	if err := inbox.CheckID("recipient", v.UserID); err != nil {
+		return false, err
+	}
+	if err := inbox.CheckID("batch", ref); err != nil {
+		return false, err
+	}
+	k, a, err := s.batchCloseAction(v, &inbox.BatchClose{Ref: ref, ID: id})
+	if err != nil {
+		return false, err
+	}
+	now := s.now().UnixMilli()
+	sum := statusItem{PK: notifStatusPK(v.TenantID, id), SK: skStatusSummary, EntityType: entityStatusSummary, UserID: v.UserID,
+		Status: inbox.NotificationSkipped, Reason: inbox.ReasonBatchAbandoned, CreatedAt: now, UpdatedAt: now,
+		TTL: s.now().Add(s.statusTTL).Unix()}
+	sv, err := attributevalue.MarshalMap(sum)
+	if err != nil {
+		return false, fmt.Errorf("encode status: %w", err)
+	}
+	t := &txn{}
+	t.add(k, a)
+	t.add(itemKey{sum.PK, sum.SK}, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: sv}})
+	_, err = s.db.TransactWriteItems(ctx, t.input(ctx))
+	if t.conditionFailed(err, k) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("abandon batch: %w", err)
+	}
+	return true, nil
+}
