@@ -366,6 +366,34 @@ func TestFaultInjectionSuite(t *testing.T) {
 		mutated(u, "the fan-out sends")
 	}
 
+	// Phase 3: batched sends, each retried until it succeeds: 12 per user in batches of 4,
+	// so each closes at once on its fourth join (a join whose answer or close was lost is
+	// replayed, and its replay closes the full batch). Each user ends with 3 notifications
+	// of 4 activities each, counted once.
+	for _, u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 12 {
+				key := fmt.Sprintf("p3-%s-%d", u, i)
+				vars := map[string]any{"in": map[string]any{"idempotencyKey": key, "recipients": []string{u}, "type": "batched",
+					"title": "batched", "actor": map[string]any{"id": fmt.Sprintf("a%d", i)},
+					"batch": map[string]any{"key": "thread", "window": "1h", "maxItems": 4}}}
+				if data, ok := s.mutate(tl, "batched send "+key, s.sender, sendQ, vars); !ok {
+					mu.Lock()
+					failed = append(failed, fmt.Sprintf("batched send %s: %s", key, data))
+					mu.Unlock()
+					return
+				}
+				mutOK.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, u := range users {
+		mutated(u, "the batched sends")
+	}
+
 	// A full outage and full throttling: every request fails, and always with a code.
 	for _, c := range []struct {
 		cfg  ddbfault.Config
@@ -414,6 +442,9 @@ func TestFaultInjectionSuite(t *testing.T) {
 			}
 			for _, n := range p.Nodes() {
 				titles[n.Title]++
+				if n.Title == "batched" && n.ActivityCount != 4 {
+					t.Errorf("%s: a batch of %d activities, want 4", u, n.ActivityCount)
+				}
 				if !n.Read {
 					unread++
 				}
@@ -425,6 +456,9 @@ func TestFaultInjectionSuite(t *testing.T) {
 		}
 		if count != unread {
 			t.Errorf("%s: counter %d, unread items %d", u, count, unread)
+		}
+		if titles["batched"] != 3 {
+			t.Errorf("%s: %d batched notifications, want 3", u, titles["batched"])
 		}
 		for key, rs := range sentTo {
 			for _, r := range rs {

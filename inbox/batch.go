@@ -78,7 +78,8 @@ type BatchJoined struct {
 	Count int
 	// Duplicate is true when the guard was there: an earlier call of the key joined.
 	Duplicate bool
-	// Full is true when the batch reached its MaxItems: it is to be closed at once.
+	// Full is true when the batch reached its MaxItems and is not closed: it is to be
+	// closed at once (a replay too: the first call's close may have failed).
 	Full bool
 }
 

@@ -87,7 +87,7 @@ func (s *Service) joinBatches(ctx context.Context, tenant string, doc *document)
 					return fmt.Errorf("join a batch: %w", err)
 				}
 				ids[i], dups[i] = out.ID, out.Duplicate
-				if out.Full && !out.Duplicate {
+				if out.Full {
 					return s.closeBatch(gctx, tenant, u, ref, out.ID)
 				}
 				return nil

@@ -83,7 +83,8 @@ const maxBatchDoc = 4 * inbox.MaxPayloadBytes
 // the id) or a join (n + 1; the activity appended while fewer than
 // inbox.MaxBatchActivities are kept; on condition that the batch is still the one read,
 // open and not full). A pointer changed in between is read again. When the guard is
-// there (a replay) nothing is written and its id answered with Duplicate set. Errors:
+// there (a replay) nothing is written and its id answered with Duplicate set (and Full
+// when that batch is still open and full: its close at maxItems may have been lost). Errors:
 // *inbox.BatchClosing when the batch is full or its close began (close it, then join
 // again); BAD_USER_INPUT for ids that could break their keys or a document over 64 KiB.
 func (s *Store) JoinBatch(ctx context.Context, j inbox.BatchJoin) (inbox.BatchJoined, error) {
@@ -189,7 +190,10 @@ func (s *Store) JoinBatch(ctx context.Context, j inbox.BatchJoin) (inbox.BatchJo
 			if gerr != nil {
 				return inbox.BatchJoined{}, gerr
 			}
-			return inbox.BatchJoined{ID: g.NotificationID, Duplicate: true}, nil
+			// A replay of a join whose answer (or whose close at maxItems) was lost: the
+			// batch read is still that one, open and full, so the caller closes it.
+			full := cur != nil && cur.ID == g.NotificationID && cur.State != routing.BatchClosed && cur.N >= cur.MaxItems
+			return inbox.BatchJoined{ID: g.NotificationID, Duplicate: true, Full: full}, nil
 		}
 		if err != nil {
 			// A pointer changed since it was read (a join, an open, the close) is a

@@ -67,6 +67,8 @@ type config struct {
 	lanes        lanesConfig
 	deliver      deliverConfig
 	e2e          e2eConfig
+	wfJoins      int
+	wfWindow     time.Duration
 	only         string
 }
 
@@ -133,6 +135,8 @@ func main() {
 	flag.DurationVar(&c.broadcast.timeout, "broadcast-timeout", 30*time.Minute, "broadcast scenario: how long the broadcast may take before the scenario gives up")
 	flag.IntVar(&c.lanes.members, "lanes-members", 20000, "lanes scenario: members of the segment broadcast to during the busy phase (enough for the broadcast to outlast it; cancelled after it)")
 	flag.Float64Var(&c.lanes.rate, "lanes-rate", 20, "lanes scenario: transactional sends per second in each phase")
+	flag.IntVar(&c.wfJoins, "wf-joins", 1000, "workflows scenario: sends joining one batch")
+	flag.DurationVar(&c.wfWindow, "wf-window", 3*time.Minute, "workflows scenario: the batch's window (every join must land within it)")
 	flag.IntVar(&c.deliver.messages, "deliver-messages", 2000, "deliver scenario: messages each side sends per channel (in two halves)")
 	flag.IntVar(&c.deliver.concurrency, "deliver-concurrency", 8, "deliver scenario: concurrent sends of each side")
 	flag.DurationVar(&c.deliver.latency, "deliver-latency", 0, "deliver scenario: how long the local SMTP server and webhook receiver wait before answering each message (a hosted provider's answer time; 0: at once)")

@@ -37,6 +37,7 @@ type Results struct {
 	Accept    *AcceptResult    `json:"accept,omitempty"`
 	Deliver   *DeliverResult   `json:"deliver,omitempty"`
 	E2E       *E2EResult       `json:"e2e,omitempty"`
+	Workflows *WorkflowsResult `json:"workflows,omitempty"`
 }
 
 // Host describes the machine.
@@ -391,6 +392,9 @@ func (r *Results) Table() string {
 		b.WriteString(x.Table())
 	}
 	if x := r.Snooze; x != nil {
+		b.WriteString(x.Table())
+	}
+	if x := r.Workflows; x != nil {
 		b.WriteString(x.Table())
 	}
 	if x := r.Broadcast; x != nil {

@@ -63,6 +63,10 @@ var scenarios = []scenario{
 		}},
 	{name: "e2e", about: "17. POST /v1/notifications to the email's arrival, idle and during a broadcast",
 		run: func(ctx context.Context, h *harness, r *Results) error { return set(&r.E2E)(h.e2eScenario(ctx)) }},
+	{name: "workflows", about: "18. a batch of 1,000 joins and a throttled burst: calls and write units per send, the close's lag",
+		run: func(ctx context.Context, h *harness, r *Results) error {
+			return set(&r.Workflows)(h.workflowsScenario(ctx))
+		}},
 	{name: "abuse", about: "9. the attacks of issues 8 and 16 against the gateway binary", needs: needDataset,
 		run: func(ctx context.Context, h *harness, r *Results) error { return set(&r.Abuse)(h.abuseScenario(ctx)) }},
 }
