@@ -47,14 +47,20 @@ type WorkflowsResult struct {
 	// and partition kinds.
 	PerJoin       Capacity            `json:"per_join"`
 	PerJoinByCall map[string]Capacity `json:"per_join_by_call"`
-	// Close is the engine's work of the close (freeze and the notification's send).
-	Close Capacity `json:"close"`
-	// CloseLagMs is from the batch's close time to its notification's ADDED change.
-	CloseLagMs    float64 `json:"close_lag_ms"`
-	ActivityCount int     `json:"activity_count"`
-	Activities    int     `json:"activities_kept"`
-	Unread        int     `json:"unread"`
-	Notifications int     `json:"notifications"`
+	// MaxItemsCloseMs is from the end of the joins to the notification's ADDED change
+	// (the last join closes the batch: negative when it came before the last answer).
+	MaxItemsCloseMs float64 `json:"max_items_close_ms"`
+	// WindowJoins join a second batch of ShortWindow, which the scheduler closes: Close
+	// is the engine's work of that close (freeze and the notification's send), CloseLagMs
+	// from the window's end to the notification's ADDED change.
+	WindowJoins   int      `json:"window_joins"`
+	ShortWindow   string   `json:"short_window"`
+	Close         Capacity `json:"close"`
+	CloseLagMs    float64  `json:"close_lag_ms"`
+	ActivityCount int      `json:"activity_count"`
+	Activities    int      `json:"activities_kept"`
+	Unread        int      `json:"unread"`
+	Notifications int      `json:"notifications"`
 	// The throttled burst.
 	Burst        int                 `json:"burst"`
 	Limit        int                 `json:"limit"`
@@ -106,95 +112,38 @@ func (b *harness) workflowsScenario(ctx context.Context) (*WorkflowsResult, erro
 	s.Register(inbox.TaskBatch, sched.HandlerFunc(svc.BatchHandler()))
 	st.NotifyDue(s.Notify)
 	defer st.NotifyDue(nil)
-	b.log.Info("workflows: joining one batch", "joins", joins, "window", c.wfWindow, "concurrency", c.concurrency)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(runCtx) }()
 	defer func() { stop(); <-done }()
 
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
-	user := "wf-batch-" + run
-	window := c.wfWindow
-	res := &WorkflowsResult{Engine: b.eng.name, Concurrency: c.concurrency, Joins: joins, Window: window.String()}
-	meter.take()
-	lat := make([]time.Duration, joins)
-	ids := make([]string, joins)
-	t0 := time.Now()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(c.concurrency)
-	for i := range joins {
-		g.Go(func() error {
-			s0 := time.Now()
-			sent, err := svc.Send(gctx, tenant, service.SendRequest{IdempotencyKey: fmt.Sprintf("wf-%s-%04d", run, i),
-				Recipients: []string{user}, Type: "comment", Category: "social", Title: "New comments on your post",
-				Actor:   &inbox.Actor{ActorID: fmt.Sprintf("commenter%04d", i), Name: fmt.Sprintf("Commenter %d", i)},
-				Payload: inbox.JSON(`{"text":"Nice post!"}`), Batch: &inbox.Batch{Key: "post-1", Window: window, MaxItems: inbox.MaxBatchMaxItems}})
-			lat[i] = time.Since(s0)
-			if err != nil {
-				return err
-			}
-			ids[i] = sent.Result.NotificationIDs[0]
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("joins: %w", err)
-	}
-	res.JoinSeconds = time.Since(t0).Seconds()
-	b.log.Info("workflows: joined; waiting for the window's close", "seconds", res.JoinSeconds)
-	res.JoinLatency = summarize(lat)
-	total, by := meter.take()
-	res.PerJoin = perN(total, joins)
-	res.PerJoinByCall = map[string]Capacity{}
-	for k, v := range by {
-		res.PerJoinByCall[k] = perN(v, joins)
-	}
-	id := ids[0]
-	for _, x := range ids {
-		if x != id {
-			return nil, fmt.Errorf("the joins answered different batches (%s, %s): the window (%v) closed before they all joined: raise -wf-window", id, x, window)
-		}
-	}
-	u, err := ulid.ParseStrict(id)
-	if err != nil {
-		return nil, fmt.Errorf("batch id %q: %w", id, err)
-	}
-	closeAt := ulid.Time(u.Time())
-	deadline := closeAt.Add(2 * time.Minute)
-	for {
-		if at, ok := rec.when(id); ok {
-			res.CloseLagMs = float64(at.Sub(closeAt).Microseconds()) / 1000
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the batch %s did not close within 2 minutes of its window", id)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // the scheduler's own delete of the task
-	res.Close, _ = meter.take()
-	v := inbox.Viewer{TenantID: tenant, UserID: user}
-	first := 10
-	page, err := st.Inbox(ctx, v, inbox.PageQuery{First: &first})
+	res := &WorkflowsResult{Engine: b.eng.name, Concurrency: c.concurrency, Joins: joins, Window: c.wfWindow.String()}
+	// Batch A: the joins fill it (maxItems = the joins): the last one closes it at once.
+	a, err := b.joinBatch(ctx, meter, svc, st, rec, "wf-a-"+run, joins, c.wfWindow, joins)
 	if err != nil {
 		return nil, err
 	}
-	res.Notifications = len(page.Edges)
-	if len(page.Edges) > 0 {
-		res.ActivityCount, res.Activities = page.Edges[0].Node.ActivityCount, len(page.Edges[0].Node.Activities)
-	}
-	badge, err := st.Badge(ctx, v)
+	res.JoinSeconds, res.JoinLatency, res.PerJoin, res.PerJoinByCall = a.seconds, a.latency, a.perJoin, a.byCall
+	res.ActivityCount, res.Activities, res.Unread, res.Notifications = a.count, a.kept, a.unread, a.notifications
+	res.MaxItemsCloseMs = a.closeMs
+	// Batch B: fewer joins than maxItems: the scheduler closes it at the window's end.
+	res.WindowJoins, res.ShortWindow = 50, "5s"
+	bb, err := b.joinBatch(ctx, meter, svc, st, rec, "wf-b-"+run, res.WindowJoins, 5*time.Second, inbox.MaxBatchMaxItems)
 	if err != nil {
 		return nil, err
 	}
-	res.Unread = badge.Unread
+	res.CloseLagMs, res.Close = bb.closeMs, bb.close
+	if bb.count != res.WindowJoins || bb.notifications != 1 || bb.unread != 1 {
+		return nil, fmt.Errorf("the window's batch: %d notifications, count %d, unread %d", bb.notifications, bb.count, bb.unread)
+	}
 
 	// The throttled burst.
 	res.Burst, res.Limit = 100, 10
 	burstUser := "wf-thr-" + run
 	blat := make([]time.Duration, res.Burst)
 	meter.take()
-	g, gctx = errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.concurrency)
 	for i := range res.Burst {
 		g.Go(func() error {
@@ -209,7 +158,7 @@ func (b *harness) workflowsScenario(ctx context.Context) (*WorkflowsResult, erro
 	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("burst: %w", err)
 	}
-	total, by = meter.take()
+	total, by := meter.take()
 	res.BurstLatency = summarize(blat)
 	res.PerSend = perN(total, res.Burst)
 	res.PerSendByOp = map[string]Capacity{}
@@ -217,12 +166,109 @@ func (b *harness) workflowsScenario(ctx context.Context) (*WorkflowsResult, erro
 		res.PerSendByOp[k] = perN(v, res.Burst)
 	}
 	all := 100
-	page, err = st.Inbox(ctx, inbox.Viewer{TenantID: tenant, UserID: burstUser}, inbox.PageQuery{First: &all})
+	page, err := st.Inbox(ctx, inbox.Viewer{TenantID: tenant, UserID: burstUser}, inbox.PageQuery{First: &all})
 	if err != nil {
 		return nil, err
 	}
 	res.Landed = len(page.Edges)
 	return res, nil
+}
+
+// batchRun is one batch's joins and close.
+type batchRun struct {
+	seconds                            float64
+	latency                            Latency
+	perJoin, close                     Capacity
+	byCall                             map[string]Capacity
+	closeMs                            float64
+	count, kept, unread, notifications int
+}
+
+// joinBatch sends joins sends, concurrently, into one batch of user with window and
+// maxItems, waits for its notification's ADDED change and reads it back. closeMs is from
+// the batch's close time (its window's end) to the change when the window closed it,
+// from the end of the joins when maxItems did.
+func (b *harness) joinBatch(ctx context.Context, meter *capacityMeter, svc *service.Service, st *store.Store, rec *addedRecorder,
+	user string, joins int, window time.Duration, maxItems int) (batchRun, error) {
+	var out batchRun
+	b.log.Info("workflows: joining one batch", "joins", joins, "window", window, "maxItems", maxItems, "concurrency", b.c.concurrency)
+	meter.take()
+	lat := make([]time.Duration, joins)
+	ids := make([]string, joins)
+	t0 := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(b.c.concurrency)
+	for i := range joins {
+		g.Go(func() error {
+			s0 := time.Now()
+			sent, err := svc.Send(gctx, tenant, service.SendRequest{IdempotencyKey: fmt.Sprintf("%s-%04d", user, i),
+				Recipients: []string{user}, Type: "comment", Category: "social", Title: "New comments on your post",
+				Actor:   &inbox.Actor{ActorID: fmt.Sprintf("commenter%04d", i), Name: fmt.Sprintf("Commenter %d", i)},
+				Payload: inbox.JSON(`{"text":"Nice post!"}`), Batch: &inbox.Batch{Key: "post-1", Window: window, MaxItems: maxItems}})
+			lat[i] = time.Since(s0)
+			if err != nil {
+				return err
+			}
+			ids[i] = sent.Result.NotificationIDs[0]
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return out, fmt.Errorf("joins: %w", err)
+	}
+	joined := time.Now()
+	out.seconds = joined.Sub(t0).Seconds()
+	out.latency = summarize(lat)
+	total, by := meter.take()
+	out.perJoin = perN(total, joins)
+	out.byCall = map[string]Capacity{}
+	for k, v := range by {
+		out.byCall[k] = perN(v, joins)
+	}
+	id := ids[0]
+	for _, x := range ids {
+		if x != id {
+			return out, fmt.Errorf("the joins answered different batches (%s, %s): the window (%v) closed before they all joined: raise -wf-window", id, x, window)
+		}
+	}
+	u, err := ulid.ParseStrict(id)
+	if err != nil {
+		return out, fmt.Errorf("batch id %q: %w", id, err)
+	}
+	from := ulid.Time(u.Time())
+	if joins >= maxItems {
+		from = joined
+	}
+	b.log.Info("workflows: joined; waiting for the close", "seconds", out.seconds)
+	deadline := time.Now().Add(window + 2*time.Minute)
+	for {
+		if at, ok := rec.when(id); ok {
+			out.closeMs = float64(at.Sub(from).Microseconds()) / 1000
+			break
+		}
+		if time.Now().After(deadline) {
+			return out, fmt.Errorf("the batch %s did not close within 2 minutes of its window", id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	out.close, _ = meter.take()
+	v := inbox.Viewer{TenantID: tenant, UserID: user}
+	first := 10
+	page, err := st.Inbox(ctx, v, inbox.PageQuery{First: &first})
+	if err != nil {
+		return out, err
+	}
+	out.notifications = len(page.Edges)
+	if len(page.Edges) > 0 {
+		out.count, out.kept = page.Edges[0].Node.ActivityCount, len(page.Edges[0].Node.Activities)
+	}
+	badge, err := st.Badge(ctx, v)
+	if err != nil {
+		return out, err
+	}
+	out.unread = badge.Unread
+	return out, nil
 }
 
 // perN is c per one of n.
@@ -238,16 +284,17 @@ func (x *WorkflowsResult) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## 18. workflows: a batch of %d joins, a throttled burst of %d\n\n", x.Joins, x.Burst)
 	fmt.Fprintf(&b, "Engine: %s. The store and the send service in this process on a metered client (ReturnConsumedCapacity), "+
-		"a scheduler closing the batch; %d joining sends at concurrency %d, each its own key and actor, into one batch (window %s, maxItems 1,000).\n\n",
-		x.Engine, x.Joins, x.Concurrency, x.Window)
+		"a scheduler closing batches; %d joining sends at concurrency %d, each its own key and actor, into one batch (window %s, maxItems %d: the last join closes it); then %d into a batch of window %s that the scheduler closes.\n\n",
+		x.Engine, x.Joins, x.Concurrency, x.Window, x.Joins, x.WindowJoins, x.ShortWindow)
 	fmt.Fprintln(&b, "| measure | value |")
 	fmt.Fprintln(&b, "| --- | ---: |")
 	fmt.Fprintf(&b, "| joins took | %.2f s (p50 %.2f ms, p99 %.2f ms a send) |\n", x.JoinSeconds, x.JoinLatency.P50, x.JoinLatency.P99)
 	fmt.Fprintf(&b, "| DynamoDB calls per joining send | %.2f |\n", float64(x.PerJoin.Calls)/float64(max(1, x.Joins)))
 	fmt.Fprintf(&b, "| write units per joining send | %.2f |\n", x.PerJoin.WCU)
 	fmt.Fprintf(&b, "| read units per joining send | %.2f |\n", x.PerJoin.RCU)
-	fmt.Fprintf(&b, "| the close: calls, WCU, RCU | %d, %.1f, %.1f |\n", x.Close.Calls, x.Close.WCU, x.Close.RCU)
-	fmt.Fprintf(&b, "| the close's latency after the window | %.0f ms |\n", x.CloseLagMs)
+	fmt.Fprintf(&b, "| the maxItems close: its notification's change after the last join's answer | %.0f ms |\n", x.MaxItemsCloseMs)
+	fmt.Fprintf(&b, "| the window's close (%d joins): calls, WCU, RCU | %d, %.1f, %.1f |\n", x.WindowJoins, x.Close.Calls, x.Close.WCU, x.Close.RCU)
+	fmt.Fprintf(&b, "| the window's close: its notification's change after the window's end | %.0f ms |\n", x.CloseLagMs)
 	fmt.Fprintf(&b, "| notifications written / activityCount / activities kept / unread | %d / %d / %d / %d |\n",
 		x.Notifications, x.ActivityCount, x.Activities, x.Unread)
 	fmt.Fprintf(&b, "| throttled burst: landed of %d (limit %d) | %d |\n", x.Burst, x.Limit, x.Landed)
