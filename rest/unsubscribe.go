@@ -36,8 +36,8 @@ type UnsubscribeOptions struct {
 }
 
 // NewUnsubscribe serves UnsubscribePath:
-//   - POST ?t={token} with the form body List-Unsubscribe=One-Click (what a mail client
-//     sends for RFC 8058's one-click, no authorization): the token's user is opted out of
+//   - POST ?t={token} with the form body List-Unsubscribe=One-Click, multipart or
+//     urlencoded (what a mail client sends for RFC 8058's one-click, no authorization): the token's user is opted out of
 //     the token's channel for its category (of the channel altogether when the token has
 //     no category), and the answer is 200 (HTML for a browser's form, else JSON). A
 //     replay is the same opt-out again: 200.
@@ -72,7 +72,10 @@ func NewUnsubscribe(o UnsubscribeOptions) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxUnsubscribeBody)
-		if err := r.ParseForm(); err != nil {
+		// RFC 8058 has mail clients send the body as multipart/form-data (SHOULD) or
+		// application/x-www-form-urlencoded (MAY): ParseMultipartForm parses either
+		// (ErrNotMultipart after it parsed a urlencoded one); MaxBytesReader bounds both.
+		if err := r.ParseMultipartForm(maxUnsubscribeBody); err != nil && !errors.Is(err, http.ErrNotMultipart) {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				writeProblem(w, http.StatusRequestEntityTooLarge, inbox.CodePayloadTooLarge, "the body is over 4 KiB")
