@@ -73,9 +73,16 @@ func NewUnsubscribe(o UnsubscribeOptions) http.Handler {
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxUnsubscribeBody)
 		// RFC 8058 has mail clients send the body as multipart/form-data (SHOULD) or
-		// application/x-www-form-urlencoded (MAY): ParseMultipartForm parses either
-		// (ErrNotMultipart after it parsed a urlencoded one); MaxBytesReader bounds both.
-		if err := r.ParseMultipartForm(maxUnsubscribeBody); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+		// application/x-www-form-urlencoded (MAY): ParseForm parses the latter,
+		// ParseMultipartForm the former (ErrNotMultipart for any other body, whose
+		// ParseForm error it would hide); MaxBytesReader bounds both.
+		err = r.ParseForm()
+		if err == nil {
+			if err = r.ParseMultipartForm(maxUnsubscribeBody); errors.Is(err, http.ErrNotMultipart) {
+				err = nil
+			}
+		}
+		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				writeProblem(w, http.StatusRequestEntityTooLarge, inbox.CodePayloadTooLarge, "the body is over 4 KiB")

@@ -161,3 +161,42 @@ func TestSuppressionAddressesRoundTrip(t *testing.T) {
 		t.Fatalf("left after the deletes: %s", mustJSON(t, p))
 	}
 }
+
+// TestOneClickUnsubscribeHostileRequests: hostile variants of a valid link change
+// nothing and answer a 400 problem (or 405/413); GET never changes anything.
+func TestOneClickUnsubscribeHostileRequests(t *testing.T) {
+	t.Parallel()
+	srv, prefs, tok := unsubServer(t)
+	base := srv.URL + rest.UnsubscribePath
+	payload, sig, _ := strings.Cut(tok, ".")
+	std := strings.NewReplacer("-", "+", "_", "/").Replace(tok)
+	form := "application/x-www-form-urlencoded"
+	for name, c := range map[string]struct {
+		method, target, ct, body string
+		status                   int
+	}{
+		"padded":              {"POST", base + "?t=" + url.QueryEscape(tok+"=="), form, "List-Unsubscribe=One-Click", 400},
+		"std base64":          {"POST", base + "?t=" + url.QueryEscape(std+"+/"), form, "List-Unsubscribe=One-Click", 400},
+		"forged first t":      {"POST", base + "?t=x.y&t=" + url.QueryEscape(tok), form, "List-Unsubscribe=One-Click", 400},
+		"token in body only":  {"POST", base, form, "List-Unsubscribe=One-Click&t=" + url.QueryEscape(tok), 400},
+		"two signatures":      {"POST", base + "?t=" + url.QueryEscape(tok+"."+sig), form, "List-Unsubscribe=One-Click", 400},
+		"payload only":        {"POST", base + "?t=" + url.QueryEscape(payload), form, "List-Unsubscribe=One-Click", 400},
+		"huge t":              {"POST", base + "?t=" + strings.Repeat("A", 512<<10), form, "List-Unsubscribe=One-Click", 400},
+		"json body":           {"POST", base + "?t=" + url.QueryEscape(tok), "application/json", `{"List-Unsubscribe":"One-Click"}`, 400},
+		"no content type":     {"POST", base + "?t=" + url.QueryEscape(tok), "", "List-Unsubscribe=One-Click", 400},
+		"value in query only": {"POST", base + "?List-Unsubscribe=One-Click&t=" + url.QueryEscape(tok), form, "x=1", 400},
+		"lower-case value":    {"POST", base + "?t=" + url.QueryEscape(tok), form, "List-Unsubscribe=one-click", 400},
+		"1 MiB urlencoded":    {"POST", base + "?t=" + url.QueryEscape(tok), form, "List-Unsubscribe=One-Click&p=" + strings.Repeat("x", 1<<20), 413},
+		"PUT":                 {"PUT", base + "?t=" + url.QueryEscape(tok), form, "List-Unsubscribe=One-Click", 405},
+		"GET with the body":   {"GET", base + "?t=" + url.QueryEscape(tok), form, "List-Unsubscribe=One-Click", 200},
+		"HEAD":                {"HEAD", base + "?t=" + url.QueryEscape(tok), "", "", 405},
+	} {
+		st, ct, b := doUnsub(t, c.method, c.target, c.ct, strings.NewReader(c.body))
+		if st != c.status || (st >= 400 && c.method != "HEAD" && ct != rest.ProblemContentType) {
+			t.Errorf("%s: %d %s %.200s, want %d", name, st, ct, b, c.status)
+		}
+	}
+	if n := prefs.count(); n != 0 {
+		t.Fatalf("hostile requests made %d preference updates", n)
+	}
+}
