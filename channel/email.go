@@ -316,11 +316,12 @@ func classifySMTP(ctx context.Context, err error) *Error {
 
 // recipientRefused reports whether an SMTP enhanced status code (RFC 3463) refuses the
 // recipient's address for good: 5.1.x (bad mailbox, bad domain, moved, null MX) but
-// the sender's address (5.1.7, 5.1.8), and 5.2.1 (mailbox disabled). A reply without an
+// the generic 5.1.0 (Postfix's for a sender it does not know, at RCPT TO) and the
+// sender's address (5.1.7, 5.1.8), and 5.2.1 (mailbox disabled). A reply without an
 // enhanced code does not say whom it refuses ("550 relay not permitted"): no.
 func recipientRefused(enhanced string) bool {
 	switch {
-	case enhanced == "5.1.7" || enhanced == "5.1.8":
+	case enhanced == "5.1.0" || enhanced == "5.1.7" || enhanced == "5.1.8":
 		return false
 	case strings.HasPrefix(enhanced, "5.1."), enhanced == "5.2.1":
 		return true

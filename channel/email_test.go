@@ -156,6 +156,9 @@ func TestEmailSMTPReplies(t *testing.T) {
 		{"rcpt 554 relay access denied", channeltest.StepRcpt, 554, [3]int{5, 7, 1}, channel.Permanent},
 		{"rcpt 553 sender address rejected", channeltest.StepRcpt, 553, [3]int{5, 1, 8}, channel.Permanent},
 		{"rcpt 550 no enhanced code", channeltest.StepRcpt, 550, [3]int{-1, -1, -1}, channel.Permanent},
+		// Postfix's "Sender address rejected: User unknown in local recipient table",
+		// delayed to RCPT TO, is 5.1.0 (the recipient's own is 5.1.1).
+		{"rcpt 550 5.1.0 sender unknown", channeltest.StepRcpt, 550, [3]int{5, 1, 0}, channel.Permanent},
 		{"rcpt 550 mailbox disabled", channeltest.StepRcpt, 550, [3]int{5, 2, 1}, channel.Permanent},
 		{"rcpt 550 null mx", channeltest.StepRcpt, 556, [3]int{5, 1, 10}, channel.Permanent},
 	}
@@ -175,10 +178,11 @@ func TestEmailSMTPReplies(t *testing.T) {
 				t.Fatalf("error %q does not quote the server", e)
 			}
 			// Only a 5xx to RCPT TO whose enhanced code names the recipient's mailbox
-			// (5.1.x but the sender's 5.1.7 and 5.1.8, 5.2.1 disabled) refuses the
+			// (5.1.x but the generic 5.1.0 and the sender's 5.1.7 and 5.1.8, 5.2.1
+			// disabled) refuses the
 			// recipient itself (a hard bounce); a relay's or a policy's refusal at RCPT TO
 			// would suppress every address the gateway sends to.
-			hard := c.enhanced[0] == 5 && (c.enhanced[1] == 1 && c.enhanced[2] != 7 && c.enhanced[2] != 8 ||
+			hard := c.enhanced[0] == 5 && (c.enhanced[1] == 1 && c.enhanced[2] != 0 && c.enhanced[2] != 7 && c.enhanced[2] != 8 ||
 				c.enhanced[1] == 2 && c.enhanced[2] == 1)
 			if want := c.step == channeltest.StepRcpt && hard; e.Suppress != want {
 				t.Fatalf("Suppress %v, want %v", e.Suppress, want)
