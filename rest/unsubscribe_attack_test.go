@@ -200,3 +200,76 @@ func TestOneClickUnsubscribeHostileRequests(t *testing.T) {
 		t.Fatalf("hostile requests made %d preference updates", n)
 	}
 }
+
+// TestSuppressionPagesAndForeignCursors: GET /v1/suppressions pages in (channel,
+// address) order with every entry once; a cursor taken in another tenant only positions
+// the caller's own list (never another tenant's entries); a cursor of one channel is
+// refused under the other channel's filter; limits out of 1..100 are refused.
+func TestSuppressionPagesAndForeignCursors(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	admin := s.Token(tenant, "svc", rest.ScopeAdmin)
+	other := s.Token("evil-tenant", "svc", rest.ScopeAdmin)
+	add := func(tn, ch, a string) {
+		t.Helper()
+		if _, err := s.Store.AddSuppression(t.Context(), tn, inbox.Suppression{Channel: ch, Address: a, Reason: "manual"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+		add(tenant, inbox.ChannelEmail, a)
+	}
+	add(tenant, inbox.ChannelSMS, "+14155550100")
+	add(tenant, inbox.ChannelSMS, "+14155550101")
+	add("evil-tenant", inbox.ChannelEmail, "b@x.test")
+	add("evil-tenant", inbox.ChannelEmail, "secret@evil.test")
+	walk := func(token, query string) ([]string, []string) {
+		t.Helper()
+		var got, cursors []string
+		cursor := ""
+		for range 10 {
+			q := query
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			p := decode[gen.SuppressionPage](t, call(t, s, http.MethodGet, "/v1/suppressions?limit=2"+q, token, nil, nil), 200)
+			for _, it := range p.Items {
+				got = append(got, string(it.Channel)+":"+it.Address)
+			}
+			if p.NextCursor == nil {
+				return got, cursors
+			}
+			cursor = *p.NextCursor
+			cursors = append(cursors, cursor)
+		}
+		t.Fatal("more than 10 pages")
+		return nil, nil
+	}
+	all, _ := walk(admin, "")
+	if want := "email:a@x.test email:b@x.test email:c@x.test sms:+14155550100 sms:+14155550101"; strings.Join(all, " ") != want {
+		t.Fatalf("pages: %v, want %s", all, want)
+	}
+	if sms, _ := walk(admin, "&channel=sms"); len(sms) != 2 {
+		t.Fatalf("sms pages: %v", sms)
+	}
+	// Our cursor after b@x.test, used by the other tenant: it positions their own list
+	// (after email:b@x.test there: secret@evil.test), never ours.
+	if evil, _ := walk(other, ""); strings.Join(evil, " ") != "email:b@x.test email:secret@evil.test" {
+		t.Fatalf("the other tenant's list: %v", evil)
+	}
+	_, ours := walk(admin, "&channel=email")
+	p := decode[gen.SuppressionPage](t, call(t, s, http.MethodGet, "/v1/suppressions?cursor="+url.QueryEscape(ours[0]), other, nil, nil), 200)
+	for _, it := range p.Items {
+		if it.Address != "secret@evil.test" {
+			t.Fatalf("a foreign cursor listed %s to the other tenant", mustJSON(t, p))
+		}
+	}
+	if a := call(t, s, http.MethodGet, "/v1/suppressions?channel=sms&cursor="+url.QueryEscape(ours[0]), admin, nil, nil); a.Status != 400 {
+		t.Fatalf("an email cursor under the sms filter: %d %s", a.Status, a.Body)
+	}
+	for _, l := range []string{"0", "101", "-1", "99999999999999999999"} {
+		if a := call(t, s, http.MethodGet, "/v1/suppressions?limit="+l, admin, nil, nil); a.Status != 400 {
+			t.Fatalf("limit %s: %d %s", l, a.Status, a.Body)
+		}
+	}
+}
