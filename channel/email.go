@@ -228,7 +228,10 @@ func (e *email) message(m Message) (*gomail.Msg, error) {
 	if u == "" && e.unsub != nil {
 		u = e.unsub(m)
 	}
-	if u != "" && !strings.ContainsAny(u, "<>\r\n") {
+	// The header goes out unfolded (RFC 2369: no whitespace inside the brackets): a
+	// link that would make its line longer than RFC 5322's 998 characters is left out,
+	// as a server may refuse the whole message for it.
+	if u != "" && !strings.ContainsAny(u, "<>\r\n") && len("List-Unsubscribe: <")+len(u)+len(">") <= maxHeaderLine {
 		msg.SetGenHeaderPreformatted("List-Unsubscribe", "<"+u+">")
 		// RFC 8058 asks for HTTPS; dev mode's links are http://localhost, which mail
 		// clients do not call but a developer can follow.
@@ -238,6 +241,9 @@ func (e *email) message(m Message) (*gomail.Msg, error) {
 	}
 	return msg, nil
 }
+
+// maxHeaderLine is RFC 5322's limit of a line's characters (CRLF excluded).
+const maxHeaderLine = 998
 
 // messageID derives the Message-ID (without brackets) from an idempotency key: the key
 // itself when it is a dot-atom of at most 128 characters, else the first 32 hex digits

@@ -407,3 +407,31 @@ func TestEmailBadRecipientIsPermanent(t *testing.T) {
 	_, err := ch.Send(context.Background(), m)
 	wantErr(t, err, channel.Permanent, 0, "message")
 }
+
+// TestEmailLeavesOutAnUnsubscribeLinkOverTheLineLimit: List-Unsubscribe goes out as one
+// unfolded line; a link that would make it longer than RFC 5322's 998 characters (a
+// token of long ids) is left out rather than sent on a line a server may refuse the
+// message for, and a link that fits exactly is kept.
+func TestEmailLeavesOutAnUnsubscribeLinkOverTheLineLimit(t *testing.T) {
+	t.Parallel()
+	srv := channeltest.StartSMTP(t, channeltest.SMTPOptions{})
+	ch := newEmail(t, channel.EmailConfig{URL: srv.URL()})
+	base := "https://notify.example.com/v1/unsubscribe?t="
+	fits := base + strings.Repeat("A", 998-len("List-Unsubscribe: <>")-len(base))
+	for i, u := range []string{fits, fits + "A", base + strings.Repeat("A", 1500)} {
+		m := emailMsg()
+		m.Unsubscribe = u
+		if _, err := ch.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		g := srv.Messages()[i]
+		if got, want := g.Header.Get("List-Unsubscribe") != "", i == 0; got != want {
+			t.Fatalf("a %d-character link: List-Unsubscribe sent %v, want %v", len(u), got, want)
+		}
+		for _, l := range strings.Split(string(g.Raw), "\r\n") {
+			if len(l) > 998 {
+				t.Fatalf("a %d-character link: a line of %d characters went out", len(u), len(l))
+			}
+		}
+	}
+}
