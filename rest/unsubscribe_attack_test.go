@@ -129,7 +129,7 @@ func TestSuppressionAddressesRoundTrip(t *testing.T) {
 		"100%off@x.test":     "100%off@x.test",
 		"kim+tag@x.test":     "kim+tag@x.test",
 		"  Mixed@Case.TEST ": "mixed@case.test",
-		"Ünï@x.test":         "ünï@x.test",
+		"Ünï@x.test":         "Ünï@x.test",
 		"a?b=c&d@x.test":     "a?b=c&d@x.test",
 		"..%2F..@x.test":     "..%2f..@x.test",
 		long:                 long,
