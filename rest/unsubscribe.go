@@ -68,7 +68,7 @@ func NewUnsubscribe(o UnsubscribeOptions) http.Handler {
 			return
 		}
 		if r.Method == http.MethodGet {
-			page(w, http.StatusOK, unsubPage{Claims: c, Token: token, Action: UnsubscribePath})
+			page(w, http.StatusOK, unsubPage{Claims: c, Token: token})
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxUnsubscribeBody)
@@ -117,11 +117,13 @@ func NewUnsubscribe(o UnsubscribeOptions) http.Handler {
 	})
 }
 
-// unsubPage is what the confirmation page shows.
+// unsubPage is what the confirmation page shows. Its form posts to "?t={token}", relative
+// to the page's own URL: the link's path as the mail client followed it, with whatever
+// prefix INBOX_PUBLIC_URL has (an absolute /v1/unsubscribe would skip a proxy's prefix).
 type unsubPage struct {
 	unsub.Claims
-	Token, Action string
-	Done          bool
+	Token string
+	Done  bool
 }
 
 var unsubTemplate = template.Must(template.New("unsub").Parse(`<!doctype html>
@@ -133,7 +135,7 @@ var unsubTemplate = template.Must(template.New("unsub").Parse(`<!doctype html>
 <p>No more {{if .Category}}<strong>{{.Category}}</strong> {{end}}email will be sent to you. You can turn it on again in your notification preferences.</p>
 {{else}}<h1>Unsubscribe</h1>
 <p>Stop {{if .Category}}<strong>{{.Category}}</strong> {{else}}all {{end}}email notifications?</p>
-<form method="post" action="{{.Action}}?t={{.Token}}"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>
+<form method="post" action="?t={{.Token}}"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>
 {{end}}</body></html>
 `))
 

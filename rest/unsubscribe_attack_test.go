@@ -273,3 +273,43 @@ func TestSuppressionPagesAndForeignCursors(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsubscribePageButtonBehindAPathPrefix: INBOX_PUBLIC_URL may hold a path (a
+// proxy that serves the gateway under /notify); the link works, and so must the
+// button of the page its GET shows. The form's action was the absolute path
+// /v1/unsubscribe, which left the prefix out: the button posted past the proxy (404)
+// and the user stayed subscribed.
+func TestUnsubscribePageButtonBehindAPathPrefix(t *testing.T) {
+	t.Parallel()
+	s, err := unsub.New([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefs := &prefsLog{}
+	mux := http.NewServeMux()
+	mux.Handle("/notify/", http.StripPrefix("/notify", rest.NewUnsubscribe(rest.UnsubscribeOptions{Signer: s, Prefs: prefs})))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	link, err := s.URL(srv.URL+"/notify", unsub.Claims{TenantID: "acme", UserID: "kim", Category: "news", Channel: inbox.ChannelEmail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, b := doUnsub(t, http.MethodGet, link, "", nil)
+	if st != 200 {
+		t.Fatalf("GET %s: %d %s", link, st, b)
+	}
+	_, rest0, ok := strings.Cut(b, `<form method="post" action="`)
+	action, _, _ := strings.Cut(rest0, `"`)
+	if !ok || action == "" {
+		t.Fatalf("no form in %s", b)
+	}
+	base, _ := url.Parse(link)
+	ref, err := url.Parse(strings.ReplaceAll(action, "&amp;", "&"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := base.ResolveReference(ref).String()
+	if st, _, b := doUnsub(t, http.MethodPost, target, "application/x-www-form-urlencoded", strings.NewReader("List-Unsubscribe=One-Click")); st != 200 || prefs.count() != 1 {
+		t.Fatalf("the page's button posted to %s: %d %s (%d updates)", target, st, b, prefs.count())
+	}
+}
