@@ -85,9 +85,8 @@ func SuppressibleChannel(channel string) bool {
 // email address trimmed and lower-cased in ASCII only (so a bounce of Kim@Example.com
 // suppresses kim@example.com; Unicode case mapping would fold the Kelvin sign U+212A
 // onto 'k', and a bounce of "\u212Aim@example.com" suppress another mailbox), a phone
-// number trimmed. Errors: BAD_USER_INPUT for a channel that
-// cannot be suppressed, an empty address, one over MaxAddressBytes or with control
-// characters or '#'.
+// number trimmed. Errors: BAD_USER_INPUT for a channel that cannot be suppressed, an
+// empty address, one over MaxAddressBytes or with control characters or '#'.
 func NormalizeAddress(channel, addr string) (string, error) {
 	if !SuppressibleChannel(channel) {
 		return "", Errorf(CodeBadUserInput, "channel must be EMAIL or SMS")

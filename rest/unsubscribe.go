@@ -37,10 +37,10 @@ type UnsubscribeOptions struct {
 
 // NewUnsubscribe serves UnsubscribePath:
 //   - POST ?t={token} with the form body List-Unsubscribe=One-Click, multipart or
-//     urlencoded (what a mail client sends for RFC 8058's one-click, no authorization): the token's user is opted out of
-//     the token's channel for its category (of the channel altogether when the token has
-//     no category), and the answer is 200 (HTML for a browser's form, else JSON). A
-//     replay is the same opt-out again: 200.
+//     urlencoded (what a mail client sends for RFC 8058's one-click, no authorization):
+//     the token's user is opted out of the token's channel for its category (of the
+//     channel altogether when the token has no category), and the answer is 200 (HTML
+//     for a browser's form, else JSON). A replay is the same opt-out again: 200.
 //   - GET ?t={token}: a page that names what the link does, with a button that POSTs;
 //     it changes nothing (link scanners and prefetchers follow GETs).
 //
