@@ -126,7 +126,8 @@ type Error struct {
 	// wrong token): no message will pass until an operator fixes the configuration.
 	Config bool
 	// Suppress is set when the provider refused the address itself for good: an SMTP 5xx
-	// reply to RCPT TO (the server names the recipient unknown or refused), Twilio's
+	// reply to RCPT TO with an enhanced code naming the recipient's mailbox (5.1.x, 5.2.1:
+	// unknown or disabled; not a relay's or a policy's 5.7.x), Twilio's
 	// 21610 (the number replied STOP). Package delivery puts such an address on the
 	// tenant's suppression list, so later sends skip it without calling the provider.
 	Suppress bool

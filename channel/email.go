@@ -228,7 +228,10 @@ func (e *email) message(m Message) (*gomail.Msg, error) {
 	if u == "" && e.unsub != nil {
 		u = e.unsub(m)
 	}
-	if u != "" && !strings.ContainsAny(u, "<>\r\n") {
+	// The header goes out unfolded (RFC 2369: no whitespace inside the brackets): a
+	// link that would make its line longer than RFC 5322's 998 characters is left out,
+	// as a server may refuse the whole message for it.
+	if u != "" && !strings.ContainsAny(u, "<>\r\n") && len("List-Unsubscribe: <")+len(u)+len(">") <= maxHeaderLine {
 		msg.SetGenHeaderPreformatted("List-Unsubscribe", "<"+u+">")
 		// RFC 8058 asks for HTTPS; dev mode's links are http://localhost, which mail
 		// clients do not call but a developer can follow.
@@ -238,6 +241,9 @@ func (e *email) message(m Message) (*gomail.Msg, error) {
 	}
 	return msg, nil
 }
+
+// maxHeaderLine is RFC 5322's limit of a line's characters (CRLF excluded).
+const maxHeaderLine = 998
 
 // messageID derives the Message-ID (without brackets) from an idempotency key: the key
 // itself when it is a dot-atom of at most 128 characters, else the first 32 hex digits
@@ -291,9 +297,12 @@ func classifySMTP(ctx context.Context, err error) *Error {
 	switch {
 	case code >= 500 && code < 600:
 		out.Kind, out.Status, out.Code = Permanent, code, enhanced
-		// A 5xx to RCPT TO refuses this recipient (unknown user, mailbox disabled): a
-		// hard bounce, unlike a 5xx to the message's content or to the session.
-		out.Suppress = se != nil && se.Reason == gomail.ErrSMTPRcptTo
+		// A 5xx to RCPT TO whose enhanced code names the recipient's mailbox refuses
+		// this recipient (unknown user, mailbox disabled): a hard bounce, unlike a 5xx
+		// to the message's content or to the session, and unlike a relay's or a
+		// policy's refusal at RCPT TO (554 5.7.1 relay access denied, 553 5.1.8 sender
+		// rejected), which would put every address the gateway sends to on the list.
+		out.Suppress = se != nil && se.Reason == gomail.ErrSMTPRcptTo && recipientRefused(enhanced)
 	case code >= 400 && code < 500:
 		out.Kind, out.Status, out.Code = Transient, code, enhanced
 	}
@@ -309,6 +318,21 @@ func classifySMTP(ctx context.Context, err error) *Error {
 		out.Kind, out.Code = Transient, "timeout"
 	}
 	return out
+}
+
+// recipientRefused reports whether an SMTP enhanced status code (RFC 3463) refuses the
+// recipient's address for good: 5.1.x (bad mailbox, bad domain, moved, null MX) but
+// the generic 5.1.0 (Postfix's for a sender it does not know, at RCPT TO) and the
+// sender's address (5.1.7, 5.1.8), and 5.2.1 (mailbox disabled). A reply without an
+// enhanced code does not say whom it refuses ("550 relay not permitted"): no.
+func recipientRefused(enhanced string) bool {
+	switch {
+	case enhanced == "5.1.0" || enhanced == "5.1.7" || enhanced == "5.1.8":
+		return false
+	case strings.HasPrefix(enhanced, "5.1."), enhanced == "5.2.1":
+		return true
+	}
+	return false
 }
 
 // enhancedCode returns the leading "x.y.z" enhanced status code of an SMTP reply text,

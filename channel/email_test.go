@@ -151,6 +151,16 @@ func TestEmailSMTPReplies(t *testing.T) {
 		{"data 451 local error", channeltest.StepData, 451, [3]int{4, 3, 0}, channel.Transient},
 		{"data 552 too big", channeltest.StepData, 552, [3]int{5, 3, 4}, channel.Permanent},
 		{"data 554 rejected", channeltest.StepData, 554, [3]int{5, 7, 1}, channel.Permanent},
+		// 5xx replies to RCPT TO that are about the gateway, not the recipient's address:
+		// a relay that refuses to relay for it, a sender the server refuses, a policy.
+		{"rcpt 554 relay access denied", channeltest.StepRcpt, 554, [3]int{5, 7, 1}, channel.Permanent},
+		{"rcpt 553 sender address rejected", channeltest.StepRcpt, 553, [3]int{5, 1, 8}, channel.Permanent},
+		{"rcpt 550 no enhanced code", channeltest.StepRcpt, 550, [3]int{-1, -1, -1}, channel.Permanent},
+		// Postfix's "Sender address rejected: User unknown in local recipient table",
+		// delayed to RCPT TO, is 5.1.0 (the recipient's own is 5.1.1).
+		{"rcpt 550 5.1.0 sender unknown", channeltest.StepRcpt, 550, [3]int{5, 1, 0}, channel.Permanent},
+		{"rcpt 550 mailbox disabled", channeltest.StepRcpt, 550, [3]int{5, 2, 1}, channel.Permanent},
+		{"rcpt 550 null mx", channeltest.StepRcpt, 556, [3]int{5, 1, 10}, channel.Permanent},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -159,12 +169,22 @@ func TestEmailSMTPReplies(t *testing.T) {
 			srv.Fail(c.step, c.code, c.enhanced, "scripted failure", 0)
 			ch := newEmail(t, channel.EmailConfig{URL: srv.URL()})
 			_, err := ch.Send(context.Background(), emailMsg())
-			e := wantErr(t, err, c.kind, c.code, fmt.Sprintf("%d.%d.%d", c.enhanced[0], c.enhanced[1], c.enhanced[2]))
+			enh := fmt.Sprintf("%d.%d.%d", c.enhanced[0], c.enhanced[1], c.enhanced[2])
+			if c.enhanced[0] < 0 {
+				enh = ""
+			}
+			e := wantErr(t, err, c.kind, c.code, enh)
 			if !strings.Contains(e.Error(), "scripted failure") {
 				t.Fatalf("error %q does not quote the server", e)
 			}
-			// Only a 5xx to RCPT TO refuses the recipient itself (a hard bounce).
-			if want := c.step == channeltest.StepRcpt && c.code >= 500; e.Suppress != want {
+			// Only a 5xx to RCPT TO whose enhanced code names the recipient's mailbox
+			// (5.1.x but the generic 5.1.0 and the sender's 5.1.7 and 5.1.8, 5.2.1
+			// disabled) refuses the
+			// recipient itself (a hard bounce); a relay's or a policy's refusal at RCPT TO
+			// would suppress every address the gateway sends to.
+			hard := c.enhanced[0] == 5 && (c.enhanced[1] == 1 && c.enhanced[2] != 0 && c.enhanced[2] != 7 && c.enhanced[2] != 8 ||
+				c.enhanced[1] == 2 && c.enhanced[2] == 1)
+			if want := c.step == channeltest.StepRcpt && hard; e.Suppress != want {
 				t.Fatalf("Suppress %v, want %v", e.Suppress, want)
 			}
 			if n := len(srv.Messages()); n != 0 {
@@ -386,4 +406,32 @@ func TestEmailBadRecipientIsPermanent(t *testing.T) {
 	m.To = "not an address"
 	_, err := ch.Send(context.Background(), m)
 	wantErr(t, err, channel.Permanent, 0, "message")
+}
+
+// TestEmailLeavesOutAnUnsubscribeLinkOverTheLineLimit: List-Unsubscribe goes out as one
+// unfolded line; a link that would make it longer than RFC 5322's 998 characters (a
+// token of long ids) is left out rather than sent on a line a server may refuse the
+// message for, and a link that fits exactly is kept.
+func TestEmailLeavesOutAnUnsubscribeLinkOverTheLineLimit(t *testing.T) {
+	t.Parallel()
+	srv := channeltest.StartSMTP(t, channeltest.SMTPOptions{})
+	ch := newEmail(t, channel.EmailConfig{URL: srv.URL()})
+	base := "https://notify.example.com/v1/unsubscribe?t="
+	fits := base + strings.Repeat("A", 998-len("List-Unsubscribe: <>")-len(base))
+	for i, u := range []string{fits, fits + "A", base + strings.Repeat("A", 1500)} {
+		m := emailMsg()
+		m.Unsubscribe = u
+		if _, err := ch.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		g := srv.Messages()[i]
+		if got, want := g.Header.Get("List-Unsubscribe") != "", i == 0; got != want {
+			t.Fatalf("a %d-character link: List-Unsubscribe sent %v, want %v", len(u), got, want)
+		}
+		for _, l := range strings.Split(string(g.Raw), "\r\n") {
+			if len(l) > 998 {
+				t.Fatalf("a %d-character link: a line of %d characters went out", len(u), len(l))
+			}
+		}
+	}
 }

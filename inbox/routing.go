@@ -86,17 +86,18 @@ func SuppressibleChannel(channel string) bool {
 }
 
 // NormalizeAddress returns the form addr of channel takes on the suppression list: an
-// email address trimmed and lower-cased (so a bounce of Kim@Example.com suppresses
-// kim@example.com), a phone number trimmed. Errors: BAD_USER_INPUT for a channel that
-// cannot be suppressed, an empty address, one over MaxAddressBytes or with control
-// characters or '#'.
+// email address trimmed and lower-cased in ASCII only (so a bounce of Kim@Example.com
+// suppresses kim@example.com; Unicode case mapping would fold the Kelvin sign U+212A
+// onto 'k', and a bounce of "\u212Aim@example.com" suppress another mailbox), a phone
+// number trimmed. Errors: BAD_USER_INPUT for a channel that cannot be suppressed, an
+// empty address, one over MaxAddressBytes or with control characters or '#'.
 func NormalizeAddress(channel, addr string) (string, error) {
 	if !SuppressibleChannel(channel) {
 		return "", Errorf(CodeBadUserInput, "channel must be EMAIL or SMS")
 	}
 	a := strings.TrimSpace(addr)
 	if channel == ChannelEmail {
-		a = strings.ToLower(a)
+		a = asciiLower(a)
 	}
 	if a == "" || len(a) > MaxAddressBytes || !utf8.ValidString(a) || strings.ContainsAny(a, "#") ||
 		strings.IndexFunc(a, unicode.IsControl) >= 0 {
@@ -303,4 +304,15 @@ func printable(s string) bool {
 		}
 	}
 	return true
+}
+
+// asciiLower is s with its ASCII letters lower-cased, every other byte as it is.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
 }

@@ -36,11 +36,11 @@ type UnsubscribeOptions struct {
 }
 
 // NewUnsubscribe serves UnsubscribePath:
-//   - POST ?t={token} with the form body List-Unsubscribe=One-Click (what a mail client
-//     sends for RFC 8058's one-click, no authorization): the token's user is opted out of
-//     the token's channel for its category (of the channel altogether when the token has
-//     no category), and the answer is 200 (HTML for a browser's form, else JSON). A
-//     replay is the same opt-out again: 200.
+//   - POST ?t={token} with the form body List-Unsubscribe=One-Click, multipart or
+//     urlencoded (what a mail client sends for RFC 8058's one-click, no authorization):
+//     the token's user is opted out of the token's channel for its category (of the
+//     channel altogether when the token has no category), and the answer is 200 (HTML
+//     for a browser's form, else JSON). A replay is the same opt-out again: 200.
 //   - GET ?t={token}: a page that names what the link does, with a button that POSTs;
 //     it changes nothing (link scanners and prefetchers follow GETs).
 //
@@ -68,11 +68,21 @@ func NewUnsubscribe(o UnsubscribeOptions) http.Handler {
 			return
 		}
 		if r.Method == http.MethodGet {
-			page(w, http.StatusOK, unsubPage{Claims: c, Token: token, Action: UnsubscribePath})
+			page(w, http.StatusOK, unsubPage{Claims: c, Token: token})
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxUnsubscribeBody)
-		if err := r.ParseForm(); err != nil {
+		// RFC 8058 has mail clients send the body as multipart/form-data (SHOULD) or
+		// application/x-www-form-urlencoded (MAY): ParseForm parses the latter,
+		// ParseMultipartForm the former (ErrNotMultipart for any other body, whose
+		// ParseForm error it would hide); MaxBytesReader bounds both.
+		err = r.ParseForm()
+		if err == nil {
+			if err = r.ParseMultipartForm(maxUnsubscribeBody); errors.Is(err, http.ErrNotMultipart) {
+				err = nil
+			}
+		}
+		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				writeProblem(w, http.StatusRequestEntityTooLarge, inbox.CodePayloadTooLarge, "the body is over 4 KiB")
@@ -107,11 +117,13 @@ func NewUnsubscribe(o UnsubscribeOptions) http.Handler {
 	})
 }
 
-// unsubPage is what the confirmation page shows.
+// unsubPage is what the confirmation page shows. Its form posts to "?t={token}", relative
+// to the page's own URL: the link's path as the mail client followed it, with whatever
+// prefix INBOX_PUBLIC_URL has (an absolute /v1/unsubscribe would skip a proxy's prefix).
 type unsubPage struct {
 	unsub.Claims
-	Token, Action string
-	Done          bool
+	Token string
+	Done  bool
 }
 
 var unsubTemplate = template.Must(template.New("unsub").Parse(`<!doctype html>
@@ -123,7 +135,7 @@ var unsubTemplate = template.Must(template.New("unsub").Parse(`<!doctype html>
 <p>No more {{if .Category}}<strong>{{.Category}}</strong> {{end}}email will be sent to you. You can turn it on again in your notification preferences.</p>
 {{else}}<h1>Unsubscribe</h1>
 <p>Stop {{if .Category}}<strong>{{.Category}}</strong> {{else}}all {{end}}email notifications?</p>
-<form method="post" action="{{.Action}}?t={{.Token}}"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>
+<form method="post" action="?t={{.Token}}"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>
 {{end}}</body></html>
 `))
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -27,6 +28,9 @@ const (
 	entitySuppression = "Suppression"
 	// MaxSuppressionPage bounds one page of Suppressions.
 	MaxSuppressionPage = 100
+	// maxSuppressionDetail bounds a suppression's Detail (bytes, clipped on a rune
+	// boundary).
+	maxSuppressionDetail = 500
 )
 
 // suppressionPK is the partition of one suppressed address of channel in tenantID (addr
@@ -69,8 +73,13 @@ func (s *Store) AddSuppression(ctx context.Context, tenantID string, sup inbox.S
 	if err != nil {
 		return false, err
 	}
-	if len(sup.Detail) > 500 {
-		sup.Detail = sup.Detail[:500]
+	if len(sup.Detail) > maxSuppressionDetail {
+		// On a rune boundary: a cut rune would be stored as U+FFFD.
+		n := maxSuppressionDetail
+		for n > 0 && !utf8.RuneStart(sup.Detail[n]) {
+			n--
+		}
+		sup.Detail = sup.Detail[:n]
 	}
 	at := sup.CreatedAt
 	if at.IsZero() {

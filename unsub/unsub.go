@@ -13,6 +13,7 @@
 package unsub
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -29,7 +30,8 @@ import (
 const MinSecretBytes = 32
 
 // MaxTokenBytes bounds a token before anything of it is decoded: four ids of at most
-// 256 bytes each, JSON-encoded and base64url'd, and the MAC fit well within it.
+// 256 bytes each, JSON-encoded (without HTML escaping) and base64url'd, and the MAC fit
+// within it unless the ids are of characters JSON must escape (Token then refuses).
 const MaxTokenBytes = 2048
 
 // ErrInvalid is a token that is malformed, too long, or not signed by this Signer.
@@ -60,17 +62,27 @@ func New(secret []byte) (*Signer, error) {
 }
 
 // Token returns the signed token of c: base64url(JSON of c) "." base64url(HMAC-SHA256).
-// Errors: BAD_USER_INPUT when an id of c fails inbox.CheckID (the category may be "").
+// Errors: BAD_USER_INPUT when an id of c fails inbox.CheckID (the category may be ""),
+// or when the token would be over MaxTokenBytes (which Verify refuses).
 func (s *Signer) Token(c Claims) (string, error) {
 	if err := check(c); err != nil {
 		return "", err
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
+	// Without HTML escaping: an id of '<', '>' or '&' would take six bytes a character
+	// and its token overrun MaxTokenBytes.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(c); err != nil {
 		return "", err
 	}
-	p := base64.RawURLEncoding.EncodeToString(b)
-	return p + "." + base64.RawURLEncoding.EncodeToString(s.mac(p)), nil
+	p := base64.RawURLEncoding.EncodeToString(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	tok := p + "." + base64.RawURLEncoding.EncodeToString(s.mac(p))
+	if len(tok) > MaxTokenBytes {
+		// Verify would refuse it: no link rather than one that answers 400.
+		return "", inbox.Errorf(inbox.CodeBadUserInput, "the unsubscribe token would be over %d bytes", MaxTokenBytes)
+	}
+	return tok, nil
 }
 
 // Verify returns the claims of token when this Signer signed it. Errors: ErrInvalid.
