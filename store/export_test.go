@@ -14,3 +14,7 @@ const CatChunk = catChunk
 func UserProfileKey(v inbox.Viewer) map[string]types.AttributeValue {
 	return itemKey{userPK(v), skUserProfile}.av()
 }
+
+// StatusPK is the partition of notification id's status records, for the tests of
+// package store_test that read them as stored.
+func StatusPK(tenantID, id string) string { return notifStatusPK(tenantID, id) }

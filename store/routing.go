@@ -256,18 +256,20 @@ func groupOf(v inbox.Viewer, g routing.Group) *groupItem {
 }
 
 // maxTxnActions is TransactWriteItems' limit of actions. One recipient's send holds at
-// most 33: the guard, the notification, META, the group, the expiry task, the status
-// summary, a record per channel but push (4) and per push device (inbox.MaxDevices), and
-// a deliver task per record but in-app's (3 + inbox.MaxDevices).
+// most 35: the guard, the notification, META, the group, the expiry task, the throttle
+// counter, the status summary, a record per channel but in-app and push (4) and per push
+// device (inbox.MaxDevices), and a deliver task per record (4 + inbox.MaxDevices).
 const maxTxnActions = 100
 
 // addStatus adds to t the status records of user's notification id (written at now by a
 // send of in that decided r) and the delivery task of every queued record but in-app's:
-// the summary (written, or skipped with in-app's reason), one record per decision
-// (in-app delivered at once by the transaction itself; a skipped channel SKIPPED with
-// its reason; any other QUEUED, with deferredUntil when deferred, and what its delivery
-// sends: the address, the device, the channel's content, a webhook's payload) and its
-// TaskDeliver (Token: the record's key), due now or at the deferral. Every item carries
+// the summary (written, or skipped with in-app's reason), one record per decision but
+// in-app's (a skipped channel SKIPPED with its reason; any other QUEUED, with
+// deferredUntil when deferred, and what its delivery sends: the address, the device, the
+// channel's content, a webhook's payload) and its TaskDeliver (Token: the record's key),
+// due now or at the deferral. In-app's record is not written: it says nothing the
+// summary does not (delivered by the transaction itself at createdAt, or skipped with
+// the summary's reason), and statusOf derives it from the summary. Every item carries
 // a TTL of the store's status TTL after the latest deferral. The Puts are unconditional:
 // the guard's condition makes the transaction commit once.
 func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput, r *route, now time.Time) error {
@@ -291,13 +293,14 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 	}
 	items := []statusItem{sum}
 	for _, d := range r.decisions {
+		if d.Channel == inbox.ChannelInApp {
+			continue // derived from the summary (statusOf)
+		}
 		it := statusItem{PK: pk, SK: deliverySK(d.Key), EntityType: entityDelivery, UserID: v.UserID,
 			Channel: d.Channel, Status: inbox.DeliveryQueued, CreatedAt: ms, UpdatedAt: ms, TTL: ttl}
 		switch {
 		case d.Reason != "":
 			it.Status, it.Reason = inbox.DeliverySkipped, d.Reason
-		case d.Channel == inbox.ChannelInApp:
-			it.Status, it.Provider, it.Attempts, it.SentAt, it.DeliveredAt = inbox.DeliveryDelivered, inbox.ProviderInbox, 1, ms, lenientMillis(ms)
 		default:
 			if !d.Deferred.IsZero() {
 				it.DeferredUntil = d.Deferred.UnixMilli()
@@ -420,8 +423,8 @@ func webhookPayload(v inbox.Viewer, id string, in inbox.SendInput, now time.Time
 }
 
 // Status returns the status of notification id of tenantID: its summary and the record
-// of every channel its send considered (push: one per device), in inbox.Channels order,
-// then by key. ONE strongly consistent
+// of every channel its send considered (push: one per device; in-app's derived from the
+// summary, withInApp), in inbox.Channels order, then by key. ONE strongly consistent
 // Query of the notification's status partition (AP22). Errors: BAD_USER_INPUT for ids that
 // could break out of their key, NOT_FOUND when the notification has no status (never
 // sent, or its records expired).
@@ -443,7 +446,28 @@ func (s *Store) Status(ctx context.Context, tenantID, notificationID string) (in
 	if err != nil {
 		return inbox.NotificationStatus{}, fmt.Errorf("query status: %w", err)
 	}
-	return statusOf(notificationID, out.Items)
+	st, err := statusOf(notificationID, out.Items)
+	if err != nil {
+		return inbox.NotificationStatus{}, err
+	}
+	return withInApp(st), nil
+}
+
+// withInApp is st (statusOf's: the records as stored) with its in-app record derived
+// from the summary where none is stored (derivedInApp), in its channel order.
+func withInApp(st inbox.NotificationStatus) inbox.NotificationStatus {
+	c, ok := derivedInApp(st)
+	if !ok {
+		return st
+	}
+	i := slices.IndexFunc(st.Channels, func(o inbox.ChannelStatus) bool {
+		return slices.Index(inbox.Channels, o.Channel) > slices.Index(inbox.Channels, inbox.ChannelInApp)
+	})
+	if i < 0 {
+		i = len(st.Channels)
+	}
+	st.Channels = slices.Insert(st.Channels, i, c)
+	return st
 }
 
 // statusOf is the status of notification notificationID from the items of its status
@@ -480,6 +504,28 @@ func statusOf(notificationID string, items []map[string]types.AttributeValue) (i
 		return strings.Compare(a.Key, b.Key)
 	})
 	return st, nil
+}
+
+// derivedInApp is the in-app delivery record of st (its summary and the records as
+// stored), derived from the summary when none is stored (addStatus writes none): a written
+// notification was delivered by its send's transaction (provider inbox, one attempt,
+// sent, delivered and updated at createdAt); a skipped one had in-app skipped with the
+// summary's reason at createdAt. false when a record is stored (written before records
+// were derived) or the summary says neither.
+func derivedInApp(st inbox.NotificationStatus) (inbox.ChannelStatus, bool) {
+	if slices.ContainsFunc(st.Channels, func(c inbox.ChannelStatus) bool { return c.Channel == inbox.ChannelInApp }) {
+		return inbox.ChannelStatus{}, false
+	}
+	c := inbox.ChannelStatus{Channel: inbox.ChannelInApp, Key: inbox.ChannelInApp, UpdatedAt: st.CreatedAt}
+	switch st.Status {
+	case inbox.NotificationWritten:
+		c.Status, c.Provider, c.Attempts, c.SentAt, c.DeliveredAt = inbox.DeliveryDelivered, inbox.ProviderInbox, 1, st.CreatedAt, st.CreatedAt
+	case inbox.NotificationSkipped:
+		c.Status, c.Reason = inbox.DeliverySkipped, st.Reason
+	default:
+		return inbox.ChannelStatus{}, false
+	}
+	return c, true
 }
 
 // maxShownMillis is the last millisecond of year 9999 (9999-12-31T23:59:59.999Z), the

@@ -494,18 +494,27 @@ type recipientTxn struct {
 	// total size, not each item's).
 	docWCU float64
 	sizes  []int // the items' sizes in bytes, in the transaction's order
+	// indexes are how many global secondary indexes each item is in (GSI1: it has
+	// gsi1pk; GSI2: it has type and id), in the transaction's order.
+	indexes []int
 }
 
 // recordRecipientTxn sends in to one probe user through a store whose client keeps its
 // requests, and returns the recipient's TransactWriteItems.
 func (b *harness) recordRecipientTxn(ctx context.Context, in inbox.SendInput) (*recipientTxn, error) {
+	// Same lengths as the broadcast's member ids and page keys: the items' sizes match.
+	return b.recordRecipientTxnFor(ctx, in, "bp-0000000", rawPageKey(0, 0))
+}
+
+// recordRecipientTxnFor is recordRecipientTxn with probe user user and idempotency key
+// key (each used once per table).
+func (b *harness) recordRecipientTxnFor(ctx context.Context, in inbox.SendInput, user, key string) (*recipientTxn, error) {
 	rec := &ddbtrace.Recorder{}
 	rec.KeepInputs()
 	db := dynamodb.New(b.eng.db.Options(), rec.Option())
 	st := store.New(db, b.c.table, store.WithLogger(b.log), store.WithSweepWorkers(0))
 	defer st.Close()
-	// Same lengths as the broadcast's member ids and page keys: the items' sizes match.
-	t := &recipientTxn{user: "bp-0000000", key: rawPageKey(0, 0)}
+	t := &recipientTxn{user: user, key: key}
 	in.IdempotencyKey, in.Recipients = t.key, []string{t.user}
 	res, err := service.Writer{Store: st}.Send(ctx, tenant, in)
 	if err != nil {
@@ -549,6 +558,7 @@ func (b *harness) recordRecipientTxn(ctx context.Context, in inbox.SendInput) (*
 		if _, ok := out.Item["gsi1pk"]; ok {
 			t.docWCU += kb
 		}
+		t.indexes = append(t.indexes, gsiCount(out.Item))
 	}
 	return t, nil
 }

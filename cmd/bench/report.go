@@ -209,6 +209,13 @@ type SendResult struct {
 	Gateway           SendSide `json:"gateway"`
 	Raw               SendSide `json:"raw"`
 	Ratio             float64  `json:"throughput_gateway_over_raw"`
+	// RawSame is a raw loop writing the gateway's items: one recipient's transaction of
+	// the same send (SameTransaction), recorded from service.Writer, for fresh users.
+	RawSame         SendSide `json:"raw_same_items"`
+	SameTransaction string   `json:"raw_same_items_transaction"`
+	RatioSame       float64  `json:"throughput_gateway_over_raw_same_items"`
+	// Costs are the write units per recipient of each kind of send (sendcost.go).
+	Costs []SendCost `json:"write_units_per_recipient,omitempty"`
 }
 
 // Memory is scenario 5 (this process only).
@@ -248,6 +255,7 @@ func (r *Results) finish() {
 	}
 	if s := r.Send; s != nil {
 		s.Ratio = ratio(s.Gateway.PerSec, s.Raw.PerSec)
+		s.RatioSame = ratio(s.Gateway.PerSec, s.RawSame.PerSec)
 	}
 }
 
@@ -340,6 +348,17 @@ func (r *Results) Table() string {
 		row(s, "notifications/s", f1(sr.Gateway.PerSec), f1(sr.Raw.PerSec), f2(sr.Ratio))
 		row(s, "calls (errors)", fmt.Sprintf("%d (%d)", sr.Gateway.Calls, sr.Gateway.Errors), fmt.Sprintf("%d (%d)", sr.Raw.Calls, sr.Raw.Errors), "")
 		row(s, "p50 ms a call", f1(sr.Gateway.CallLatency.P50), f1(sr.Raw.CallLatency.P50), f2(ratio(sr.Gateway.CallLatency.P50, sr.Raw.CallLatency.P50)))
+		if sr.RawSame.Calls > 0 {
+			s := fmt.Sprintf("4. send, %d recipients a call: A sendNotification, B raw loop of the gateway's items (%s)", sr.RecipientsPerCall, sr.SameTransaction)
+			row(s, "notifications/s", f1(sr.Gateway.PerSec), f1(sr.RawSame.PerSec), fmt.Sprintf("%s (goal ≥ 0.8)", f2(sr.RatioSame)))
+			row(s, "p50 ms a call", f1(sr.Gateway.CallLatency.P50), f1(sr.RawSame.CallLatency.P50), f2(ratio(sr.Gateway.CallLatency.P50, sr.RawSame.CallLatency.P50)))
+		}
+		for _, c := range sr.Costs {
+			s := fmt.Sprintf("4. send write units per recipient, %s (%d recipients): A service.Writer, B raw loop of its recorded transaction (%s)", c.Case, c.Recipients, c.Transaction)
+			row(s, "WCU/recipient (all writes; the transactions')", fmt.Sprintf("%s (%s)", f2(c.GatewayWCU), f2(c.GatewayTxnWCU)), f2(c.RawWCU), f2(ratio(c.GatewayTxnWCU, c.RawWCU)))
+			row(s, "raw guard + notification + META + group only", "", f2(c.FloorWCU), fmt.Sprintf("A's transactions / it: %s", f2(ratio(c.GatewayTxnWCU, c.FloorWCU))))
+			row(s, "WCU/recipient by DynamoDB's documented rule: A the transaction, B its guard + notification + META + group", fmt.Sprintf("%.0f", c.DocWCU), fmt.Sprintf("%.0f", c.FloorDocWCU), f2(ratio(c.DocWCU, c.FloorDocWCU)))
+		}
 	}
 	if r.Memory.RSSUnderLoadMiB > 0 { // 0 when scenarios 1-4 and 6 were all skipped
 		row("5. memory (this process: gateway + bench)", "RSS MiB: A under load (peak), B at rest", f1(r.Memory.RSSUnderLoadMiB), f1(r.Memory.RSSAtRestMiB), f2(ratio(r.Memory.RSSUnderLoadMiB, r.Memory.RSSAtRestMiB)))
