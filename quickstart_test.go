@@ -481,6 +481,22 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 	if someID == "" {
 		t.Error("the Inbox example gave no notification id for the markRead example")
 	}
+	// The examples run in the README's order leave octocat as the examples after them
+	// (REST, the email demo, "Five minutes" again) need: email on, no quiet hours, nothing
+	// muted.
+	var p struct {
+		Viewer struct {
+			Preferences struct {
+				Channels     struct{ Email bool } `json:"channels"`
+				QuietHours   any                  `json:"quietHours"`
+				MutedTargets []any                `json:"mutedTargets"`
+			} `json:"preferences"`
+		} `json:"viewer"`
+	}
+	s.MustData(token, `{ viewer { preferences { channels { email } quietHours { start } mutedTargets { id } } } }`, nil, &p)
+	if pr := p.Viewer.Preferences; !pr.Channels.Email || pr.QuietHours != nil || len(pr.MutedTargets) != 0 {
+		t.Errorf("after the README's GraphQL examples octocat's preferences are %+v: the email examples after them would send nothing", pr)
+	}
 }
 
 // readmeObjectID returns the id of the first object under key field (at any depth, lists
