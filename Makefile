@@ -77,9 +77,11 @@ test-race: test-deps
 	TEST_RACE=1 scripts/test.sh
 
 ## run: the gateway in dev mode on local DynamoDB, with the GitHub demo import.
-# The gateway is built, then exec'd as the recipe's shell: Ctrl-C (SIGINT to the process
-# group) and a SIGTERM to make alone both reach it, and it stops DynamoDB Local cleanly
-# (go run made make report "Error 1" after an interrupt and passed no signal on).
+# The gateway is built, then exec'd as the recipe's shell: a SIGTERM to make alone reaches
+# it, and it stops DynamoDB Local cleanly (go run made make report "Error 1" after an
+# interrupt and passed no signal on). On a terminal the dev gateway takes the foreground in
+# a process group of its own (app/foreground_linux.go): Ctrl-C reaches it alone, it exits 0,
+# and so does make, which would otherwise die of the SIGINT (status 130).
 run: deps
 	$(GO) build -o bin/inbox-gateway .
 	INBOX_DEV=1 INBOX_DEMO_IMPORT=$(INBOX_DEMO_IMPORT) exec bin/inbox-gateway serve

@@ -43,7 +43,7 @@ var quickstartFiles = []struct {
 	{"apollo.js", []string{"@apollo/client", "rxjs", "graphql"}},
 	{"urql.js", []string{"@urql/core", "@urql/exchange-graphcache"}},
 	{"relay.js", []string{"relay-runtime"}},
-	{"graphql-ws.js", []string{"graphql-ws"}},
+	{"graphql-ws.js", []string{"graphql-ws", "ws"}},
 }
 
 // quickstartBlock matches a README code block that shows a quickstart file: the marker
@@ -142,12 +142,9 @@ func startQuickstart(t *testing.T, node, file, url, token string, extra ...strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	t.Cleanup(cancel)
-	var args []string
-	if file == "graphql-ws.js" && nodeMajor(t, node) < 22 {
-		args = append(args, "--experimental-websocket") // Node 22 has WebSocket by default, as browsers do
-	}
-	args = append(args, filepath.Join("web", "quickstart", file))
-	cmd := exec.CommandContext(ctx, node, args...)
+	// Plain `node file`, as the README runs them: no flag (Node 20, the supported version,
+	// has no global WebSocket; graphql-ws.js brings the ws package's).
+	cmd := exec.CommandContext(ctx, node, filepath.Join("web", "quickstart", file))
 	cmd.Env = append(os.Environ(), append([]string{"INBOX_URL=" + url, "INBOX_TOKEN=" + token}, extra...)...)
 	cmd.WaitDelay = 5 * time.Second
 	r := &quickstartRun{t: t, cmd: cmd, stderr: new(bytes.Buffer), lines: make(chan string, 8), ctx: ctx}
@@ -481,6 +478,22 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 	if someID == "" {
 		t.Error("the Inbox example gave no notification id for the markRead example")
 	}
+	// The examples run in the README's order leave octocat as the examples after them
+	// (REST, the email demo, "Five minutes" again) need: email on, no quiet hours, nothing
+	// muted.
+	var p struct {
+		Viewer struct {
+			Preferences struct {
+				Channels     struct{ Email bool } `json:"channels"`
+				QuietHours   any                  `json:"quietHours"`
+				MutedTargets []any                `json:"mutedTargets"`
+			} `json:"preferences"`
+		} `json:"viewer"`
+	}
+	s.MustData(token, `{ viewer { preferences { channels { email } quietHours { start } mutedTargets { id } } } }`, nil, &p)
+	if pr := p.Viewer.Preferences; !pr.Channels.Email || pr.QuietHours != nil || len(pr.MutedTargets) != 0 {
+		t.Errorf("after the README's GraphQL examples octocat's preferences are %+v: the email examples after them would send nothing", pr)
+	}
 }
 
 // readmeObjectID returns the id of the first object under key field (at any depth, lists
@@ -585,5 +598,41 @@ func readmeSubscription(t *testing.T, s *testgw.Server, token, doc string) map[s
 				s.Send(s.ServiceToken("default", "readme"), s.SendInput("for the notificationAdded example", "octocat"))
 			}
 		}
+	}
+}
+
+// TestNodeIsTheSupportedVersion: the node that runs the README's scripts and the tests is
+// the one version package.json's engines names (the README states it too).
+func TestNodeIsTheSupportedVersion(t *testing.T) {
+	raw, err := os.ReadFile("package.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkg struct {
+		Engines struct {
+			Node string `json:"node"`
+		} `json:"engines"`
+	}
+	if err := json.Unmarshal(raw, &pkg); err != nil {
+		t.Fatal(err)
+	}
+	major, ok := strings.CutSuffix(pkg.Engines.Node, ".x")
+	want, err := strconv.Atoi(major)
+	if !ok || err != nil {
+		t.Fatalf("package.json engines.node = %q, want one major version such as \"20.x\"", pkg.Engines.Node)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed (%v): install Node.js %d", err, want)
+	}
+	if got := nodeMajor(t, node); got != want {
+		t.Fatalf("node is version %d; the supported version (package.json engines, README) is %d", got, want)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), fmt.Sprintf("Node %d (the one supported version", want)) {
+		t.Fatalf("README.md does not state Node %d as the supported version", want)
 	}
 }

@@ -220,14 +220,22 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 	// The send pipeline: templates, broadcasts (their pages run in the service's lanes)
 	// and the send service that uses both.
 	g.Templates = tmpl.New(g.Store)
-	writer := service.Writer{Store: g.Store, Publisher: g.Broker}
+	// Dev mode's mail page lists what became of the recent sends' channels (a skipped
+	// email's reason): the sends tell it whom they wrote.
+	var recent *recentSends
+	var written func(string, []string, inbox.SendResult)
+	if cfg.Dev && !deps.Worker {
+		recent = &recentSends{now: clock.Now}
+		written = recent.record
+	}
+	writer := service.Writer{Store: g.Store, Publisher: g.Broker, Written: written}
 	g.Broadcasts = service.NewBroadcasts(service.BroadcastOptions{Store: g.Store, Send: writer.Write, Templates: g.Templates,
 		Lane: func(ctx context.Context, lane string, work func(context.Context) error) error {
 			return g.Service.RunInLane(ctx, lane, work)
 		}, Logger: log})
 	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
 		IdempotencyTTL: cfg.IdempotencyTTL, RecoveryDelay: cfg.SendRecovery, Logger: log, Templates: g.Templates,
-		Broadcaster: g.Broadcasts, Publisher: g.Broker})
+		Broadcaster: g.Broadcasts, Publisher: g.Broker, Written: written})
 	g.onClose(g.Service.Close)
 
 	// Dev mode without an SMTP server: mail goes to an in-process catcher (a worker's to
@@ -243,6 +251,9 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 			return g, err
 		}
 		g.onClose(devMail.close)
+		if devMail != nil {
+			devMail.sends = recent.outcomes(g.Store)
+		}
 		devSMTP = devMail.smtpAddr()
 		g.DevSMTP = devSMTP
 	}

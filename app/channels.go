@@ -209,6 +209,8 @@ func deliveryChannels(cfg Config, devSMTP string, tr *telemetry.Tracing) (*chann
 type devMail struct {
 	catcher *smtpcatch.Catcher
 	addr    string
+	// sends lists the recent sends' channels beside the mail (nil: none).
+	sends smtpcatch.Sends
 }
 
 // startDevMail starts the catcher when cfg is in dev mode without INBOX_SMTP_URL (nil
@@ -245,8 +247,8 @@ func (d *devMail) with(h http.Handler) http.Handler {
 		return h
 	}
 	mux := http.NewServeMux()
-	mux.Handle(DevMailPath, telemetry.Routed(d.catcher.Handler()))
-	mux.Handle(DevMailPath+"/", telemetry.Routed(d.catcher.Handler()))
+	mux.Handle(DevMailPath, telemetry.Routed(d.catcher.Handler(d.sends)))
+	mux.Handle(DevMailPath+"/", telemetry.Routed(d.catcher.Handler(d.sends)))
 	mux.Handle("/", h)
 	return mux
 }

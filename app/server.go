@@ -555,6 +555,10 @@ func LocalClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.C
 // with Config.Scheduler, its scheduler; then it closes subscriptions, drains requests and
 // hands the scheduler's shards over.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.Dev {
+		// make run: Ctrl-C interrupts the gateway alone, which exits 0, and so does make.
+		defer takeForeground()()
+	}
 	// One metrics registry, given to what reports to it: every DynamoDB call of the
 	// client (an SDK middleware), the broker's publish lag, the HTTP handler, the scheduler.
 	reg := metrics.New()

@@ -297,13 +297,22 @@ func TestProfilesOnlyThroughTheViewersNotifications(t *testing.T) {
 	if an, _ := data["a"].(map[string]any); an == nil || an["name"] != "CEO" || an["id"] != actorID {
 		t.Errorf("alice's own actor: %v", data["a"])
 	}
-	// Deleted, the notification no longer anchors anything.
+	// Deleted, the notification no longer anchors its actor. A target id is anchored on
+	// the viewer instead (her tag: one id per viewer and target, the inbox's and the muted
+	// targets', issue 20 item 9): it still resolves for alice, as her muted targets did
+	// already, and for bob it stays exactly an id that does not exist.
 	if err := deleteNotification(ctx, g, "alice", strings.TrimPrefix(decodeID(t, n["id"].(string)), "Notification:")); err != nil {
 		t.Fatal(err)
 	}
-	_, data = g.ops(t, `query($t: ID!) { node(id: $t) { id } }`, map[string]any{"t": targetID})
-	if data["node"] != nil {
-		t.Errorf("target of a deleted notification: %v", data["node"])
+	_, data = g.ops(t, `query($t: ID!, $a: ID!) { t: node(id: $t) { id } a: node(id: $a) { id } }`, map[string]any{"t": targetID, "a": actorID})
+	if data["a"] != nil {
+		t.Errorf("actor of a deleted notification: %v", data["a"])
+	}
+	if tn, _ := data["t"].(map[string]any); tn == nil || tn["id"] != targetID {
+		t.Errorf("alice's target after the notification was deleted: %v", data["t"])
+	}
+	if got := bobRaw(targetID); !bytes.Equal(got, missing) {
+		t.Errorf("bob resolving alice's target id after the deletion: %s, want exactly %s", got, missing)
 	}
 }
 

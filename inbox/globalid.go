@@ -11,11 +11,14 @@ import (
 // a Viewer. Ids never carry the tenant or user of a notification: the partition they are
 // looked up in always comes from the token. The resolvers parse them.
 //
-// Actor and Target ids are anchored on the notification they were reached through (issue
-// 8, item 6): profiles are shared by a tenant, and an id made of the profile's own key
-// alone was guessable, so node(id) served any profile of the tenant to any user. An
-// anchored id resolves only for a viewer who has that notification and only while it
-// names the profile; for anyone else it answers exactly as an id that does not exist.
+// Actor ids are anchored on the notification they were reached through (issue 8, item
+// 6): profiles are shared by a tenant, and an id made of the profile's own key alone was
+// guessable, so node(id) served any profile of the tenant to any user. An anchored id
+// resolves only for a viewer who has that notification and only while it names the
+// profile; for anyone else it answers exactly as an id that does not exist. Target ids
+// are anchored on the viewer instead, by a tag only the gateway can make (Target.Via), so
+// that one target has one id for its viewer, in the inbox and in the muted targets
+// (issue 20, item 9), and still resolves for that viewer alone.
 //
 // The id fields are bound to the GlobalID methods below (gqlgen.yml) rather than to
 // resolvers: a field bound to a resolver runs concurrently in gqlgen (a closure and a
@@ -68,8 +71,9 @@ func (n *Notification) GlobalID() string { return globalID(TypeNotification, n.I
 // its key is "<Via>\x00<actor id>".
 func (a *Actor) GlobalID() string { return globalID(TypeActor, a.Via, a.ActorID, "") }
 
-// GlobalID is the target's global id, anchored on the notification it was reached
-// through: its key is "<Via>\x00<kind>\x00<target id>".
+// GlobalID is the target's global id: its key is "<Via>\x00<kind>\x00<target id>", Via
+// being the viewer's tag for the target (see Target.Via; issue 20 item 9: one id per
+// viewer and target, in the inbox and in the muted targets alike).
 func (t *Target) GlobalID() string { return globalID(TypeTarget, t.Via, t.Kind, t.TargetID) }
 
 // GlobalID is the viewer's global id: its key is "<tenant>\x00<user>".

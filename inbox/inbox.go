@@ -85,8 +85,10 @@ type Target struct {
 	Kind     string
 	Title    string
 	URL      string
-	// Via is the ULID of the viewer's notification this target was reached through, as
-	// for Actor.Via.
+	// Via anchors the target's global id: the viewer's tag for the target (the store's
+	// ProfileTag: one id per viewer and target, wherever the viewer meets it, in any
+	// notification, group or muted target), or, in a target the store resolved through a
+	// notification (Store.Nodes), that notification's ULID.
 	Via string
 }
 

@@ -85,16 +85,20 @@ func selectedActors(ctx context.Context) int {
 	return n
 }
 
-// groupTarget is the group's target, anchored on its latest notification.
+// groupTarget is the group's target, with the viewer's id for it (taggedTarget).
 func (r *Resolver) groupTarget(ctx context.Context, g *inbox.NotificationGroup) (*inbox.Target, error) {
 	if g.TargetID == "" || g.Latest == nil {
 		return nil, nil
+	}
+	v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
 	}
 	p, err := r.profile(ctx, inbox.ProfileRef{TargetKind: g.TargetKind, ID: g.TargetID})
 	if err != nil || p == nil || p.Target == nil {
 		return nil, err
 	}
-	return anchoredTarget(p.Target, g.Latest), nil
+	return r.taggedTarget(v, p.Target), nil
 }
 
 // groupActors is the group's first actors, newest first, each anchored on its newest

@@ -10,6 +10,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/inboxgw/gateway/gqlscalar"
 	"github.com/inboxgw/gateway/graph/model"
@@ -376,11 +377,15 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 	}
 	rootRefs := r.rootNodeRefs(ctx, v)
 	out := make([]gqlscalar.Node, len(ids))
+	var (
+		targets   []inbox.ProfileRef
+		targetIdx []int
+	)
 	refs := make([]inbox.NodeRef, 0, len(ids))
 	idx := make([]int, 0, len(ids))
 	vid := v.GlobalID()
 	for i, id := range ids {
-		_, ref, ok, err := parseGlobalID(id)
+		typ, ref, ok, err := parseGlobalID(id)
 		if err != nil {
 			return nil, err
 		}
@@ -402,10 +407,36 @@ func (r *Resolver) loadNodes(ctx context.Context, ids []string) ([]gqlscalar.Nod
 			out[i] = &self
 			continue
 		}
+		if ok && typ == typeTarget {
+			// A target id carries the viewer's tag, not a notification (taggedTarget): with
+			// the viewer's tag it is read below, otherwise it names nothing.
+			if ref.Notification == r.Store.ProfileTag(v, ref.Profile) {
+				targets = append(targets, ref.Profile)
+				targetIdx = append(targetIdx, i)
+			}
+			continue
+		}
 		// An unanchored profile id names nothing: null.
 		if ok {
 			refs = append(refs, ref)
 			idx = append(idx, i)
+		}
+	}
+	if len(targets) > 0 {
+		// The targets asked, through the operation's profile loader: aliases and repeats
+		// of one target read it once.
+		g, gctx := errgroup.WithContext(ctx)
+		for j, i := range targetIdx {
+			g.Go(func() error {
+				p, err := loader.Profile(gctx, r.Store, v.TenantID, targets[j])
+				if err == nil && p != nil && p.Target != nil {
+					out[i] = r.taggedTarget(v, p.Target)
+				}
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
 		}
 	}
 	if len(refs) == 0 {
@@ -525,10 +556,13 @@ func anchoredActor(a *inbox.Actor, n *inbox.Notification) *inbox.Actor {
 	return &c
 }
 
-// anchoredTarget is anchoredActor for a target.
-func anchoredTarget(t *inbox.Target, n *inbox.Notification) *inbox.Target {
+// taggedTarget returns t's copy whose global id is the viewer's for it (Via = the store's
+// ProfileTag of v and t): the same id wherever v meets the target, in any notification
+// or group and in v's muted targets, so a client cache keeps one object per target; node()
+// resolves it for v alone.
+func (r *Resolver) taggedTarget(v inbox.Viewer, t *inbox.Target) *inbox.Target {
 	c := *t
-	c.Via = n.ID
+	c.Via = r.Store.ProfileTag(v, inbox.ProfileRef{TargetKind: t.Kind, ID: t.TargetID})
 	return &c
 }
 

@@ -129,9 +129,9 @@ func targetRefs(field string, ids []string) ([]inbox.ProfileRef, error) {
 
 // mutedTargets resolves p's muted targets through the operation's profile loader (one
 // batch for them all): a target with a stored profile has its title and url, one
-// without still has its kind and id. Their ids are unanchored (a muted target is
-// reached through the preferences, not a notification): node() does not resolve them,
-// unmuteTargets takes them.
+// without still has its kind and id. Their ids are the viewer's ids of the targets
+// (taggedTarget), the very ids the inbox's notifications show for them: unmuteTargets and
+// node() take them.
 func (r *Resolver) mutedTargets(ctx context.Context, p *inbox.Preferences) ([]*inbox.Target, error) {
 	v, err := viewer(ctx)
 	if err != nil {
@@ -147,11 +147,9 @@ func (r *Resolver) mutedTargets(ctx context.Context, p *inbox.Preferences) ([]*i
 			}
 			t := &inbox.Target{Kind: ref.TargetKind, TargetID: ref.ID}
 			if got != nil && got.Target != nil {
-				c := *got.Target
-				c.Via = ""
-				t = &c
+				t = got.Target
 			}
-			out[i] = t
+			out[i] = r.taggedTarget(v, t)
 			return nil
 		})
 	}

@@ -18,6 +18,9 @@ import (
 
 // Store is what the resolvers need of the storage layer (implemented by *store.Store).
 type Store interface {
+	// ProfileTag is the tag a target's global id carries for a viewer (store.ProfileTag):
+	// one id per viewer and target, which node() checks.
+	ProfileTag(v inbox.Viewer, ref inbox.ProfileRef) string
 	Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*inbox.Page, error)
 	// Badge reads v's badge (one GetItem of META).
 	Badge(ctx context.Context, v inbox.Viewer) (inbox.Badge, error)

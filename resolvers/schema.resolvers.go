@@ -140,11 +140,15 @@ func (r *notificationResolver) Target(ctx context.Context, obj *inbox.Notificati
 	if obj.TargetID == "" {
 		return nil, nil
 	}
+	v, err := viewer(ctx)
+	if err != nil {
+		return nil, err
+	}
 	p, err := r.profile(ctx, inbox.ProfileRef{TargetKind: obj.TargetKind, ID: obj.TargetID})
 	if err != nil || p == nil || p.Target == nil {
 		return nil, err
 	}
-	return anchoredTarget(p.Target, obj), nil
+	return r.taggedTarget(v, p.Target), nil
 }
 
 func (r *notificationResolver) ActivityCount(ctx context.Context, obj *inbox.Notification) (int, error) {

@@ -105,6 +105,8 @@ type route struct {
 // NewHandler fails when the generated code registers a pattern not listed here.
 var routes = map[string]route{
 	"GET /v1/openapi.json":                        {},
+	"GET /v1/docs":                                {},
+	"GET " + RedocBundlePath:                      {},
 	"POST /v1/notifications":                      {scope: ScopeSend, maxBody: MaxSendBytes, newBody: func() any { return new(gen.SendRequest) }},
 	"GET /v1/notifications":                       {scope: ScopeSend},
 	"GET /v1/notifications/{id}/status":           {scope: ScopeSend},

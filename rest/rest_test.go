@@ -58,6 +58,8 @@ func TestOpenAPIDocumentIsServedAndCoversEveryRoute(t *testing.T) {
 		"/v1/users/{id}/preferences":           {"get", "put"},
 		"/v1/tenant/settings":                  {"put"},
 		"/v1/openapi.json":                     {"get"},
+		"/v1/docs":                             {"get"},
+		"/v1/docs/redoc.standalone.js":         {"get"},
 		"/v1/suppressions":                     {"get"},
 		"/v1/suppressions/{channel}/{address}": {"delete"},
 	}

@@ -104,6 +104,8 @@ type Options struct {
 	AcceptOnly bool
 	// Publisher hears of every recipient written (nil: nobody); see Writer.
 	Publisher inbox.Publisher
+	// Written is told of every write's result (nil: nobody); see Writer.Written.
+	Written func(tenantID string, recipients []string, res inbox.SendResult)
 	// WriteConcurrency is how many recipients of one chunk are written at once (default
 	// DefaultWriteConcurrency).
 	WriteConcurrency int
@@ -151,7 +153,7 @@ func New(st Store, o Options) *Service {
 		o.Now = time.Now
 	}
 	s := &Service{st: st, o: o, inflight: map[string]*run{}, closed: make(chan struct{}),
-		w: Writer{Store: st, Publisher: o.Publisher, Concurrency: o.WriteConcurrency}}
+		w: Writer{Store: st, Publisher: o.Publisher, Concurrency: o.WriteConcurrency, Written: o.Written}}
 	s.batches, _ = st.(Batches)
 	s.lanes = map[Priority]*lane{
 		Transactional: newLane(o.Transactional),

@@ -53,6 +53,11 @@ type Writer struct {
 	// Concurrency is how many recipients are written at once (default
 	// DefaultWriteConcurrency).
 	Concurrency int
+	// Written, when set, is told of each Write that succeeded: its tenant, its recipients
+	// (deduplicated, in order) and its result (StatusIDs name each recipient's status).
+	// Dev mode's mail page lists the recent ones with their channels' outcomes. It runs
+	// in the caller's goroutine and must not block.
+	Written func(tenantID string, recipients []string, res inbox.SendResult)
 }
 
 // Send writes in (no template: its own title and body), as Write with no render; it
@@ -264,6 +269,9 @@ func (w Writer) Write(ctx context.Context, tenantID string, in inbox.SendInput, 
 		}
 	}
 	res.Accepted = len(res.NotificationIDs)
+	if w.Written != nil {
+		w.Written(tenantID, recipients, res)
+	}
 	return res, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -107,13 +108,19 @@ func TestCatcherRefusesTooLarge(t *testing.T) {
 func TestHandler(t *testing.T) {
 	t.Parallel()
 	c := start(t, smtpcatch.Config{})
-	if err := send(t, c, 1, `<p>hi</p><script>alert(1)</script>`); err != nil {
+	// An HTML part that tries to end the srcdoc attribute and the frame, and run a script.
+	hostile := `<p class="x">hi &amp; bye</p>"></iframe><script>alert(1)</script>`
+	if err := send(t, c, 1, hostile); err != nil {
 		t.Fatal(err)
 	}
 	if err := send(t, c, 2, ""); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(c.Handler())
+	sends := []smtpcatch.SendOutcome{
+		{NotificationID: "n2", UserID: "octocat", Channel: "EMAIL", Status: "SKIPPED", Reason: "opted_out", Explain: "email is off <in> preferences"},
+		{NotificationID: "n2", UserID: "octocat", Channel: "IN_APP", Status: "SENT"},
+	}
+	srv := httptest.NewServer(c.Handler(func(context.Context) ([]smtpcatch.SendOutcome, error) { return sends, nil }))
 	t.Cleanup(srv.Close)
 
 	resp, err := http.Get(srv.URL + "?format=json")
@@ -121,15 +128,17 @@ func TestHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	var body struct {
-		Received uint64              `json:"received"`
-		Messages []smtpcatch.Message `json:"messages"`
+		Received uint64                  `json:"received"`
+		Messages []smtpcatch.Message     `json:"messages"`
+		Sends    []smtpcatch.SendOutcome `json:"sends"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.Header.Get("Content-Type") != "application/json" || body.Received != 2 || len(body.Messages) != 2 ||
-		body.Messages[0].Subject != "Subject 2" || body.Messages[1].Subject != "Subject 1" || body.Messages[1].Header.Get("Message-Id") != "<k1@inbox.test>" {
+		body.Messages[0].Subject != "Subject 2" || body.Messages[1].Subject != "Subject 1" || body.Messages[1].Header.Get("Message-Id") != "<k1@inbox.test>" ||
+		len(body.Sends) != 2 || body.Sends[0] != sends[0] {
 		t.Fatalf("json %s %+v", resp.Header.Get("Content-Type"), body)
 	}
 
@@ -148,6 +157,20 @@ func TestHandler(t *testing.T) {
 	}
 	if strings.Index(p, "Subject 2") > strings.Index(p, "Subject 1") {
 		t.Fatal("page not newest first")
+	}
+	// The HTML part is rendered in a frame that runs nothing, its markup escaped inside
+	// srcdoc: the one quote that could end the attribute is &#34;, the tags are inert.
+	srcdoc := `<iframe sandbox="" title="HTML part of Subject 1" srcdoc="` + html.EscapeString(hostile) + `"></iframe>`
+	if strings.Count(p, "<iframe") != 1 || !strings.Contains(strings.ReplaceAll(p, "&#39;", "'"), strings.ReplaceAll(srcdoc, "&#39;", "'")) ||
+		strings.Count(p, "</iframe>") != 1 {
+		t.Fatalf("page does not frame the HTML part as %s:\n%s", srcdoc, p)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Fatalf("CSP %q", csp)
+	}
+	if !strings.Contains(p, "Recent sends") || !strings.Contains(p, "<code>opted_out</code>: email is off &lt;in&gt; preferences") ||
+		!strings.Contains(p, "<td>octocat</td><td>IN_APP</td><td>SENT</td>") {
+		t.Fatalf("page lists no recent sends:\n%s", p)
 	}
 
 	req, _ = http.NewRequest(http.MethodPost, srv.URL, nil)
@@ -172,6 +195,39 @@ func TestHandler(t *testing.T) {
 	if !strings.Contains(string(raw), `"messages":[]`) {
 		t.Fatalf("empty json %s", raw)
 	}
+	// No mail: the page says so, and that a send skipped a channel, and why below.
+	if p := get(t, srv.URL); !strings.Contains(p, "No mail yet. The recent sends skipped 1 channel: see why under \"Recent sends\".") ||
+		!strings.Contains(p, "opted_out") {
+		t.Fatalf("empty page %s", p)
+	}
+	// A catcher without sends lists none; sends that fail say so, and the mail is served.
+	plain := httptest.NewServer(c.Handler(nil))
+	t.Cleanup(plain.Close)
+	if p := get(t, plain.URL); strings.Contains(p, "Recent sends") || !strings.Contains(p, "No mail yet.</p>") {
+		t.Fatalf("page without sends %s", p)
+	}
+	failing := httptest.NewServer(c.Handler(func(context.Context) ([]smtpcatch.SendOutcome, error) {
+		return nil, errors.New("engine down")
+	}))
+	t.Cleanup(failing.Close)
+	if p := get(t, failing.URL); !strings.Contains(p, "The recent sends could not be read: engine down") {
+		t.Fatalf("page with failing sends %s", p)
+	}
+}
+
+// get answers the body of a GET of url, failing the test unless it is 200.
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
 }
 
 func TestParse(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -849,6 +850,12 @@ type StartBroadcastParams struct {
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
 
+// GetRedocBundleParams defines parameters for GetRedocBundle.
+type GetRedocBundleParams struct {
+	AcceptEncoding *string `json:"Accept-Encoding,omitempty"`
+	IfNoneMatch    *string `json:"If-None-Match,omitempty"`
+}
+
 // ListNotificationsParams defines parameters for ListNotifications.
 type ListNotificationsParams struct {
 	UserId ID   `form:"userId" json:"userId"`
@@ -1029,6 +1036,12 @@ type ServerInterface interface {
 	// GetBroadcast A broadcast's progress.
 	// (GET /v1/broadcasts/{id})
 	GetBroadcast(w http.ResponseWriter, r *http.Request, id PathID)
+	// GetAPIDocs This document as a rendered API reference (Redoc, served by the gateway itself, no network needed).
+	// (GET /v1/docs)
+	GetAPIDocs(w http.ResponseWriter, r *http.Request)
+	// GetRedocBundle Redoc's standalone bundle, the script /v1/docs loads (vendored at a pinned version by scripts/vendor-redoc.sh).
+	// (GET /v1/docs/redoc.standalone.js)
+	GetRedocBundle(w http.ResponseWriter, r *http.Request, params GetRedocBundleParams)
 	// ListNotifications A user's feed, for services; newest first.
 	// (GET /v1/notifications)
 	ListNotifications(w http.ResponseWriter, r *http.Request, params ListNotificationsParams)
@@ -1185,6 +1198,80 @@ func (siw *ServerInterfaceWrapper) GetBroadcast(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetBroadcast(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetAPIDocs operation middleware
+func (siw *ServerInterfaceWrapper) GetAPIDocs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetAPIDocs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetRedocBundle operation middleware
+func (siw *ServerInterfaceWrapper) GetRedocBundle(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetRedocBundleParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Accept-Encoding" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Accept-Encoding")]; found {
+		var AcceptEncoding string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Accept-Encoding", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", valueList[0], &AcceptEncoding, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Accept-Encoding", Err: err})
+			return
+		}
+
+		params.AcceptEncoding = &AcceptEncoding
+
+	}
+
+	// ------------- Optional header parameter "If-None-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-None-Match")]; found {
+		var IfNoneMatch string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-None-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-None-Match", valueList[0], &IfNoneMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-None-Match", Err: err})
+			return
+		}
+
+		params.IfNoneMatch = &IfNoneMatch
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRedocBundle(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1947,6 +2034,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	}
 
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/openapi.json", wrapper.GetOpenAPI)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/docs", wrapper.GetAPIDocs)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/docs/redoc.standalone.js", wrapper.GetRedocBundle)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/notifications", wrapper.ListNotifications)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/notifications", wrapper.SendNotification)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/notifications/{id}/status", wrapper.GetNotificationStatus)
@@ -2279,6 +2368,131 @@ type GetBroadcastdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetBroadcastdefaultApplicationProblemPlusJSONResponse) VisitGetBroadcastResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIDocsRequestObject struct {
+}
+
+type GetAPIDocsResponseObject interface {
+	VisitGetAPIDocsResponse(w http.ResponseWriter) error
+}
+
+type GetAPIDocs200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response GetAPIDocs200TexthtmlResponse) VisitGetAPIDocsResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetAPIDocsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetAPIDocsdefaultApplicationProblemPlusJSONResponse) VisitGetAPIDocsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRedocBundleRequestObject struct {
+	Params GetRedocBundleParams
+}
+
+type GetRedocBundleResponseObject interface {
+	VisitGetRedocBundleResponse(w http.ResponseWriter) error
+}
+
+type GetRedocBundle200ResponseHeaders struct {
+	CacheControl    *string
+	ContentEncoding *string
+	ETag            *string
+	Vary            *string
+}
+
+type GetRedocBundle200TextjavascriptResponse struct {
+	Body          io.Reader
+	Headers       GetRedocBundle200ResponseHeaders
+	ContentLength int64
+}
+
+func (response GetRedocBundle200TextjavascriptResponse) VisitGetRedocBundleResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/javascript")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.ContentEncoding != nil {
+		w.Header().Set("Content-Encoding", fmt.Sprint(*response.Headers.ContentEncoding))
+	}
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.Vary != nil {
+		w.Header().Set("Vary", fmt.Sprint(*response.Headers.Vary))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetRedocBundle304ResponseHeaders struct {
+	ETag *string
+}
+
+type GetRedocBundle304Response struct {
+	Headers GetRedocBundle304ResponseHeaders
+}
+
+func (response GetRedocBundle304Response) VisitGetRedocBundleResponse(w http.ResponseWriter) error {
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(304)
+	return nil
+}
+
+type GetRedocBundledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetRedocBundledefaultApplicationProblemPlusJSONResponse) VisitGetRedocBundleResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -4024,6 +4238,12 @@ type StrictServerInterface interface {
 	// GetBroadcast A broadcast's progress.
 	// (GET /v1/broadcasts/{id})
 	GetBroadcast(ctx context.Context, request GetBroadcastRequestObject) (GetBroadcastResponseObject, error)
+	// GetAPIDocs This document as a rendered API reference (Redoc, served by the gateway itself, no network needed).
+	// (GET /v1/docs)
+	GetAPIDocs(ctx context.Context, request GetAPIDocsRequestObject) (GetAPIDocsResponseObject, error)
+	// GetRedocBundle Redoc's standalone bundle, the script /v1/docs loads (vendored at a pinned version by scripts/vendor-redoc.sh).
+	// (GET /v1/docs/redoc.standalone.js)
+	GetRedocBundle(ctx context.Context, request GetRedocBundleRequestObject) (GetRedocBundleResponseObject, error)
 	// ListNotifications A user's feed, for services; newest first.
 	// (GET /v1/notifications)
 	ListNotifications(ctx context.Context, request ListNotificationsRequestObject) (ListNotificationsResponseObject, error)
@@ -4200,6 +4420,56 @@ func (sh *strictHandler) GetBroadcast(w http.ResponseWriter, r *http.Request, id
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetBroadcastResponseObject); ok {
 		if err := validResponse.VisitGetBroadcastResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetAPIDocs operation middleware
+func (sh *strictHandler) GetAPIDocs(w http.ResponseWriter, r *http.Request) {
+	var request GetAPIDocsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetAPIDocs(ctx, request.(GetAPIDocsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetAPIDocs")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetAPIDocsResponseObject); ok {
+		if err := validResponse.VisitGetAPIDocsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetRedocBundle operation middleware
+func (sh *strictHandler) GetRedocBundle(w http.ResponseWriter, r *http.Request, params GetRedocBundleParams) {
+	var request GetRedocBundleRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetRedocBundle(ctx, request.(GetRedocBundleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetRedocBundle")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetRedocBundleResponseObject); ok {
+		if err := validResponse.VisitGetRedocBundleResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -1,11 +1,13 @@
 // graphql-ws: the live badge over WebSocket (graphql-transport-ws). The token goes in
 // connection_init, as browsers cannot set headers on a WebSocket.
 import { createClient } from 'graphql-ws';
+import WebSocket from 'ws';
 import { token, url } from './config.js';
 
 const client = createClient({
   url: url.replace(/^http/, 'ws'),
   connectionParams: { Authorization: `Bearer ${token}` },
+  webSocketImpl: WebSocket, // Node 20 has no global WebSocket; in a browser, leave this out
 });
 
 // The current badge at once, then every change (a mark, a send, another tab's markAllRead).
