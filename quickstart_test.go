@@ -216,6 +216,8 @@ type quickstartPage struct {
 	UnreadCount int      `json:"unreadCount"`
 	Titles      []string `json:"titles"`
 	HasNextPage bool     `json:"hasNextPage"`
+	// Who is apollo.js's actor line of each item ("Ann and 2 others" for a batch).
+	Who []string `json:"who"`
 }
 
 // TestQuickstartClients runs each quickstart client against the gateway with a real token
@@ -251,6 +253,24 @@ func TestQuickstartClients(t *testing.T) {
 		r.next("the pages merged by relayStylePagination", &merged)
 		checkPage(t, "after fetchMore", merged, titles(5, 4), 5)
 		r.end()
+		if !slices.Equal(first.Who, []string{"The Octocat", "The Octocat"}) {
+			t.Fatalf("who = %q", first.Who)
+		}
+		// A batch of three comments reads "Ann and 2 others".
+		s.Seed(sender, "qs-apollo-b", 2)
+		for i, name := range []string{"Ann", "Bob", "Cy"} {
+			s.Send(sender, map[string]any{"idempotencyKey": fmt.Sprintf("qs-batch-%d", i), "recipients": []string{"qs-apollo-b"},
+				"type": "comment", "title": "Comments", "actor": map[string]any{"id": strings.ToLower(name), "name": name},
+				"batch": map[string]any{"key": "post", "window": "1s", "maxItems": 3}})
+		}
+		r = startQuickstart(t, node, "apollo.js", s.URL, s.Token("t1", "qs-apollo-b"))
+		var batched, rest quickstartPage
+		r.next("the first page", &batched)
+		r.next("the next page", &rest)
+		r.end()
+		if len(batched.Who) != 2 || batched.Who[0] != "Ann and 2 others" || batched.Titles[0] != "Comments" {
+			t.Fatalf("the batched page = %+v", batched)
+		}
 	})
 
 	t.Run("urql", func(t *testing.T) {

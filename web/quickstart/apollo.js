@@ -20,7 +20,7 @@ const INBOX = gql`
       id
       unreadCount
       inbox(first: $first, after: $after) {
-        edges { cursor node { id title read createdAt actor { name } } }
+        edges { cursor node { id title read createdAt activityCount actor { name } } }
         pageInfo { hasNextPage endCursor }
       }
     }
@@ -31,6 +31,9 @@ const inbox = client.watchQuery({ query: INBOX, variables: { first: 2 } });
 const show = ({ viewer }) => console.log(JSON.stringify({
   unreadCount: viewer.unreadCount,
   titles: viewer.inbox.edges.map((e) => e.node.title),
+  // A batched notification collects several sends: "Ann and 9 others".
+  who: viewer.inbox.edges.map(({ node: n }) => n.actor && (n.activityCount > 1
+    ? `${n.actor.name} and ${n.activityCount - 1} other${n.activityCount > 2 ? 's' : ''}` : n.actor.name)),
   hasNextPage: viewer.inbox.pageInfo.hasNextPage,
 }));
 
