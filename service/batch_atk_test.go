@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +51,41 @@ func TestBatchCloseAfterWatermarkKeepsItsID(t *testing.T) {
 	}
 	if _, unread := e.inboxOf(t, "ann"); unread != 0 {
 		t.Errorf("unread %d after markAllRead, want 0", unread)
+	}
+}
+
+// TestBatchDocumentOfEscapedCharacters: attack: a title and body of 16 KiB of '<' (each
+// one byte, six once HTML-escaped in JSON) pass the send's checks, but the batch's
+// document (JSON of the request) then exceeded the store's bound: the send answered
+// BAD_USER_INPUT while its request stayed accepted, its recovery task retrying it for
+// ever. The document keeps such characters as they are; a join that can never pass
+// (a document over the bound all the same: control characters) ends its request.
+func TestBatchDocumentOfEscapedCharacters(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	svc := e.newService(t, service.Options{}, false)
+	ctx := context.Background()
+	r := batched("esc1", []string{"ann"}, "bob", inbox.Batch{Key: "esc", Window: time.Hour})
+	r.Title = strings.Repeat("<", 8000)
+	r.Body = strings.Repeat("&", 8000)
+	sent, err := svc.Send(ctx, tenant, r)
+	if err != nil || len(sent.Result.NotificationIDs) != 1 {
+		t.Fatalf("a send of '<' and '&': %+v, %v (want it joined)", sent, err)
+	}
+	r = batched("esc2", []string{"ann"}, "bob", inbox.Batch{Key: "esc2", Window: time.Hour})
+	r.Payload = inbox.JSON(`"` + strings.Repeat(`\u0001`, 2700) + `"`)
+	r.Data = r.Payload
+	r.Body = strings.Repeat("\x01", 8000)
+	r.Title = strings.Repeat("\x01", 8000)
+	_, err = svc.Send(ctx, tenant, r)
+	if err == nil {
+		return // it fits: nothing to end
+	}
+	if inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		t.Fatalf("an oversized batched send: %v (want BAD_USER_INPUT)", err)
+	}
+	req, ok, err := e.st.GetRequest(ctx, tenant, "esc2")
+	if err != nil || !ok || req.State != inbox.RequestDone {
+		t.Fatalf("the refused batched send's request: state %q %v %v (want done: no retry for ever)", req.State, ok, err)
 	}
 }
