@@ -2,7 +2,9 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,5 +89,47 @@ func TestBatchDocumentOfEscapedCharacters(t *testing.T) {
 	req, ok, err := e.st.GetRequest(ctx, tenant, "esc2")
 	if err != nil || !ok || req.State != inbox.RequestDone {
 		t.Fatalf("the refused batched send's request: state %q %v %v (want done: no retry for ever)", req.State, ok, err)
+	}
+}
+
+// TestBatchFilledByConcurrentJoinsClosesAtOnce: attack: maxItems joins at once. Past the
+// tenth activity a join was conditioned only on n < maxItems, and decided whether it
+// filled the batch from the count it had read: two joins reading the same count both
+// committed, the last slot taken by one that believed another remained, so no one
+// closed the full batch (it waited for its window, up to 24 h). Every batch filled must
+// be written when the sends that filled it have answered.
+func TestBatchFilledByConcurrentJoinsClosesAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	svc := e.newService(t, service.Options{}, false)
+	ctx := context.Background()
+	const n = 20
+	b := inbox.Batch{Key: "fill", Window: time.Hour, MaxItems: n}
+	users := []string{"u1", "u2", "u3"}
+	var wg sync.WaitGroup
+	errs := make(chan error, n*len(users))
+	for _, u := range users {
+		for i := range n {
+			wg.Go(func() {
+				if _, err := svc.Send(ctx, tenant, batched(fmt.Sprintf("%s-f%d", u, i), []string{u}, fmt.Sprintf("a%d", i), b)); err != nil {
+					errs <- err
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		got, _ := e.inboxOf(t, u)
+		if len(got) != 1 {
+			t.Errorf("%s: %d notifications after %d joins of a batch of %d, want its close", u, len(got), n, n)
+			continue
+		}
+		if c := e.onlyNotification(t, u).ActivityCount; c != n {
+			t.Errorf("%s: count %d, want %d", u, c, n)
+		}
 	}
 }
