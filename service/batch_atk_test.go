@@ -133,3 +133,54 @@ func TestBatchFilledByConcurrentJoinsClosesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchReplayedFillingJoinCountsOnce: attack: the send that fills a batch retried
+// ten times at once (one idempotency key), on two instances, while its close runs: it counts once, every
+// call answers the batch's id, one notification is written, and the next send opens
+// another batch.
+func TestBatchReplayedFillingJoinCountsOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	svc := e.newService(t, service.Options{}, false)
+	svcs := []*service.Service{svc, e.newService(t, service.Options{}, false)} // two instances
+	ctx := context.Background()
+	b := inbox.Batch{Key: "rp", Window: time.Hour, MaxItems: 3}
+	var id string
+	for i := range 2 {
+		sent, err := svc.Send(ctx, tenant, batched(fmt.Sprintf("rp%d", i), []string{"ann"}, fmt.Sprintf("a%d", i), b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = sent.Result.NotificationIDs[0]
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for i := range 10 {
+		wg.Go(func() {
+			sent, err := svcs[i%2].Send(ctx, tenant, batched("rp2", []string{"ann"}, "a2", b))
+			if err != nil {
+				errs <- err
+				return
+			}
+			if got := sent.Result.NotificationIDs; len(got) != 1 || got[0] != id {
+				errs <- fmt.Errorf("answered %v, want %s", got, id)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	n := e.onlyNotification(t, "ann")
+	if n.ID != id || n.ActivityCount != 3 {
+		t.Fatalf("notification %s count %d, want %s and 3", n.ID, n.ActivityCount, id)
+	}
+	next, err := svc.Send(ctx, tenant, batched("rp3", []string{"ann"}, "a3", b))
+	if err != nil || next.Result.NotificationIDs[0] == id {
+		t.Fatalf("after the close: %+v, %v", next, err)
+	}
+	if _, unread := e.inboxOf(t, "ann"); unread != 1 {
+		t.Fatalf("unread %d", unread)
+	}
+}
