@@ -34,8 +34,8 @@ type batchDoc struct {
 	TemplateVersion int         `json:"templateVersion,omitempty"`
 }
 
-// maxJoinAttempts bounds the closes a join runs before it gives up (a batch that fills
-// again at once each time it is closed).
+// maxJoinAttempts bounds the closes a join runs before it gives up with THROTTLED (a
+// batch that fills again at once each time it is closed).
 const maxJoinAttempts = 4
 
 // joinBatches processes a batched request: each recipient (but the actor left out, see
@@ -87,6 +87,11 @@ func (s *Service) joinBatches(ctx context.Context, tenant string, doc *document)
 						return err
 					}
 					continue
+				}
+				if closing != nil {
+					// The batch filled or began closing again at each attempt: contention,
+					// answered as such (a retry with the same key joins once).
+					return inbox.Errorf(inbox.CodeThrottled, "too many concurrent sends to this batch; retry shortly")
 				}
 				if err != nil {
 					return fmt.Errorf("join a batch: %w", err)

@@ -184,3 +184,92 @@ func TestBatchReplayedFillingJoinCountsOnce(t *testing.T) {
 		t.Fatalf("unread %d", unread)
 	}
 }
+
+// TestBatchJoinsRacingClosesLoseNothing: attack: 60 joins on two instances with maxItems
+// 7 while the window's close task runs again and again on the latest batch answered:
+// joins that land after a freeze open a new batch; in the end every join is counted in
+// exactly one notification (the sum of activityCount is 60) and each answered id is one
+// notification.
+func TestBatchJoinsRacingClosesLoseNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	svcs := []*service.Service{e.newService(t, service.Options{}, false), e.newService(t, service.Options{}, false)}
+	ctx := context.Background()
+	const n = 60
+	b := inbox.Batch{Key: "race", Window: time.Hour, MaxItems: 7}
+	var mu sync.Mutex
+	answered := map[string]bool{}
+	latest := ""
+	stop := make(chan struct{})
+	closerDone := make(chan struct{})
+	go func() {
+		defer close(closerDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			mu.Lock()
+			id := latest
+			mu.Unlock()
+			if id != "" {
+				closeNow(t, svcs[1], "ann", "race", id)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			var sent service.Sent
+			var err error
+			for try := 0; try < 20; try++ {
+				sent, err = svcs[(i+try)%2].Send(ctx, tenant, batched(fmt.Sprintf("r%d", i), []string{"ann"}, fmt.Sprintf("a%d", i), b))
+				if inbox.ErrorCode(err) != inbox.CodeThrottled {
+					break // contention is THROTTLED: retried with the same key, it joins once
+				}
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			answered[sent.Result.NotificationIDs[0]] = true
+			latest = sent.Result.NotificationIDs[0]
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-closerDone
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for id := range answered {
+		closeNow(t, svcs[0], "ann", "race", id)
+	}
+	first := 100
+	p, err := e.st.Inbox(ctx, inbox.Viewer{TenantID: tenant, UserID: "ann"}, inbox.PageQuery{First: &first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, ed := range p.Edges {
+		sum += max(1, ed.Node.ActivityCount)
+		if !answered[ed.Node.ID] {
+			t.Errorf("notification %s was never answered", ed.Node.ID)
+		}
+		if ed.Node.ActivityCount > 7 {
+			t.Errorf("notification %s counts %d > maxItems", ed.Node.ID, ed.Node.ActivityCount)
+		}
+	}
+	if sum != n || len(p.Edges) != len(answered) {
+		t.Fatalf("%d notifications counting %d joins, want %d notifications counting %d", len(p.Edges), sum, len(answered), n)
+	}
+	if _, unread := e.inboxOf(t, "ann"); unread != len(answered) {
+		t.Fatalf("unread %d, want %d", unread, len(answered))
+	}
+}
