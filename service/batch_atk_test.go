@@ -273,3 +273,37 @@ func TestBatchJoinsRacingClosesLoseNothing(t *testing.T) {
 		t.Fatalf("unread %d, want %d", unread, len(answered))
 	}
 }
+
+// TestBatchThrottledCloseStillCloses: attack: a batched send that is also throttled, its
+// throttle full at the close: the close is skipped (throttled) but the batch must close
+// all the same, so that the next send opens a new batch instead of meeting it.
+func TestBatchThrottledCloseStillCloses(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	svc := e.newService(t, service.Options{}, false)
+	ctx := context.Background()
+	thr := &inbox.Throttle{Key: "thr", Limit: 1, Window: time.Hour}
+	plain := service.SendRequest{IdempotencyKey: "plain", Recipients: []string{"ann"}, Type: "comment", Title: "x", Throttle: thr}
+	if _, err := svc.Send(ctx, tenant, plain); err != nil {
+		t.Fatal(err)
+	}
+	b := inbox.Batch{Key: "tb", Window: time.Hour}
+	r := batched("tb1", []string{"ann"}, "bob", b)
+	r.Throttle = thr
+	sent, err := svc.Send(ctx, tenant, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sent.Result.NotificationIDs[0]
+	closeNow(t, svc, "ann", "tb", id)
+	st, err := e.st.Status(ctx, tenant, id)
+	if err != nil || st.Status == inbox.NotificationBatching {
+		t.Fatalf("status after a throttled close: %+v, %v", st, err)
+	}
+	r = batched("tb2", []string{"ann"}, "cy", b)
+	r.Throttle = thr
+	next, err := svc.Send(ctx, tenant, r)
+	if err != nil || next.Result.NotificationIDs[0] == id {
+		t.Fatalf("after a throttled close: %+v, %v (want a new batch)", next, err)
+	}
+}

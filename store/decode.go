@@ -124,6 +124,12 @@ func fastNotification(raw map[string]types.AttributeValue, it *notificationItem)
 			ok = avInt64(av, &it.Rev)
 		case "cv":
 			ok = avInt64(av, &it.Counted)
+		case "ac":
+			var n int64
+			ok = avInt64(av, &n)
+			it.ActivityCount = int(n)
+		case "acts":
+			ok = avActivities(av, &it.Activities)
 		}
 		if !ok {
 			return false
@@ -153,6 +159,43 @@ func avActions(av types.AttributeValue, dst *[]actionItem) bool {
 					ok = avStr(f, &out[i].Label)
 				case "url":
 					ok = avStr(f, &out[i].URL)
+				}
+				if !ok {
+					return false
+				}
+			}
+		}
+		*dst = out
+		return true
+	}
+	return false
+}
+
+// avActivities decodes a batched notification's list of {a, an, d, t} maps; NULL is
+// none. A map with other attributes or types is left to attributevalue.
+func avActivities(av types.AttributeValue, dst *[]activityItem) bool {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberNULL:
+		*dst = nil
+		return true
+	case *types.AttributeValueMemberL:
+		out := make([]activityItem, len(v.Value))
+		for i, e := range v.Value {
+			m, ok := e.(*types.AttributeValueMemberM)
+			if !ok {
+				return false
+			}
+			for k, f := range m.Value {
+				var ok bool
+				switch k {
+				case "a":
+					ok = avStr(f, &out[i].ActorID)
+				case "an":
+					ok = avStr(f, &out[i].ActorName)
+				case "d":
+					ok = avStr(f, &out[i].Data)
+				case "t":
+					ok = avInt64(f, &out[i].CreatedAt)
 				}
 				if !ok {
 					return false

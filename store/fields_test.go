@@ -21,6 +21,10 @@ func fullItem(t *testing.T) *notificationItem {
 		switch {
 		case f.Type() == reflect.TypeOf([]actionItem(nil)):
 			f.Set(reflect.ValueOf([]actionItem{{Label: "Open", URL: "https://example.com/a"}, {Label: "Mute", URL: "https://example.com/m"}}))
+		case f.Type() == reflect.TypeOf([]activityItem(nil)):
+			f.Set(reflect.ValueOf([]activityItem{{ActorID: "ann", ActorName: "Ann", Data: `{"x":1}`, CreatedAt: 1_700_000_000_001}, {CreatedAt: 1_700_000_000_002}}))
+		case f.Kind() == reflect.Int:
+			f.SetInt(int64(i + 2))
 		case f.Kind() == reflect.String:
 			f.SetString(name + "-value")
 		case f.Kind() == reflect.Int64:
