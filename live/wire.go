@@ -89,6 +89,18 @@ type wireNotification struct {
 	ExpiresAt    *time.Time   `json:"expiresAt,omitempty"`
 	GroupKey     string       `json:"groupKey,omitempty"`
 	Actions      []wireAction `json:"actions,omitempty"`
+
+	ActivityCount int            `json:"activityCount,omitempty"`
+	Activities    []wireActivity `json:"activities,omitempty"`
+}
+
+// wireActivity is an inbox.Activity on the wire.
+type wireActivity struct {
+	ActorID   string          `json:"actorId,omitempty"`
+	ActorName string          `json:"actorName,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	CreatedAt time.Time       `json:"createdAt"`
+	Via       string          `json:"via,omitempty"`
 }
 
 // wireAction is an inbox.Action on the wire.
@@ -108,6 +120,11 @@ func encodeChange(origin string, c inbox.Change) ([]byte, error) {
 			ArchivedAt: n.ArchivedAt, SnoozedUntil: n.SnoozedUntil, ExpiresAt: n.ExpiresAt, GroupKey: n.GroupKey}
 		for _, a := range n.Actions {
 			w.Notification.Actions = append(w.Notification.Actions, wireAction{Label: a.Label, URL: a.URL})
+		}
+		w.Notification.ActivityCount = n.ActivityCount
+		for _, a := range n.Activities {
+			w.Notification.Activities = append(w.Notification.Activities, wireActivity{ActorID: a.ActorID,
+				ActorName: a.ActorName, Data: json.RawMessage(a.Data), CreatedAt: a.CreatedAt, Via: a.Via})
 		}
 	}
 	return json.Marshal(w)
@@ -133,6 +150,11 @@ func decodeChange(b []byte) (origin string, sent time.Time, c inbox.Change, err 
 			Actions: make([]inbox.Action, len(n.Actions))}
 		for i, a := range n.Actions {
 			c.Notification.Actions[i] = inbox.Action{Label: a.Label, URL: a.URL}
+		}
+		c.Notification.ActivityCount = n.ActivityCount
+		for _, a := range n.Activities {
+			c.Notification.Activities = append(c.Notification.Activities, inbox.Activity{ActorID: a.ActorID,
+				ActorName: a.ActorName, Data: inbox.JSON(a.Data), CreatedAt: a.CreatedAt, Via: a.Via})
 		}
 	}
 	return w.Origin, sent, c, nil
