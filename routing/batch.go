@@ -26,7 +26,8 @@ func CheckBatch(b inbox.Batch) error {
 
 // ParseBatch builds a send's batch from a transport's members: key ("" leaves the default
 // to the service), window as a Go duration ("5m"), maxItems (nil: the default, 100).
-// Errors: BAD_USER_INPUT for a window that is not a duration (bounds: CheckBatch).
+// Errors: BAD_USER_INPUT for a window that is not a duration or a maxItems given out of
+// 2..1,000 (other bounds: CheckBatch).
 func ParseBatch(key, window string, maxItems *int) (inbox.Batch, error) {
 	if len(window) > 32 {
 		return inbox.Batch{}, inbox.Errorf(inbox.CodeBadUserInput, "batch.window must be a duration such as \"5m\"")
@@ -37,6 +38,10 @@ func ParseBatch(key, window string, maxItems *int) (inbox.Batch, error) {
 	}
 	b := inbox.Batch{Key: key, Window: d, MaxItems: inbox.DefaultBatchMaxItems}
 	if maxItems != nil {
+		// An explicit 0 is out of bounds, not the default (the service defaults a zero).
+		if *maxItems < inbox.MinBatchMaxItems || *maxItems > inbox.MaxBatchMaxItems {
+			return inbox.Batch{}, inbox.Errorf(inbox.CodeBadUserInput, "batch.maxItems must be from %d to %d", inbox.MinBatchMaxItems, inbox.MaxBatchMaxItems)
+		}
 		b.MaxItems = *maxItems
 	}
 	return b, nil

@@ -52,6 +52,12 @@ func TestParseBatch(t *testing.T) {
 	if b, _ = ParseBatch("k", "1s", &n); b.MaxItems != 7 || b.Key != "k" {
 		t.Fatalf("ParseBatch = %+v", b)
 	}
+	// Attack: an explicit maxItems of 0 was taken as the default (100), not refused.
+	for _, m := range []int{0, -1, 1, 1001} {
+		if _, err := ParseBatch("k", "1m", &m); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("maxItems %d: %v, want BAD_USER_INPUT", m, err)
+		}
+	}
 	for _, w := range []string{"", "five minutes", strings.Repeat("1", 40) + "s"} {
 		if _, err := ParseBatch("k", w, nil); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
 			t.Errorf("window %q: %v", w, err)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,8 +34,8 @@ type batchDoc struct {
 	TemplateVersion int         `json:"templateVersion,omitempty"`
 }
 
-// maxJoinAttempts bounds the closes a join runs before it gives up (a batch that fills
-// again at once each time it is closed).
+// maxJoinAttempts bounds the closes a join runs before it gives up with THROTTLED (a
+// batch that fills again at once each time it is closed).
 const maxJoinAttempts = 4
 
 // joinBatches processes a batched request: each recipient (but the actor left out, see
@@ -56,10 +57,14 @@ func (s *Service) joinBatches(ctx context.Context, tenant string, doc *document)
 	}
 	kept := r
 	kept.Recipients, kept.IdempotencyKey = nil, ""
-	body, err := json.Marshal(batchDoc{Request: kept, TemplateVersion: doc.TemplateVersion})
-	if err != nil {
+	// Not HTML-escaped: a '<' would take six bytes of the store's bound on the document.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(batchDoc{Request: kept, TemplateVersion: doc.TemplateVersion}); err != nil {
 		return Result{}, err
 	}
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	act := batchActivity(r, s.o.Now())
 	ref := routing.BatchRef(r.Type, r.Batch.Key)
 	skip := leaveOut(r)
@@ -82,6 +87,11 @@ func (s *Service) joinBatches(ctx context.Context, tenant string, doc *document)
 						return err
 					}
 					continue
+				}
+				if closing != nil {
+					// The batch filled or began closing again at each attempt: contention,
+					// answered as such (a retry with the same key joins once).
+					return inbox.Errorf(inbox.CodeThrottled, "too many concurrent sends to this batch; retry shortly")
 				}
 				if err != nil {
 					return fmt.Errorf("join a batch: %w", err)

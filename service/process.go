@@ -209,7 +209,13 @@ func (s *Service) process(ctx context.Context, tenant string, doc *document) (Re
 		}
 	} else if r.Batch != nil {
 		var err error
-		if res, err = s.joinBatches(ctx, tenant, doc); err != nil {
+		res, err = s.joinBatches(ctx, tenant, doc)
+		switch {
+		case inbox.ErrorCode(err) == inbox.CodeBadUserInput:
+			// It will never pass (e.g. its document is over the store's bound): give
+			// the request up, with the reason, rather than retry it for ever.
+			res = Result{Error: inbox.ErrorMessage(err)}
+		case err != nil:
 			return Result{}, err
 		}
 	} else {

@@ -82,9 +82,11 @@ const maxBatchDoc = 4 * inbox.MaxPayloadBytes
 // an open (a new id, its close task at now + window, a status summary `batching` under
 // the id) or a join (n + 1; the activity appended while fewer than
 // inbox.MaxBatchActivities are kept; on condition that the batch is still the one read,
-// open and not full). A pointer changed in between is read again. When the guard is
-// there (a replay) nothing is written and its id answered with Duplicate set (and Full
-// when that batch is still open and full: its close at maxItems may have been lost). Errors:
+// open and not full; the last slot only for a join that read the count before it, so the
+// join that fills the batch knows it). A pointer changed in between is read again. When
+// the guard is there (a replay) nothing is written and its id answered with Duplicate set
+// (and Full when that batch is still open and full: its close at maxItems may have been
+// lost). Errors:
 // *inbox.BatchClosing when the batch is full or its close began (close it, then join
 // again); BAD_USER_INPUT for ids that could break their keys or a document over 64 KiB.
 func (s *Store) JoinBatch(ctx context.Context, j inbox.BatchJoin) (inbox.BatchJoined, error) {
@@ -166,6 +168,14 @@ func (s *Store) JoinBatch(ctx context.Context, j inbox.BatchJoin) (inbox.BatchJo
 				expression.Name("id").Equal(expression.Value(cur.ID)),
 				expression.Name("st").Equal(expression.Value(routing.BatchOpen)),
 				n.LessThan(expression.Name("maxItems")),
+			}
+			if out.Full {
+				// The last slot is taken only by a join that knows it fills the batch (it
+				// closes it): another, reading an older count, meets the condition below
+				// and reads the batch again.
+				conds = append(conds, n.Equal(expression.Value(cur.N)))
+			} else {
+				conds = append(conds, n.LessThan(expression.Value(cur.MaxItems-1)))
 			}
 			if routing.KeepsActivity(cur.N) {
 				a, err := attributevalue.Marshal([]activityItem{toActivityItem(j.Activity)})

@@ -150,6 +150,11 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 					it.Activities = append(it.Activities, toActivityItem(a))
 				}
 			}
+			if below != nil && in.BatchClose != nil {
+				if wm := below.readWM(it.countedCategory()); wm >= id {
+					it.Mark, it.MarkedAt = markUnread, s.newID(wm)
+				}
+			}
 			if exp := routing.Expiry(in, now, p.Retention); !exp.IsZero() {
 				it.ExpireAt = exp.UnixMilli()
 				it.TTL = exp.Add(ttlGrace).Unix()
@@ -214,6 +219,11 @@ func (s *Store) WriteRecipient(ctx context.Context, p routing.Plan) (routing.Wri
 					below = m
 				case ok && belowWatermarks(m, it.countedCategory(), pre):
 					below = nil // the clock is below it: the plain send
+				case ok && in.BatchClose != nil:
+					// A batch's close keeps the id its joined sends were answered with
+					// even when a watermark reached it (a markAll between the window's
+					// end and the close): written below it, marked unread after it.
+					below = m
 				default:
 					pre, below = "", nil
 				}
@@ -277,7 +287,13 @@ func (s *Store) sendTxn(v inbox.Viewer, guard *guardItem, it *notificationItem, 
 		return nil, err
 	}
 	t.add(itemKey{it.PK, it.SK}, types.TransactWriteItem{Put: np})
-	b := newMetaUpdate(v).addState(it.countedCategory(), state{}, state{active: true})
+	st := state{active: true}
+	if below != nil {
+		// Below the clock: the watermarks as read decide (a batch's close may be below
+		// one, see WriteRecipient), on condition that they are still those.
+		st = stateOf(it, below)
+	}
+	b := newMetaUpdate(v).addState(it.countedCategory(), state{}, st)
 	if below != nil {
 		b.usesWatermarks(below, it.countedCategory())
 	} else {
