@@ -440,25 +440,8 @@ func (s *Store) completeGroups(ctx context.Context, v inbox.Viewer, gs []*groupI
 	for _, g := range gs {
 		keys = append(keys, itemKey{userPK(v), notifSK(g.newest())})
 	}
-	profiles := map[inbox.ProfileRef]*inbox.Profile{}
-	refKeys := map[itemKey]inbox.ProfileRef{}
-	want := func(r inbox.ProfileRef) {
-		if !validRef(r) {
-			return
-		}
-		if _, ok := profiles[r]; ok {
-			return
-		}
-		pk := profilePK(v.TenantID, r)
-		if p, ok := s.profiles.get(pk); ok {
-			profiles[r] = p
-			return
-		}
-		profiles[r] = nil
-		k := itemKey{pk, skProfile}
-		refKeys[k] = r
-		keys = append(keys, k)
-	}
+	pb := s.newProfileBatch(v.TenantID)
+	want := func(r inbox.ProfileRef) { keys = pb.want(r, keys) }
 	if actors > 0 {
 		for _, g := range gs {
 			n := 0
@@ -488,18 +471,9 @@ func (s *Store) completeGroups(ctx context.Context, v inbox.Viewer, gs []*groupI
 			return nil, metaItem{}, nil, fmt.Errorf("decode meta: %w", err)
 		}
 	}
-	for k, r := range refKeys {
-		raw, ok := got[k]
-		if !ok {
-			continue
-		}
-		var it profileItem
-		if err := decodeProfile(raw, &it); err != nil {
-			return nil, metaItem{}, nil, fmt.Errorf("decode profile: %w", err)
-		}
-		p := newProfile(r, &it)
-		s.profiles.add(k.pk, p)
-		profiles[r] = p
+	profiles, err := pb.decode(got)
+	if err != nil {
+		return nil, metaItem{}, nil, err
 	}
 	out := make([]loadedGroup, 0, len(gs))
 	for i, g := range gs {
