@@ -165,14 +165,14 @@ var Patterns = []Pattern{
 		_, err := e.st.Inbox(ctx, viewer(reader), inbox.PageQuery{First: ptr(10)})
 		return err
 	}},
-	{2, "later page", "The same Query from the cursor (ExclusiveStartKey), and a GetItem of META sent concurrently.", func(ctx context.Context, e *env) error {
+	{2, "later page", "The same Query from the cursor (ExclusiveStartKey), then ONE BatchGetItem of META and the page's actors and targets (a page rendering no profile: a GetItem of META sent concurrently with the Query).", func(ctx context.Context, e *env) error {
 		e.rec.Begin(0)
 		p, err := e.st.Inbox(ctx, viewer(reader), inbox.PageQuery{First: ptr(10)})
 		if err != nil {
 			return err
 		}
 		e.rec.Begin(2)
-		_, err = e.st.Inbox(ctx, viewer(reader), inbox.PageQuery{First: ptr(10), After: *p.PageInfo.EndCursor})
+		_, err = e.st.Inbox(ctx, viewer(reader), inbox.PageQuery{First: ptr(10), After: *p.PageInfo.EndCursor, Profiles: true})
 		return err
 	}},
 	{3, "badge alone", "GetItem of META.", func(ctx context.Context, e *env) error {
@@ -260,8 +260,8 @@ var Patterns = []Pattern{
 			MuteTargets: []inbox.ProfileRef{{TargetKind: "post", ID: "post0002"}}})
 		return err
 	}},
-	{15, "groups", "One Query of GSI1's `…#GROUPS` partition, then one BatchGetItem of META, each group's newest member and the profiles.", func(ctx context.Context, e *env) error {
-		_, err := e.st.Groups(ctx, viewer(reader), inbox.GroupQuery{First: ptr(10), Actors: 3})
+	{15, "groups", "One Query of GSI1's `…#GROUPS` partition, then one BatchGetItem of META and the profiles: each group item keeps its newest member's display fields (a page rendering other fields of latest reads the newest members too).", func(ctx context.Context, e *env) error {
+		_, err := e.st.Groups(ctx, viewer(reader), inbox.GroupQuery{First: ptr(10), Actors: 3, KeptLatest: true})
 		return err
 	}},
 	{16, "put a template (a new version)", "GetItem HEAD (consistent), then one TransactWriteItems: HEAD with the version + 1 and the new version item.", func(ctx context.Context, e *env) error {

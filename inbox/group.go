@@ -81,4 +81,13 @@ type GroupQuery struct {
 	Categories []string
 	UnreadOnly bool
 	Actors     int
+	// KeptLatest says that of each group's Latest only KeptLatestFields are rendered:
+	// the store then takes them from the group item and reads no notification for them.
+	KeptLatest bool
 }
+
+// KeptLatestFields are the fields of a group's newest member that the group item keeps
+// (written with the send that makes it the newest), by their GraphQL names: a groups
+// page rendering no other field of latest reads no notification. read is derived from
+// the member's state and the watermarks, archived is false for every member.
+var KeptLatestFields = []string{"__typename", "id", "type", "category", "title", "body", "createdAt", "read", "archived", "groupKey", "actor", "target"}

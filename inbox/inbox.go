@@ -148,6 +148,9 @@ type PageQuery struct {
 	Categories []string
 	// Archived says how archived notifications are treated (default ArchivedExclude).
 	Archived ArchivedFilter
+	// Profiles asks for the actor and target profiles of the page's notifications with
+	// the page (in Page.Profiles), read in the page's BatchGetItem.
+	Profiles bool
 }
 
 // ArchivedFilter says how a page treats archived notifications.
@@ -182,6 +185,10 @@ type Page struct {
 	// reads it with the page when the page's Query passes the inbox's META item).
 	UnreadCount    int
 	HasUnreadCount bool
+	// Profiles are the actors and targets of the page's notifications when the query
+	// asked for them (PageQuery.Profiles): nil for a ref with no profile. Refs that could
+	// not be keys are absent.
+	Profiles map[ProfileRef]*Profile
 }
 
 // Nodes returns the page's notifications in edge order.

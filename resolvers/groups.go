@@ -3,6 +3,7 @@ package resolvers
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -27,7 +28,7 @@ const (
 // Errors: BAD_USER_INPUT for archived other than EXCLUDE (groups are of active
 // notifications), and the store's.
 func (r *Resolver) groups(ctx context.Context, v inbox.Viewer, first *int, after *string, filter *model.InboxFilter) (*inbox.GroupPage, error) {
-	q := inbox.GroupQuery{First: first, Actors: selectedActors(ctx)}
+	q := inbox.GroupQuery{First: first, Actors: selectedActors(ctx), KeptLatest: keptLatestOnly(ctx)}
 	if after != nil {
 		q.After = *after
 	}
@@ -83,6 +84,37 @@ func selectedActors(ctx context.Context) int {
 	}
 	walk(graphql.CollectFields(oc, fc.Field.Selections, []string{"NotificationGroupConnection"}), 0)
 	return n
+}
+
+// keptLatestOnly reports whether the selection below the current field renders, of each
+// group's latest notification, only fields the group item keeps (inbox.KeptLatestFields):
+// then the store reads no notification for the page. A selection without latest also
+// qualifies (updatedAt is the kept createdAt).
+func keptLatestOnly(ctx context.Context) bool {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return false
+	}
+	oc := graphql.GetOperationContext(ctx)
+	ok := true
+	var walk func(set []graphql.CollectedField, depth int)
+	walk = func(set []graphql.CollectedField, depth int) {
+		for _, f := range set {
+			if f.Name == "latest" {
+				for _, lf := range graphql.CollectFields(oc, f.Selections, []string{"Notification", "Node"}) {
+					if !slices.Contains(inbox.KeptLatestFields, lf.Name) {
+						ok = false
+					}
+				}
+				continue
+			}
+			if depth < 3 {
+				walk(graphql.CollectFields(oc, f.Selections, []string{"NotificationGroupConnection", "NotificationGroupEdge", "NotificationGroup"}), depth+1)
+			}
+		}
+	}
+	walk(graphql.CollectFields(oc, fc.Field.Selections, []string{"NotificationGroupConnection"}), 0)
+	return ok
 }
 
 // groupTarget is the group's target, with the viewer's id for it (taggedTarget).

@@ -32,6 +32,9 @@ func (r *Resolver) inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery)
 	if q.After != "" && q.Before != "" && q.First == nil && q.Last == nil {
 		return nil, inbox.Errorf(inbox.CodeBadUserInput, "after and before together need first or last: pass first with after, or last with before")
 	}
+	// The store reads the page's actors and targets with it when the selection renders
+	// them: in the BatchGetItem that also brings META to a page after the first.
+	q.Profiles = selectsProfiles(ctx)
 	p, err := loader.Once(ctx, pageKey(q), func(ctx context.Context) (*inbox.Page, error) {
 		return loader.Bounded(ctx, func(ctx context.Context) (*inbox.Page, error) { return r.Store.Inbox(ctx, v, q) })
 	})
@@ -43,8 +46,17 @@ func (r *Resolver) inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.prefetchProfiles(ctx, v, p.Nodes()); err != nil {
-		return nil, err
+	if l := loader.For(ctx); l != nil {
+		for ref, prof := range p.Profiles {
+			l.Prime(ctx, ref, prof)
+		}
+	}
+	// A page read by an alias that did not select profiles (the memo's first) leaves
+	// them to one prefetch; refs primed above are not read again.
+	if q.Profiles {
+		if err := loader.Prefetch(ctx, r.Store, v.TenantID, p.Nodes()); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -74,11 +86,17 @@ func pageKey(q inbox.PageQuery) string {
 // The page's field resolvers then find them in the loader's cache: two sequential round
 // trips for a page, with no batch window to wait for.
 func (r *Resolver) prefetchProfiles(ctx context.Context, v inbox.Viewer, ns []*inbox.Notification) error {
-	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || !selects(graphql.GetOperationContext(ctx), fc.Field.Selections, 0) {
+	if !selectsProfiles(ctx) {
 		return nil
 	}
 	return loader.Prefetch(ctx, r.Store, v.TenantID, ns)
+}
+
+// selectsProfiles reports whether the selection below the current field asks for an
+// actor or a target.
+func selectsProfiles(ctx context.Context) bool {
+	fc := graphql.GetFieldContext(ctx)
+	return fc != nil && selects(graphql.GetOperationContext(ctx), fc.Field.Selections, 0)
 }
 
 // selectableTypes are the object types whose fragments selects looks into.

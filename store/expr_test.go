@@ -277,7 +277,7 @@ func TestStateWriteExpressions(t *testing.T) {
 	g := &groupItem{UserPK: "p", GroupKey: "gk", Rev: 4, exists: true, Members: map[string]string{"01A": "x"}}
 	metaSets := "SET {gsi1pk} = <T#t#U#u#UNREAD>, {gsi1sk} = <" + skMeta + ">, {entityType} = <" + entityMeta + ">"
 	groupSets := "SET {m#01B} = <01B#c#>, {gsi1pk} = <T#t#U#u#GROUPS>, {gsi1sk} = <N#01B>, {entityType} = <" + entityGroup +
-		">, {groupKey} = <gk>, {type} = <ty>"
+		">, {groupKey} = <gk>, {type} = <ty>, {latest} = <map>"
 	room := "(attribute_not_exists ({memberCount})) OR ({memberCount} < <" + strconv.Itoa(inbox.MaxGroupMembers) + ">)"
 	for _, tc := range []struct {
 		name         string

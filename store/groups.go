@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -80,6 +82,11 @@ type groupItem struct {
 	Rev        int64
 	// Members are the member attributes' values by notification id.
 	Members map[string]string
+	// Latest is what the group item keeps of its newest member (nil: none kept, as on a
+	// group written before it was kept). It is current only while Latest.ID is newest():
+	// a write that removes the newest member does not replace it, and a page then reads
+	// the notification itself.
+	Latest *groupLatest
 	// exists is false for a group not stored yet.
 	exists bool
 }
@@ -94,6 +101,42 @@ func (g *groupItem) clone() *groupItem {
 		c.Members[id] = val
 	}
 	return &c
+}
+
+// attrLatest is the group item's map of its newest member's display fields (groupLatest).
+const attrLatest = "latest"
+
+// groupLatest is what a groups page shows of a group's newest member
+// (inbox.KeptLatestFields), kept on the group item by the write that makes the member
+// the newest: a send's Update, or a Put whose members' newest is the notification it
+// writes. These fields never change after the send.
+type groupLatest struct {
+	ID         string `dynamodbav:"id"`
+	Type       string `dynamodbav:"type"`
+	Category   string `dynamodbav:"category,omitempty"`
+	Title      string `dynamodbav:"title,omitempty"`
+	Body       string `dynamodbav:"body,omitempty"`
+	ActorID    string `dynamodbav:"actorId,omitempty"`
+	TargetKind string `dynamodbav:"targetKind,omitempty"`
+	TargetID   string `dynamodbav:"targetId,omitempty"`
+	CreatedAt  int64  `dynamodbav:"createdAt"`
+}
+
+func latestOf(it *notificationItem) *groupLatest {
+	return &groupLatest{ID: it.ID, Type: it.Type, Category: it.Category, Title: it.Title, Body: it.Body,
+		ActorID: it.ActorID, TargetKind: it.TargetKind, TargetID: it.TargetID, CreatedAt: it.CreatedAt}
+}
+
+// keptLatest returns g's newest member as kept on the item, under m's watermarks, with
+// the fields of inbox.KeptLatestFields; nil when the item keeps none for it.
+func (g *groupItem) keptLatest(m *metaItem) *inbox.Notification {
+	l := g.Latest
+	if l == nil || l.ID != g.newest() {
+		return nil
+	}
+	return &inbox.Notification{ID: l.ID, Type: l.Type, Category: l.Category, Title: l.Title, Body: l.Body,
+		CreatedAt: time.UnixMilli(l.CreatedAt).UTC(), ActorID: l.ActorID, TargetKind: l.TargetKind, TargetID: l.TargetID,
+		GroupKey: g.GroupKey, Read: !parseMember(l.ID, g.Members[l.ID]).unread(m), Actions: []inbox.Action{}}
 }
 
 // member is a decoded member value.
@@ -155,6 +198,9 @@ func (g *groupItem) apply(id string, after *notificationItem) bool {
 		delete(g.Members, oldest)
 	}
 	g.Members[id] = val
+	if id == g.newest() {
+		g.Latest = latestOf(after)
+	}
 	return true
 }
 
@@ -210,6 +256,12 @@ func decodeGroup(raw map[string]types.AttributeValue) (*groupItem, error) {
 			if !avInt64(val, &g.Rev) {
 				return nil, fmt.Errorf("group rev is not a number")
 			}
+		case name == attrLatest:
+			var l groupLatest
+			if err := attributevalue.Unmarshal(val, &l); err != nil {
+				return nil, fmt.Errorf("group latest: %w", err)
+			}
+			g.Latest = &l
 		case strings.HasPrefix(name, groupMemberPrefix):
 			var s string
 			if !avStr(val, &s) {
@@ -246,6 +298,13 @@ func (g *groupItem) put(table string, v inbox.Viewer, old *groupItem) (types.Tra
 	if len(g.Members) > 0 {
 		item[attrGSI1PK], item[attrGSI1SK] = s(groupsPK(v)), s(notifSK(g.newest()))
 	}
+	if g.Latest != nil && g.Latest.ID == g.newest() {
+		l, err := attributevalue.Marshal(g.Latest)
+		if err != nil {
+			return types.TransactWriteItem{}, fmt.Errorf("encode group latest: %w", err)
+		}
+		item[attrLatest] = l
+	}
 	cond := itemAbsent()
 	if old != nil && old.exists {
 		cond = expression.Name(attrRev).Equal(expression.Value(old.Rev))
@@ -279,7 +338,8 @@ func (g *groupItem) memberUpdate(table string, v inbox.Viewer, it *notificationI
 			Set(expression.Name(attrGSI1SK), expression.Value(notifSK(it.ID))).
 			Set(expression.Name(attrEntityType), expression.Value(entityGroup)).
 			Set(expression.Name(attrGroupKey), expression.Value(g.GroupKey)).
-			Set(expression.Name(attrType), expression.Value(it.Type))
+			Set(expression.Name(attrType), expression.Value(it.Type)).
+			Set(expression.Name(attrLatest), expression.Value(latestOf(it)))
 		tk, tid, cat := expression.Name(attrTargetKind), expression.Name(attrTargetID), expression.Name(attrCategory)
 		if it.TargetKind != "" {
 			up = up.Set(tk, expression.Value(it.TargetKind)).Set(tid, expression.Value(it.TargetID))
@@ -343,7 +403,7 @@ func (s *Store) readGroups(ctx context.Context, v inbox.Viewer, keys []string) (
 }
 
 // toGroup converts a stored group to the domain type under m's watermarks, with latest its
-// newest member (nil: not read).
+// newest member (nil: not read; then Latest is what the item keeps of it, if anything).
 func toGroup(g *groupItem, m *metaItem, latest *notificationItem) *inbox.NotificationGroup {
 	out := &inbox.NotificationGroup{GroupKey: g.GroupKey, Type: g.Type, TargetKind: g.TargetKind,
 		TargetID: g.TargetID, Category: g.Category, Count: len(g.Members), ActorIDs: []string{}, ActorVia: []string{}}
@@ -360,6 +420,10 @@ func toGroup(g *groupItem, m *metaItem, latest *notificationItem) *inbox.Notific
 	}
 	if latest != nil {
 		out.Latest = toNotification(latest, m)
+	} else {
+		out.Latest = g.keptLatest(m)
+	}
+	if out.Latest != nil {
 		out.UpdatedAt = out.Latest.CreatedAt
 	}
 	return out
@@ -413,7 +477,7 @@ func (s *Store) Group(ctx context.Context, v inbox.Viewer, key string) (*inbox.N
 	if !g.exists || len(g.Members) == 0 {
 		return nil, nil
 	}
-	p, err := s.groupsPage(ctx, v, []*groupItem{g}, 0)
+	p, err := s.groupsPage(ctx, v, []*groupItem{g}, 0, false)
 	if err != nil || len(p) == 0 {
 		return nil, err
 	}
@@ -430,35 +494,27 @@ type loadedGroup struct {
 // newest member, and, with actors > 0, the profiles of each group's first actors and
 // target (left in the store's profile cache and returned in profiles). Groups whose
 // newest member is gone (a change committed after the Query) are left out.
-func (s *Store) groupsPage(ctx context.Context, v inbox.Viewer, gs []*groupItem, actors int) ([]loadedGroup, error) {
-	out, _, _, err := s.completeGroups(ctx, v, gs, actors)
+func (s *Store) groupsPage(ctx context.Context, v inbox.Viewer, gs []*groupItem, actors int, kept bool) ([]loadedGroup, error) {
+	out, _, _, err := s.completeGroups(ctx, v, gs, actors, kept)
 	return out, err
 }
 
-func (s *Store) completeGroups(ctx context.Context, v inbox.Viewer, gs []*groupItem, actors int) ([]loadedGroup, metaItem, map[inbox.ProfileRef]*inbox.Profile, error) {
+// completeGroups is groupsPage returning META and the profiles too. With kept, a group
+// whose item keeps its newest member's display fields (groupItem.keptLatest) is completed
+// from them: its newest notification is not read.
+func (s *Store) completeGroups(ctx context.Context, v inbox.Viewer, gs []*groupItem, actors int, kept bool) ([]loadedGroup, metaItem, map[inbox.ProfileRef]*inbox.Profile, error) {
 	keys := []itemKey{{userPK(v), skMeta}}
-	for _, g := range gs {
-		keys = append(keys, itemKey{userPK(v), notifSK(g.newest())})
+	// newest[i] is the key of gs[i]'s newest member when it is read (zero: kept).
+	newest := make([]itemKey, len(gs))
+	for i, g := range gs {
+		if kept && g.Latest != nil && g.Latest.ID == g.newest() {
+			continue
+		}
+		newest[i] = itemKey{userPK(v), notifSK(g.newest())}
+		keys = append(keys, newest[i])
 	}
-	profiles := map[inbox.ProfileRef]*inbox.Profile{}
-	refKeys := map[itemKey]inbox.ProfileRef{}
-	want := func(r inbox.ProfileRef) {
-		if !validRef(r) {
-			return
-		}
-		if _, ok := profiles[r]; ok {
-			return
-		}
-		pk := profilePK(v.TenantID, r)
-		if p, ok := s.profiles.get(pk); ok {
-			profiles[r] = p
-			return
-		}
-		profiles[r] = nil
-		k := itemKey{pk, skProfile}
-		refKeys[k] = r
-		keys = append(keys, k)
-	}
+	pb := s.newProfileBatch(v.TenantID)
+	want := func(r inbox.ProfileRef) { keys = pb.want(r, keys) }
 	if actors > 0 {
 		for _, g := range gs {
 			n := 0
@@ -488,22 +544,19 @@ func (s *Store) completeGroups(ctx context.Context, v inbox.Viewer, gs []*groupI
 			return nil, metaItem{}, nil, fmt.Errorf("decode meta: %w", err)
 		}
 	}
-	for k, r := range refKeys {
-		raw, ok := got[k]
-		if !ok {
-			continue
-		}
-		var it profileItem
-		if err := decodeProfile(raw, &it); err != nil {
-			return nil, metaItem{}, nil, fmt.Errorf("decode profile: %w", err)
-		}
-		p := newProfile(r, &it)
-		s.profiles.add(k.pk, p)
-		profiles[r] = p
+	profiles, err := pb.decode(got)
+	if err != nil {
+		return nil, metaItem{}, nil, err
 	}
 	out := make([]loadedGroup, 0, len(gs))
 	for i, g := range gs {
-		raw, ok := got[keys[i+1]]
+		if newest[i] == (itemKey{}) {
+			if lg := toGroup(g, &meta, nil); lg.Latest != nil {
+				out = append(out, loadedGroup{group: lg, item: g})
+			}
+			continue
+		}
+		raw, ok := got[newest[i]]
 		if !ok {
 			continue
 		}
@@ -603,7 +656,7 @@ func (s *Store) Groups(ctx context.Context, v inbox.Viewer, q inbox.GroupQuery) 
 	if more {
 		gs = gs[:want]
 	}
-	loaded, _, profiles, err := s.completeGroups(ctx, v, gs, q.Actors)
+	loaded, _, profiles, err := s.completeGroups(ctx, v, gs, q.Actors, q.KeptLatest)
 	if err != nil {
 		return nil, err
 	}

@@ -19,8 +19,11 @@ import (
 // Access patterns: AP1 and AP2 (Query on pk, sk in [N#, N~META], ScanIndexForward=false) or AP4
 // (the same on GSI1 under unreadPK) for unreadOnly. A first page read from the top gets
 // META from the same Query (its sort key sorts above every notification), so badge and
-// page cost one call; any other page reads META with a GetItem sent concurrently with the
-// Query (the read state of every notification depends on META's watermark).
+// page cost one call. Any other page needs META too (the read state of every
+// notification depends on its watermarks): when the page reads its actors and targets
+// (q.Profiles), META rides in that BatchGetItem after the Query, so every such page costs
+// one Query and one BatchGetItem; otherwise (and for the unread filter, which needs the
+// watermark while it pages) META is read with a GetItem sent concurrently with the Query.
 //
 // Filters never shorten a page while more matching items exist: the Query follows
 // LastEvaluatedKey until it has first (or last) + 1 matches or the partition ends. The
@@ -75,15 +78,19 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 	if backward {
 		start = before
 	}
+	// META comes with the Query only when it starts at the top, newest first.
+	metaInQuery := !backward && start == "" && len(q.Types) == 0
+	// Otherwise META rides in the BatchGetItem of the page's profiles when the page reads
+	// them, so the page costs a Query and a BatchGetItem; the unread filter needs the
+	// watermark while it pages, so it reads META with a GetItem alongside the Query.
+	deferMeta := !metaInQuery && q.Profiles && !q.UnreadOnly
 	if len(q.Types) > 0 {
-		items, meta, err := s.typedPage(ctx, v, q, backward, start, want)
+		items, meta, err := s.typedPage(ctx, v, q, backward, start, want, !deferMeta)
 		if err != nil {
 			return nil, err
 		}
-		return s.buildPage(v, ix, items, meta, want, backward, after != "", before != ""), nil
+		return s.finishPage(ctx, v, ix, q, items, meta, deferMeta, want, backward, after != "", before != "")
 	}
-	// META comes with the Query only when it starts at the top, newest first.
-	metaInQuery := !backward && start == ""
 
 	onGSI := usesGSI(q)
 	var (
@@ -156,7 +163,7 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 			limit = min(1000, max(2*limit, int32(4*(want+1-len(items)))))
 		}
 	}
-	if metaInQuery {
+	if metaInQuery || deferMeta {
 		// One call: run it here. A goroutine of its own would start on a small stack
 		// and grow it through the SDK's deep middleware chain on every request (stack
 		// copies were 7% of the gateway's CPU in the bench's profile).
@@ -180,7 +187,49 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 		// GSI entries below the watermark are housekeeping the sweep has not done yet.
 		s.sweeper.enqueue(v)
 	}
-	return s.buildPage(v, ix, items, meta, want, backward, after != "", before != ""), nil
+	return s.finishPage(ctx, v, ix, q, items, meta, deferMeta, want, backward, after != "", before != "")
+}
+
+// finishPage builds the page of items (in Query order, up to want+1). When q asks for
+// profiles it first reads the actors and targets of the page's notifications (those not
+// in the shared profile cache) and, when readMeta, v's META, all in ONE BatchGetItem:
+// the notifications' read and seen states are derived once META is in hand.
+func (s *Store) finishPage(ctx context.Context, v inbox.Viewer, ix CursorIndex, q inbox.PageQuery, items []*notificationItem, meta metaItem,
+	readMeta bool, want int, backward, hasAfter, hasBefore bool) (*inbox.Page, error) {
+	if !q.Profiles {
+		return s.buildPage(v, ix, items, meta, want, backward, hasAfter, hasBefore), nil
+	}
+	var keys []itemKey
+	metaKey := itemKey{userPK(v), skMeta}
+	if readMeta {
+		keys = append(keys, metaKey)
+	}
+	pb := s.newProfileBatch(v.TenantID)
+	// buildPage keeps the first want items in Query order: only theirs are read.
+	for _, it := range items[:min(want, len(items))] {
+		keys = pb.want(inbox.ProfileRef{ID: it.ActorID}, keys)
+		if it.TargetID != "" {
+			keys = pb.want(inbox.ProfileRef{TargetKind: it.TargetKind, ID: it.TargetID}, keys)
+		}
+	}
+	got, err := s.batchGet(ctx, keys, batchGetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if readMeta {
+		if raw, ok := got[metaKey]; ok {
+			if err := decodeMeta(raw, &meta); err != nil {
+				return nil, fmt.Errorf("decode meta: %w", err)
+			}
+		}
+	}
+	profiles, err := pb.decode(got)
+	if err != nil {
+		return nil, err
+	}
+	p := s.buildPage(v, ix, items, meta, want, backward, hasAfter, hasBefore)
+	p.Profiles = profiles
+	return p, nil
 }
 
 // pageQueryInput builds the Query of AP1/AP2 (table) or AP4 (GSI1) starting after the

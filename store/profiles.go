@@ -273,3 +273,57 @@ func (s *Store) ProfileCacheStats() (hits, misses uint64) {
 	}
 	return s.profiles.hits.Load(), s.profiles.misses.Load()
 }
+
+// profileBatch collects the profiles a page reads in its one BatchGetItem, along with
+// the page's other items: profiles in the shared cache are answered at once, the others
+// become keys of the batch.
+type profileBatch struct {
+	s        *Store
+	tenantID string
+	// got holds every ref asked (nil until found); refs maps the batch's keys to them.
+	got  map[inbox.ProfileRef]*inbox.Profile
+	refs map[itemKey]inbox.ProfileRef
+}
+
+func (s *Store) newProfileBatch(tenantID string) *profileBatch {
+	return &profileBatch{s: s, tenantID: tenantID, got: map[inbox.ProfileRef]*inbox.Profile{}, refs: map[itemKey]inbox.ProfileRef{}}
+}
+
+// want adds r to the batch, appending its key to keys unless r is cached, asked
+// already, or could not be a key.
+func (b *profileBatch) want(r inbox.ProfileRef, keys []itemKey) []itemKey {
+	if !validRef(r) {
+		return keys
+	}
+	if _, ok := b.got[r]; ok {
+		return keys
+	}
+	pk := profilePK(b.tenantID, r)
+	if p, ok := b.s.profiles.get(pk); ok {
+		b.got[r] = p
+		return keys
+	}
+	b.got[r] = nil
+	k := itemKey{pk, skProfile}
+	b.refs[k] = r
+	return append(keys, k)
+}
+
+// decode fills the batch's profiles from the BatchGetItem's answers (adding them to the
+// shared cache) and returns them by ref.
+func (b *profileBatch) decode(items map[itemKey]map[string]types.AttributeValue) (map[inbox.ProfileRef]*inbox.Profile, error) {
+	for k, r := range b.refs {
+		raw, ok := items[k]
+		if !ok {
+			continue
+		}
+		var it profileItem
+		if err := decodeProfile(raw, &it); err != nil {
+			return nil, fmt.Errorf("decode profile: %w", err)
+		}
+		p := newProfile(r, &it)
+		b.s.profiles.add(k.pk, p)
+		b.got[r] = p
+	}
+	return b.got, nil
+}

@@ -23,10 +23,18 @@ import (
 // maxStep bounds the Limit of one Query of a typed page (as the table's page Query).
 const maxStep = 1000
 
-// typedPage reads a page filtered by type: META by GetItem and, concurrently, the matches
-// from GSI2 (typedItems). It returns up to want+1 matches in the Queries' order (newest
+// typedPage reads a page filtered by type: META by GetItem (when withMeta) and,
+// concurrently, the matches from GSI2 (typedItems). It returns up to want+1 matches in the Queries' order (newest
 // first; oldest first when backward) and META.
-func (s *Store) typedPage(ctx context.Context, v inbox.Viewer, q inbox.PageQuery, backward bool, start string, want int) ([]*notificationItem, metaItem, error) {
+func (s *Store) typedPage(ctx context.Context, v inbox.Viewer, q inbox.PageQuery, backward bool, start string, want int, withMeta bool) ([]*notificationItem, metaItem, error) {
+	if !withMeta {
+		// META is read later, with the page's profiles (never with the unread filter,
+		// the one user of waitMeta).
+		items, err := s.typedItems(ctx, v, q, backward, start, want, func(context.Context) (*metaItem, error) {
+			return nil, fmt.Errorf("typed page: META not read with the Query")
+		})
+		return items, metaItem{}, err
+	}
 	var (
 		meta      metaItem
 		metaReady = make(chan struct{})
