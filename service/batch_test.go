@@ -292,3 +292,27 @@ func TestBatchWhoseCloseCanNeverBeWrittenIsAbandoned(t *testing.T) {
 		t.Fatalf("the next send: %+v, %v", next, err)
 	}
 }
+
+// TestBatchJoinRefusesAKeyReusedWithOtherContent: once a request's record is gone, the
+// guard alone still tells a key that comes back with other content (BAD_USER_INPUT, not a
+// silent duplicate).
+func TestBatchJoinRefusesAKeyReusedWithOtherContent(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	j := inbox.BatchJoin{TenantID: tenant, UserID: "ann", IdempotencyKey: "reused", InputHash: "h1",
+		Ref: routing.BatchRef("comment", "p"), Batch: inbox.Batch{Key: "p", Window: time.Hour, MaxItems: 10},
+		Activity: inbox.Activity{ActorID: "bob", CreatedAt: time.Now()}, Doc: []byte(`{}`)}
+	first, err := e.st.JoinBatch(ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.st.JoinBatch(ctx, j)
+	if err != nil || !again.Duplicate || again.ID != first.ID {
+		t.Fatalf("replay: %+v, %v", again, err)
+	}
+	j.InputHash = "h2"
+	if _, err := e.st.JoinBatch(ctx, j); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+		t.Fatalf("other content under the key: %v, want BAD_USER_INPUT", err)
+	}
+}

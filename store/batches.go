@@ -200,6 +200,11 @@ func (s *Store) JoinBatch(ctx context.Context, j inbox.BatchJoin) (inbox.BatchJo
 			if gerr != nil {
 				return inbox.BatchJoined{}, gerr
 			}
+			if g.InputHash != j.InputHash {
+				// The key's request record expired and the key came back with other content.
+				return inbox.BatchJoined{}, inbox.Errorf(inbox.CodeBadUserInput,
+					"idempotencyKey was already used for a different notification")
+			}
 			// A replay of a join whose answer (or whose close at maxItems) was lost: the
 			// batch read is still that one, open and full, so the caller closes it.
 			full := cur != nil && cur.ID == g.NotificationID && cur.State != routing.BatchClosed && cur.N >= cur.MaxItems
