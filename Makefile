@@ -67,10 +67,15 @@ vet:
 
 test test-race vet check-generate generate: export GOFLAGS := $(TRIMMED_GOFLAGS)
 
-## test: generated code, gofmt, vet, staticcheck and cfn-lint, then every test (each test binary on
-## a DynamoDB Local of its own).
-test: test-deps check-generate check-inbox-ui vet
-	scripts/test.sh
+## test: generated code, then every test (each test binary on a DynamoDB Local of its own)
+## with gofmt, vet, staticcheck and cfn-lint beside them.
+# vet (gofmt, cfn-lint, go vet, staticcheck: about a minute of type checking) runs beside the
+# tests rather than before them; its output follows theirs, and either failing fails the target.
+test: test-deps check-generate check-inbox-ui
+	@vetlog=$$(mktemp); $(MAKE) --no-print-directory vet > "$$vetlog" 2>&1 & vetpid=$$!; \
+	scripts/test.sh; tests=$$?; wait $$vetpid; vet=$$?; \
+	echo "== make vet (run beside the tests): exit $$vet"; cat "$$vetlog"; rm -f "$$vetlog"; \
+	[ $$tests -eq 0 ] && [ $$vet -eq 0 ]
 
 ## test-race: every test again under the race detector (CI runs it after make test).
 test-race: test-deps
