@@ -73,7 +73,7 @@ test test-race vet check-generate generate: export GOFLAGS := $(TRIMMED_GOFLAGS)
 # tests rather than before them; its output follows theirs, and either failing fails the target.
 test: test-deps check-generate check-inbox-ui
 	@vetlog=$$(mktemp); $(MAKE) --no-print-directory vet > "$$vetlog" 2>&1 & vetpid=$$!; \
-	scripts/test.sh; tests=$$?; wait $$vetpid; vet=$$?; \
+	tests=0; scripts/test.sh || tests=$$?; vet=0; wait $$vetpid || vet=$$?; \
 	echo "== make vet (run beside the tests): exit $$vet"; cat "$$vetlog"; rm -f "$$vetlog"; \
 	[ $$tests -eq 0 ] && [ $$vet -eq 0 ]
 
