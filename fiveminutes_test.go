@@ -106,21 +106,15 @@ func TestFiveMinutes(t *testing.T) {
 	}
 
 	// 4. The email, rendered, on /dev/mail, and the send under "Recent sends".
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// The catcher has the mail a moment before the record says SENT (the provider's
-		// answer is recorded after it).
-		page := httpGet(t, base+app.DevMailPath)
-		if strings.Contains(page, "Hello, Octo") && strings.Contains(page, "<td><code>"+id+"</code></td><td>octocat</td><td>EMAIL</td><td>SENT</td>") {
-			if !strings.Contains(page, `<iframe sandbox=""`) || !strings.Contains(page, "octocat@github.com") {
-				t.Fatalf("/dev/mail has the email but not rendered in a sandboxed frame:\n%s", page)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/dev/mail has no email \"Hello, Octo\" with its send's EMAIL SENT after 30 s:\n%s", page)
-		}
-		time.Sleep(200 * time.Millisecond)
+	// The catcher has the mail a moment before the record says SENT (the provider's answer
+	// is recorded after it).
+	var page string
+	testgw.WaitFor(t, 30*time.Second, "/dev/mail's email \"Hello, Octo\" with its send's EMAIL SENT", func() bool {
+		page = httpGet(t, base+app.DevMailPath)
+		return strings.Contains(page, "Hello, Octo") && strings.Contains(page, "<td><code>"+id+"</code></td><td>octocat</td><td>EMAIL</td><td>SENT</td>")
+	})
+	if !strings.Contains(page, `<iframe sandbox=""`) || !strings.Contains(page, "octocat@github.com") {
+		t.Fatalf("/dev/mail has the email but not rendered in a sandboxed frame:\n%s", page)
 	}
 }
 

@@ -104,17 +104,13 @@ func TestDevMailSaysWhyNoMailCameAndRendersTheHTMLPart(t *testing.T) {
 	// The send answers at accept; its recipient is written a moment later.
 	waitFor := func(what string, done func(devMailPage) bool) (devMailPage, string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			p, text := page()
-			if done(p) {
-				return p, text
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after 30 s: %+v", what, p)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		var p devMailPage
+		var text string
+		testgw.WaitFor(t, 30*time.Second, what, func() bool {
+			p, text = page()
+			return done(p)
+		})
+		return p, text
 	}
 	p, text := waitFor("the first send listed", func(p devMailPage) bool { return len(p.Sends) > 0 })
 	if len(p.Messages) != 0 || len(p.Sends) == 0 || p.Sends[0].NotificationID != first || p.Sends[0].UserID != "ann" {

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -19,8 +20,8 @@ import (
 // its status must leave `batching`.
 func TestBatchCloseAfterWatermarkKeepsItsID(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	svc := e.newService(t, service.Options{}, false)
+	e, clk := setupClock(t)
+	svc := e.newService(t, service.Options{Now: clk.Now}, false)
 	ctx := context.Background()
 	b := inbox.Batch{Key: "wm", Window: time.Second}
 	sent, err := svc.Send(ctx, tenant, batched("wm1", []string{"ann"}, "bob", b))
@@ -28,7 +29,7 @@ func TestBatchCloseAfterWatermarkKeepsItsID(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := sent.Result.NotificationIDs[0]
-	time.Sleep(1200 * time.Millisecond) // the window ends; the close task has not run yet
+	clk.Advance(1200 * time.Millisecond) // the window ends; the close task has not run yet
 	v := inbox.Viewer{TenantID: tenant, UserID: "ann"}
 	if _, err := e.st.MarkAllSeen(ctx, v); err != nil {
 		t.Fatal(err)
@@ -214,9 +215,11 @@ func TestBatchJoinsRacingClosesLoseNothing(t *testing.T) {
 			id := latest
 			mu.Unlock()
 			if id != "" {
+				// Each close is a few DynamoDB calls: they pace the loop.
 				closeNow(t, svcs[1], "ann", "race", id)
+			} else {
+				runtime.Gosched()
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
 	}()
 	var wg sync.WaitGroup

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/routing"
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/service"
@@ -177,32 +178,47 @@ func TestBatchConcurrentJoinsCountOnce(t *testing.T) {
 // left); another instance's scheduler closes the batch at the end of its window.
 func TestBatchClosesAfterACrash(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	dead := service.New(e.st, service.Options{})
+	e, clk := setupClock(t)
+	dead := service.New(e.st, service.Options{Now: clk.Now})
 	sent, err := dead.Send(context.Background(), tenant, batched("k1", []string{"ann"}, "bob", inbox.Batch{Key: "p", Window: time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dead.Close()
-	svc := e.newService(t, service.Options{}, false)
-	s := sched.New(e.st, sched.Options{DB: e.db, Poll: 200 * time.Millisecond, Lease: 6 * time.Second, Lookback: 2 * time.Minute})
+	added := &addedIDs{ch: make(chan string, 4)}
+	svc := e.newService(t, service.Options{Now: clk.Now, Publisher: added}, false)
+	s := sched.New(e.st, sched.Options{DB: e.db, Poll: 200 * time.Millisecond, Lease: 6 * time.Second, Lookback: 2 * time.Minute, Clock: clk})
 	s.Register(inbox.TaskBatch, sched.HandlerFunc(svc.BatchHandler()))
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if got, _ := e.inboxOf(t, "ann"); len(got) == 1 {
-			if got[0] != sent.Result.NotificationIDs[0] {
-				t.Fatalf("closed as %s, answered %s", got[0], sent.Result.NotificationIDs[0])
+	// The window passes on the scheduler's clock; its poll then finds the close task.
+	for step := 0; ; step++ {
+		clk.Advance(500 * time.Millisecond)
+		select {
+		case id := <-added.ch:
+			if id != sent.Result.NotificationIDs[0] {
+				t.Fatalf("closed as %s, answered %s", id, sent.Result.NotificationIDs[0])
+			}
+			if got, unread := e.inboxOf(t, "ann"); len(got) != 1 || unread != 1 {
+				t.Fatalf("after the close: %v, unread %d", got, unread)
 			}
 			return
+		case <-time.After(clocktest.Within / 60):
+			if step == 20 {
+				t.Fatal("the batch never closed within 10 s of the scheduler's clock")
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the batch never closed")
-		}
-		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// addedIDs is a publisher that passes on the id of every notification added.
+type addedIDs struct{ ch chan string }
+
+func (a *addedIDs) Publish(_ context.Context, c inbox.Change) {
+	if c.Kind == inbox.EventAdded && c.Notification != nil {
+		a.ch <- c.Notification.ID
 	}
 }
 
@@ -268,17 +284,17 @@ func TestBatchRefusals(t *testing.T) {
 // close writes no notification, says so in its status, and does not block the next one.
 func TestBatchWhoseCloseCanNeverBeWrittenIsAbandoned(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	svc := e.newService(t, service.Options{}, false)
+	e, clk := setupClock(t)
+	svc := e.newService(t, service.Options{Now: clk.Now}, false)
 	ctx := context.Background()
 	r := batched("ab1", []string{"ann"}, "bob", inbox.Batch{Key: "p", Window: time.Second})
-	r.ExpiresAt = time.Now().Add(1500 * time.Millisecond)
+	r.ExpiresAt = clk.Now().Add(1500 * time.Millisecond)
 	sent, err := svc.Send(ctx, tenant, r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := sent.Result.NotificationIDs[0]
-	time.Sleep(time.Until(r.ExpiresAt) + 50*time.Millisecond) // the expiry passes while the batch is open
+	clk.Advance(1550 * time.Millisecond) // the expiry passes while the batch is open
 	closeNow(t, svc, "ann", "p", id)
 	if got, unread := e.inboxOf(t, "ann"); len(got) != 0 || unread != 0 {
 		t.Fatalf("an abandoned batch wrote %v (unread %d)", got, unread)

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/internal/clocktest"
 	"github.com/inboxgw/gateway/routing"
 	"github.com/inboxgw/gateway/sched"
 	"github.com/inboxgw/gateway/service"
@@ -39,6 +41,21 @@ func setup(t testing.TB, opts ...func(*dynamodb.Options)) *env {
 		t.Fatal(err)
 	}
 	return &env{db: db, st: st, table: table}
+}
+
+// setupClock is setup with the store on clk (store.WithClock): a test moves the time its
+// writes see by advancing clk, and gives the service clk.Now too.
+func setupClock(t testing.TB) (*env, *clockwork.FakeClock) {
+	t.Helper()
+	clk := clocktest.New()
+	db := dynlocaltest.Client(t)
+	table := dynlocaltest.TableName(t)
+	st := store.New(db, table, store.WithSweepWorkers(0), store.WithSchedShards(2), store.WithClock(clk.Now))
+	t.Cleanup(st.Close)
+	if err := st.CreateTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return &env{db: db, st: st, table: table}, clk
 }
 
 // newService builds a Service over e's store; with a running scheduler when sch.

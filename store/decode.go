@@ -141,63 +141,52 @@ func fastNotification(raw map[string]types.AttributeValue, it *notificationItem)
 // avActivities decodes a batched notification's activities (a list of {a, an, d, t}
 // maps); NULL is none. A map with other attributes or types is left to attributevalue.
 func avActivities(av types.AttributeValue, dst *[]activityItem) bool {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberNULL:
-		*dst = nil
-		return true
-	case *types.AttributeValueMemberL:
-		out := make([]activityItem, len(v.Value))
-		for i, e := range v.Value {
-			m, ok := e.(*types.AttributeValueMemberM)
-			if !ok {
-				return false
-			}
-			for k, f := range m.Value {
-				var ok bool
-				switch k {
-				case "a":
-					ok = avStr(f, &out[i].ActorID)
-				case "an":
-					ok = avStr(f, &out[i].ActorName)
-				case "d":
-					ok = avStr(f, &out[i].Data)
-				case "t":
-					ok = avInt64(f, &out[i].CreatedAt)
-				}
-				if !ok {
-					return false
-				}
-			}
+	return avMapList(av, dst, func(k string, f types.AttributeValue, e *activityItem) bool {
+		switch k {
+		case "a":
+			return avStr(f, &e.ActorID)
+		case "an":
+			return avStr(f, &e.ActorName)
+		case "d":
+			return avStr(f, &e.Data)
+		case "t":
+			return avInt64(f, &e.CreatedAt)
 		}
-		*dst = out
-		return true
-	}
-	return false
+		return false
+	})
 }
 
 // avActions decodes a list of {label, url} maps; NULL is no actions. A map with other
 // attributes or types is left to attributevalue.
 func avActions(av types.AttributeValue, dst *[]actionItem) bool {
+	return avMapList(av, dst, func(k string, f types.AttributeValue, e *actionItem) bool {
+		switch k {
+		case "label":
+			return avStr(f, &e.Label)
+		case "url":
+			return avStr(f, &e.URL)
+		}
+		return false
+	})
+}
+
+// avMapList decodes a list of maps into *dst, each map's attributes by field (false: an
+// attribute it does not know, or of another type); NULL is an empty list. False leaves
+// the item to attributevalue.
+func avMapList[T any](av types.AttributeValue, dst *[]T, field func(k string, f types.AttributeValue, e *T) bool) bool {
 	switch v := av.(type) {
 	case *types.AttributeValueMemberNULL:
 		*dst = nil
 		return true
 	case *types.AttributeValueMemberL:
-		out := make([]actionItem, len(v.Value))
+		out := make([]T, len(v.Value))
 		for i, e := range v.Value {
 			m, ok := e.(*types.AttributeValueMemberM)
 			if !ok {
 				return false
 			}
 			for k, f := range m.Value {
-				var ok bool
-				switch k {
-				case "label":
-					ok = avStr(f, &out[i].Label)
-				case "url":
-					ok = avStr(f, &out[i].URL)
-				}
-				if !ok {
+				if !field(k, f, &out[i]) {
 					return false
 				}
 			}
