@@ -151,6 +151,9 @@ type PageQuery struct {
 	// Profiles asks for the actor and target profiles of the page's notifications with
 	// the page (in Page.Profiles), read in the page's BatchGetItem.
 	Profiles bool
+	// ActivityProfiles, with Profiles, adds the actors of batched notifications' kept
+	// activities (at most MaxBatchActivities each) to that read.
+	ActivityProfiles bool
 }
 
 // ArchivedFilter says how a page treats archived notifications.

@@ -35,6 +35,7 @@ func (r *Resolver) inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery)
 	// The store reads the page's actors and targets with it when the selection renders
 	// them: in the BatchGetItem that also brings META to a page after the first.
 	q.Profiles = selectsProfiles(ctx)
+	q.ActivityProfiles = q.Profiles && selectsActivityActors(ctx)
 	p, err := loader.Once(ctx, pageKey(q), func(ctx context.Context) (*inbox.Page, error) {
 		return loader.Bounded(ctx, func(ctx context.Context) (*inbox.Page, error) { return r.Store.Inbox(ctx, v, q) })
 	})
@@ -97,6 +98,37 @@ func (r *Resolver) prefetchProfiles(ctx context.Context, v inbox.Viewer, ns []*i
 func selectsProfiles(ctx context.Context) bool {
 	fc := graphql.GetFieldContext(ctx)
 	return fc != nil && selects(graphql.GetOperationContext(ctx), fc.Field.Selections, 0)
+}
+
+// selectsActivityActors reports whether the selection below the current field asks for
+// a notification's activities' actors.
+func selectsActivityActors(ctx context.Context) bool {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return false
+	}
+	oc := graphql.GetOperationContext(ctx)
+	var walk func(set ast.SelectionSet, depth int) bool
+	walk = func(set ast.SelectionSet, depth int) bool {
+		if depth > 4 {
+			return false
+		}
+		for _, f := range graphql.CollectFields(oc, set, selectableTypes) {
+			if f.Name == "activities" {
+				for _, af := range graphql.CollectFields(oc, f.Selections, []string{"Activity"}) {
+					if af.Name == "actor" {
+						return true
+					}
+				}
+				continue
+			}
+			if walk(f.Selections, depth+1) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(fc.Field.Selections, 0)
 }
 
 // selectableTypes are the object types whose fragments selects looks into.

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/inboxgw/gateway/ddbtrace"
 	"github.com/inboxgw/gateway/internal/testgw"
 	"github.com/inboxgw/gateway/rest"
 	"github.com/inboxgw/gateway/rest/gen"
@@ -150,4 +153,51 @@ func TestBatchOverGraphQL(t *testing.T) {
 	bad := in("g3", "cy")
 	bad["batch"] = map[string]any{"window": "forever"}
 	s.ExpectError(svc, testgw.SendMutation, map[string]any{"in": bad}, "BAD_USER_INPUT")
+}
+
+// TestBatchActivityActorsRideInThePage: a page that renders its batched notifications'
+// activities' actors reads them with the page's other profiles (at most a Query and one
+// BatchGetItem), not one dataloader batch after another (the last attack on batches:
+// 21 to 26 calls for a page of 100).
+func TestBatchActivityActorsRideInThePage(t *testing.T) {
+	t.Parallel()
+	rec := &ddbtrace.Recorder{}
+	s := testgw.NewWith(t, testgw.Options{DynamoDB: []func(*dynamodb.Options){rec.Option()}})
+	svc := s.ServiceToken(tenant, "svc")
+	for b := range 10 {
+		for a := range 10 {
+			s.Send(svc, map[string]any{"idempotencyKey": fmt.Sprintf("ar-%d-%d", b, a), "recipients": []string{"dee"}, "type": "comment",
+				"title": fmt.Sprintf("Post %d", b), "actor": map[string]any{"id": fmt.Sprintf("a%d-%d", b, a), "name": fmt.Sprintf("Actor %d-%d", b, a)},
+				"batch": map[string]any{"key": fmt.Sprintf("post-%d", b), "window": "1h", "maxItems": 10}})
+		}
+	}
+	rec.Reset()
+	var d struct {
+		Viewer struct {
+			Inbox struct {
+				Edges []struct {
+					Node struct {
+						Activities []struct{ Actor *struct{ Name string } }
+					}
+				}
+			}
+		}
+	}
+	s.MustData(s.Token(tenant, "dee"), `{ viewer { inbox(first: 10) { edges { node { actor { name } activities { actor { name } } } } } } }`, nil, &d)
+	names := 0
+	for _, e := range d.Viewer.Inbox.Edges {
+		for _, a := range e.Node.Activities {
+			if a.Actor != nil && strings.HasPrefix(a.Actor.Name, "Actor ") {
+				names++
+			}
+		}
+	}
+	if len(d.Viewer.Inbox.Edges) != 10 || names != 100 {
+		t.Fatalf("%d notifications, %d activity actors named: %+v", len(d.Viewer.Inbox.Edges), names, d)
+	}
+	ops := rec.Ops()
+	if len(ops) > 2 {
+		t.Fatalf("the page took %d calls: %v", len(ops), ops)
+	}
+	t.Logf("calls: %v", ops)
 }

@@ -191,8 +191,8 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 }
 
 // finishPage builds the page of items (in Query order, up to want+1). When q asks for
-// profiles it first reads the actors and targets of the page's notifications (those not
-// in the shared profile cache) and, when readMeta, v's META, all in ONE BatchGetItem:
+// profiles it first reads the actors and targets of the page's notifications (and, with
+// q.ActivityProfiles, their activities' actors; those not in the shared profile cache) and, when readMeta, v's META, all in ONE BatchGetItem:
 // the notifications' read and seen states are derived once META is in hand.
 func (s *Store) finishPage(ctx context.Context, v inbox.Viewer, ix CursorIndex, q inbox.PageQuery, items []*notificationItem, meta metaItem,
 	readMeta bool, want int, backward, hasAfter, hasBefore bool) (*inbox.Page, error) {
@@ -208,6 +208,11 @@ func (s *Store) finishPage(ctx context.Context, v inbox.Viewer, ix CursorIndex, 
 	// buildPage keeps the first want items in Query order: only theirs are read.
 	for _, it := range items[:min(want, len(items))] {
 		keys = pb.want(inbox.ProfileRef{ID: it.ActorID}, keys)
+		if q.ActivityProfiles {
+			for _, a := range it.Activities {
+				keys = pb.want(inbox.ProfileRef{ID: a.ActorID}, keys)
+			}
+		}
 		if it.TargetID != "" {
 			keys = pb.want(inbox.ProfileRef{TargetKind: it.TargetKind, ID: it.TargetID}, keys)
 		}
