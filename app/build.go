@@ -92,6 +92,10 @@ type Gateway struct {
 	Service    *service.Service
 	Templates  *tmpl.Service
 	Broadcasts *service.Broadcasts
+	// Announcements creates, reads and withdraws announcements and caches each tenant's
+	// set for the store; Announced recomposes live badges when a set changes.
+	Announcements *service.Announcements
+	Announced     *live.Announced
 	// Channels are the delivery adapters Config names, by channel (a channel without one
 	// has no provider).
 	Channels *channel.Registry
@@ -233,6 +237,12 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 		Lane: func(ctx context.Context, lane string, work func(context.Context) error) error {
 			return g.Service.RunInLane(ctx, lane, work)
 		}, Logger: log})
+	// Announcements: stored once, merged into every inbox and badge from this instance's
+	// cache of each tenant's set (DESIGN.md "Announcements (v3)").
+	g.Announcements = service.NewAnnouncements(g.Store, service.AnnouncementOptions{Templates: g.Templates, Publisher: g.Broker,
+		Hash: store.AnnouncementHash, Now: clock.Now})
+	g.Store.UseAnnouncements(g.Announcements)
+	g.Announced = live.NewAnnounced(g.Broker, g.Announcements, log)
 	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
 		IdempotencyTTL: cfg.IdempotencyTTL, RecoveryDelay: cfg.SendRecovery, Logger: log, Templates: g.Templates,
 		Broadcaster: g.Broadcasts, Publisher: g.Broker, Written: written})
@@ -389,7 +399,7 @@ func handlerOptions(cfg Config, log *slog.Logger, g *Gateway) (httpapi.Options, 
 	if err != nil {
 		return httpapi.Options{}, err
 	}
-	restHandler, err := rest.NewHandler(rest.Options{Backend: rest.NewGateway(g.Store, g.Templates, g.Broadcasts, g.Service),
+	restHandler, err := rest.NewHandler(rest.Options{Backend: rest.NewGateway(g.Store, g.Templates, g.Broadcasts, g.Service, g.Announcements),
 		Auth: g.Verifier, Log: log, Providers: hooks})
 	if err != nil {
 		return httpapi.Options{}, err
@@ -405,6 +415,8 @@ func handlerOptions(cfg Config, log *slog.Logger, g *Gateway) (httpapi.Options, 
 		DemoToken:            demoToken,
 		REST:                 restHandler,
 		Sender:               g.Service,
+		Announcements:        g.Announcements,
+		Announced:            g.Announced,
 		Log:                  log,
 		Verifier:             g.Verifier,
 		Store:                g.Store,

@@ -33,6 +33,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	Activity() ActivityResolver
+	Announcement() AnnouncementResolver
 	CategoryPreference() CategoryPreferenceResolver
 	Mutation() MutationResolver
 	Notification() NotificationResolver
@@ -59,6 +60,18 @@ type ComplexityRoot struct {
 		OptAvatarURL func(childComplexity int) int
 		OptName      func(childComplexity int) int
 		OptURL       func(childComplexity int) int
+	}
+
+	Announcement struct {
+		Body        func(childComplexity int) int
+		Category    func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		ExpiresAt   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Status      func(childComplexity int) int
+		Title       func(childComplexity int) int
+		Type        func(childComplexity int) int
+		WithdrawnAt func(childComplexity int) int
 	}
 
 	Badge struct {
@@ -130,18 +143,20 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		Archive             func(childComplexity int, ids []string) int
-		DeleteNotifications func(childComplexity int, ids []string) int
-		MarkAllRead         func(childComplexity int, filter *model.MarkAllFilter) int
-		MarkAllSeen         func(childComplexity int) int
-		MarkRead            func(childComplexity int, ids []string) int
-		MarkSeen            func(childComplexity int, ids []string) int
-		MarkUnread          func(childComplexity int, ids []string) int
-		SendNotification    func(childComplexity int, input model.SendNotificationInput) int
-		Snooze              func(childComplexity int, ids []string, until time.Time) int
-		Unarchive           func(childComplexity int, ids []string) int
-		Unsnooze            func(childComplexity int, ids []string) int
-		UpdatePreferences   func(childComplexity int, input model.PreferencesInput) int
+		Archive              func(childComplexity int, ids []string) int
+		DeleteNotifications  func(childComplexity int, ids []string) int
+		MarkAllRead          func(childComplexity int, filter *model.MarkAllFilter) int
+		MarkAllSeen          func(childComplexity int) int
+		MarkRead             func(childComplexity int, ids []string) int
+		MarkSeen             func(childComplexity int, ids []string) int
+		MarkUnread           func(childComplexity int, ids []string) int
+		SendAnnouncement     func(childComplexity int, input model.SendAnnouncementInput) int
+		SendNotification     func(childComplexity int, input model.SendNotificationInput) int
+		Snooze               func(childComplexity int, ids []string, until time.Time) int
+		Unarchive            func(childComplexity int, ids []string) int
+		Unsnooze             func(childComplexity int, ids []string) int
+		UpdatePreferences    func(childComplexity int, input model.PreferencesInput) int
+		WithdrawAnnouncement func(childComplexity int, id string) int
 	}
 
 	Notification struct {
@@ -155,6 +170,7 @@ type ComplexityRoot struct {
 		Deliveries    func(childComplexity int) int
 		ExpiresAt     func(childComplexity int) int
 		GlobalID      func(childComplexity int) int
+		Kind          func(childComplexity int) int
 		OptBody       func(childComplexity int) int
 		OptCategory   func(childComplexity int) int
 		OptGroupKey   func(childComplexity int) int
@@ -238,6 +254,11 @@ type ComplexityRoot struct {
 		Start func(childComplexity int) int
 	}
 
+	SendAnnouncementPayload struct {
+		Announcement func(childComplexity int) int
+		Duplicate    func(childComplexity int) int
+	}
+
 	SendNotificationPayload struct {
 		Accepted        func(childComplexity int) int
 		Duplicate       func(childComplexity int) int
@@ -280,6 +301,13 @@ type ComplexityRoot struct {
 type ActivityResolver interface {
 	Actor(ctx context.Context, obj *inbox.Activity) (*inbox.Actor, error)
 }
+type AnnouncementResolver interface {
+	Category(ctx context.Context, obj *inbox.Announcement) (*string, error)
+	Title(ctx context.Context, obj *inbox.Announcement) (*string, error)
+	Body(ctx context.Context, obj *inbox.Announcement) (*string, error)
+
+	Status(ctx context.Context, obj *inbox.Announcement) (string, error)
+}
 type CategoryPreferenceResolver interface {
 	Channels(ctx context.Context, obj *inbox.CategoryPreference) (*model.ChannelSwitches, error)
 }
@@ -296,6 +324,8 @@ type MutationResolver interface {
 	MarkAllSeen(ctx context.Context) (*inbox.Badge, error)
 	UpdatePreferences(ctx context.Context, input model.PreferencesInput) (*inbox.Preferences, error)
 	SendNotification(ctx context.Context, input model.SendNotificationInput) (*model.SendNotificationPayload, error)
+	SendAnnouncement(ctx context.Context, input model.SendAnnouncementInput) (*model.SendAnnouncementPayload, error)
+	WithdrawAnnouncement(ctx context.Context, id string) (*inbox.Announcement, error)
 }
 type NotificationResolver interface {
 	Actor(ctx context.Context, obj *inbox.Notification) (*inbox.Actor, error)
@@ -304,6 +334,7 @@ type NotificationResolver interface {
 	ActivityCount(ctx context.Context, obj *inbox.Notification) (int, error)
 	Activities(ctx context.Context, obj *inbox.Notification, first *int) ([]*inbox.Activity, error)
 	Deliveries(ctx context.Context, obj *inbox.Notification) ([]*model.Delivery, error)
+	Kind(ctx context.Context, obj *inbox.Notification) (model.NotificationKind, error)
 }
 type NotificationGroupResolver interface {
 	Target(ctx context.Context, obj *inbox.NotificationGroup) (*inbox.Target, error)
@@ -402,6 +433,61 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Actor.OptURL(childComplexity), true
+
+	case "Announcement.body":
+		if e.ComplexityRoot.Announcement.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Announcement.Body(childComplexity), true
+	case "Announcement.category":
+		if e.ComplexityRoot.Announcement.Category == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Announcement.Category(childComplexity), true
+	case "Announcement.createdAt":
+		if e.ComplexityRoot.Announcement.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Announcement.CreatedAt(childComplexity), true
+	case "Announcement.expiresAt":
+		if e.ComplexityRoot.Announcement.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Announcement.ExpiresAt(childComplexity), true
+	case "Announcement.id":
+		if e.ComplexityRoot.Announcement.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Announcement.ID(childComplexity), true
+	case "Announcement.status":
+		if e.ComplexityRoot.Announcement.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Announcement.Status(childComplexity), true
+	case "Announcement.title":
+		if e.ComplexityRoot.Announcement.Title == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Announcement.Title(childComplexity), true
+	case "Announcement.type":
+		if e.ComplexityRoot.Announcement.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Announcement.Type(childComplexity), true
+	case "Announcement.withdrawnAt":
+		if e.ComplexityRoot.Announcement.WithdrawnAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Announcement.WithdrawnAt(childComplexity), true
 
 	case "Badge.categories":
 		if e.ComplexityRoot.Badge.Categories == nil {
@@ -730,6 +816,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.MarkUnread(childComplexity, args["ids"].([]string)), true
+	case "Mutation.sendAnnouncement":
+		if e.ComplexityRoot.Mutation.SendAnnouncement == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_sendAnnouncement_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SendAnnouncement(childComplexity, args["input"].(model.SendAnnouncementInput)), true
 	case "Mutation.sendNotification":
 		if e.ComplexityRoot.Mutation.SendNotification == nil {
 			break
@@ -785,6 +882,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdatePreferences(childComplexity, args["input"].(model.PreferencesInput)), true
+	case "Mutation.withdrawAnnouncement":
+		if e.ComplexityRoot.Mutation.WithdrawAnnouncement == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_withdrawAnnouncement_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.WithdrawAnnouncement(childComplexity, args["id"].(string)), true
 
 	case "Notification.actions":
 		if e.ComplexityRoot.Notification.Actions == nil {
@@ -851,6 +959,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Notification.GlobalID(childComplexity), true
+	case "Notification.kind":
+		if e.ComplexityRoot.Notification.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Notification.Kind(childComplexity), true
 	case "Notification.body":
 		if e.ComplexityRoot.Notification.OptBody == nil {
 			break
@@ -1183,6 +1297,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.QuietHours.Start(childComplexity), true
 
+	case "SendAnnouncementPayload.announcement":
+		if e.ComplexityRoot.SendAnnouncementPayload.Announcement == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendAnnouncementPayload.Announcement(childComplexity), true
+	case "SendAnnouncementPayload.duplicate":
+		if e.ComplexityRoot.SendAnnouncementPayload.Duplicate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendAnnouncementPayload.Duplicate(childComplexity), true
+
 	case "SendNotificationPayload.accepted":
 		if e.ComplexityRoot.SendNotificationPayload.Accepted == nil {
 			break
@@ -1352,6 +1479,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("NotificationActionInput", ec.unmarshalInputNotificationActionInput),
 			graphql.NewInputUnmarshaler("PreferencesInput", ec.unmarshalInputPreferencesInput),
 			graphql.NewInputUnmarshaler("QuietHoursInput", ec.unmarshalInputQuietHoursInput),
+			graphql.NewInputUnmarshaler("SendAnnouncementInput", ec.unmarshalInputSendAnnouncementInput),
 			graphql.NewInputUnmarshaler("SendNotificationInput", ec.unmarshalInputSendNotificationInput),
 			graphql.NewInputUnmarshaler("TargetInput", ec.unmarshalInputTargetInput),
 			graphql.NewInputUnmarshaler("ThrottleInput", ec.unmarshalInputThrottleInput),
@@ -1598,6 +1726,8 @@ type Notification implements Node {
   its records expired). One read per notification: it counts in the cost limit as one.
   """
   deliveries: [Delivery!]!
+  "PERSONAL for the viewer's own notification; ANNOUNCEMENT for their tenant's announcement, stored once and shown in every inbox of the tenant (its state is the viewer's own)."
+  kind: NotificationKind!
 }
 
 "One send a batched notification collects: who did it, its data, and when it joined the batch."
@@ -1772,6 +1902,10 @@ type Mutation {
   updatePreferences(input: PreferencesInput!): Preferences!
   "Sends a notification to up to 100 recipients of the caller's tenant. Needs scope notifications:send. Idempotent by idempotencyKey."
   sendNotification(input: SendNotificationInput!): SendNotificationPayload!
+  "Announces to every user of the caller's tenant (fan-out on read: one item, whatever the tenant's size). Needs scope notifications:send. Idempotent by idempotencyKey."
+  sendAnnouncement(input: SendAnnouncementInput!): SendAnnouncementPayload!
+  "Withdraws an announcement (by its Announcement.id): it leaves every inbox and badge at once. Needs scope notifications:send."
+  withdrawAnnouncement(id: ID!): Announcement!
 }
 
 type MarkReadPayload {
@@ -1894,6 +2028,58 @@ input BatchInput {
   maxItems: Int
 }
 
+"What a notification in an inbox is."
+enum NotificationKind {
+  "The viewer's own notification."
+  PERSONAL
+  "The tenant's announcement: in every inbox of the tenant until it expires or is withdrawn."
+  ANNOUNCEMENT
+}
+
+"A tenant-wide announcement (sendAnnouncement; REST /v1/announcements). In every inbox of the tenant as a Notification of kind ANNOUNCEMENT."
+type Announcement {
+  "The announcement's id (a ULID), as REST's announcementId."
+  id: ID!
+  type: String!
+  category: String
+  title: String
+  body: String
+  createdAt: Time!
+  expiresAt: Time!
+  "When it was withdrawn (it left every inbox then); null while not."
+  withdrawnAt: Time
+  "active, expired or withdrawn."
+  status: String!
+}
+
+"An announcement to every user of the caller's tenant: stored once (at most 3 writes whatever the tenant's size), counted in every badge."
+input SendAnnouncementInput {
+  "Unique per announcement; a replay answers the first one."
+  idempotencyKey: String!
+  type: String!
+  category: String
+  title: String
+  body: String
+  "At most 16 KiB once encoded as JSON."
+  payload: JSON
+  actor: ActorInput
+  target: TargetInput
+  "Call-to-action buttons (at most 5)."
+  actions: [NotificationActionInput!]
+  "A template id: its title and body, rendered once with data in locale, replace title and body."
+  template: String
+  data: JSON
+  locale: String
+  "When it leaves the inboxes (in the future, at most a year ahead); default 30 days."
+  expiresAt: Time
+}
+
+type SendAnnouncementPayload {
+  announcement: Announcement!
+  "True when this idempotency key was already used: the first announcement is returned."
+  duplicate: Boolean!
+}
+
 "A send's lane."
 enum Priority {
   TRANSACTIONAL
@@ -2009,6 +2195,30 @@ func (ec *executionContext) childFields_Actor(ctx context.Context, field graphql
 		return ec.fieldContext_Actor_url(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Actor", field.Name)
+}
+
+func (ec *executionContext) childFields_Announcement(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Announcement_id(ctx, field)
+	case "type":
+		return ec.fieldContext_Announcement_type(ctx, field)
+	case "category":
+		return ec.fieldContext_Announcement_category(ctx, field)
+	case "title":
+		return ec.fieldContext_Announcement_title(ctx, field)
+	case "body":
+		return ec.fieldContext_Announcement_body(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Announcement_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Announcement_expiresAt(ctx, field)
+	case "withdrawnAt":
+		return ec.fieldContext_Announcement_withdrawnAt(ctx, field)
+	case "status":
+		return ec.fieldContext_Announcement_status(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Announcement", field.Name)
 }
 
 func (ec *executionContext) childFields_Badge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2193,6 +2403,8 @@ func (ec *executionContext) childFields_Notification(ctx context.Context, field 
 		return ec.fieldContext_Notification_activities(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_Notification_deliveries(ctx, field)
+	case "kind":
+		return ec.fieldContext_Notification_kind(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Notification", field.Name)
 }
@@ -2321,6 +2533,16 @@ func (ec *executionContext) childFields_QuietHours(ctx context.Context, field gr
 		return ec.fieldContext_QuietHours_end(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type QuietHours", field.Name)
+}
+
+func (ec *executionContext) childFields_SendAnnouncementPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "announcement":
+		return ec.fieldContext_SendAnnouncementPayload_announcement(ctx, field)
+	case "duplicate":
+		return ec.fieldContext_SendAnnouncementPayload_duplicate(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SendAnnouncementPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_SendNotificationPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2577,6 +2799,20 @@ func (ec *executionContext) field_Mutation_markUnread_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_sendAnnouncement_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SendAnnouncementInput, error) {
+			return ec.unmarshalNSendAnnouncementInput2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐSendAnnouncementInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_sendNotification_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2652,6 +2888,20 @@ func (ec *executionContext) field_Mutation_updatePreferences_args(ctx context.Co
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_withdrawAnnouncement_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -3080,6 +3330,213 @@ func (ec *executionContext) _Actor_url(ctx context.Context, field graphql.Collec
 }
 func (ec *executionContext) fieldContext_Actor_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Actor", field, true, false, "String")
+}
+
+func (ec *executionContext) _Announcement_id(ctx context.Context, field graphql.CollectedField, obj *inbox.Announcement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Announcement_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Announcement_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Announcement", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Announcement_type(ctx context.Context, field graphql.CollectedField, obj *inbox.Announcement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Announcement_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Announcement_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Announcement", field, false, false, "String")
+}
+
+func (ec *executionContext) _Announcement_category(ctx context.Context, field graphql.CollectedField, obj *inbox.Announcement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Announcement_category(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Announcement().Category(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Announcement_category(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Announcement", field, true, true, "String")
+}
+
+func (ec *executionContext) _Announcement_title(ctx context.Context, field graphql.CollectedField, obj *inbox.Announcement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Announcement_title(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Announcement().Title(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Announcement_title(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Announcement", field, true, true, "String")
+}
+
+func (ec *executionContext) _Announcement_body(ctx context.Context, field graphql.CollectedField, obj *inbox.Announcement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Announcement_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Announcement().Body(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Announcement_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Announcement", field, true, true, "String")
+}
+
+func (ec *executionContext) _Announcement_createdAt(ctx context.Context, field graphql.CollectedField, obj *inbox.Announcement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Announcement_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Announcement_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Announcement", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Announcement_expiresAt(ctx context.Context, field graphql.CollectedField, obj *inbox.Announcement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Announcement_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Announcement_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Announcement", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Announcement_withdrawnAt(ctx context.Context, field graphql.CollectedField, obj *inbox.Announcement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Announcement_withdrawnAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WithdrawnAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Announcement_withdrawnAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Announcement", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Announcement_status(ctx context.Context, field graphql.CollectedField, obj *inbox.Announcement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Announcement_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Announcement().Status(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Announcement_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Announcement", field, true, true, "String")
 }
 
 func (ec *executionContext) _Badge_unread(ctx context.Context, field graphql.CollectedField, obj *inbox.Badge) (ret graphql.Marshaler) {
@@ -4613,6 +5070,94 @@ func (ec *executionContext) fieldContext_Mutation_sendNotification(ctx context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_sendAnnouncement(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_sendAnnouncement(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SendAnnouncement(ctx, fc.Args["input"].(model.SendAnnouncementInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SendAnnouncementPayload) graphql.Marshaler {
+			return ec.marshalNSendAnnouncementPayload2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐSendAnnouncementPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_sendAnnouncement(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SendAnnouncementPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_sendAnnouncement_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_withdrawAnnouncement(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_withdrawAnnouncement(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().WithdrawAnnouncement(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Announcement) graphql.Marshaler {
+			return ec.marshalNAnnouncement2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐAnnouncement(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_withdrawAnnouncement(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Announcement(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_withdrawAnnouncement_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Notification_id(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5174,6 +5719,29 @@ func (ec *executionContext) fieldContext_Notification_deliveries(_ context.Conte
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Notification_kind(ctx context.Context, field graphql.CollectedField, obj *inbox.Notification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Notification_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Notification().Kind(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.NotificationKind) graphql.Marshaler {
+			return ec.marshalNNotificationKind2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Notification_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Notification", field, true, true, "NotificationKind")
 }
 
 func (ec *executionContext) _NotificationAction_label(ctx context.Context, field graphql.CollectedField, obj *inbox.Action) (ret graphql.Marshaler) {
@@ -6345,6 +6913,61 @@ func (ec *executionContext) _QuietHours_end(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_QuietHours_end(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("QuietHours", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendAnnouncementPayload_announcement(ctx context.Context, field graphql.CollectedField, obj *model.SendAnnouncementPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendAnnouncementPayload_announcement(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Announcement, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *inbox.Announcement) graphql.Marshaler {
+			return ec.marshalNAnnouncement2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐAnnouncement(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendAnnouncementPayload_announcement(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SendAnnouncementPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Announcement(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SendAnnouncementPayload_duplicate(ctx context.Context, field graphql.CollectedField, obj *model.SendAnnouncementPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendAnnouncementPayload_duplicate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Duplicate, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendAnnouncementPayload_duplicate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendAnnouncementPayload", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _SendNotificationPayload_notificationIds(ctx context.Context, field graphql.CollectedField, obj *model.SendNotificationPayload) (ret graphql.Marshaler) {
@@ -8560,6 +9183,132 @@ func UnmarshalQuietHoursInput(ctx context.Context, raw any) (model.QuietHoursInp
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputSendAnnouncementInput(ctx context.Context, obj any) (model.SendAnnouncementInput, error) {
+	var it model.SendAnnouncementInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"idempotencyKey", "type", "category", "title", "body", "payload", "actor", "target", "actions", "template", "data", "locale", "expiresAt"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
+		case "type":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("type"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Type = data
+		case "category":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("category"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Category = data
+		case "title":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("title"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Title = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
+		case "payload":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("payload"))
+			data, err := ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Payload = data
+		case "actor":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("actor"))
+			data, err := ec.unmarshalOActorInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐActorInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Actor = data
+		case "target":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("target"))
+			data, err := ec.unmarshalOTargetInput2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐTargetInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Target = data
+		case "actions":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("actions"))
+			data, err := ec.unmarshalONotificationActionInput2ᚕᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationActionInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Actions = data
+		case "template":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("template"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Template = data
+		case "data":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("data"))
+			data, err := ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Data = data
+		case "locale":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("locale"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Locale = data
+		case "expiresAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAt = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSendAnnouncementInput unmarshals raw into the SendAnnouncementInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSendAnnouncementInput(ctx context.Context, raw any) (model.SendAnnouncementInput, error) {
+	var out model.SendAnnouncementInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SendAnnouncementInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputSendNotificationInput(ctx context.Context, obj any) (model.SendNotificationInput, error) {
 	var it model.SendNotificationInput
 	if obj == nil {
@@ -8997,6 +9746,83 @@ func (ec *executionContext) _Actor(ctx context.Context, sel ast.SelectionSet, ob
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var announcementImplementors = []string{"Announcement"}
+
+func (ec *executionContext) _Announcement(ctx context.Context, sel ast.SelectionSet, obj *inbox.Announcement) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, announcementImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Announcement")
+		case "id":
+			out.Values[i] = ec._Announcement_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "type":
+			out.Values[i] = ec._Announcement_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "category":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Announcement_category(ctx, field, obj)
+				})
+		case "title":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Announcement_title(ctx, field, obj)
+				})
+		case "body":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Announcement_body(ctx, field, obj)
+				})
+		case "createdAt":
+			out.Values[i] = ec._Announcement_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Announcement_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "withdrawnAt":
+			out.Values[i] = ec._Announcement_withdrawnAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Announcement_status(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9575,6 +10401,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "sendAnnouncement":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_sendAnnouncement(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "withdrawAnnouncement":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_withdrawAnnouncement(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9717,6 +10557,12 @@ func (ec *executionContext) _Notification(ctx context.Context, sel ast.Selection
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Notification_deliveries(ctx, field, obj)
+				})
+		case "kind":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Notification_kind(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -10219,6 +11065,44 @@ func (ec *executionContext) _QuietHours(ctx context.Context, sel ast.SelectionSe
 			}
 		case "end":
 			out.Values[i] = ec._QuietHours_end(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var sendAnnouncementPayloadImplementors = []string{"SendAnnouncementPayload"}
+
+func (ec *executionContext) _SendAnnouncementPayload(ctx context.Context, sel ast.SelectionSet, obj *model.SendAnnouncementPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sendAnnouncementPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SendAnnouncementPayload")
+		case "announcement":
+			out.Values[i] = ec._SendAnnouncementPayload_announcement(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "duplicate":
+			out.Values[i] = ec._SendAnnouncementPayload_duplicate(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -10856,6 +11740,14 @@ func (ec *executionContext) marshalNActor2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋ
 	return ec._Actor(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAnnouncement2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐAnnouncement(ctx context.Context, sel ast.SelectionSet, v *inbox.Announcement) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Announcement!")
+		return graphql.Null
+	}
+	return ec._Announcement(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNBadge2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐBadge(ctx context.Context, sel ast.SelectionSet, v inbox.Badge) graphql.Marshaler {
 	return ec._Badge(ctx, sel, &v)
 }
@@ -11222,6 +12114,16 @@ func (ec *executionContext) marshalNNotificationGroupEdge2ᚕgithubᚗcomᚋinbo
 	return ret
 }
 
+func (ec *executionContext) unmarshalNNotificationKind2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationKind(ctx context.Context, v any) (model.NotificationKind, error) {
+	var res model.NotificationKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNNotificationKind2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐNotificationKind(ctx context.Context, sel ast.SelectionSet, v model.NotificationKind) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNPageInfo2githubᚗcomᚋinboxgwᚋgatewayᚋinboxᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v inbox.PageInfo) graphql.Marshaler {
 	return ec._PageInfo(ctx, sel, &v)
 }
@@ -11237,6 +12139,19 @@ func (ec *executionContext) marshalNPreferences2ᚖgithubᚗcomᚋinboxgwᚋgate
 func (ec *executionContext) unmarshalNPreferencesInput2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐPreferencesInput(ctx context.Context, v any) (model.PreferencesInput, error) {
 	res, err := ec.unmarshalInputPreferencesInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNSendAnnouncementInput2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐSendAnnouncementInput(ctx context.Context, v any) (model.SendAnnouncementInput, error) {
+	res, err := ec.unmarshalInputSendAnnouncementInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSendAnnouncementPayload2ᚖgithubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐSendAnnouncementPayload(ctx context.Context, sel ast.SelectionSet, v *model.SendAnnouncementPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SendAnnouncementPayload!")
+		return graphql.Null
+	}
+	return ec._SendAnnouncementPayload(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNSendNotificationInput2githubᚗcomᚋinboxgwᚋgatewayᚋgraphᚋmodelᚐSendNotificationInput(ctx context.Context, v any) (model.SendNotificationInput, error) {

@@ -29,6 +29,7 @@ import (
 	"github.com/inboxgw/gateway/auth"
 	"github.com/inboxgw/gateway/graph"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/loader"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/resolvers"
@@ -47,6 +48,11 @@ type Options struct {
 	// Sender is the send service sendNotification calls (app.Build hands in the one its
 	// scheduler and the service API share); nil: sendNotification answers UNAVAILABLE.
 	Sender resolvers.Sender
+	// Announcements is the announcement service sendAnnouncement and
+	// withdrawAnnouncement call (nil: they answer UNAVAILABLE); Announced composes the
+	// live badges with the tenants' announcements (nil: none).
+	Announcements resolvers.Announcer
+	Announced     *live.Announced
 	// AllowedOrigins are the host patterns WebSocket upgrades and CORS (withCORS) accept
 	// besides same origin.
 	AllowedOrigins []string
@@ -151,7 +157,7 @@ func NewHandler(o Options) *Handler {
 	if newLoaders == nil {
 		newLoaders = func(tenantID string) *loader.Loaders { return loader.New(st, tenantID) }
 	}
-	res := &resolvers.Resolver{Store: st, Sender: o.Sender, Broker: o.Broker, Log: log}
+	res := &resolvers.Resolver{Store: st, Sender: o.Sender, Broker: o.Broker, Log: log, Announcements: o.Announcements, Announced: o.Announced}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: res.Root(), Complexity: Complexity()}))
 	initTimeout, keepAlive := o.InitTimeout, o.KeepAlive
 	if initTimeout <= 0 {

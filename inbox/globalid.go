@@ -64,8 +64,15 @@ func globalID(typ, key, key2, key3 string) string {
 	return unsafe.String(unsafe.SliceData(dst), len(dst))
 }
 
-// GlobalID is the notification's global id.
-func (n *Notification) GlobalID() string { return globalID(TypeNotification, n.ID, "", "") }
+// GlobalID is the notification's global id; an announcement's key is "@<ULID>"
+// (AnnouncementRef), which the state changes and node() route to the tenant's
+// announcement.
+func (n *Notification) GlobalID() string {
+	if n.Kind == KindAnnouncement {
+		return globalID(TypeNotification, AnnouncementRef+n.ID, "", "")
+	}
+	return globalID(TypeNotification, n.ID, "", "")
+}
 
 // GlobalID is the actor's global id, anchored on the notification it was reached through:
 // its key is "<Via>\x00<actor id>".

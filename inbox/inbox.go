@@ -20,7 +20,10 @@ type Viewer struct {
 // inbox is newest-first by ID. Read is the effective read state: read explicitly, or created
 // at or before the inbox's markAllRead watermark and not marked unread since.
 type Notification struct {
-	ID        string
+	ID string
+	// Kind is KindAnnouncement for a tenant's announcement shown in the user's inbox
+	// (ID is then the announcement's), "" (KindPersonal) for the user's own.
+	Kind      string
 	Type      string
 	Category  string
 	Title     string
@@ -57,6 +60,15 @@ type Notification struct {
 	// MaxBatchActivities of them.
 	ActivityCount int
 	Activities    []Activity
+	// Embedded, on an announcement, holds its actor and target as the announcement keeps
+	// them (no profile item is read for them); nil otherwise.
+	Embedded *Embedded
+}
+
+// Embedded is the actor and target an announcement carries itself.
+type Embedded struct {
+	Actor  *Actor
+	Target *Target
 }
 
 // Action is a call-to-action button of a notification.
@@ -247,6 +259,14 @@ type Badge struct {
 	Categories []CategoryCount
 	// Version is META's version the counts were read at (0: not known).
 	Version int64
+	// Marks is the user's state of their tenant's announcements, read from META with the
+	// counts (nil: not read). The counts above are the user's own until ComposeBadge adds
+	// the tenant's active announcements.
+	Marks *AnnouncementMarks
+	// Own, set by ComposeBadge, is the badge before the announcements were added;
+	// AnnouncementSeq the sequence of the announcement set they came from.
+	Own             *Badge
+	AnnouncementSeq int64
 }
 
 // CategoryCount is one category's share of a Badge.
@@ -457,6 +477,11 @@ const (
 	EventWoke       EventKind = "WOKE"
 	EventDeleted    EventKind = "DELETED"
 	EventExpired    EventKind = "EXPIRED"
+	// EventAnnouncements is a tenant's announcement change (created or withdrawn),
+	// published for the tenant's pseudo-viewer (no user) with Version the tenant's new
+	// announcement sequence: every instance reads the set again and recomposes the badges
+	// of the tenant's subscribers. It is not an InboxEventKind of the schema.
+	EventAnnouncements EventKind = "ANNOUNCEMENTS"
 )
 
 // Publisher receives every Change after its write commits. Publish must not block on slow

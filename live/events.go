@@ -132,7 +132,7 @@ func (f *eventFeed[T]) read() {
 
 // sendLocked puts c's event with badge b on the channel; a full channel ends the stream.
 func (f *eventFeed[T]) sendLocked(c inbox.Change, b inbox.Badge) {
-	e := Event{Kind: c.Kind, IDs: c.IDs, Badge: b}
+	e := Event{Kind: c.Kind, IDs: c.IDs, Badge: f.st.Ann.compose(f.v.TenantID, ownOf(b))}
 	if c.Kind == inbox.EventAdded {
 		e.Notification = c.Notification
 	}

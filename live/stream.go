@@ -33,6 +33,8 @@ type Streams struct {
 	Broker Subscriber
 	Read   BadgeReader
 	Log    *slog.Logger
+	// Ann composes badges with the tenants' announcements (nil: none).
+	Ann *Announced
 }
 
 func (st Streams) log() *slog.Logger {
@@ -113,13 +115,37 @@ func OpenBadge[T any](ctx context.Context, st Streams, v inbox.Viewer, view Badg
 		return nil, err
 	}
 	f := &badgeFeed[T]{st: st, view: view, v: v, ctx: ctx, sub: sub, sig: signalOf(ctx), out: make(chan T, 1),
-		lastVer: b.Version, last: view.View(b)}
+		lastVer: b.Version, own: ownOf(b)}
+	f.last = view.View(st.Ann.compose(v.TenantID, f.own))
 	f.sig.bind()
 	f.out <- f.last
 	f.sig.ready()
 	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
+	if st.Ann != nil {
+		st.Ann.join(v.TenantID, f)
+		context.AfterFunc(ctx, func() { st.Ann.leave(v.TenantID, f) })
+	}
 	sub.OnChange(f.onChange)
 	return f.out, nil
+}
+
+// ownOf is a badge's own part: the user's counters and marks before announcements were
+// added (b itself when it was not composed).
+func ownOf(b inbox.Badge) inbox.Badge {
+	if b.Own != nil {
+		return *b.Own
+	}
+	return b
+}
+
+// recompose sends the badge composed again with the tenant's announcement set (it
+// changed, or one of its announcements expired).
+func (f *badgeFeed[T]) recompose() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.done {
+		f.sendLocked(f.view.View(f.st.Ann.compose(f.v.TenantID, f.own)))
+	}
 }
 
 // badgeFeed is one badge stream's state.
@@ -135,6 +161,9 @@ type badgeFeed[T any] struct {
 	mu      sync.Mutex
 	lastVer int64
 	last    T
+	// own is the user's own badge as of lastVer (counters and announcement marks), which
+	// each value composes with the tenant's announcements.
+	own     inbox.Badge
 	reading bool // a store read is running
 	reread  bool // another change came while it ran
 	done    bool
@@ -154,7 +183,9 @@ func (f *badgeFeed[T]) onChange() {
 	if f.done {
 		return
 	}
-	if c.Version == 0 || c.Version <= f.lastVer || (f.view.Full && !complete) {
+	// A badge without the user's announcement marks cannot be composed with announcements.
+	noMarks := b.Marks == nil && f.st.Ann.active(f.v.TenantID)
+	if c.Version == 0 || c.Version <= f.lastVer || (f.view.Full && !complete) || noMarks {
 		// A change without a known badge (a send, a resync, a writer outside the gateway
 		// that does not bump META's version, a publisher that sends the count alone), or
 		// one not newer than what was sent: read the badge as committed.
@@ -167,7 +198,8 @@ func (f *badgeFeed[T]) onChange() {
 		return
 	}
 	f.lastVer = c.Version
-	f.sendLocked(f.view.View(b))
+	f.own = ownOf(b)
+	f.sendLocked(f.view.View(f.st.Ann.compose(f.v.TenantID, f.own)))
 }
 
 // read reads the badge until no change asked for another read while it ran.
@@ -180,7 +212,8 @@ func (f *badgeFeed[T]) read() {
 		// the version; the read is authoritative.
 		if err == nil && !f.done && b.Version >= f.lastVer {
 			f.lastVer = b.Version
-			f.sendLocked(f.view.View(b))
+			f.own = ownOf(b)
+			f.sendLocked(f.view.View(f.st.Ann.compose(f.v.TenantID, f.own)))
 		}
 		if err != nil || !f.reread || f.done {
 			f.reading = false

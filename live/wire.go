@@ -32,6 +32,9 @@ type wireBadge struct {
 	Unseen     int                 `json:"unseen"`
 	Categories []wireCategoryCount `json:"categories,omitempty"`
 	Version    int64               `json:"version"`
+	// Marks are the user's announcement marks and watermarks (the badge streams compose
+	// the tenant's announcements with them).
+	Marks *inbox.AnnouncementMarks `json:"marks,omitempty"`
 }
 
 // wireCategoryCount is an inbox.CategoryCount on the wire.
@@ -46,7 +49,7 @@ func encodeEvent(w *wireChange, c inbox.Change) {
 	w.Kind = string(c.Kind)
 	w.IDs = c.IDs
 	if b := c.Badge; b.Version != 0 {
-		wb := &wireBadge{Unread: b.Unread, Unseen: b.Unseen, Version: b.Version}
+		wb := &wireBadge{Unread: b.Unread, Unseen: b.Unseen, Version: b.Version, Marks: b.Marks}
 		for _, cc := range b.Categories {
 			wb.Categories = append(wb.Categories, wireCategoryCount(cc))
 		}
@@ -59,7 +62,7 @@ func decodeEvent(c *inbox.Change, w *wireChange) {
 	c.Kind = inbox.EventKind(w.Kind)
 	c.IDs = w.IDs
 	if wb := w.Badge; wb != nil {
-		c.Badge = inbox.Badge{Unread: wb.Unread, Unseen: wb.Unseen, Version: wb.Version}
+		c.Badge = inbox.Badge{Unread: wb.Unread, Unseen: wb.Unseen, Version: wb.Version, Marks: wb.Marks}
 		for _, cc := range wb.Categories {
 			c.Badge.Categories = append(c.Badge.Categories, inbox.CategoryCount(cc))
 		}

@@ -112,8 +112,10 @@ func recordChange(rec *types.Record) (inbox.Change, bool, error) {
 		c.Kind, c.IDs = inbox.EventAdded, []string{n.ID}
 		return c, true, nil
 	}
-	if c.Version > 0 {
+	if c.Version > 0 && c.Kind != inbox.EventAnnouncements {
+		marks := c.Badge.Marks
 		c.Badge = metaBadge(newImg, c.UnreadCount, c.Version)
+		c.Badge.Marks = marks // the user's announcement marks, for the badge streams' composition
 	}
 	return c, true, nil
 }

@@ -606,6 +606,18 @@ func anchoredActor(a *inbox.Actor, n *inbox.Notification) *inbox.Actor {
 	return &c
 }
 
+// embeddedActor is an announcement's actor (it carries its own, Notification.Embedded),
+// anchored on the announcement's key "@<ULID>", which node() resolves through the
+// tenant's announcements.
+func embeddedActor(n *inbox.Notification) *inbox.Actor {
+	if n.Embedded.Actor == nil {
+		return nil
+	}
+	c := *n.Embedded.Actor
+	c.Via = inbox.AnnouncementRef + n.ID
+	return &c
+}
+
 // taggedTarget returns t's copy whose global id is the viewer's for it (Via = the store's
 // ProfileTag of v and t): the same id wherever v meets the target, in any notification
 // or group and in v's muted targets, so a client cache keeps one object per target; node()

@@ -59,6 +59,12 @@ type Sender interface {
 	Send(ctx context.Context, tenant string, r service.SendRequest) (service.Sent, error)
 }
 
+// Announcer is the announcement service (implemented by *service.Announcements).
+type Announcer interface {
+	Create(ctx context.Context, tenant string, r service.CreateRequest) (*inbox.Announcement, bool, error)
+	Withdraw(ctx context.Context, tenant, id string) (*inbox.Announcement, error)
+}
+
 // Broker hands out subscriptions to inbox changes (implemented by *live.Local).
 type Broker interface {
 	Subscribe(v inbox.Viewer, opts ...live.SubscribeOption) *live.Subscription
@@ -69,7 +75,11 @@ type Resolver struct {
 	Store  Store
 	Sender Sender
 	Broker Broker
-	Log    *slog.Logger
+	// Announcements serves sendAnnouncement and withdrawAnnouncement (nil: UNAVAILABLE);
+	// Announced composes live badges with the tenants' announcements (nil: none).
+	Announcements Announcer
+	Announced     *live.Announced
+	Log           *slog.Logger
 	// Clock is the clock a subscription's end at its token's expiry is timed on: the
 	// verifier's (auth.Verifier.Clock), whose time a token's ValidUntil is in. Nil means
 	// the wall clock.
@@ -102,6 +112,7 @@ func viewer(ctx context.Context) (inbox.Viewer, error) {
 // regenerates, allocate a new one each time.
 func (r *Resolver) Root() graph.ResolverRoot {
 	return &root{
+		announcement: r.Announcement(),
 		activity:     r.Activity(),
 		mutation:     r.Mutation(),
 		notification: r.Notification(),
@@ -115,6 +126,7 @@ func (r *Resolver) Root() graph.ResolverRoot {
 }
 
 type root struct {
+	announcement graph.AnnouncementResolver
 	activity     graph.ActivityResolver
 	mutation     graph.MutationResolver
 	notification graph.NotificationResolver
@@ -139,3 +151,13 @@ func (x *root) NotificationGroup() graph.NotificationGroupResolver {
 func (x *root) Query() graph.QueryResolver               { return x.query }
 func (x *root) Subscription() graph.SubscriptionResolver { return x.subscription }
 func (x *root) Viewer() graph.ViewerResolver             { return x.viewer }
+
+func (r *root) Announcement() graph.AnnouncementResolver { return r.announcement }
+
+// optionalString is s, nil when empty (an optional field of the schema).
+func optionalString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

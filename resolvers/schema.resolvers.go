@@ -28,6 +28,22 @@ func (r *activityResolver) Actor(ctx context.Context, obj *inbox.Activity) (*inb
 	return anchoredActor(p.Actor, &inbox.Notification{ID: obj.Via}), nil
 }
 
+func (r *announcementResolver) Category(ctx context.Context, obj *inbox.Announcement) (*string, error) {
+	return optionalString(obj.Category), nil
+}
+
+func (r *announcementResolver) Title(ctx context.Context, obj *inbox.Announcement) (*string, error) {
+	return optionalString(obj.Title), nil
+}
+
+func (r *announcementResolver) Body(ctx context.Context, obj *inbox.Announcement) (*string, error) {
+	return optionalString(obj.Body), nil
+}
+
+func (r *announcementResolver) Status(ctx context.Context, obj *inbox.Announcement) (string, error) {
+	return announcementStatus(obj), nil
+}
+
 func (r *categoryPreferenceResolver) Channels(ctx context.Context, obj *inbox.CategoryPreference) (*model.ChannelSwitches, error) {
 	return switches(obj.Channels)
 }
@@ -125,9 +141,23 @@ func (r *mutationResolver) SendNotification(ctx context.Context, input model.Sen
 	return sendPayload(sent), nil
 }
 
+func (r *mutationResolver) SendAnnouncement(ctx context.Context, input model.SendAnnouncementInput) (*model.SendAnnouncementPayload, error) {
+	return r.sendAnnouncement(ctx, input)
+}
+
+func (r *mutationResolver) WithdrawAnnouncement(ctx context.Context, id string) (*inbox.Announcement, error) {
+	return r.withdrawAnnouncement(ctx, id)
+}
+
 func (r *notificationResolver) Actor(ctx context.Context, obj *inbox.Notification) (*inbox.Actor, error) {
 	if obj.ActorID == "" {
 		return nil, nil
+	}
+	if obj.Embedded != nil {
+		return embeddedActor(obj), nil
+	}
+	if obj.Embedded != nil {
+		return embeddedActor(obj), nil
 	}
 	p, err := r.profile(ctx, inbox.ProfileRef{ID: obj.ActorID})
 	if err != nil || p == nil || p.Actor == nil {
@@ -143,6 +173,12 @@ func (r *notificationResolver) Target(ctx context.Context, obj *inbox.Notificati
 	v, err := viewer(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if obj.Embedded != nil {
+		if obj.Embedded.Target == nil {
+			return nil, nil
+		}
+		return r.taggedTarget(v, obj.Embedded.Target), nil
 	}
 	p, err := r.profile(ctx, inbox.ProfileRef{TargetKind: obj.TargetKind, ID: obj.TargetID})
 	if err != nil || p == nil || p.Target == nil {
@@ -161,6 +197,10 @@ func (r *notificationResolver) Activities(ctx context.Context, obj *inbox.Notifi
 
 func (r *notificationResolver) Deliveries(ctx context.Context, obj *inbox.Notification) ([]*model.Delivery, error) {
 	return r.deliveries(ctx, obj)
+}
+
+func (r *notificationResolver) Kind(ctx context.Context, obj *inbox.Notification) (model.NotificationKind, error) {
+	return notificationKind(obj), nil
 }
 
 func (r *notificationGroupResolver) Target(ctx context.Context, obj *inbox.NotificationGroup) (*inbox.Target, error) {
@@ -273,6 +313,8 @@ func (r *viewerResolver) Groups(ctx context.Context, obj *inbox.Viewer, first *i
 
 func (r *Resolver) Activity() graph.ActivityResolver { return &activityResolver{r} }
 
+func (r *Resolver) Announcement() graph.AnnouncementResolver { return &announcementResolver{r} }
+
 func (r *Resolver) CategoryPreference() graph.CategoryPreferenceResolver {
 	return &categoryPreferenceResolver{r}
 }
@@ -295,6 +337,7 @@ func (r *Resolver) Viewer() graph.ViewerResolver { return &viewerResolver{r} }
 
 type (
 	activityResolver           struct{ *Resolver }
+	announcementResolver       struct{ *Resolver }
 	categoryPreferenceResolver struct{ *Resolver }
 	mutationResolver           struct{ *Resolver }
 	notificationResolver       struct{ *Resolver }

@@ -18,7 +18,7 @@ import (
 
 // streams returns the live streams over r's broker and store.
 func (r *Resolver) streams() live.Streams {
-	return live.Streams{Broker: r.Broker, Read: r.Store.Badge, Log: r.Log}
+	return live.Streams{Broker: r.Broker, Read: r.Store.Badge, Log: r.Log, Ann: r.Announced}
 }
 
 // openStream opens a stream for the caller: the viewer from the token, ctx ending at the

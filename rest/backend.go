@@ -35,6 +35,14 @@ type Backend interface {
 	// written stay written) and returns it after. NOT_FOUND when there is none.
 	GetBroadcast(ctx context.Context, tenant, id string) (gen.Broadcast, error)
 	CancelBroadcast(ctx context.Context, tenant, id string) (gen.Broadcast, error)
+	// CreateAnnouncement stores a tenant-wide announcement under the tenant's idempotency
+	// key (service.Announcements.Create: at most three writes whatever the tenant's size);
+	// replays and conflicts as Accept. BAD_USER_INPUT past inbox.MaxActiveAnnouncements.
+	CreateAnnouncement(ctx context.Context, tenant, key string, req gen.AnnouncementRequest) (res gen.AnnouncementAccepted, replayed bool, err error)
+	// GetAnnouncement reads an announcement and its status; WithdrawAnnouncement withdraws
+	// it (it leaves every inbox and badge) and answers it after. NOT_FOUND when none.
+	GetAnnouncement(ctx context.Context, tenant, id string) (gen.Announcement, error)
+	WithdrawAnnouncement(ctx context.Context, tenant, id string) (gen.Announcement, error)
 	// UpdateSegment adds and removes members (at most 1,000 ids together).
 	UpdateSegment(ctx context.Context, tenant, id string, add, remove []string) (gen.SegmentMembersChanged, error)
 	// GetSegment reads the member count and a page of at most limit members after cursor

@@ -48,7 +48,7 @@ type GatewayStore interface {
 // Gateway is the service API's Backend over the gateway's pieces, and the mapping of the
 // document's types onto theirs: the store (feeds, preferences, status, segments, user
 // profiles, tenant settings, devices, provider events), the templates service and
-// broadcasts. Sends go to Sends (NewGateway sets it to the send service's Accept); while
+// broadcasts, announcements. Sends go to Sends (NewGateway sets it to the send service's Accept); while
 // it is nil, POST /v1/notifications answers UNAVAILABLE (503). app.Build composes it.
 type Gateway struct {
 	Store      GatewayStore
@@ -56,14 +56,17 @@ type Gateway struct {
 	Broadcasts *service.Broadcasts
 	// Sends accepts POST /v1/notifications; nil: UNAVAILABLE.
 	Sends AcceptFunc
+	// Announcements serves /v1/announcements; nil: UNAVAILABLE.
+	Announcements *service.Announcements
 }
 
 var _ Backend = (*Gateway)(nil)
 
 // NewGateway is the Backend over st, the templates service, the broadcasts (whose shard
-// runs are the scheduler's) and the send service svc, which accepts every send.
-func NewGateway(st GatewayStore, templates *tmpl.Service, broadcasts *service.Broadcasts, svc *service.Service) *Gateway {
-	return &Gateway{Store: st, Templates: templates, Broadcasts: broadcasts, Sends: serviceAccept(svc)}
+// runs are the scheduler's), the send service svc, which accepts every send, and the
+// tenants' announcements ann.
+func NewGateway(st GatewayStore, templates *tmpl.Service, broadcasts *service.Broadcasts, svc *service.Service, ann *service.Announcements) *Gateway {
+	return &Gateway{Store: st, Templates: templates, Broadcasts: broadcasts, Sends: serviceAccept(svc), Announcements: ann}
 }
 
 // serviceAccept maps POST /v1/notifications onto the send service's Accept: the 202 body
@@ -297,6 +300,77 @@ func broadcast(bc inbox.Broadcast) gen.Broadcast {
 	return gen.Broadcast{Id: bc.ID, Status: gen.BroadcastStatus(bc.Status), Recipients: int64(bc.Recipients),
 		Written: int64(bc.Written), Skipped: int64(bc.Skipped), Failed: int64(bc.Failed),
 		StartedAt: nonZero(bc.StartedAt), FinishedAt: nonZero(bc.FinishedAt)}
+}
+
+// announcements returns the announcement service, or UNAVAILABLE while there is none.
+func (b *Gateway) announcements() (*service.Announcements, error) {
+	if b.Announcements == nil {
+		return nil, inbox.Errorf(inbox.CodeUnavailable, "announcements are not available on this gateway")
+	}
+	return b.Announcements, nil
+}
+
+// CreateAnnouncement maps the request onto service.Announcements.Create.
+func (b *Gateway) CreateAnnouncement(ctx context.Context, tenant, key string, req gen.AnnouncementRequest) (gen.AnnouncementAccepted, bool, error) {
+	svc, err := b.announcements()
+	if err != nil {
+		return gen.AnnouncementAccepted{}, false, err
+	}
+	in := inbox.AnnouncementInput{IdempotencyKey: key, Type: req.Type, Category: deref(req.Category),
+		Title: deref(req.Title), Body: deref(req.Body), ExpiresAt: deref(req.ExpiresAt)}
+	cr := service.CreateRequest{Template: deref(req.Template), Locale: deref(req.Locale)}
+	if req.Data != nil {
+		// As for a send: data is the template's variables and the announcement's payload.
+		cr.Data = inbox.JSON(*req.Data)
+		in.Payload = cr.Data
+	}
+	if req.Actor != nil {
+		in.Actor = &inbox.Actor{ActorID: req.Actor.Id, Name: deref(req.Actor.Name), AvatarURL: deref(req.Actor.AvatarUrl), URL: deref(req.Actor.Url)}
+	}
+	if req.Target != nil {
+		in.Target = &inbox.Target{Kind: req.Target.Kind, TargetID: req.Target.Id, Title: deref(req.Target.Title), URL: deref(req.Target.Url)}
+	}
+	for _, a := range deref(req.Actions) {
+		in.Actions = append(in.Actions, inbox.Action{Label: a.Label, URL: a.Url})
+	}
+	cr.Input = in
+	a, created, err := svc.Create(ctx, tenant, cr)
+	if err != nil {
+		return gen.AnnouncementAccepted{}, false, err
+	}
+	return gen.AnnouncementAccepted{AnnouncementId: a.ID}, !created, nil
+}
+
+// GetAnnouncement reads an announcement.
+func (b *Gateway) GetAnnouncement(ctx context.Context, tenant, id string) (gen.Announcement, error) {
+	svc, err := b.announcements()
+	if err != nil {
+		return gen.Announcement{}, err
+	}
+	a, err := svc.Get(ctx, tenant, id)
+	if err != nil {
+		return gen.Announcement{}, err
+	}
+	return announcement(a, svc.Now()), nil
+}
+
+// WithdrawAnnouncement withdraws an announcement and answers it after.
+func (b *Gateway) WithdrawAnnouncement(ctx context.Context, tenant, id string) (gen.Announcement, error) {
+	svc, err := b.announcements()
+	if err != nil {
+		return gen.Announcement{}, err
+	}
+	a, err := svc.Withdraw(ctx, tenant, id)
+	if err != nil {
+		return gen.Announcement{}, err
+	}
+	return announcement(a, svc.Now()), nil
+}
+
+// announcement maps an announcement onto the document's, with its status at now.
+func announcement(a *inbox.Announcement, now time.Time) gen.Announcement {
+	return gen.Announcement{Id: a.ID, Type: a.Type, Category: ptr(a.Category), Title: ptr(a.Title), Body: ptr(a.Body),
+		CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, WithdrawnAt: a.WithdrawnAt, Status: gen.AnnouncementStatus(a.Status(now))}
 }
 
 // UpdateSegment adds and removes members, then reads the count (one BatchGetItem).

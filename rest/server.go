@@ -187,6 +187,58 @@ func (s *server) CancelBroadcast(ctx context.Context, req gen.CancelBroadcastReq
 	return gen.CancelBroadcast200JSONResponse(b), nil
 }
 
+func (s *server) CreateAnnouncement(ctx context.Context, req gen.CreateAnnouncementRequestObject) (gen.CreateAnnouncementResponseObject, error) {
+	t, err := tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.Body == nil {
+		return nil, errNoBody
+	}
+	if err := checkIdempotencyKey(req.Params.IdempotencyKey); err != nil {
+		return nil, err
+	}
+	if err := checkAnnouncement(*req.Body, s.now()); err != nil {
+		return nil, err
+	}
+	res, replayed, err := s.b.CreateAnnouncement(ctx, t, req.Params.IdempotencyKey, *req.Body)
+	if err != nil {
+		return nil, err
+	}
+	return gen.CreateAnnouncement202JSONResponse{Body: res,
+		Headers: gen.CreateAnnouncement202ResponseHeaders{IdempotentReplayed: replayedHeader(replayed)}}, nil
+}
+
+func (s *server) GetAnnouncement(ctx context.Context, req gen.GetAnnouncementRequestObject) (gen.GetAnnouncementResponseObject, error) {
+	t, err := tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := inbox.CheckID("id", req.Id); err != nil {
+		return nil, err
+	}
+	a, err := s.b.GetAnnouncement(ctx, t, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return gen.GetAnnouncement200JSONResponse(a), nil
+}
+
+func (s *server) WithdrawAnnouncement(ctx context.Context, req gen.WithdrawAnnouncementRequestObject) (gen.WithdrawAnnouncementResponseObject, error) {
+	t, err := tenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := inbox.CheckID("id", req.Id); err != nil {
+		return nil, err
+	}
+	a, err := s.b.WithdrawAnnouncement(ctx, t, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return gen.WithdrawAnnouncement200JSONResponse(a), nil
+}
+
 func (s *server) UpdateSegmentMembers(ctx context.Context, req gen.UpdateSegmentMembersRequestObject) (gen.UpdateSegmentMembersResponseObject, error) {
 	t, err := tenant(ctx)
 	if err != nil {

@@ -177,6 +177,57 @@ func checkSend(r gen.SendRequest, now time.Time) error {
 	return nil
 }
 
+// checkAnnouncement checks an announcement as checkSend checks a send; the service checks
+// the rest (inbox.AnnouncementInput.Validate: title or body, expiry).
+func checkAnnouncement(r gen.AnnouncementRequest, now time.Time) error {
+	if err := inbox.CheckID("type", r.Type); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"category", r.Category}, {"template", r.Template}} {
+		if err := checkOptionalID(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if r.Locale != nil {
+		if err := inbox.CheckLocale(*r.Locale); err != nil {
+			return err
+		}
+	}
+	if r.Actor != nil {
+		if err := inbox.CheckID("actor.id", r.Actor.Id); err != nil {
+			return err
+		}
+	}
+	if r.Target != nil {
+		if err := inbox.CheckID("target.id", r.Target.Id); err != nil {
+			return err
+		}
+		if err := inbox.CheckID("target.kind", r.Target.Kind); err != nil {
+			return err
+		}
+	}
+	if r.Actions != nil && len(*r.Actions) > inbox.MaxActions {
+		return inbox.Errorf(inbox.CodeBadUserInput, "actions takes at most %d actions", inbox.MaxActions)
+	}
+	if r.Data != nil {
+		if err := checkData(*r.Data); err != nil {
+			return err
+		}
+	}
+	if r.ExpiresAt != nil {
+		if !r.ExpiresAt.After(now) {
+			return inbox.Errorf(inbox.CodeBadUserInput, "expiresAt must be in the future")
+		}
+		if r.ExpiresAt.Sub(now) > inbox.MaxAnnouncementTTL {
+			return inbox.Errorf(inbox.CodeBadUserInput, "expiresAt must be at most %d days ahead", int(inbox.MaxAnnouncementTTL/(24*time.Hour)))
+		}
+	}
+	return nil
+}
+
 // checkBroadcast checks a broadcast as checkSend checks a send.
 func checkBroadcast(r gen.BroadcastRequest, now time.Time) error {
 	if err := checkRecipients(nil, r.Recipients, r.Segment, "segment and recipients"); err != nil {

@@ -3,9 +3,12 @@ package store
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/inboxgw/gateway/inbox"
 )
 
 // Hand-written decoding of the items every inbox page reads (notifications, META and
@@ -212,7 +215,23 @@ func decodeMeta(raw map[string]types.AttributeValue, m *metaItem) error {
 // decodeCats reads META's per-category attributes (catUnread+c, ...) into m.Cats.
 func decodeCats(raw map[string]types.AttributeValue, m *metaItem) error {
 	m.Cats = nil
+	m.AnnMarks = nil
 	for k, av := range raw {
+		if id, ok := strings.CutPrefix(k, annMarkAttr); ok {
+			var s string
+			if !avStr(av, &s) {
+				return fmt.Errorf("META attribute %q: unexpected type %T", k, av)
+			}
+			mk, ok := decodeMark(s)
+			if !ok {
+				return fmt.Errorf("META attribute %q: malformed mark", k)
+			}
+			if m.AnnMarks == nil {
+				m.AnnMarks = make(map[string]inbox.AnnouncementMark)
+			}
+			m.AnnMarks[id] = mk
+			continue
+		}
 		if len(k) < 4 || k[0] != 'c' || k[2] != '#' {
 			continue
 		}
@@ -281,7 +300,7 @@ func fastMeta(raw map[string]types.AttributeValue, m *metaItem) bool {
 		default:
 			// Per-category attributes are read by decodeCats; anything else unknown
 			// goes to attributevalue, as for the other items.
-			ok = len(k) > 3 && k[0] == 'c' && k[2] == '#'
+			ok = len(k) > 3 && (k[0] == 'c' || k[0] == 'a') && k[2] == '#'
 		}
 		if !ok {
 			return false

@@ -153,6 +153,9 @@ type metaItem struct {
 	// Cats are the per-category attributes (cu#, cs#, cr#, cz#), by category; decoded by
 	// decodeMeta, never by attributevalue.
 	Cats map[string]*catState `dynamodbav:"-"`
+	// AnnMarks are the user's marks of their tenant's announcements, by announcement id
+	// (attributes "an#{ULID}", store/announcements.go); decoded by decodeMeta.
+	AnnMarks map[string]inbox.AnnouncementMark `dynamodbav:"-"`
 }
 
 // catState is one category's attributes on META; the has* flags say which exist.
@@ -179,7 +182,7 @@ func (m *metaItem) seenWM(c string) string { return max(m.SeenAllBefore, m.cat(c
 
 // badge is META's counters as an inbox.Badge (categories with a non-zero count, by name).
 func (m *metaItem) badge() inbox.Badge {
-	b := inbox.Badge{Unread: m.UnreadCount, Unseen: m.UnseenCount, Version: m.Version, Categories: []inbox.CategoryCount{}}
+	b := inbox.Badge{Unread: m.UnreadCount, Unseen: m.UnseenCount, Version: m.Version, Categories: []inbox.CategoryCount{}, Marks: m.marks()}
 	for c, st := range m.Cats {
 		if st.Unread != 0 || st.Unseen != 0 {
 			b.Categories = append(b.Categories, inbox.CategoryCount{Category: c, Unread: st.Unread, Unseen: st.Unseen})

@@ -84,7 +84,7 @@ func BenchmarkBuildPage(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		p := st.buildPage(benchViewer, IndexInbox, append([]*notificationItem(nil), items...), metaItem{UnreadCount: 3}, 20, false, false, false)
+		p := st.buildPage(benchViewer, append([]*notificationItem(nil), items...), metaItem{UnreadCount: 3}, pageArgs{ix: IndexInbox, want: 20})
 		sinkNotif = p.Edges[0].Node
 	}
 }

@@ -36,11 +36,20 @@ type metaUpdate struct {
 	sets map[string]any
 	// conds are attribute = value conditions (nil value: attribute_not_exists).
 	conds map[string]any
-	order []string // of deltas, sets and conds: deterministic expressions
+	// removes are REMOVE attribute (announcement marks no longer needed).
+	removes map[string]bool
+	order   []string // of deltas, sets and conds: deterministic expressions
 }
 
 func newMetaUpdate(v inbox.Viewer) *metaUpdate {
-	return &metaUpdate{v: v, deltas: map[string]int{}, sets: map[string]any{}, conds: map[string]any{}}
+	return &metaUpdate{v: v, deltas: map[string]int{}, sets: map[string]any{}, conds: map[string]any{}, removes: map[string]bool{}}
+}
+
+// remove removes attr.
+func (b *metaUpdate) remove(attr string) *metaUpdate {
+	b.note(attr)
+	b.removes[attr] = true
+	return b
 }
 
 func (b *metaUpdate) note(attr string) {
@@ -134,6 +143,9 @@ func (b *metaUpdate) build() (expression.Expression, error) {
 		}
 		if v, ok := b.sets[attr]; ok {
 			up = up.Set(n, expression.Value(v))
+		}
+		if b.removes[attr] {
+			up = up.Remove(n)
 		}
 		if v, ok := b.conds[attr]; ok {
 			if v == nil {

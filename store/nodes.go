@@ -24,6 +24,9 @@ func (s *Store) Nodes(ctx context.Context, v inbox.Viewer, refs []inbox.NodeRef)
 		return nil, err
 	}
 	out := make([]inbox.NodeResult, len(refs))
+	if err := s.announcementNodes(ctx, v, refs, out); err != nil {
+		return nil, err
+	}
 	upk := userPK(v)
 	keys := make([]itemKey, 0, 2*len(refs)+1)
 	seen := make(map[itemKey]bool, 2*len(refs)+1)

@@ -89,7 +89,7 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 		if err != nil {
 			return nil, err
 		}
-		return s.finishPage(ctx, v, ix, q, items, meta, deferMeta, want, backward, after != "", before != "")
+		return s.finishPage(ctx, v, ix, q, items, meta, deferMeta, want, backward, after != "", before != "", start)
 	}
 
 	onGSI := usesGSI(q)
@@ -187,7 +187,7 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 		// GSI entries below the watermark are housekeeping the sweep has not done yet.
 		s.sweeper.enqueue(v)
 	}
-	return s.finishPage(ctx, v, ix, q, items, meta, deferMeta, want, backward, after != "", before != "")
+	return s.finishPage(ctx, v, ix, q, items, meta, deferMeta, want, backward, after != "", before != "", start)
 }
 
 // finishPage builds the page of items (in Query order, up to want+1). When q asks for
@@ -195,9 +195,16 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 // q.ActivityProfiles, their activities' actors; those not in the shared profile cache) and, when readMeta, v's META, all in ONE BatchGetItem:
 // the notifications' read and seen states are derived once META is in hand.
 func (s *Store) finishPage(ctx context.Context, v inbox.Viewer, ix CursorIndex, q inbox.PageQuery, items []*notificationItem, meta metaItem,
-	readMeta bool, want int, backward, hasAfter, hasBefore bool) (*inbox.Page, error) {
+	readMeta bool, want int, backward, hasAfter, hasBefore bool, start string) (*inbox.Page, error) {
+	// The tenant's announcements (from the instance's cache: no call in the usual case)
+	// are merged by time into the page once META's marks are in hand.
+	set, err := s.annSet(ctx, v, false)
+	if err != nil {
+		return nil, err
+	}
+	pg := pageArgs{ix: ix, q: q, want: want, backward: backward, hasAfter: hasAfter, hasBefore: hasBefore, start: start, set: set}
 	if !q.Profiles {
-		return s.buildPage(v, ix, items, meta, want, backward, hasAfter, hasBefore), nil
+		return s.buildPage(v, items, meta, pg), nil
 	}
 	var keys []itemKey
 	metaKey := itemKey{userPK(v), skMeta}
@@ -232,7 +239,7 @@ func (s *Store) finishPage(ctx context.Context, v inbox.Viewer, ix CursorIndex, 
 	if err != nil {
 		return nil, err
 	}
-	p := s.buildPage(v, ix, items, meta, want, backward, hasAfter, hasBefore)
+	p := s.buildPage(v, items, meta, pg)
 	p.Profiles = profiles
 	return p, nil
 }
@@ -321,32 +328,60 @@ func pageFilter(q inbox.PageQuery, names map[string]string, values map[string]ty
 	return strings.Join(parts, " AND ")
 }
 
-// buildPage trims items (in Query order) to want, orders them newest first and fills the
-// Relay page info: moving forward, hasNextPage says more items follow and hasPreviousPage
-// that a cursor was given (items exist before it); backward, the mirror image. Cursors
-// are v's, in list ix.
-func (s *Store) buildPage(v inbox.Viewer, ix CursorIndex, items []*notificationItem, meta metaItem, want int, backward, hasAfter, hasBefore bool) *inbox.Page {
-	more := len(items) > want
+// pageArgs are what buildPage needs of the page asked: the list, the query, the size,
+// the direction and cursors (start is the cursor's ULID the Query started after, "" for
+// none), and the tenant's announcement set to merge (nil: none).
+type pageArgs struct {
+	ix                            CursorIndex
+	q                             inbox.PageQuery
+	want                          int
+	backward, hasAfter, hasBefore bool
+	start                         string
+	set                           *inbox.AnnouncementSet
+}
+
+// buildPage merges the tenant's announcements visible to the page into items (in Query
+// order, up to want+1), trims them to want, orders them newest first and fills the Relay
+// page info: moving forward, hasNextPage says more entries follow and hasPreviousPage
+// that a cursor was given (entries exist before it); backward, the mirror image. Cursors
+// are v's, in list ix: an announcement's position is its ULID, as a notification's. The
+// badge count is v's own counters with the announcements added (inbox.ComposeBadge).
+func (s *Store) buildPage(v inbox.Viewer, items []*notificationItem, meta metaItem, pg pageArgs) *inbox.Page {
+	now := s.now()
+	b := meta.badge()
+	entries := mergeAnnouncements(items, pg.set, b.Marks, pg.q, pg.start, pg.backward, pg.want, now)
+	more := len(entries) > pg.want
 	if more {
-		items = items[:want]
+		entries = entries[:pg.want]
 	}
-	if backward {
-		slices.Reverse(items)
+	if pg.backward {
+		slices.Reverse(entries)
+	}
+	unread := meta.UnreadCount
+	if pg.set != nil {
+		unread = inbox.ComposeBadge(b, pg.set, now).Unread
 	}
 	p := &inbox.Page{
-		Edges:          make([]inbox.Edge, len(items)),
-		UnreadCount:    meta.UnreadCount,
+		Edges:          make([]inbox.Edge, len(entries)),
+		UnreadCount:    unread,
 		HasUnreadCount: true,
 	}
-	for i, it := range items {
-		p.Edges[i] = inbox.Edge{Cursor: s.EncodeCursor(v, ix, it.ID), Node: toNotification(it, &meta)}
+	for i, e := range entries {
+		n := (*inbox.Notification)(nil)
+		if e.ann != nil {
+			// Its actor and target come with it (Notification.Embedded), not from profiles.
+			n = inbox.AnnouncementNotification(e.ann, b.Marks)
+		} else {
+			n = toNotification(e.it, &meta)
+		}
+		p.Edges[i] = inbox.Edge{Cursor: s.EncodeCursor(v, pg.ix, e.id), Node: n}
 	}
-	if backward {
+	if pg.backward {
 		p.PageInfo.HasPreviousPage = more
-		p.PageInfo.HasNextPage = hasBefore
+		p.PageInfo.HasNextPage = pg.hasBefore
 	} else {
 		p.PageInfo.HasNextPage = more
-		p.PageInfo.HasPreviousPage = hasAfter
+		p.PageInfo.HasPreviousPage = pg.hasAfter
 	}
 	if len(p.Edges) > 0 {
 		p.PageInfo.StartCursor = &p.Edges[0].Cursor
@@ -391,5 +426,5 @@ func (s *Store) Badge(ctx context.Context, v inbox.Viewer) (inbox.Badge, error) 
 	if err != nil {
 		return inbox.Badge{}, err
 	}
-	return m.badge(), nil
+	return s.compose(ctx, v, m.badge())
 }

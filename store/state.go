@@ -523,6 +523,15 @@ func (s *Store) ApplyState(ctx context.Context, v inbox.Viewer, ch inbox.StateCh
 	if err != nil {
 		return inbox.MarkResult{}, err
 	}
+	own, anns := inbox.SplitAnnouncementIDs(ids)
+	if len(anns) > 0 {
+		return s.applyMixed(ctx, v, ch, own, anns)
+	}
+	return s.applyOwn(ctx, v, ch, ids)
+}
+
+// applyOwn is ApplyState of v's own notifications ids (distinct, checked).
+func (s *Store) applyOwn(ctx context.Context, v inbox.Viewer, ch inbox.StateChange, ids []string) (inbox.MarkResult, error) {
 	chunk := maxChunk
 	var tasks func(*notificationItem) (itemKey, types.TransactWriteItem, bool)
 	if ch.Op == inbox.OpSnooze {
@@ -556,6 +565,9 @@ func (s *Store) ApplyState(ctx context.Context, v inbox.Viewer, ch inbox.StateCh
 	}
 	b, err := s.published(ctx, v, eventOf(ch.Op), inState, wrote)
 	if err != nil {
+		return inbox.MarkResult{}, err
+	}
+	if b, err = s.compose(ctx, v, b); err != nil {
 		return inbox.MarkResult{}, err
 	}
 	return inbox.MarkResult{Notifications: found, Changed: len(changed), UnreadCount: b.Unread,
@@ -596,6 +608,15 @@ func (s *Store) Delete(ctx context.Context, v inbox.Viewer, ids []string) (inbox
 	if err != nil {
 		return inbox.DeleteResult{}, err
 	}
+	own, anns := inbox.SplitAnnouncementIDs(ids)
+	if len(anns) > 0 {
+		return s.deleteMixed(ctx, v, own, anns)
+	}
+	return s.deleteOwn(ctx, v, ids)
+}
+
+// deleteOwn is Delete of v's own notifications ids (distinct, checked).
+func (s *Store) deleteOwn(ctx context.Context, v inbox.Viewer, ids []string) (inbox.DeleteResult, error) {
 	del := func(*metaItem, *notificationItem, string, time.Time) (*notificationItem, bool) { return nil, true }
 	wrote := false
 	_, changed, notFound, err := s.run(ctx, v, ids, maxChunk, del, nil, &wrote)
@@ -607,6 +628,9 @@ func (s *Store) Delete(ctx context.Context, v inbox.Viewer, ids []string) (inbox
 	}
 	b, err := s.published(ctx, v, inbox.EventDeleted, changed, wrote)
 	if err != nil {
+		return inbox.DeleteResult{}, err
+	}
+	if b, err = s.compose(ctx, v, b); err != nil {
 		return inbox.DeleteResult{}, err
 	}
 	return inbox.DeleteResult{DeletedIDs: orEmpty(changed), NotFound: orEmpty(notFound), Badge: b}, nil
@@ -748,6 +772,9 @@ func (s *Store) MarkAll(ctx context.Context, v inbox.Viewer, categories []string
 	s.sweeper.enqueue(v)
 	b := m.badge()
 	s.publish(ctx, inbox.Change{Viewer: v, UnreadCount: b.Unread, Version: m.Version, Badge: b, Kind: inbox.EventAllRead})
+	if b, err = s.compose(ctx, v, b); err != nil {
+		return inbox.MarkAllResult{}, err
+	}
 	return inbox.MarkAllResult{UnreadCount: b.Unread, ReadAllBefore: ulidTime(wm), Badge: b}, nil
 }
 
@@ -775,7 +802,7 @@ func (s *Store) MarkAllSeen(ctx context.Context, v inbox.Viewer) (inbox.Badge, e
 	}
 	b := m.badge()
 	s.publish(ctx, inbox.Change{Viewer: v, UnreadCount: b.Unread, Version: m.Version, Badge: b, Kind: inbox.EventAllSeen})
-	return b, nil
+	return s.compose(ctx, v, b)
 }
 
 // catChunk is the most categories one mark-all UpdateItem zeroes. An update expression

@@ -38,6 +38,8 @@ type API interface {
 
 // Store reads and writes the inbox table. It is safe for concurrent use.
 type Store struct {
+	// ann is the announcement set source (UseAnnouncements; nil: none).
+	ann AnnouncementSource
 	// dueHook is the NotifyDue function (nil: none).
 	dueHook     atomic.Pointer[func(shard int, due time.Time)]
 	db          API

@@ -86,6 +86,17 @@ func StreamChange(eventName string, oldImage, newImage map[string]types.Attribut
 	if err := attributevalue.UnmarshalMap(newImage, &head); err != nil {
 		return inbox.Change{}, false, fmt.Errorf("stream image: %w", err)
 	}
+	if head.EntityType == entityAnnouncementSeq {
+		// A tenant's announcement created or withdrawn: every instance reads the set again.
+		var seq struct {
+			Seq int64 `dynamodbav:"seq"`
+		}
+		tenant, ok := strings.CutSuffix(strings.TrimPrefix(head.PK, "T#"), "#ANN")
+		if err := attributevalue.UnmarshalMap(newImage, &seq); err != nil || !ok || seq.Seq == 0 {
+			return inbox.Change{}, false, err
+		}
+		return inbox.Change{Viewer: inbox.Viewer{TenantID: tenant}, Kind: inbox.EventAnnouncements, Version: seq.Seq}, true, nil
+	}
 	v, isUser := viewerOfPK(head.PK)
 	if !isUser {
 		return inbox.Change{}, false, nil

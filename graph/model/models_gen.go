@@ -133,6 +133,34 @@ type QuietHoursInput struct {
 	End   string `json:"end"`
 }
 
+// An announcement to every user of the caller's tenant: stored once (at most 3 writes whatever the tenant's size), counted in every badge.
+type SendAnnouncementInput struct {
+	// Unique per announcement; a replay answers the first one.
+	IdempotencyKey string  `json:"idempotencyKey"`
+	Type           string  `json:"type"`
+	Category       *string `json:"category,omitempty"`
+	Title          *string `json:"title,omitempty"`
+	Body           *string `json:"body,omitempty"`
+	// At most 16 KiB once encoded as JSON.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Actor   *ActorInput     `json:"actor,omitempty"`
+	Target  *TargetInput    `json:"target,omitempty"`
+	// Call-to-action buttons (at most 5).
+	Actions []*NotificationActionInput `json:"actions,omitempty"`
+	// A template id: its title and body, rendered once with data in locale, replace title and body.
+	Template *string         `json:"template,omitempty"`
+	Data     json.RawMessage `json:"data,omitempty"`
+	Locale   *string         `json:"locale,omitempty"`
+	// When it leaves the inboxes (in the future, at most a year ahead); default 30 days.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+type SendAnnouncementPayload struct {
+	Announcement *inbox.Announcement `json:"announcement"`
+	// True when this idempotency key was already used: the first announcement is returned.
+	Duplicate bool `json:"duplicate"`
+}
+
 type SendNotificationInput struct {
 	// Unique per logical event; a replay with the same key notifies nobody twice.
 	IdempotencyKey string `json:"idempotencyKey"`
@@ -458,6 +486,64 @@ func (e *InboxEventKind) UnmarshalJSON(b []byte) error {
 }
 
 func (e InboxEventKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What a notification in an inbox is.
+type NotificationKind string
+
+const (
+	// The viewer's own notification.
+	NotificationKindPersonal NotificationKind = "PERSONAL"
+	// The tenant's announcement: in every inbox of the tenant until it expires or is withdrawn.
+	NotificationKindAnnouncement NotificationKind = "ANNOUNCEMENT"
+)
+
+var AllNotificationKind = []NotificationKind{
+	NotificationKindPersonal,
+	NotificationKindAnnouncement,
+}
+
+func (e NotificationKind) IsValid() bool {
+	switch e {
+	case NotificationKindPersonal, NotificationKindAnnouncement:
+		return true
+	}
+	return false
+}
+
+func (e NotificationKind) String() string {
+	return string(e)
+}
+
+func (e *NotificationKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = NotificationKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid NotificationKind", str)
+	}
+	return nil
+}
+
+func (e NotificationKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *NotificationKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e NotificationKind) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -20,6 +20,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AnnouncementStatus.
+const (
+	Active    AnnouncementStatus = "active"
+	Expired   AnnouncementStatus = "expired"
+	Withdrawn AnnouncementStatus = "withdrawn"
+)
+
+// Valid indicates whether the value is a known member of the AnnouncementStatus enum.
+func (e AnnouncementStatus) Valid() bool {
+	switch e {
+	case Active:
+		return true
+	case Expired:
+		return true
+	case Withdrawn:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BroadcastStatus.
 const (
 	BroadcastStatusCancelled BroadcastStatus = "cancelled"
@@ -278,6 +299,52 @@ type ActorInput struct {
 	Id   ID      `json:"id"`
 	Name *string `json:"name,omitempty"`
 	Url  *string `json:"url,omitempty"`
+}
+
+// Announcement defines model for Announcement.
+type Announcement struct {
+	Body        *string            `json:"body,omitempty"`
+	Category    *string            `json:"category,omitempty"`
+	CreatedAt   time.Time          `json:"createdAt"`
+	ExpiresAt   time.Time          `json:"expiresAt"`
+	Id          string             `json:"id"`
+	Status      AnnouncementStatus `json:"status"`
+	Title       *string            `json:"title,omitempty"`
+	Type        string             `json:"type"`
+	WithdrawnAt *time.Time         `json:"withdrawnAt,omitempty"`
+}
+
+// AnnouncementStatus defines model for Announcement.Status.
+type AnnouncementStatus string
+
+// AnnouncementAccepted defines model for AnnouncementAccepted.
+type AnnouncementAccepted struct {
+	AnnouncementId string `json:"announcementId"`
+}
+
+// AnnouncementRequest defines model for AnnouncementRequest.
+type AnnouncementRequest struct {
+	Actions *[]Action   `json:"actions,omitempty"`
+	Actor   *ActorInput `json:"actor,omitempty"`
+	Body    *string     `json:"body,omitempty"`
+
+	// Category An id (1..256 bytes of UTF-8, no '#', no control characters).
+	Category *ID `json:"category,omitempty"`
+
+	// Data At most 16 KiB once encoded as JSON; the template's variables, and the announcement's payload.
+	Data *json.RawMessage `json:"data,omitempty"`
+
+	// ExpiresAt When it leaves the inboxes (default 30 days, at most a year ahead).
+	ExpiresAt *time.Time   `json:"expiresAt,omitempty"`
+	Locale    *string      `json:"locale,omitempty"`
+	Target    *TargetInput `json:"target,omitempty"`
+
+	// Template An id (1..256 bytes of UTF-8, no '#', no control characters).
+	Template *ID     `json:"template,omitempty"`
+	Title    *string `json:"title,omitempty"`
+
+	// Type An id (1..256 bytes of UTF-8, no '#', no control characters).
+	Type ID `json:"type"`
 }
 
 // Batch Collects the send with the recipient's other sends of its `type` and `key` into ONE
@@ -844,6 +911,12 @@ type IdempotencyKey = string
 // PathID An id (1..256 bytes of UTF-8, no '#', no control characters).
 type PathID = ID
 
+// CreateAnnouncementParams defines parameters for CreateAnnouncement.
+type CreateAnnouncementParams struct {
+	// IdempotencyKey Unique per logical request, scoped to the tenant (1..256 bytes, no control characters).
+	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
 // StartBroadcastParams defines parameters for StartBroadcast.
 type StartBroadcastParams struct {
 	// IdempotencyKey Unique per logical request, scoped to the tenant (1..256 bytes, no control characters).
@@ -896,6 +969,9 @@ type ReceiveProviderCallbackJSONBody = []SendGridEvent
 
 // ReceiveProviderCallbackParamsName defines parameters for ReceiveProviderCallback.
 type ReceiveProviderCallbackParamsName string
+
+// CreateAnnouncementJSONRequestBody defines body for CreateAnnouncement for application/json ContentType.
+type CreateAnnouncementJSONRequestBody = AnnouncementRequest
 
 // StartBroadcastJSONRequestBody defines body for StartBroadcast for application/json ContentType.
 type StartBroadcastJSONRequestBody = BroadcastRequest
@@ -1027,6 +1103,15 @@ func (a TwilioStatusCallback) MarshalJSON() ([]byte, error) {
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// CreateAnnouncement Announces to every user of the tenant; 202 once stored.
+	// (POST /v1/announcements)
+	CreateAnnouncement(w http.ResponseWriter, r *http.Request, params CreateAnnouncementParams)
+	// WithdrawAnnouncement Withdraws an announcement; it leaves every inbox and badge at once.
+	// (DELETE /v1/announcements/{id})
+	WithdrawAnnouncement(w http.ResponseWriter, r *http.Request, id PathID)
+	// GetAnnouncement An announcement and its status (active, expired, withdrawn).
+	// (GET /v1/announcements/{id})
+	GetAnnouncement(w http.ResponseWriter, r *http.Request, id PathID)
 	// StartBroadcast Starts a broadcast to a segment or a list; 202 once persisted.
 	// (POST /v1/broadcasts)
 	StartBroadcast(w http.ResponseWriter, r *http.Request, params StartBroadcastParams)
@@ -1109,6 +1194,103 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// CreateAnnouncement operation middleware
+func (siw *ServerInterfaceWrapper) CreateAnnouncement(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateAnnouncementParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateAnnouncement(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// WithdrawAnnouncement operation middleware
+func (siw *ServerInterfaceWrapper) WithdrawAnnouncement(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id PathID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.WithdrawAnnouncement(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetAnnouncement operation middleware
+func (siw *ServerInterfaceWrapper) GetAnnouncement(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id PathID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetAnnouncement(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // StartBroadcast operation middleware
 func (siw *ServerInterfaceWrapper) StartBroadcast(w http.ResponseWriter, r *http.Request) {
@@ -2042,6 +2224,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/broadcasts", wrapper.StartBroadcast)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/broadcasts/{id}", wrapper.CancelBroadcast)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/broadcasts/{id}", wrapper.GetBroadcast)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/announcements", wrapper.CreateAnnouncement)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/announcements/{id}", wrapper.WithdrawAnnouncement)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/announcements/{id}", wrapper.GetAnnouncement)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/segments/{id}/members", wrapper.UpdateSegmentMembers)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/segments/{id}", wrapper.GetSegment)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/suppressions", wrapper.ListSuppressions)
@@ -2062,6 +2247,322 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 }
 
 type ProblemApplicationProblemPlusJSONResponse Problem
+
+type CreateAnnouncementRequestObject struct {
+	Params CreateAnnouncementParams
+	Body   *CreateAnnouncementJSONRequestBody
+}
+
+type CreateAnnouncementResponseObject interface {
+	VisitCreateAnnouncementResponse(w http.ResponseWriter) error
+}
+
+type CreateAnnouncement202ResponseHeaders struct {
+	IdempotentReplayed *string
+}
+
+type CreateAnnouncement202JSONResponse struct {
+	Body    AnnouncementAccepted
+	Headers CreateAnnouncement202ResponseHeaders
+}
+
+func (response CreateAnnouncement202JSONResponse) VisitCreateAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAnnouncement400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAnnouncement400ApplicationProblemPlusJSONResponse) VisitCreateAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAnnouncement401ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateAnnouncement401ApplicationProblemPlusJSONResponse) VisitCreateAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAnnouncement403ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateAnnouncement403ApplicationProblemPlusJSONResponse) VisitCreateAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAnnouncement409ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateAnnouncement409ApplicationProblemPlusJSONResponse) VisitCreateAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAnnouncement413ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateAnnouncement413ApplicationProblemPlusJSONResponse) VisitCreateAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAnnouncementdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreateAnnouncementdefaultApplicationProblemPlusJSONResponse) VisitCreateAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WithdrawAnnouncementRequestObject struct {
+	Id PathID `json:"id"`
+}
+
+type WithdrawAnnouncementResponseObject interface {
+	VisitWithdrawAnnouncementResponse(w http.ResponseWriter) error
+}
+
+type WithdrawAnnouncement200JSONResponse Announcement
+
+func (response WithdrawAnnouncement200JSONResponse) VisitWithdrawAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WithdrawAnnouncement400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response WithdrawAnnouncement400ApplicationProblemPlusJSONResponse) VisitWithdrawAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WithdrawAnnouncement401ApplicationProblemPlusJSONResponse Problem
+
+func (response WithdrawAnnouncement401ApplicationProblemPlusJSONResponse) VisitWithdrawAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WithdrawAnnouncement403ApplicationProblemPlusJSONResponse Problem
+
+func (response WithdrawAnnouncement403ApplicationProblemPlusJSONResponse) VisitWithdrawAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WithdrawAnnouncement404ApplicationProblemPlusJSONResponse Problem
+
+func (response WithdrawAnnouncement404ApplicationProblemPlusJSONResponse) VisitWithdrawAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WithdrawAnnouncementdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response WithdrawAnnouncementdefaultApplicationProblemPlusJSONResponse) VisitWithdrawAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnnouncementRequestObject struct {
+	Id PathID `json:"id"`
+}
+
+type GetAnnouncementResponseObject interface {
+	VisitGetAnnouncementResponse(w http.ResponseWriter) error
+}
+
+type GetAnnouncement200JSONResponse Announcement
+
+func (response GetAnnouncement200JSONResponse) VisitGetAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnnouncement400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response GetAnnouncement400ApplicationProblemPlusJSONResponse) VisitGetAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnnouncement401ApplicationProblemPlusJSONResponse Problem
+
+func (response GetAnnouncement401ApplicationProblemPlusJSONResponse) VisitGetAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnnouncement403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetAnnouncement403ApplicationProblemPlusJSONResponse) VisitGetAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnnouncement404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetAnnouncement404ApplicationProblemPlusJSONResponse) VisitGetAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAnnouncementdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetAnnouncementdefaultApplicationProblemPlusJSONResponse) VisitGetAnnouncementResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type StartBroadcastRequestObject struct {
 	Params StartBroadcastParams
@@ -4229,6 +4730,15 @@ func (response ReceiveProviderCallbackdefaultApplicationProblemPlusJSONResponse)
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// CreateAnnouncement Announces to every user of the tenant; 202 once stored.
+	// (POST /v1/announcements)
+	CreateAnnouncement(ctx context.Context, request CreateAnnouncementRequestObject) (CreateAnnouncementResponseObject, error)
+	// WithdrawAnnouncement Withdraws an announcement; it leaves every inbox and badge at once.
+	// (DELETE /v1/announcements/{id})
+	WithdrawAnnouncement(ctx context.Context, request WithdrawAnnouncementRequestObject) (WithdrawAnnouncementResponseObject, error)
+	// GetAnnouncement An announcement and its status (active, expired, withdrawn).
+	// (GET /v1/announcements/{id})
+	GetAnnouncement(ctx context.Context, request GetAnnouncementRequestObject) (GetAnnouncementResponseObject, error)
 	// StartBroadcast Starts a broadcast to a segment or a list; 202 once persisted.
 	// (POST /v1/broadcasts)
 	StartBroadcast(ctx context.Context, request StartBroadcastRequestObject) (StartBroadcastResponseObject, error)
@@ -4340,6 +4850,91 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// CreateAnnouncement operation middleware
+func (sh *strictHandler) CreateAnnouncement(w http.ResponseWriter, r *http.Request, params CreateAnnouncementParams) {
+	var request CreateAnnouncementRequestObject
+
+	request.Params = params
+
+	var body CreateAnnouncementJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateAnnouncement(ctx, request.(CreateAnnouncementRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateAnnouncement")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateAnnouncementResponseObject); ok {
+		if err := validResponse.VisitCreateAnnouncementResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// WithdrawAnnouncement operation middleware
+func (sh *strictHandler) WithdrawAnnouncement(w http.ResponseWriter, r *http.Request, id PathID) {
+	var request WithdrawAnnouncementRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.WithdrawAnnouncement(ctx, request.(WithdrawAnnouncementRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "WithdrawAnnouncement")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(WithdrawAnnouncementResponseObject); ok {
+		if err := validResponse.VisitWithdrawAnnouncementResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetAnnouncement operation middleware
+func (sh *strictHandler) GetAnnouncement(w http.ResponseWriter, r *http.Request, id PathID) {
+	var request GetAnnouncementRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetAnnouncement(ctx, request.(GetAnnouncementRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetAnnouncement")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetAnnouncementResponseObject); ok {
+		if err := validResponse.VisitGetAnnouncementResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // StartBroadcast operation middleware
