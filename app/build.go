@@ -240,7 +240,7 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 	// Announcements: stored once, merged into every inbox and badge from this instance's
 	// cache of each tenant's set (DESIGN.md "Announcements (v3)").
 	g.Announcements = service.NewAnnouncements(g.Store, service.AnnouncementOptions{Templates: g.Templates, Publisher: g.Broker,
-		Hash: store.AnnouncementHash, Now: clock.Now})
+		Hash: store.AnnouncementHash, Now: clock.Now, MaxAge: cfg.AnnouncementCacheMaxAge})
 	g.Store.UseAnnouncements(g.Announcements)
 	g.Announced = live.NewAnnounced(g.Broker, g.Announcements, log)
 	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,

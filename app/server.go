@@ -97,6 +97,10 @@ type Config struct {
 	// for ProfileCacheTTL (off by default: every request reads its own).
 	ProfileCacheSize int           `env:"INBOX_PROFILE_CACHE_SIZE" envDefault:"0"`
 	ProfileCacheTTL  time.Duration `env:"INBOX_PROFILE_CACHE_TTL" envDefault:"30s"`
+	// AnnouncementCacheMaxAge is how long an instance serves a tenant's cached announcement
+	// set without reading it again (one Query), when no invalidation came: the backstop
+	// should one be lost (the broker and the stream relay invalidate at once).
+	AnnouncementCacheMaxAge time.Duration `env:"INBOX_ANNOUNCEMENT_CACHE_MAX_AGE" envDefault:"30s"`
 	// Broker is "local" (in-process: one instance) or "redis" (Redis pub/sub between
 	// instances and the stream relay, at RedisURL).
 	Broker   string `env:"INBOX_BROKER" envDefault:"local"`

@@ -301,6 +301,11 @@ func ApplyAnnouncementOp(op StateOp, a *Announcement, m *AnnouncementMarks, cloc
 			return cur, false, nil
 		}
 		next.Mark, next.MarkedAt, next.ReadAt = MarkUnread, clock, 0
+		if next.SeenAt == 0 {
+			// Read by a watermark, it was seen by it too; unread, it stays seen (as a
+			// notification marked unread does).
+			next.SeenAt = ms
+		}
 	case OpSeen:
 		if before.Seen {
 			return cur, false, nil
@@ -356,6 +361,15 @@ func AnnouncementNotification(a *Announcement, m *AnnouncementMarks) *Notificati
 		n.ArchivedAt = &t
 	}
 	return n
+}
+
+// Ref is the id a state change names n by (inbox.StateChange.IDs, MarkResult.NotFound):
+// its ID, or "@" and its ID for an announcement (AnnouncementRef).
+func (n *Notification) Ref() string {
+	if n.Kind == KindAnnouncement {
+		return AnnouncementRef + n.ID
+	}
+	return n.ID
 }
 
 // AnnouncementVisible reports whether a, in the state st, belongs on a page asked by q

@@ -95,6 +95,10 @@ type wireNotification struct {
 	// ActivityCount and Activities are a batched notification's (inbox.Notification).
 	ActivityCount int            `json:"activityCount,omitempty"`
 	Activities    []wireActivity `json:"activities,omitempty"`
+	// Kind and Embedded are an announcement's (inbox.KindAnnouncement: its actor and
+	// target kept on it); a personal notification has neither.
+	Kind     string          `json:"kind,omitempty"`
+	Embedded *inbox.Embedded `json:"embedded,omitempty"`
 }
 
 // wireActivity is an inbox.Activity on the wire.
@@ -120,7 +124,8 @@ func encodeChange(origin string, c inbox.Change) ([]byte, error) {
 		w.Notification = &wireNotification{ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
 			Read: n.Read, ReadAt: n.ReadAt, CreatedAt: n.CreatedAt, ActorID: n.ActorID, TargetKind: n.TargetKind,
 			TargetID: n.TargetID, Payload: json.RawMessage(n.Payload), Seen: n.Seen, SeenAt: n.SeenAt, Archived: n.Archived,
-			ArchivedAt: n.ArchivedAt, SnoozedUntil: n.SnoozedUntil, ExpiresAt: n.ExpiresAt, GroupKey: n.GroupKey}
+			ArchivedAt: n.ArchivedAt, SnoozedUntil: n.SnoozedUntil, ExpiresAt: n.ExpiresAt, GroupKey: n.GroupKey,
+			Kind: n.Kind, Embedded: n.Embedded}
 		for _, a := range n.Actions {
 			w.Notification.Actions = append(w.Notification.Actions, wireAction{Label: a.Label, URL: a.URL})
 		}
@@ -149,7 +154,7 @@ func decodeChange(b []byte) (origin string, sent time.Time, c inbox.Change, err 
 		c.Notification = &inbox.Notification{ID: n.ID, Type: n.Type, Category: n.Category, Title: n.Title, Body: n.Body,
 			Read: n.Read, ReadAt: n.ReadAt, CreatedAt: n.CreatedAt, ActorID: n.ActorID, TargetKind: n.TargetKind,
 			TargetID: n.TargetID, Payload: inbox.JSON(n.Payload), Seen: n.Seen, SeenAt: n.SeenAt, Archived: n.Archived,
-			ArchivedAt: n.ArchivedAt, SnoozedUntil: n.SnoozedUntil, ExpiresAt: n.ExpiresAt, GroupKey: n.GroupKey,
+			ArchivedAt: n.ArchivedAt, SnoozedUntil: n.SnoozedUntil, ExpiresAt: n.ExpiresAt, GroupKey: n.GroupKey, Kind: n.Kind, Embedded: n.Embedded,
 			Actions: make([]inbox.Action, len(n.Actions))}
 		for i, a := range n.Actions {
 			c.Notification.Actions[i] = inbox.Action{Label: a.Label, URL: a.URL}

@@ -74,7 +74,9 @@ func TestRecordChangeKinds(t *testing.T) {
 			NewImage: meta(map[string]types.AttributeValue{"version": n("4"), "unreadCount": n("2"), "unseenCount": n("3"),
 				"cu#social": n("2"), "cs#social": n("2"), "cs#billing": n("1"), "cu#billing": n("0"), "cu#old": n("0"), "cs#old": n("0")})}},
 			true, inbox.EventNone, 4, &inbox.Badge{Unread: 2, Unseen: 3, Version: 4, Categories: []inbox.CategoryCount{
-				{Category: "billing", Unseen: 1}, {Category: "social", Unread: 2, Unseen: 2}}}},
+				{Category: "billing", Unseen: 1}, {Category: "social", Unread: 2, Unseen: 2}},
+				// The user's announcement marks (none): what a badge stream composes with.
+				Marks: &inbox.AnnouncementMarks{}}},
 		{"meta without a raised version", types.Record{EventName: "MODIFY", Dynamodb: &types.StreamRecord{
 			OldImage: meta(map[string]types.AttributeValue{"version": n("4"), "unreadCount": n("1")}),
 			NewImage: meta(map[string]types.AttributeValue{"version": n("4"), "unreadCount": n("2")})}}, true, inbox.EventNone, 0, &inbox.Badge{}},

@@ -42,7 +42,7 @@ func feed(p *inbox.Page) gen.Feed {
 // notification converts one notification of a feed.
 func notification(n *inbox.Notification) gen.Notification {
 	out := gen.Notification{
-		Id: n.ID, Type: n.Type, Category: ptr(n.Category), Title: ptr(n.Title), Body: ptr(n.Body),
+		Id: n.Ref(), Type: n.Type, Category: ptr(n.Category), Title: ptr(n.Title), Body: ptr(n.Body),
 		Read: n.Read, ReadAt: n.ReadAt, Seen: n.Seen, SeenAt: n.SeenAt,
 		Archived: n.Archived, ArchivedAt: n.ArchivedAt, SnoozedUntil: n.SnoozedUntil,
 		CreatedAt: n.CreatedAt, ExpiresAt: n.ExpiresAt, GroupKey: ptr(n.GroupKey),

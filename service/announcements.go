@@ -20,6 +20,7 @@ type AnnouncementStore interface {
 	Announcement(ctx context.Context, tenantID, id string) (*inbox.Announcement, error)
 	WithdrawAnnouncement(ctx context.Context, tenantID, id string) (*inbox.Announcement, bool, error)
 	LoadAnnouncements(ctx context.Context, tenantID string) (*inbox.AnnouncementSet, error)
+	ReplayAnnouncement(ctx context.Context, tenantID, key, hash string) (*inbox.Announcement, bool, error)
 }
 
 // AnnouncementOptions configure Announcements.
@@ -223,21 +224,35 @@ func (a *Announcements) Create(ctx context.Context, tenant string, r CreateReque
 		if err != nil {
 			return nil, false, err
 		}
+		if len(set.Active(now)) >= inbox.MaxActiveAnnouncements {
+			// Full: only a replay of this key is answered (its first announcement).
+			ann, found, err := a.st.ReplayAnnouncement(ctx, tenant, in.IdempotencyKey, hash)
+			if err != nil {
+				return nil, false, err
+			}
+			if !found {
+				return nil, false, tooMany()
+			}
+			return ann, false, nil
+		}
 		ann, created, err := a.st.CreateAnnouncement(ctx, tenant, in, id, hash, set.Seq)
 		if err == nil {
 			if created {
 				a.changed(ctx, tenant, set.Seq+1)
+			} else {
+				// A replay, perhaps of this very call whose answer was lost after the
+				// commit: the change may never have been published. Publish what the
+				// table holds now (one Query), so no instance keeps a set without it.
+				a.republish(ctx, tenant)
 			}
 			return ann, created, nil
 		}
 		if !isSeqMoved(err) {
 			return nil, false, err
 		}
-		// Another create or withdraw committed since the read; the cap is checked on the
-		// set read again (a replay of this key is found by its guard either way).
-		if len(set.Active(now)) >= inbox.MaxActiveAnnouncements {
-			return nil, false, tooMany()
-		}
+		// Another create or withdraw committed since the read: read the set again (the
+		// cap is checked on it).
+		a.Invalidate(tenant, set.Seq+1)
 	}
 	return nil, false, inbox.Errorf(inbox.CodeUnavailable, "the tenant's announcements kept changing; retry")
 }
@@ -260,13 +275,26 @@ func (a *Announcements) Withdraw(ctx context.Context, tenant, id string) (*inbox
 	if err != nil {
 		return nil, err
 	}
-	if changed {
-		set, err := a.load(ctx, tenant)
-		if err == nil {
-			a.changed(ctx, tenant, set.Seq)
-		}
-	}
+	// Published even when this call changed nothing: an earlier attempt whose answer was
+	// lost after the commit withdrew it, and its change may never have been published.
+	_ = changed
+	a.republish(ctx, tenant)
 	return ann, nil
+}
+
+// republish reads tenant's set (one Query) and publishes its sequence (changed). A failed
+// read publishes nothing: MaxAge and the stream relay are the backstops.
+// The read is its own (not one shared with a load begun before the commit).
+func (a *Announcements) republish(ctx context.Context, tenant string) {
+	at := a.o.Now()
+	set, err := a.st.LoadAnnouncements(ctx, tenant)
+	if err != nil {
+		return
+	}
+	if c, ok := a.cache.Peek(tenant); !ok || c.set.Seq < set.Seq {
+		a.cache.Add(tenant, &cachedSet{set: set, at: at})
+	}
+	a.changed(ctx, tenant, set.Seq)
 }
 
 // changed publishes tenant's new sequence to every instance (this one included).

@@ -145,7 +145,11 @@ func (s *Store) CreateAnnouncement(ctx context.Context, tenantID string, in inbo
 		return it.announcement(tenantID), true, nil
 	}
 	if t.conditionFailed(err, gk) {
-		return s.replayAnnouncement(ctx, tenantID, in.IdempotencyKey, hash)
+		a, found, err := s.ReplayAnnouncement(ctx, tenantID, in.IdempotencyKey, hash)
+		if err == nil && !found {
+			err = inbox.Errorf(inbox.CodeUnavailable, "the announcement's idempotency guard is gone; retry")
+		}
+		return a, false, err
 	}
 	if t.conditionFailed(err, itemKey{it.PK, skAnnouncementSeq}) {
 		return nil, false, errSeqMoved
@@ -173,25 +177,31 @@ func (s *Store) seqBump(tenantID string, seq int64) types.TransactWriteItem {
 	return types.TransactWriteItem{Update: u}
 }
 
-// replayAnnouncement answers a replayed idempotency key: the announcement its guard names.
-func (s *Store) replayAnnouncement(ctx context.Context, tenantID, key, hash string) (*inbox.Announcement, bool, error) {
+// ReplayAnnouncement answers an idempotency key of tenantID's announcements: the
+// announcement its guard names (found true), found false when the key was never used
+// (one consistent GetItem, and one more for the announcement). CONFLICT when the key was
+// used for other content (another hash).
+func (s *Store) ReplayAnnouncement(ctx context.Context, tenantID, key, hash string) (a *inbox.Announcement, found bool, err error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
 		Key: itemKey{guardPK(tenantID, key), skAnnouncementGuard}.av()})
 	if err != nil {
 		return nil, false, fmt.Errorf("read announcement guard: %w", err)
 	}
+	if len(out.Item) == 0 {
+		return nil, false, nil
+	}
 	var g guardItem
 	if err := attributevalue.UnmarshalMap(out.Item, &g); err != nil || g.NotificationID == "" {
-		return nil, false, fmt.Errorf("read announcement guard: %v", err)
+		return nil, false, fmt.Errorf("read announcement guard: malformed guard (%v)", err)
 	}
 	if g.InputHash != hash {
 		return nil, false, inbox.Errorf(inbox.CodeConflict, "idempotency key already used for another announcement")
 	}
-	a, err := s.Announcement(ctx, tenantID, g.NotificationID)
+	a, err = s.Announcement(ctx, tenantID, g.NotificationID)
 	if err != nil {
 		return nil, false, err
 	}
-	return a, false, nil
+	return a, true, nil
 }
 
 // Announcement reads one announcement of tenantID (GetItem): NOT_FOUND when there is none

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/inboxgw/gateway/ddbfault"
 	"github.com/inboxgw/gateway/dynlocal/dynlocaltest"
 	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 )
 
@@ -86,6 +88,26 @@ func (f *fixture) truth(t *testing.T, v inbox.Viewer) inbox.Badge {
 				b.Unseen++
 				c.Unseen++
 			}
+		}
+	}
+	// The tenant's announcements as v's inbox lists them (archived included): counted as
+	// notifications are, from the state the page shows.
+	for _, n := range f.entries(t, v.UserID, inbox.PageQuery{Archived: inbox.ArchivedInclude}) {
+		if n.Kind != inbox.KindAnnouncement || n.Archived {
+			continue
+		}
+		c := cats[n.Category]
+		if c == nil {
+			c = &inbox.CategoryCount{Category: n.Category}
+			cats[n.Category] = c
+		}
+		if !n.Read {
+			b.Unread++
+			c.Unread++
+		}
+		if !n.Seen {
+			b.Unseen++
+			c.Unseen++
 		}
 	}
 	b.Categories = []inbox.CategoryCount{}
@@ -163,8 +185,11 @@ func (p *pool) pick(r *rand.Rand, n int) []string {
 }
 
 // race runs every state change on alice's inbox from many goroutines through s, and
-// returns the errors met (ok reports whether an error is acceptable).
-func race(t *testing.T, s *store.Store, tenant string, rounds int, ok func(error) bool) {
+// returns the errors met (ok reports whether an error is acceptable). With ann (the
+// announcement service s merges), announcements are created and withdrawn in the race
+// too, and read, unread, seen, archive, unarchive and delete name them among the
+// notifications ("@" ids).
+func race(t *testing.T, s *store.Store, tenant string, rounds int, ok func(error) bool, ann ...*service.Announcements) {
 	t.Helper()
 	ctx := context.Background()
 	v := inbox.Viewer{TenantID: tenant, UserID: "alice"}
@@ -196,30 +221,52 @@ func race(t *testing.T, s *store.Store, tenant string, rounds int, ok func(error
 			p.add(res.NotificationIDs[:1], exp)
 		}
 	}
+	anns := &pool{exp: map[string]int64{}}
+	announce := func(r *rand.Rand) {
+		a, _, err := ann[0].Create(ctx, tenant, service.CreateRequest{Input: inbox.AnnouncementInput{
+			IdempotencyKey: "race-ann-" + strconv.Itoa(next()) + randSuffix(), Type: "a", Category: cats[r.IntN(len(cats))], Title: "hello"}})
+		report("announce", err)
+		if err == nil {
+			anns.add([]string{inbox.AnnouncementRef + a.ID}, 0)
+		}
+	}
+	// mixed picks n of the notifications and, in a race with announcements, some of them.
+	mixed := func(r *rand.Rand, n int) []string {
+		ids := p.pick(r, n)
+		if len(ann) > 0 {
+			ids = append(ids, anns.pick(r, 1+r.IntN(2))...)
+		}
+		return ids
+	}
 	r0 := rand.New(rand.NewPCG(1, 2))
 	for range 10 {
 		send(r0)
 	}
+	if len(ann) > 0 {
+		for range 3 {
+			announce(r0)
+		}
+	}
 	ops := []func(r *rand.Rand){
 		send,
 		func(r *rand.Rand) {
-			_, err := s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpRead, IDs: p.pick(r, 3)})
+			_, err := s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpRead, IDs: mixed(r, 3)})
 			report("read", err)
 		},
 		func(r *rand.Rand) {
-			_, err := s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpUnread, IDs: p.pick(r, 2)})
+			_, err := s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpUnread, IDs: mixed(r, 2)})
 			report("unread", err)
 		},
 		func(r *rand.Rand) {
-			_, err := s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpSeen, IDs: p.pick(r, 2)})
+			_, err := s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpSeen, IDs: mixed(r, 2)})
 			report("seen", err)
 		},
 		func(r *rand.Rand) {
-			_, err := s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpArchive, IDs: p.pick(r, 2)})
+			_, err := s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpArchive, IDs: mixed(r, 2)})
 			report("archive", err)
 		},
 		func(r *rand.Rand) {
-			_, err := s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpUnarchive, IDs: p.pick(r, 2)})
+			_, err := s.ApplyState(ctx, v, inbox.StateChange{Op: inbox.OpUnarchive, IDs: mixed(r, 2)})
 			report("unarchive", err)
 		},
 		func(r *rand.Rand) {
@@ -237,7 +284,11 @@ func race(t *testing.T, s *store.Store, tenant string, rounds int, ok func(error
 		},
 		func(r *rand.Rand) {
 			if r.IntN(3) == 0 {
-				_, err := s.Delete(ctx, v, p.pick(r, 1))
+				ids := p.pick(r, 1)
+				if len(ann) > 0 && r.IntN(2) == 0 {
+					ids = anns.pick(r, 1)
+				}
+				_, err := s.Delete(ctx, v, ids)
 				report("delete", err)
 			}
 		},
@@ -265,6 +316,18 @@ func race(t *testing.T, s *store.Store, tenant string, rounds int, ok func(error
 				report("markAllSeen", err)
 			}
 		},
+	}
+	if len(ann) > 0 {
+		ops = append(ops, func(r *rand.Rand) {
+			if r.IntN(2) == 0 {
+				announce(r)
+				return
+			}
+			if ids := anns.pick(r, 1); len(ids) > 0 && r.IntN(3) == 0 {
+				_, err := ann[0].Withdraw(ctx, tenant, strings.TrimPrefix(ids[0], inbox.AnnouncementRef))
+				report("withdraw", err)
+			}
+		})
 	}
 	for w, op := range ops {
 		for g := range 2 {
@@ -300,7 +363,7 @@ func TestEveryStateChangeExactUnderConcurrency(t *testing.T) {
 	var throttled atomic.Int32
 	race(t, f.s, f.tenant, 3, func(err error) bool {
 		return inbox.ErrorCode(err) == inbox.CodeThrottled && throttled.Add(1) <= maxThrottledInRace
-	})
+	}, announcer(f.s, nil))
 	if n := throttled.Load(); n > 0 {
 		t.Logf("%d calls answered THROTTLED", n)
 	}
@@ -327,8 +390,10 @@ func TestEveryStateChangeExactUnderFaults(t *testing.T) {
 	race(t, s, f.tenant, 3, func(err error) bool {
 		code := inbox.ErrorCode(err)
 		return code == inbox.CodeThrottled || code == inbox.CodeUnavailable
-	})
+	}, announcer(s, nil))
 	proxy.SetEnabled(false)
+	// Checked through another instance (its own announcement cache, read after the race).
+	announcer(f.s, nil)
 	st := proxy.Stats()
 	if st.LostAnswers == 0 || st.Throttled == 0 {
 		t.Fatalf("the proxy injected too little to mean anything: %+v", st)

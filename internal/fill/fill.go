@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 )
 
@@ -20,19 +21,21 @@ var rawJSONType = reflect.TypeFor[json.RawMessage]()
 // Fill sets every exported field of the struct ptr points to, recursively: strings to
 // "<Field>-<n>", integers to n, booleans to true, times to distinct UTC instants with
 // millisecond precision, pointers to a filled new value, json.RawMessage to {"n":n},
-// other slices to one filled element; n grows with every field, so no two fields are
-// equal. It returns an error naming a field of a kind it cannot fill (maps, channels,
-// funcs, interfaces): extend Fill rather than leave a field out.
+// other slices to one filled element, maps to one filled key and value; n grows with
+// every field, so no two fields are equal. A pointer to a struct type the path is inside
+// already (a recursive type, as inbox.Badge.Own) is left nil, and Zero does not report
+// it. It returns an error naming a field of a kind it cannot fill (channels, funcs,
+// interfaces): extend Fill rather than leave a field out.
 func Fill(ptr any) error {
 	v := reflect.ValueOf(ptr)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return fmt.Errorf("fill: want a pointer to a struct, got %T", ptr)
 	}
 	n := 0
-	return fillValue(v.Elem(), v.Elem().Type().Name(), &n)
+	return fillValue(v.Elem(), v.Elem().Type().Name(), &n, nil)
 }
 
-func fillValue(v reflect.Value, name string, n *int) error {
+func fillValue(v reflect.Value, name string, n *int, path []reflect.Type) error {
 	*n++
 	switch {
 	case v.Type() == timeType:
@@ -54,25 +57,40 @@ func fillValue(v reflect.Value, name string, n *int) error {
 	case reflect.Float32, reflect.Float64:
 		v.SetFloat(float64(*n) + 0.5)
 	case reflect.Pointer:
+		if slices.Contains(path, v.Type().Elem()) {
+			return nil
+		}
 		p := reflect.New(v.Type().Elem())
-		if err := fillValue(p.Elem(), name, n); err != nil {
+		if err := fillValue(p.Elem(), name, n, path); err != nil {
 			return err
 		}
 		v.Set(p)
 	case reflect.Slice:
 		s := reflect.MakeSlice(v.Type(), 1, 1)
-		if err := fillValue(s.Index(0), name, n); err != nil {
+		if err := fillValue(s.Index(0), name, n, path); err != nil {
 			return err
 		}
 		v.Set(s)
+	case reflect.Map:
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		if err := fillValue(k, name, n, path); err != nil {
+			return err
+		}
+		if err := fillValue(e, name, n, path); err != nil {
+			return err
+		}
+		m := reflect.MakeMapWithSize(v.Type(), 1)
+		m.SetMapIndex(k, e)
+		v.Set(m)
 	case reflect.Struct:
 		t := v.Type()
+		path = append(path, t)
 		for i := range t.NumField() {
 			f := t.Field(i)
 			if !f.IsExported() {
 				continue
 			}
-			if err := fillValue(v.Field(i), f.Name, n); err != nil {
+			if err := fillValue(v.Field(i), f.Name, n, path); err != nil {
 				return err
 			}
 		}
@@ -87,11 +105,11 @@ func fillValue(v reflect.Value, name string, n *int) error {
 // dotted paths; a nil pointer is reported as itself.
 func Zero(ptr any) []string {
 	var out []string
-	zero(reflect.ValueOf(ptr).Elem(), "", &out)
+	zero(reflect.ValueOf(ptr).Elem(), "", &out, nil)
 	return out
 }
 
-func zero(v reflect.Value, path string, out *[]string) {
+func zero(v reflect.Value, path string, out *[]string, inside []reflect.Type) {
 	switch {
 	case v.Type() == timeType:
 		if v.Interface().(time.Time).IsZero() {
@@ -100,20 +118,23 @@ func zero(v reflect.Value, path string, out *[]string) {
 		return
 	case v.Kind() == reflect.Pointer:
 		if v.IsNil() {
-			*out = append(*out, path)
+			if !slices.Contains(inside, v.Type().Elem()) {
+				*out = append(*out, path)
+			}
 			return
 		}
-		zero(v.Elem(), path, out)
+		zero(v.Elem(), path, out, inside)
 		return
 	case v.Kind() == reflect.Struct:
 		t := v.Type()
+		inside = append(inside, t)
 		for i := range t.NumField() {
 			if f := t.Field(i); f.IsExported() {
 				p := f.Name
 				if path != "" {
 					p = path + "." + f.Name
 				}
-				zero(v.Field(i), p, out)
+				zero(v.Field(i), p, out, inside)
 			}
 		}
 		return

@@ -41,7 +41,21 @@ func TestFillSetsEveryFieldDistinctly(t *testing.T) {
 	if z := Zero(&sample{S: "x"}); !slices.Contains(z, "PIn") || !slices.Contains(z, "In.S") || slices.Contains(z, "S") {
 		t.Fatalf("Zero = %v", z)
 	}
-	if err := Fill(&struct{ M map[string]int }{}); err == nil {
-		t.Fatal("Fill of a map field did not fail")
+	var m struct{ M map[string]int }
+	if err := Fill(&m); err != nil || len(m.M) != 1 {
+		t.Fatalf("Fill of a map field: %v %v", m.M, err)
 	}
+	if err := Fill(&struct{ C chan int }{}); err == nil {
+		t.Fatal("Fill of a channel field did not fail")
+	}
+	// A recursive type: its inner pointer is left nil, and not reported.
+	var r rec
+	if err := Fill(&r); err != nil || r.Next != nil || r.S == "" || len(Zero(&r)) != 0 {
+		t.Fatalf("recursive: %+v %v %v", r, err, Zero(&r))
+	}
+}
+
+type rec struct {
+	S    string
+	Next *rec
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/inboxgw/gateway/live"
 	"github.com/inboxgw/gateway/metrics"
 	"github.com/inboxgw/gateway/sched"
+	"github.com/inboxgw/gateway/service"
 	"github.com/inboxgw/gateway/store"
 	"github.com/inboxgw/gateway/telemetry"
 )
@@ -51,6 +52,8 @@ type Server struct {
 	Broker   *live.Local
 	// Scheduler is the gateway's scheduler (running only with Options.Scheduler).
 	Scheduler *sched.Scheduler
+	// Announcements is the gateway's announcement service (and its per-tenant cache).
+	Announcements *service.Announcements
 	// DB and Table are the DynamoDB client and the table the store uses.
 	DB    *dynamodb.Client
 	Table string
@@ -254,7 +257,7 @@ func NewWith(t *testing.T, o Options) *Server {
 		srv.Close()
 	})
 	return &Server{T: t, HTTP: srv, URL: srv.URL + "/graphql", Verifier: v, Handler: h, Store: st, Broker: broker,
-		Scheduler: g.Scheduler, DB: db, Table: table, closeIdle: closeIdle, seq: new(atomic.Int64)}
+		Scheduler: g.Scheduler, Announcements: g.Announcements, DB: db, Table: table, closeIdle: closeIdle, seq: new(atomic.Int64)}
 }
 
 // Attach returns clients of the gateway (a process) whose GraphQL endpoint is url, signing
