@@ -50,6 +50,7 @@ type env struct {
 	st    *store.Store
 	svc   *service.Service
 	bc    *service.Broadcasts
+	ann   *service.Announcements
 	tpl   *tmpl.Service
 	clock *clock
 	rec   *Recorder
@@ -381,5 +382,23 @@ var Patterns = []Pattern{
 			}
 		}
 		return nil
+	}},
+	{29, "announcement", "A tenant-wide announcement: ONE Query of the tenant's set (the cap, the sequence), then ONE TransactWriteItems of three writes whatever the tenant's size (the guard, the announcement, the sequence on condition it is the one read); the set read again once per instance (the invalidation). reader's page merges it from the cache (no call beyond AP1's Queries); reader marks it read (META's consistent GetItem, then ONE UpdateItem of the mark on META); the withdrawal is ONE TransactWriteItems of two and the set read again.", func(ctx context.Context, e *env) error {
+		a, _, err := e.ann.Create(ctx, tenant, service.CreateRequest{Input: inbox.AnnouncementInput{IdempotencyKey: "announce-0029",
+			Type: "maintenance", Category: "account", Title: "Maintenance on Sunday", Body: "The service pauses from 02:00 to 03:00 UTC."}})
+		if err != nil {
+			return err
+		}
+		if _, err := e.ann.Announcements(ctx, tenant, false); err != nil {
+			return err
+		}
+		if _, err := e.st.Inbox(ctx, viewer(reader), inbox.PageQuery{First: ptr(10)}); err != nil {
+			return err
+		}
+		if _, err := e.st.ApplyState(ctx, viewer(reader), inbox.StateChange{Op: inbox.OpRead, IDs: []string{inbox.AnnouncementRef + a.ID}}); err != nil {
+			return err
+		}
+		_, err = e.ann.Withdraw(ctx, tenant, a.ID)
+		return err
 	}},
 }

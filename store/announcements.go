@@ -53,11 +53,13 @@ func annPK(tenantID string) string { return "T#" + tenantID + "#ANN" }
 
 // announcementItem is an announcement as stored. Times are Unix milliseconds.
 type announcementItem struct {
-	PK          string       `dynamodbav:"pk"`
-	SK          string       `dynamodbav:"sk"`
-	EntityType  string       `dynamodbav:"entityType"`
-	ID          string       `dynamodbav:"id"`
-	Type        string       `dynamodbav:"type"`
+	PK         string `dynamodbav:"pk"`
+	SK         string `dynamodbav:"sk"`
+	EntityType string `dynamodbav:"entityType"`
+	ID         string `dynamodbav:"id"`
+	// Type is "annType", not "type": with pk and id, "type" would put the item in GSI2
+	// (the type index of notifications), two more write units for nothing.
+	Type        string       `dynamodbav:"annType"`
 	Category    string       `dynamodbav:"category,omitempty"`
 	Title       string       `dynamodbav:"title,omitempty"`
 	Body        string       `dynamodbav:"body,omitempty"`

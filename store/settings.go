@@ -209,6 +209,9 @@ func decodeSettings(item map[string]types.AttributeValue) (*inbox.TenantSettings
 // of everything if that freed nothing.
 type settingsCache struct {
 	ttl time.Duration
+	// now is the store's clock (New sets it): an entry's age is on the clock its writes
+	// are, so a run on a fake clock (the data model's) caches the same on a slow machine.
+	now func() time.Time
 	mu  sync.Mutex
 	m   map[string]settingsEntry
 }
@@ -219,7 +222,7 @@ type settingsEntry struct {
 }
 
 func newSettingsCache(ttl time.Duration) *settingsCache {
-	return &settingsCache{ttl: ttl, m: map[string]settingsEntry{}}
+	return &settingsCache{ttl: ttl, now: time.Now, m: map[string]settingsEntry{}}
 }
 
 // get returns tenantID's cached settings and whether a fresh entry was there.
@@ -230,7 +233,7 @@ func (c *settingsCache) get(tenantID string) (*inbox.TenantSettings, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[tenantID]
-	if !ok || time.Since(e.at) >= c.ttl {
+	if !ok || c.now().Sub(e.at) >= c.ttl {
 		return nil, false
 	}
 	return e.set, true
@@ -245,7 +248,7 @@ func (c *settingsCache) put(tenantID string, set *inbox.TenantSettings) {
 	defer c.mu.Unlock()
 	if len(c.m) >= maxSettingsCache {
 		for k, e := range c.m {
-			if time.Since(e.at) >= c.ttl {
+			if c.now().Sub(e.at) >= c.ttl {
 				delete(c.m, k)
 			}
 		}
@@ -253,7 +256,7 @@ func (c *settingsCache) put(tenantID string, set *inbox.TenantSettings) {
 			clear(c.m)
 		}
 	}
-	c.m[tenantID] = settingsEntry{set: set, at: time.Now()}
+	c.m[tenantID] = settingsEntry{set: set, at: c.now()}
 }
 
 // Critical reports whether category is critical for tenantID (its settings over the

@@ -125,6 +125,7 @@ func New(db API, table string, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	s.settings.now = s.now
 	s.db = notifyingAPI{API: retryingAPI{API: db, p: s.retry, obs: s.retryObs}, s: s}
 	s.sweeper.start(s)
 	return s
