@@ -243,6 +243,16 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 		Hash: store.AnnouncementHash, Now: clock.Now, MaxAge: cfg.AnnouncementCacheMaxAge})
 	g.Store.UseAnnouncements(g.Announcements)
 	g.Announced = live.NewAnnounced(g.Broker, g.Announcements, log)
+	if tc, ok := g.Broker.(live.TenantChanges); ok {
+		// Every instance's cache hears every tenant's announcement change (published by
+		// the instance that made it, or relayed from the SEQ item's stream record),
+		// whether or not it has a subscriber of the tenant.
+		g.onClose(tc.OnTenantChange(func(c inbox.Change) {
+			if c.Kind == inbox.EventAnnouncements {
+				g.Announcements.Invalidate(c.Viewer.TenantID, c.Version)
+			}
+		}))
+	}
 	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,
 		IdempotencyTTL: cfg.IdempotencyTTL, RecoveryDelay: cfg.SendRecovery, Logger: log, Templates: g.Templates,
 		Broadcaster: g.Broadcasts, Publisher: g.Broker, Written: written})

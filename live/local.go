@@ -36,8 +36,9 @@ type Broker interface {
 // Local is the in-process broker: a Publisher whose changes reach the subscriptions of
 // this process. It is safe for concurrent use; Publish never blocks on a subscriber.
 type Local struct {
-	h     *hub
-	wakes wakes
+	h       *hub
+	wakes   wakes
+	tenants tenantFuncs
 }
 
 var _ Broker = (*Local)(nil)
@@ -55,6 +56,9 @@ func NewLocal(opts ...LocalOption) *Local {
 // one (coalescing), a new notification is queued (bounded).
 func (b *Local) Publish(_ context.Context, c inbox.Change) {
 	b.h.deliverSince(c, time.Now(), LagLocal)
+	if isTenantChange(c) {
+		b.tenants.call(c)
+	}
 }
 
 // Subscribe registers a subscription to v's changes. Close it when done.

@@ -87,3 +87,18 @@ func TestBadgeOnlyQueuesNoNotifications(t *testing.T) {
 		t.Fatalf("OnChange ran %d times, want once when set and once for each hint", changes)
 	}
 }
+
+// TestLocalTenantChanges: the local broker hands a tenant's change (no user) to its
+// OnTenantChange functions, and a user's change not; a removed function hears nothing.
+func TestLocalTenantChanges(t *testing.T) {
+	b := live.NewLocal()
+	var got []inbox.Change
+	stop := b.OnTenantChange(func(c inbox.Change) { got = append(got, c) })
+	b.Publish(context.Background(), inbox.Change{Viewer: inbox.Viewer{TenantID: "acme", UserID: "alice"}, Version: 1})
+	b.Publish(context.Background(), inbox.Change{Viewer: inbox.Viewer{TenantID: "acme"}, Kind: inbox.EventAnnouncements, Version: 2})
+	stop()
+	b.Publish(context.Background(), inbox.Change{Viewer: inbox.Viewer{TenantID: "acme"}, Kind: inbox.EventAnnouncements, Version: 3})
+	if len(got) != 1 || got[0].Version != 2 {
+		t.Fatalf("heard %+v, want the tenant's change of version 2 alone", got)
+	}
+}

@@ -69,7 +69,8 @@ type Redis struct {
 	up   bool
 	subd map[inbox.Viewer]bool // channels this broker asked Redis for (manager only)
 
-	wakes wakes // OnWake functions
+	wakes   wakes       // OnWake functions
+	tenants tenantFuncs // OnTenantChange functions
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -128,8 +129,8 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 	b.h.onLast = b.markDirty
 	runCtx, stop := context.WithCancel(context.Background())
 	b.cancel = stop
-	// The wake-up channel only: the manager adds the viewers'.
-	b.ps = rdb.Subscribe(runCtx, b.prefix+wakeChannel)
+	// The wake-up and tenant channels only: the manager adds the viewers'.
+	b.ps = rdb.Subscribe(runCtx, b.prefix+wakeChannel, b.prefix+tenantChannel)
 	b.wg.Add(2)
 	go b.manage(runCtx)
 	go b.receive(runCtx)
@@ -156,6 +157,12 @@ func (b *Redis) viewerOf(ch string) (inbox.Viewer, bool) {
 // resynchronisation (and the stream relay, when it runs) repairs their badges.
 func (b *Redis) Publish(ctx context.Context, c inbox.Change) {
 	b.h.deliverSince(c, time.Now(), LagLocal)
+	ch := b.channel(c.Viewer)
+	if isTenantChange(c) {
+		// Every instance hears a tenant's change, on the one channel they all subscribe.
+		b.tenants.call(c)
+		ch = b.prefix + tenantChannel
+	}
 	payload, err := encodeChange(b.origin, c)
 	if err != nil {
 		b.log.Error("redis broker: encode change", "err", err)
@@ -164,7 +171,7 @@ func (b *Redis) Publish(ctx context.Context, c inbox.Change) {
 	// The write committed: publish even if the caller's request is cancelled.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := b.rdb.Publish(pctx, b.channel(c.Viewer), payload).Err(); err != nil {
+	if err := b.rdb.Publish(pctx, ch, payload).Err(); err != nil {
 		b.log.Warn("redis broker: publish", "err", err)
 	}
 }
@@ -227,6 +234,9 @@ func (b *Redis) manage(ctx context.Context) {
 		var sub, unsub []string
 		b.mu.Lock()
 		for v := range dirty {
+			if v.UserID == "" {
+				continue // a tenant's changes come on tenantChannel
+			}
 			want := b.h.has(v)
 			if want == b.subd[v] {
 				continue
@@ -321,6 +331,15 @@ func (b *Redis) receive(ctx context.Context) {
 			}
 			if origin == b.origin {
 				continue // delivered locally when published
+			}
+			if m.Channel == b.prefix+tenantChannel {
+				if !isTenantChange(c) {
+					b.log.Warn("redis broker: a user's change on the tenant channel", "channel", m.Channel)
+					continue
+				}
+				b.tenants.call(c)
+				b.h.deliverSince(c, sent, LagRedis)
+				continue
 			}
 			if v, ok := b.viewerOf(m.Channel); !ok || v != c.Viewer {
 				b.log.Warn("redis broker: message viewer does not match its channel", "channel", m.Channel)

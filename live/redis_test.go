@@ -60,7 +60,7 @@ func waitServerChannels(t *testing.T, rdb *redis.Client, n int) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		chs, err := rdb.PubSubChannels(context.Background(), "inbox:*").Result()
-		chs = slices.DeleteFunc(chs, func(ch string) bool { return ch == "inbox:~sched-wake" })
+		chs = slices.DeleteFunc(chs, func(ch string) bool { return ch == "inbox:~sched-wake" || ch == "inbox:~tenants" })
 		if err == nil && len(chs) == n {
 			return
 		}
@@ -264,5 +264,46 @@ func TestRedisCarriesEvents(t *testing.T) {
 	}
 	if l := sub.Latest(); l.Version != 4 || l.Badge.Unseen != 2 {
 		t.Fatalf("latest %+v", l)
+	}
+}
+
+// TestRedisTenantChangesReachEveryInstance: a tenant's change (an announcement created or
+// withdrawn) published on one instance reaches the OnTenantChange functions of every
+// instance, the publisher's included, and the tenant's subscriptions, without any viewer
+// of the tenant subscribed there; a user's change does not reach them.
+func TestRedisTenantChangesReachEveryInstance(t *testing.T) {
+	srv := redistest.Server(t)
+	a, b := newRedisBroker(t, srv.URL()), newRedisBroker(t, srv.URL())
+	heard := func(br *live.Redis) chan inbox.Change {
+		ch := make(chan inbox.Change, 8)
+		t.Cleanup(br.OnTenantChange(func(c inbox.Change) { ch <- c }))
+		return ch
+	}
+	onA, onB := heard(a), heard(b)
+	watch := b.Subscribe(inbox.Viewer{TenantID: "acme"})
+	defer watch.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	// Every broker listens on the tenant channel from the start; a tenant's watch adds no
+	// channel of its own.
+	waitServerChannels(t, rdb, 0)
+	a.Publish(context.Background(), inbox.Change{Viewer: inbox.Viewer{TenantID: "acme", UserID: "alice"}, Version: 3})
+	want := inbox.Change{Viewer: inbox.Viewer{TenantID: "acme"}, Kind: inbox.EventAnnouncements, Version: 7}
+	a.Publish(context.Background(), want)
+	for name, ch := range map[string]chan inbox.Change{"publisher": onA, "other instance": onB} {
+		select {
+		case c := <-ch:
+			if c.Viewer != want.Viewer || c.Kind != want.Kind || c.Version != want.Version {
+				t.Fatalf("%s heard %+v, want %+v", name, c, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the %s never heard the tenant's change", name)
+		}
+	}
+	waitVersion(t, watch, 7, 5*time.Second)
+	select {
+	case c := <-onB:
+		t.Fatalf("heard a second change %+v", c)
+	default:
 	}
 }
