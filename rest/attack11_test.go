@@ -166,6 +166,7 @@ func TestAttackGraphQLDeliveriesCost(t *testing.T) {
 	rec := &ddbtrace.Recorder{}
 	s := testgw.NewWith(t, testgw.Options{DynamoDB: []func(*dynamodb.Options){rec.Option()}})
 	sentRecord(t, s, "erin", inbox.ChannelSMS, channel.ProviderTwilio, "SM0001")
+	s.WarmAnnouncements(tenant)
 	tok := s.Token(tenant, "erin")
 	aliases := func(n int) string {
 		var b strings.Builder

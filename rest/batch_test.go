@@ -171,6 +171,7 @@ func TestBatchActivityActorsRideInThePage(t *testing.T) {
 				"batch": map[string]any{"key": fmt.Sprintf("post-%d", b), "window": "1h", "maxItems": 10}})
 		}
 	}
+	s.WarmAnnouncements(tenant)
 	rec.Reset()
 	var d struct {
 		Viewer struct {

@@ -62,6 +62,8 @@ func TestOpenAPIDocumentIsServedAndCoversEveryRoute(t *testing.T) {
 		"/v1/docs/redoc.standalone.js":         {"get"},
 		"/v1/suppressions":                     {"get"},
 		"/v1/suppressions/{channel}/{address}": {"delete"},
+		"/v1/announcements":                    {"post"},
+		"/v1/announcements/{id}":               {"get", "delete"},
 	}
 	for p, ms := range want {
 		for _, m := range ms {

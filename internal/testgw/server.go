@@ -146,7 +146,9 @@ func NewWith(t *testing.T, o Options) *Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := app.Config{ComplexityLimit: 5000}
+	// An hour's announcement cache: a slow run must not see a tenant's cached set expire
+	// (one more Query) in the middle of a test that counts calls (WarmAnnouncements).
+	cfg := app.Config{ComplexityLimit: 5000, AnnouncementCacheMaxAge: time.Hour}
 	if o.Config != nil {
 		o.Config(&cfg)
 	}
@@ -276,6 +278,18 @@ func (s *Server) WithT(t *testing.T) *Server {
 	c := *s
 	c.T = t
 	return &c
+}
+
+// WarmAnnouncements reads tenants' announcement sets into the gateway's cache, as any
+// first page or badge of a tenant does (one Query each): a test counting a request's
+// DynamoDB calls counts those of a warm instance.
+func (s *Server) WarmAnnouncements(tenants ...string) {
+	s.T.Helper()
+	for _, t := range tenants {
+		if _, err := s.Announcements.Announcements(context.Background(), t, false); err != nil {
+			s.T.Fatalf("warm tenant %s's announcements: %v", t, err)
+		}
+	}
 }
 
 // Token signs a real token for user of tenant with scopes, valid for an hour. With
