@@ -248,7 +248,10 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 		// the instance that made it, or relayed from the SEQ item's stream record),
 		// whether or not it has a subscriber of the tenant.
 		g.onClose(tc.OnTenantChange(func(c inbox.Change) {
-			if c.Kind == inbox.EventAnnouncements {
+			switch {
+			case c.Viewer.TenantID == "":
+				g.Announcements.InvalidateAll() // the broker came back: changes may have been missed
+			case c.Kind == inbox.EventAnnouncements:
 				g.Announcements.Invalidate(c.Viewer.TenantID, c.Version)
 			}
 		}))

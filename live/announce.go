@@ -37,6 +37,10 @@ type Announced struct {
 	log    *slog.Logger
 	now    func() time.Time
 
+	// hooked: the broker hands tenant changes to onTenantChange (TenantChanges); else
+	// each watch subscribes to its tenant's pseudo-viewer.
+	hooked bool
+
 	mu      sync.Mutex
 	tenants map[string]*tenantWatch
 }
@@ -50,6 +54,7 @@ type tenantWatch struct {
 	seq     int64 // the newest sequence heard of
 	running bool  // a refresh goroutine runs
 	again   bool  // a newer sequence came while it ran
+	resync  bool  // a resync came: read the set whatever its sequence
 	timer   *time.Timer
 }
 
@@ -61,7 +66,33 @@ func NewAnnounced(broker Subscriber, sets AnnouncementSets, log *slog.Logger) *A
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Announced{sets: sets, broker: broker, log: log, now: time.Now, tenants: map[string]*tenantWatch{}}
+	a := &Announced{sets: sets, broker: broker, log: log, now: time.Now, tenants: map[string]*tenantWatch{}}
+	if tc, ok := broker.(TenantChanges); ok {
+		// One function for every tenant: a watch takes no broker subscription.
+		a.hooked = true
+		tc.OnTenantChange(a.onTenantChange)
+	}
+	return a
+}
+
+// onTenantChange takes a tenant's change from the broker (on the publisher's goroutine:
+// it never blocks); a change without a tenant is a resync of every tenant (the broker's
+// connection came back: changes may have been missed).
+func (a *Announced) onTenantChange(c inbox.Change) {
+	if c.Kind != inbox.EventAnnouncements && c.Viewer.TenantID != "" {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c.Viewer.TenantID == "" {
+		for _, w := range a.tenants {
+			a.heardLocked(w, 0)
+		}
+		return
+	}
+	if w := a.tenants[c.Viewer.TenantID]; w != nil {
+		a.heardLocked(w, c.Version)
+	}
 }
 
 // compose is own composed with tenant's cached set (own unchanged when there is none).
@@ -97,8 +128,10 @@ func (a *Announced) join(tenant string, f recomposer) {
 	if w == nil {
 		w = &tenantWatch{tenant: tenant, feeds: map[recomposer]struct{}{}}
 		a.tenants[tenant] = w
-		w.sub = a.broker.Subscribe(inbox.Viewer{TenantID: tenant}, BadgeOnly())
-		w.sub.OnChange(func() { a.heard(w) })
+		if !a.hooked {
+			w.sub = a.broker.Subscribe(inbox.Viewer{TenantID: tenant}, BadgeOnly())
+			w.sub.OnChange(func() { a.heard(w) })
+		}
 		a.armLocked(w)
 	}
 	w.feeds[f] = struct{}{}
@@ -141,11 +174,19 @@ func (a *Announced) heard(w *tenantWatch) {
 	c := w.sub.Latest()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.heardLocked(w, c.Version)
+}
+
+// heardLocked takes w's tenant's sequence seq (0: a resync) and starts a refresh unless
+// it was heard already. a.mu is held.
+func (a *Announced) heardLocked(w *tenantWatch, seq int64) {
 	// Version 0 is a resync (Redis came back): read the set again all the same.
-	if c.Version != 0 && c.Version <= w.seq {
+	if seq == 0 {
+		w.resync = true
+	} else if seq <= w.seq {
 		return // the relay's copy of a change heard already
 	}
-	w.seq = max(w.seq, c.Version)
+	w.seq = max(w.seq, seq)
 	if w.running {
 		w.again = true
 		return
@@ -159,11 +200,11 @@ func (a *Announced) heard(w *tenantWatch) {
 func (a *Announced) refresh(w *tenantWatch) {
 	for failures := 0; ; {
 		a.mu.Lock()
-		seq := w.seq
-		w.again = false
+		seq, force := w.seq, w.resync
+		w.again, w.resync = false, false
 		a.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if seq == 0 {
+		if seq == 0 || force {
 			seq = -1 // a resync: read it whatever the cached sequence
 		}
 		_, err := a.sets.Refresh(ctx, w.tenant, seq)

@@ -312,6 +312,7 @@ func (b *Redis) receive(ctx context.Context) {
 		if b.setUp(true) {
 			b.log.Info("redis broker: connection restored; resynchronising subscribers")
 			b.h.resync(nil)
+			b.tenants.call(inbox.Change{}) // every tenant's changes may have been missed too
 		}
 		switch m := msg.(type) {
 		case *redis.Message:

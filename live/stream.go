@@ -256,14 +256,64 @@ const addedSkew = 2 * time.Second
 // subscriber that falls more than NotificationBuffer notifications behind is ended with a
 // SLOW_CONSUMER error (the channel closes; the transport reports StreamHook.Err), and
 // nobody else slows down. The channel closes when ctx ends.
+//
+// A tenant's announcement created while the stream runs is streamed too, as every user of
+// the tenant sees it then (unread, unseen: kind ANNOUNCEMENT), once: the stream joins the
+// tenant's watch (Announced), whose one read of the set per instance serves every stream.
 func OpenAdded(ctx context.Context, st Streams, v inbox.Viewer) (<-chan *inbox.Notification, error) {
 	sub := st.Broker.Subscribe(v)
 	f := &addedFeed{sub: sub, log: st.log(), sig: signalOf(ctx), out: make(chan *inbox.Notification, NotificationBuffer),
-		since: time.Now().Add(-addedSkew)}
+		since: time.Now().Add(-addedSkew), ann: st.Ann, tenant: v.TenantID}
 	f.sig.bind()
 	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
+	if st.Ann != nil {
+		f.known = map[string]struct{}{}
+		if set := st.Ann.sets.Cached(v.TenantID); set != nil {
+			for _, a := range set.Items {
+				f.known[a.ID] = struct{}{}
+			}
+		}
+		st.Ann.join(v.TenantID, f)
+		context.AfterFunc(ctx, func() { st.Ann.leave(v.TenantID, f) })
+	}
 	sub.OnChange(f.onChange)
 	return f.out, nil
+}
+
+// recompose streams the tenant's announcements that are active and new to f (created
+// after the stream began), as the user sees a new one: no mark applies to it yet.
+func (f *addedFeed) recompose() {
+	set := f.ann.sets.Cached(f.tenant)
+	if set == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range slices.Backward(set.Active(f.ann.now())) { // oldest first
+		if f.done {
+			return
+		}
+		if _, ok := f.known[a.ID]; ok {
+			continue
+		}
+		f.known[a.ID] = struct{}{}
+		if a.CreatedAt.Before(f.since) {
+			continue
+		}
+		select {
+		case f.out <- inbox.AnnouncementNotification(a, nil):
+			f.sig.ready()
+		default:
+			f.overflowLocked()
+		}
+	}
+	if len(f.known) > len(set.Items) {
+		for id := range f.known { // withdrawn or expired: known no longer (bounded by the set)
+			if !slices.ContainsFunc(set.Items, func(a *inbox.Announcement) bool { return a.ID == id }) {
+				delete(f.known, id)
+			}
+		}
+	}
 }
 
 // addedFeed is one notificationAdded stream's state.
@@ -276,6 +326,12 @@ type addedFeed struct {
 
 	mu   sync.Mutex // held while moving notifications, so they keep their order
 	done bool
+
+	// ann and tenant follow the tenant's announcements; known are the ids of those
+	// streamed or there when the stream began (guarded by mu).
+	ann    *Announced
+	tenant string
+	known  map[string]struct{}
 }
 
 // errAddedSlow ends a notificationAdded subscriber whose buffer overflowed.

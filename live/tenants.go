@@ -21,8 +21,9 @@ const tenantChannel = "~tenants"
 // TenantChanges is a broker that hands tenant changes to functions (Local and Redis).
 type TenantChanges interface {
 	// OnTenantChange registers f to receive every tenant change published by any
-	// instance (this one included); the returned function unregisters it. f must not
-	// block.
+	// instance (this one included), and a change with no tenant when changes may have
+	// been missed (the broker's connection came back); the returned function unregisters
+	// it. f must not block.
 	OnTenantChange(f func(inbox.Change)) func()
 }
 

@@ -58,6 +58,8 @@ type Announcements struct {
 	// invalidation of a newer sequence is not kept as fresh.
 	mu    sync.Mutex
 	stale map[string]int64 // tenant -> the newest sequence an invalidation announced
+	// resyncAt: a set read before it is stale (InvalidateAll: changes may have been missed).
+	resyncAt time.Time
 }
 
 // cachedSet is one tenant's set as this instance read it, and when.
@@ -93,7 +95,7 @@ func (a *Announcements) Announcements(ctx context.Context, tenant string, fresh 
 	if c, ok := a.cache.Get(tenant); ok {
 		age := now.Sub(c.at)
 		if (!fresh && age < a.o.MaxAge) || (fresh && age < 100*time.Millisecond) {
-			if !a.isStale(tenant, c.set.Seq) {
+			if !a.isStale(tenant, c) {
 				return c.set, nil
 			}
 		}
@@ -110,10 +112,19 @@ func (a *Announcements) Cached(tenant string) *inbox.AnnouncementSet {
 	return nil
 }
 
-func (a *Announcements) isStale(tenant string, seq int64) bool {
+func (a *Announcements) isStale(tenant string, c *cachedSet) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.stale[tenant] > seq
+	return a.stale[tenant] > c.set.Seq || c.at.Before(a.resyncAt)
+}
+
+// InvalidateAll makes every cached set stale (each is read again by its next caller;
+// Cached still returns it meanwhile): the broker's connection came back, and
+// invalidations may have been missed.
+func (a *Announcements) InvalidateAll() {
+	a.mu.Lock()
+	a.resyncAt = a.o.Now()
+	a.mu.Unlock()
 }
 
 // load reads tenant's set (one Query; concurrent loads of a tenant share one).
