@@ -446,13 +446,13 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 	// The placeholders the README asks readers to replace: a notification id from the
 	// Inbox example, a target id and the viewer id from the first answers that have them,
 	// and a time a minute ahead.
-	var someID, targetID, viewerID string
+	var someID, targetID, viewerID, announcementID string
 	names, docs := readmeOperations(t)
 	for i, doc := range names {
 		doc, name := docs[i], doc
 		t.Run(name, func(t *testing.T) {
 			s := s.WithT(t)
-			doc = strings.NewReplacer("<notification id>", someID, "<target id>", targetID, "<viewer id>", viewerID,
+			doc = strings.NewReplacer("<notification id>", someID, "<target id>", targetID, "<viewer id>", viewerID, "<announcement id>", announcementID,
 				"<in a minute>", time.Now().Add(time.Minute).UTC().Format(time.RFC3339)).Replace(doc)
 			if p := regexp.MustCompile(`"<[^">]*>"`).FindString(doc); p != "" {
 				t.Fatalf("%s: the README's placeholder %s is not one this test fills in", name, p)
@@ -461,7 +461,7 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 			switch {
 			case strings.HasPrefix(doc, "subscription"):
 				data = readmeSubscription(t, s, token, doc)
-			case strings.Contains(doc, "sendNotification"):
+			case strings.Contains(doc, "sendNotification"), strings.Contains(doc, "sendAnnouncement"), strings.Contains(doc, "withdrawAnnouncement"):
 				// Sending is a service's: a notifications:send token, which has no inbox.
 				s.MustData(s.ServiceToken("default", "readme"), doc, nil, &data)
 			default:
@@ -477,6 +477,9 @@ func TestREADMEExamplesReturnDataForDemoUser(t *testing.T) {
 			}
 			if viewerID == "" {
 				viewerID = readmeObjectID(data, "viewer")
+			}
+			if a, ok := data["sendAnnouncement"].(map[string]any); ok && announcementID == "" {
+				announcementID, _ = a["announcement"].(map[string]any)["id"].(string)
 			}
 			if name == "Inbox" {
 				var d struct {
