@@ -83,8 +83,17 @@ func TestToNotificationFillsEveryField(t *testing.T) {
 	n := toNotification(fullItem(t), nil)
 	v := reflect.ValueOf(n).Elem()
 	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if name == "Kind" || name == "Embedded" {
+			// An announcement's alone (inbox.AnnouncementNotification): a user's own
+			// notification is of no kind (PERSONAL) and its actor and target are profiles.
+			if !v.Field(i).IsZero() {
+				t.Errorf("toNotification sets the announcement's %s", name)
+			}
+			continue
+		}
 		if v.Field(i).IsZero() {
-			t.Errorf("toNotification leaves %s empty", v.Type().Field(i).Name)
+			t.Errorf("toNotification leaves %s empty", name)
 		}
 	}
 	if len(n.Actions) != 2 || n.Actions[1].URL != "https://example.com/m" {
