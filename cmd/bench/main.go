@@ -49,6 +49,9 @@ type config struct {
 	fewSize     int
 	seedWorkers int
 	sendRecips  int
+	// sendBroadcast is -send-broadcast-members: the members of scenario 4's broadcast
+	// write-unit case (0: not run).
+	sendBroadcast int
 	// sendCPUProfile is -send-cpuprofile: a CPU profile of scenario 4's gateway side (its first half).
 	sendCPUProfile string
 	out            string
@@ -96,6 +99,7 @@ func main() {
 	flag.StringVar(&c.only, "only", "", "comma-separated scenarios to run, all others skipped (the complement of -skip; e.g. -only deliver,e2e); the data set is seeded only when a scenario run reads it")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
+	flag.IntVar(&c.sendBroadcast, "send-broadcast-members", 10000, "send scenario: members of the segment its broadcast write-unit case broadcasts to (0: no broadcast case)")
 	flag.StringVar(&c.sendCPUProfile, "send-cpuprofile", "", "write a CPU profile of this process (the gateway and the bench) during the first half of scenario 4's sendNotification side to this file")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 (its first half) to this file")
 	flag.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile of the gateway side of scenario 1 (its first half) to this file (and its baseline to FILE.base: go tool pprof -sample_index=alloc_objects -base FILE.base FILE)")

@@ -364,7 +364,7 @@ func (r *Results) Table() string {
 			row(s, "mean ms of a DynamoDB call, by operation", byOp(sr.Gateway.OpMeanMs, "%.1f"), byOp(sr.RawSame.OpMeanMs, "%.1f"), "")
 		}
 		for _, c := range sr.Costs {
-			s := fmt.Sprintf("4. send write units per recipient, %s (%d recipients): A service.Writer, B raw loop of its recorded transaction (%s)", c.Case, c.Recipients, c.Transaction)
+			s := fmt.Sprintf("4. send write units per recipient, %s (%d recipients): A the gateway (service.Writer; a broadcast: service.Broadcasts, every write from its start), B raw loop of its recorded transaction (%s)", c.Case, c.Recipients, c.Transaction)
 			row(s, "WCU/recipient (all writes; the transactions')", fmt.Sprintf("%s (%s)", f2(c.GatewayWCU), f2(c.GatewayTxnWCU)), f2(c.RawWCU), f2(ratio(c.GatewayTxnWCU, c.RawWCU)))
 			row(s, "raw guard + notification + META + group only", "", f2(c.FloorWCU), fmt.Sprintf("A's transactions / it: %s", f2(ratio(c.GatewayTxnWCU, c.FloorWCU))))
 			row(s, "WCU/recipient by DynamoDB's documented rule: A the transaction, B its guard + notification + META + group", fmt.Sprintf("%.0f", c.DocWCU), fmt.Sprintf("%.0f", c.FloorDocWCU), f2(ratio(c.DocWCU, c.FloorDocWCU)))
