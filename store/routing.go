@@ -91,6 +91,12 @@ type statusItem struct {
 	Category   string `dynamodbav:"category,omitempty"`
 	TargetKind string `dynamodbav:"targetKind,omitempty"`
 	TargetID   string `dynamodbav:"targetId,omitempty"`
+	// NotifStatus and NotifReason are the summary's Status and Reason, carried by every
+	// delivery record of a send that wrote records and no summary (addStatus): with
+	// UserID and CreatedAt, the summary itself, read from the records in the Query that
+	// reads them (statusOf). Empty on a record whose notification has a summary item.
+	NotifStatus string `dynamodbav:"notifStatus,omitempty"`
+	NotifReason string `dynamodbav:"notifReason,omitempty"`
 }
 
 // key returns the record's key (inbox.DeliveryKey) from its sort key.
@@ -263,15 +269,19 @@ const maxTxnActions = 100
 
 // addStatus adds to t the status records of user's notification id (written at now by a
 // send of in that decided r) and the delivery task of every queued record but in-app's:
-// the summary (written, or skipped with in-app's reason), one record per decision but
-// in-app's (a skipped channel SKIPPED with its reason; any other QUEUED, with
-// deferredUntil when deferred, and what its delivery sends: the address, the device, the
-// channel's content, a webhook's payload) and its TaskDeliver (Token: the record's key),
-// due now or at the deferral. In-app's record is not written: it says nothing the
-// summary does not (delivered by the transaction itself at createdAt, or skipped with
-// the summary's reason), and statusOf derives it from the summary. Every item carries
-// a TTL of the store's status TTL after the latest deferral. The Puts are unconditional:
-// the guard's condition makes the transaction commit once.
+// one record per decision but in-app's (a skipped channel SKIPPED with its reason; any
+// other QUEUED, with deferredUntil when deferred, and what its delivery sends: the
+// address, the device, the channel's content, a webhook's payload) and its TaskDeliver
+// (Token: the record's key), due now or at the deferral; and the summary (written, or
+// skipped with in-app's reason) as an item of its own only when there is no other
+// record, or when the send closes a batch (whose summary said batching until now): else
+// every record carries the summary's status and reason (NotifStatus, NotifReason; each
+// record has the user and createdAt already), and statusOf reads the summary from them
+// in the same Query. In-app's record is not written: it says nothing the summary does
+// not (delivered by the transaction itself at createdAt, or skipped with the summary's
+// reason), and statusOf derives it from the summary. Every item carries a TTL of the
+// store's status TTL after the latest deferral. The Puts are unconditional: the guard's
+// condition makes the transaction commit once.
 func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput, r *route, now time.Time) error {
 	pk := notifStatusPK(v.TenantID, id)
 	last := now
@@ -291,7 +301,7 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 	if r.content != nil {
 		rendered = *r.content
 	}
-	items := []statusItem{sum}
+	var items []statusItem
 	for _, d := range r.decisions {
 		if d.Channel == inbox.ChannelInApp {
 			continue // derived from the summary (statusOf)
@@ -324,6 +334,15 @@ func (s *Store) addStatus(t *txn, v inbox.Viewer, id string, in inbox.SendInput,
 			}
 		}
 		items = append(items, it)
+	}
+	if len(items) == 0 || in.BatchClose != nil {
+		// The summary is the only item the notification's id names (an in-app-only
+		// send), or it replaces the batch's "batching" summary: an item of its own.
+		items = append([]statusItem{sum}, items...)
+	} else {
+		for i := range items {
+			items[i].NotifStatus, items[i].NotifReason = sum.Status, sum.Reason
+		}
 	}
 	for _, it := range items {
 		av, err := attributevalue.MarshalMap(it)
@@ -471,12 +490,13 @@ func withInApp(st inbox.NotificationStatus) inbox.NotificationStatus {
 }
 
 // statusOf is the status of notification notificationID from the items of its status
-// partition: the summary and the delivery records, in channel then key order. Errors:
-// NOT_FOUND without a summary; an item that does not decode (not one this store wrote).
+// partition: the summary (its item, else as the records carry it: NotifStatus) and the
+// delivery records, in channel then key order. Errors: NOT_FOUND without a summary
+// either way; an item that does not decode (not one this store wrote).
 // A time no status can show (see msTimeUTC, lenientMillis) is left out, not an error.
 func statusOf(notificationID string, items []map[string]types.AttributeValue) (inbox.NotificationStatus, error) {
 	st := inbox.NotificationStatus{ID: notificationID}
-	found := false
+	found, carried := false, false
 	for _, raw := range items {
 		var it statusItem
 		if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
@@ -487,13 +507,18 @@ func statusOf(notificationID string, items []map[string]types.AttributeValue) (i
 			st.UserID, st.Status, st.Reason, st.CreatedAt = it.UserID, it.Status, it.Reason, msTimeUTC(it.CreatedAt)
 			continue
 		}
+		if !found && !carried && it.NotifStatus != "" {
+			// A send that wrote records and no summary item: each record carries it.
+			carried = true
+			st.UserID, st.Status, st.Reason, st.CreatedAt = it.UserID, it.NotifStatus, it.NotifReason, msTimeUTC(it.CreatedAt)
+		}
 		st.Channels = append(st.Channels, inbox.ChannelStatus{Channel: it.Channel, Key: it.key(), DeviceID: it.DeviceID,
 			Provider: it.Provider, ProviderMessageID: it.ProviderMessageID, Status: it.Status,
 			Attempts: it.Attempts, SentAt: msTimeUTC(it.SentAt), DeliveredAt: msTimeUTC(int64(it.DeliveredAt)),
 			OpenedAt: msTimeUTC(int64(it.OpenedAt)), DeferredUntil: msTimeUTC(it.DeferredUntil), Error: it.Error,
 			Reason: it.Reason, UpdatedAt: msTimeUTC(it.UpdatedAt)})
 	}
-	if !found {
+	if !found && !carried {
 		return inbox.NotificationStatus{}, inbox.Errorf(inbox.CodeNotFound,
 			"notification %q has no status: unknown id, or not written yet (a send still in its lane or scheduled for a later sendAt has none until it is written)", notificationID)
 	}

@@ -34,42 +34,47 @@ import (
 
 // config holds the flags.
 type config struct {
-	endpoint     string
-	table        string
-	keepTable    bool
-	duration     time.Duration
-	concurrency  int
-	users        int
-	perUser      int
-	fanout       int
-	actors       int
-	targets      int
-	bigUsers     int
-	bigSize      int
-	fewSize      int
-	seedWorkers  int
-	sendRecips   int
-	out          string
-	loadgen      bool
-	skipScenario string
-	cpuProfile   string
-	memProfile   string
-	cacheSize    int
-	cacheTTL     time.Duration
-	live         liveConfig
-	relay        relayConfig
-	livegen      bool
-	abuse        abuseConfig
-	abusegen     bool
-	sched        schedConfig
-	snooze       snoozeConfig
-	broadcast    broadcastConfig
-	lanes        lanesConfig
-	deliver      deliverConfig
-	e2e          e2eConfig
-	wfJoins      int
-	wfWindow     time.Duration
-	only         string
+	endpoint    string
+	table       string
+	keepTable   bool
+	duration    time.Duration
+	concurrency int
+	users       int
+	perUser     int
+	fanout      int
+	actors      int
+	targets     int
+	bigUsers    int
+	bigSize     int
+	fewSize     int
+	seedWorkers int
+	sendRecips  int
+	// sendBroadcast is -send-broadcast-members: the members of scenario 4's broadcast
+	// write-unit case (0: not run).
+	sendBroadcast int
+	// sendCPUProfile is -send-cpuprofile: a CPU profile of scenario 4's gateway side (its first half).
+	sendCPUProfile string
+	out            string
+	loadgen        bool
+	skipScenario   string
+	cpuProfile     string
+	memProfile     string
+	cacheSize      int
+	cacheTTL       time.Duration
+	live           liveConfig
+	relay          relayConfig
+	livegen        bool
+	abuse          abuseConfig
+	abusegen       bool
+	sched          schedConfig
+	snooze         snoozeConfig
+	broadcast      broadcastConfig
+	lanes          lanesConfig
+	deliver        deliverConfig
+	e2e            e2eConfig
+	wfJoins        int
+	wfWindow       time.Duration
+	only           string
 }
 
 func main() {
@@ -94,6 +99,8 @@ func main() {
 	flag.StringVar(&c.only, "only", "", "comma-separated scenarios to run, all others skipped (the complement of -skip; e.g. -only deliver,e2e); the data set is seeded only when a scenario run reads it")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
+	flag.IntVar(&c.sendBroadcast, "send-broadcast-members", 10000, "send scenario: members of the segment its broadcast write-unit case broadcasts to (0: no broadcast case)")
+	flag.StringVar(&c.sendCPUProfile, "send-cpuprofile", "", "write a CPU profile of this process (the gateway and the bench) during the first half of scenario 4's sendNotification side to this file")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the gateway side of scenario 1 (its first half) to this file")
 	flag.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile of the gateway side of scenario 1 (its first half) to this file (and its baseline to FILE.base: go tool pprof -sample_index=alloc_objects -base FILE.base FILE)")
 	flag.StringVar(&c.live.subscribers, "live-subscribers", "1000,10000", "live scenario: comma-separated subscriber counts S, each run for every broker")
@@ -193,7 +200,8 @@ type engine struct {
 	db      *dynamodb.Client
 	streams *dynamodbstreams.Client // the table's stream (the relay scenario)
 	rec     *ddbtrace.Recorder
-	pid     int // the local engine's process id, 0 when it is not our child
+	timer   *opTimer // every call's time by operation
+	pid     int      // the local engine's process id, 0 when it is not our child
 	// endpoint is the engine's URL ("" for AWS itself); local says it takes any static
 	// credentials (the abuse scenario's gateway child needs both).
 	endpoint string
@@ -202,12 +210,15 @@ type engine struct {
 }
 
 func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error) {
-	rec := &ddbtrace.Recorder{}
+	rec, timer := &ddbtrace.Recorder{}, &opTimer{}
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConns = 1024
 		t.MaxIdleConnsPerHost = 1024
 	})
-	opts := func(o *dynamodb.Options) { o.HTTPClient, o.Retryer = httpClient, store.NewSDKRetryer() }
+	opts := func(o *dynamodb.Options) {
+		o.HTTPClient, o.Retryer = httpClient, store.NewSDKRetryer()
+		timer.option()(o)
+	}
 	switch {
 	case c.endpoint == "aws":
 		cfg, err := awsconfig.LoadDefaultConfig(ctx)
@@ -215,7 +226,7 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 			return nil, fmt.Errorf("AWS configuration: %w", err)
 		}
 		return &engine{name: "DynamoDB " + cfg.Region, db: dynamodb.NewFromConfig(cfg, opts, rec.Option()), streams: dynamodbstreams.NewFromConfig(cfg),
-			rec: rec, stop: func() {}}, nil
+			rec: rec, timer: timer, stop: func() {}}, nil
 	case c.endpoint != "":
 		u, err := url.Parse(c.endpoint)
 		if err != nil || u.Host == "" {
@@ -235,7 +246,7 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 			db = dynamodb.NewFromConfig(cfg, opts, rec.Option(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(c.endpoint) })
 			streams = dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(c.endpoint) })
 		}
-		return &engine{name: "DynamoDB at " + c.endpoint, db: db, streams: streams, rec: rec, stop: func() {},
+		return &engine{name: "DynamoDB at " + c.endpoint, db: db, streams: streams, rec: rec, timer: timer, stop: func() {},
 			endpoint: c.endpoint, local: h == "localhost" || net.ParseIP(h).IsLoopback()}, nil
 	}
 	srv, err := dynlocal.Start(ctx, dynlocal.Options{DataDir: dynlocal.MemoryDataDir, Logger: log, StartTimeout: 2 * time.Minute})
@@ -243,7 +254,7 @@ func openEngine(ctx context.Context, c config, log *slog.Logger) (*engine, error
 		return nil, err
 	}
 	db := dynlocal.Client(srv.Endpoint(), opts, rec.Option())
-	return &engine{name: localEngineName(), db: db, streams: localStreams(srv.Endpoint()), rec: rec, pid: srv.PID(), stop: func() { _ = srv.Close() },
+	return &engine{name: localEngineName(), db: db, streams: localStreams(srv.Endpoint()), rec: rec, timer: timer, pid: srv.PID(), stop: func() { _ = srv.Close() },
 		endpoint: srv.Endpoint(), local: true}, nil
 }
 

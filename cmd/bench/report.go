@@ -198,6 +198,12 @@ type SendSide struct {
 	Seconds       float64 `json:"seconds"`
 	PerSec        float64 `json:"notifications_per_sec"`
 	CallLatency   Latency `json:"call_latency"`
+	// PerCall is this process's CPU and allocations, the engine's CPU and the DynamoDB
+	// calls by operation, per call of the side (the bench process's whole use in the
+	// side's window: the gateway's scheduler included on the gateway's side).
+	PerCall Cost `json:"per_call"`
+	// OpMeanMs is the mean time of a DynamoDB call by operation, timed at the client.
+	OpMeanMs map[string]float64 `json:"dynamodb_mean_ms_by_operation"`
 }
 
 // SendResult is scenario 4.
@@ -352,9 +358,13 @@ func (r *Results) Table() string {
 			s := fmt.Sprintf("4. send, %d recipients a call: A sendNotification, B raw loop of the gateway's items (%s)", sr.RecipientsPerCall, sr.SameTransaction)
 			row(s, "notifications/s", f1(sr.Gateway.PerSec), f1(sr.RawSame.PerSec), fmt.Sprintf("%s (goal ≥ 0.8)", f2(sr.RatioSame)))
 			row(s, "p50 ms a call", f1(sr.Gateway.CallLatency.P50), f1(sr.RawSame.CallLatency.P50), f2(ratio(sr.Gateway.CallLatency.P50, sr.RawSame.CallLatency.P50)))
+			row(s, "engine (JVM) CPU ms a call", f1(sr.Gateway.PerCall.EngineCPUMs), f1(sr.RawSame.PerCall.EngineCPUMs), f2(ratio(sr.Gateway.PerCall.EngineCPUMs, sr.RawSame.PerCall.EngineCPUMs)))
+			row(s, "our CPU ms a call (gateway + bench)", f1(sr.Gateway.PerCall.CPUMicros/1000), f1(sr.RawSame.PerCall.CPUMicros/1000), f2(ratio(sr.Gateway.PerCall.CPUMicros, sr.RawSame.PerCall.CPUMicros)))
+			row(s, "DynamoDB calls a call, by operation", byOp(sr.Gateway.PerCall.DynamoDBCalls, "%.2f"), byOp(sr.RawSame.PerCall.DynamoDBCalls, "%.2f"), "")
+			row(s, "mean ms of a DynamoDB call, by operation", byOp(sr.Gateway.OpMeanMs, "%.1f"), byOp(sr.RawSame.OpMeanMs, "%.1f"), "")
 		}
 		for _, c := range sr.Costs {
-			s := fmt.Sprintf("4. send write units per recipient, %s (%d recipients): A service.Writer, B raw loop of its recorded transaction (%s)", c.Case, c.Recipients, c.Transaction)
+			s := fmt.Sprintf("4. send write units per recipient, %s (%d recipients): A the gateway (service.Writer; a broadcast: service.Broadcasts, every write from its start), B raw loop of its recorded transaction (%s)", c.Case, c.Recipients, c.Transaction)
 			row(s, "WCU/recipient (all writes; the transactions')", fmt.Sprintf("%s (%s)", f2(c.GatewayWCU), f2(c.GatewayTxnWCU)), f2(c.RawWCU), f2(ratio(c.GatewayTxnWCU, c.RawWCU)))
 			row(s, "raw guard + notification + META + group only", "", f2(c.FloorWCU), fmt.Sprintf("A's transactions / it: %s", f2(ratio(c.GatewayTxnWCU, c.FloorWCU))))
 			row(s, "WCU/recipient by DynamoDB's documented rule: A the transaction, B its guard + notification + META + group", fmt.Sprintf("%.0f", c.DocWCU), fmt.Sprintf("%.0f", c.FloorDocWCU), f2(ratio(c.DocWCU, c.FloorDocWCU)))
@@ -545,4 +555,19 @@ func hostInfo() Host {
 
 func settingsOf(c config) Settings {
 	return Settings{Duration: c.duration.String(), Concurrency: c.concurrency, ProfileCacheSize: c.cacheSize, ProfileCacheTTL: c.cacheTTL.String()}
+}
+
+// byOp formats figures by operation ("BatchGetItem 2.00, TransactWriteItems 101.00"),
+// sorted by operation, each with format.
+func byOp(m map[string]float64, format string) string {
+	ops := make([]string, 0, len(m))
+	for op := range m {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	parts := make([]string, len(ops))
+	for i, op := range ops {
+		parts[i] = op + " " + fmt.Sprintf(format, m[op])
+	}
+	return strings.Join(parts, ", ")
 }

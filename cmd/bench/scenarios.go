@@ -689,21 +689,30 @@ func (b *harness) sendScenario(ctx context.Context) (*SendResult, error) {
 	g := newSendGen(2, c.actors, c.targets)
 	var genMu sync.Mutex
 	var seq atomic.Int64
-	// Each worker of each side sends to recipients of its own (n users named side-w-i).
-	rcpt := map[string][][]string{}
-	for _, side := range []string{"gw", "raw"} {
-		rcpt[side] = make([][]string, c.concurrency)
-		for w := range c.concurrency {
-			for i := range n {
-				rcpt[side][w] = append(rcpt[side][w], fmt.Sprintf("%s-%02d-%03d", side, w, i))
-			}
+	// Each worker of the three-item raw loop sends to recipients of its own (n users named
+	// raw-w-i), call after call. Each gateway call goes to n fresh users (gw-N-i), as each
+	// call of the raw loop of the gateway's items does: a user's group item gains a member
+	// with every send, so a side sending to the same users again and again writes (and the
+	// gateway reads) larger items than a side writing for fresh users.
+	rcpt := make([][]string, c.concurrency)
+	for w := range c.concurrency {
+		for i := range n {
+			rcpt[w] = append(rcpt[w], fmt.Sprintf("raw-%02d-%03d", w, i))
 		}
 	}
 	// next is worker w's next send of side (keyed bench-send-N on the gateway's, bench-raw-N on the raw one).
 	next := func(side string, w int) inbox.SendInput {
 		genMu.Lock()
 		defer genMu.Unlock()
-		return g.input(fmt.Sprintf("bench-%s-%d", map[string]string{"gw": "send", "raw": "raw"}[side], seq.Add(1)), rcpt[side][w])
+		k := seq.Add(1)
+		if side == "gw" {
+			users := make([]string, n)
+			for i := range users {
+				users[i] = fmt.Sprintf("gw-%05d-%03d", k, i)
+			}
+			return g.input(fmt.Sprintf("bench-send-%d", k), users)
+		}
+		return g.input(fmt.Sprintf("bench-raw-%d", k), rcpt[w])
 	}
 	gwSend := func(ctx context.Context, w int) (int, error) {
 		in := next("gw", w)
@@ -736,18 +745,6 @@ func (b *harness) sendScenario(ctx context.Context) (*SendResult, error) {
 		}
 		return len(in.Recipients), nil
 	}
-	// One untimed call of each side first: the engine's JIT and the gateway's paths
-	// warm up on neither side's clock (the side measured first paid for it alone).
-	progress("send throughput: warming up (one untimed call of each side)")
-	for _, f := range []func(context.Context, int) (int, error){gwSend, rawSend} {
-		if _, err := f(ctx, 0); err != nil {
-			return nil, fmt.Errorf("warm up: %w", err)
-		}
-	}
-	progress("send throughput: sendNotification x %d recipients, %s at concurrency %d", n, c.duration, c.concurrency)
-	gside := b.sendSide(ctx, "sendNotification (HTTP+GraphQL, service.Writer)", gwSend)
-	progress("send throughput: raw TransactWriteItems loop, %s at concurrency %d", c.duration, c.concurrency)
-	rside := b.sendSide(ctx, "raw TransactWriteItems loop (guard + notification + META per recipient)", rawSend)
 	// The raw loop writing the same items as the gateway: one recipient's transaction of
 	// the same send, recorded from a real service.Writer, written for fresh users (a
 	// user's group has room, as a fresh one's does).
@@ -755,9 +752,8 @@ func (b *harness) sendScenario(ctx context.Context) (*SendResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("record a recipient's transaction: %w", err)
 	}
-	progress("send throughput: raw loop of the recorded transaction (%s), %s at concurrency %d", tpl.describe(), c.duration, c.concurrency)
 	var call atomic.Int64
-	same := b.sendSide(ctx, "raw TransactWriteItems loop of the recorded transaction (the gateway's items)", func(ctx context.Context, w int) (int, error) {
+	sameSend := func(ctx context.Context, w int) (int, error) {
 		k := call.Add(1)
 		users := make([]string, n)
 		for i := range users {
@@ -767,7 +763,49 @@ func (b *harness) sendScenario(ctx context.Context) (*SendResult, error) {
 			return 0, err
 		}
 		return n, nil
-	})
+	}
+	sides := []struct {
+		name string
+		send func(context.Context, int) (int, error)
+		acc  sendAcc
+	}{
+		{name: "sendNotification (HTTP+GraphQL, service.Writer)", send: gwSend},
+		{name: "raw TransactWriteItems loop of the recorded transaction (the gateway's items)", send: sameSend},
+		{name: "raw TransactWriteItems loop (guard + notification + META per recipient)", send: rawSend},
+	}
+	// Warm-ups in turn, one call per worker of each side at full concurrency, untimed:
+	// DynamoDB Local's JIT compiles the write paths while they run. Measured first after a
+	// single warm-up call, the gateway side paid for the engine's warm-up alone: its engine
+	// CPU per call was twice what it was on the same calls run again after the raw sides.
+	progress("send throughput: warming up (%d calls of each side at once, in turn)", c.concurrency)
+	for _, sd := range sides {
+		eg, gctx := errgroup.WithContext(ctx)
+		for w := range c.concurrency {
+			eg.Go(func() error { _, err := sd.send(gctx, w); return err })
+		}
+		if err := eg.Wait(); err != nil {
+			return nil, fmt.Errorf("warm up %s: %w", sd.name, err)
+		}
+	}
+	// Each side's time in two halves, in the order gateway, same items, three items, three
+	// items, same items, gateway: what the engine still warms up or the machine's other
+	// work changes weighs on every side alike.
+	for j, i := range []int{0, 1, 2, 2, 1, 0} {
+		progress("send throughput: %s, %s at concurrency %d (a half)", sides[i].name, c.duration/2, c.concurrency)
+		stopProfile := func() error { return nil }
+		if j == 0 { // -send-cpuprofile: the gateway's first half
+			if stopProfile, err = startProfiles(c.sendCPUProfile, ""); err != nil {
+				return nil, err
+			}
+		}
+		if err := b.sendHalf(ctx, &sides[i].acc, c.duration/2, sides[i].send); err != nil {
+			return nil, err
+		}
+		if err := stopProfile(); err != nil {
+			return nil, err
+		}
+	}
+	gside, same, rside := sides[0].acc.side(sides[0].name), sides[1].acc.side(sides[1].name), sides[2].acc.side(sides[2].name)
 	costs, err := b.sendCosts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("send write units: %w", err)
@@ -776,13 +814,25 @@ func (b *harness) sendScenario(ctx context.Context) (*SendResult, error) {
 		RawSame: same, SameTransaction: tpl.describe(), Costs: costs}, nil
 }
 
-// sendSide runs send (worker w's next call; it returns the notifications it delivered)
-// at -concurrency for -duration and reports the side's notifications/s.
-func (b *harness) sendSide(ctx context.Context, name string, send func(ctx context.Context, w int) (int, error)) SendSide {
+// sendAcc accumulates one side's halves of scenario 4.
+type sendAcc struct {
+	lat       []time.Duration
+	errs      int
+	firstErr  error
+	delivered int64
+	elapsed   time.Duration
+	use       usage // this process's and the engine's use, and the DynamoDB calls, summed
+	ops       map[string]opTime
+}
+
+// sendHalf runs send (worker w's next call; it returns the notifications it delivered)
+// at -concurrency for d and adds what it did to acc.
+func (b *harness) sendHalf(ctx context.Context, acc *sendAcc, d time.Duration, send func(ctx context.Context, w int) (int, error)) error {
 	var delivered atomic.Int64
 	stop := b.rssPeak.sampleWhile(ctx)
+	u0, o0 := snapshot(b.eng), b.eng.timer.snapshot()
 	t0 := time.Now()
-	lat, errs, ferr := inProcessLoad(ctx, b.c.concurrency, b.c.duration, func(ctx context.Context, w int, _ *rand.Rand) error {
+	lat, errs, ferr := inProcessLoad(ctx, b.c.concurrency, d, func(ctx context.Context, w int, _ *rand.Rand) error {
 		n, err := send(ctx, w)
 		if err == nil {
 			delivered.Add(int64(n))
@@ -790,11 +840,44 @@ func (b *harness) sendSide(ctx context.Context, name string, send func(ctx conte
 		return err
 	})
 	el := time.Since(t0)
+	u1, o1 := snapshot(b.eng), b.eng.timer.snapshot()
 	stop()
-	s := SendSide{Name: name, Calls: len(lat), Errors: errs, Notifications: delivered.Load(),
-		Seconds: el.Seconds(), PerSec: float64(delivered.Load()) / el.Seconds(), CallLatency: summarize(lat)}
-	if ferr != nil {
-		s.FirstError = ferr.Error()
+	acc.lat = append(acc.lat, lat...)
+	acc.errs += errs
+	if acc.firstErr == nil {
+		acc.firstErr = ferr
+	}
+	acc.delivered += delivered.Load()
+	acc.elapsed += el
+	acc.use.cpu += u1.cpu - u0.cpu
+	acc.use.mallocs += u1.mallocs - u0.mallocs
+	acc.use.allocated += u1.allocated - u0.allocated
+	acc.use.engineCPU += u1.engineCPU - u0.engineCPU
+	acc.use.ops = append(acc.use.ops, u1.ops[min(len(u0.ops), len(u1.ops)):]...)
+	if acc.ops == nil {
+		acc.ops = map[string]opTime{}
+	}
+	for op, v := range o1 {
+		t := acc.ops[op]
+		t.Calls += v.Calls - o0[op].Calls
+		t.Total += v.Total - o0[op].Total
+		acc.ops[op] = t
+	}
+	return ctx.Err()
+}
+
+// side reports the halves accumulated: notifications/s over their time together, and
+// per call this process's and the engine's CPU, the DynamoDB calls by operation and
+// their mean time.
+func (acc *sendAcc) side(name string) SendSide {
+	s := SendSide{Name: name, Calls: len(acc.lat), Errors: acc.errs, Notifications: acc.delivered,
+		Seconds: acc.elapsed.Seconds(), CallLatency: summarize(acc.lat),
+		PerCall: perRequest(usage{}, acc.use, len(acc.lat)), OpMeanMs: meanMillis(nil, acc.ops)}
+	if acc.elapsed > 0 {
+		s.PerSec = float64(acc.delivered) / acc.elapsed.Seconds()
+	}
+	if acc.firstErr != nil {
+		s.FirstError = acc.firstErr.Error()
 	}
 	return s
 }

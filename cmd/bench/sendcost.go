@@ -2,8 +2,9 @@ package main
 
 // Write units per recipient of a send (scenario 4's second part, issue 22): what one
 // recipient costs in DynamoDB write units, as DynamoDB Local reports them
-// (ReturnConsumedCapacity on every call, capacity.go), for an in-app-only send and an
-// in-app + email send, side by side with a raw loop writing the same items: the
+// (ReturnConsumedCapacity on every call, capacity.go), for an in-app-only send, an
+// in-app + email send and a broadcast to a segment (-send-broadcast-members, 10,000 by
+// default; sendBroadcastCost), side by side with a raw loop writing the same items: the
 // recipient's transaction recorded from a real service.Writer of the same notification
 // (recordRecipientTxnFor), written again for as many fresh users; and, as the floor the
 // issue sets, the same transaction cut down to its guard, notification, META counter
@@ -13,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,10 +35,11 @@ type SendCost struct {
 	Recipients int    `json:"recipients"`
 	// Transaction describes one recipient's transaction (its actions' partitions).
 	Transaction string `json:"recipient_transaction"`
-	// GatewayWCU is service.Writer's write units per recipient: every write of the
-	// sends (the recipients' transactions, the actor and target upserts).
+	// GatewayWCU is the gateway's write units per recipient: every write of the sends
+	// (the recipients' transactions, the actor and target upserts; a broadcast's also
+	// its head, its pages' tasks and its scheduler's leases while it ran).
 	GatewayWCU float64 `json:"gateway_wcu_per_recipient"`
-	// GatewayTxnWCU is the recipients' transactions' share of GatewayWCU.
+	// GatewayTxnWCU is the recipients' transactions' share of GatewayWCU (perRecipient).
 	GatewayTxnWCU float64 `json:"gateway_transaction_wcu_per_recipient"`
 	// RawWCU is the raw loop's: the recorded transaction written for fresh users.
 	RawWCU float64 `json:"raw_same_items_wcu_per_recipient"`
@@ -71,6 +74,17 @@ func (b *harness) sendCosts(ctx context.Context) ([]SendCost, error) {
 	inApp := email
 	inApp.TemplateChannels = nil
 	var out []SendCost
+	// The broadcast first: its scheduler would find the email case's deliver tasks (it
+	// has no handler for them) and retry them, writing to its shards all along.
+	if b.c.sendBroadcast > 0 {
+		r, err := b.sendBroadcastCost(ctx, b.c.sendBroadcast)
+		if err != nil {
+			return nil, fmt.Errorf("broadcast: %w", err)
+		}
+		progress("send cost, %s: %.2f WCU per recipient (transactions %.2f), raw same items %.2f, guard + notification + META + group %.2f; documented rule %.0f and %.0f; %d recipients in %.1fs (broadcast), %d in %.1fs (raw same items)",
+			r.Case, r.GatewayWCU, r.GatewayTxnWCU, r.RawWCU, r.FloorWCU, r.DocWCU, r.FloorDocWCU, r.Recipients, r.GatewaySeconds, sendCostRecipients, r.RawSeconds)
+		out = append(out, r)
+	}
 	for i, c := range []struct {
 		name string
 		in   inbox.SendInput
@@ -84,6 +98,51 @@ func (b *harness) sendCosts(ctx context.Context) ([]SendCost, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// sendBroadcastCost measures a broadcast to a segment of n fresh members (scb-N): the
+// real pipeline of scenario 13 (service.Broadcasts on a sched.Scheduler, its pages
+// through service.Writer) on a metered client, every write of it from Start to its end
+// (the head, the shards' pages and their tasks, the recipients' transactions; the
+// segment's filling before is not counted) divided by the recipients written; beside the
+// raw loop of one recipient's transaction of the same notification for
+// sendCostRecipients fresh users.
+func (b *harness) sendBroadcastCost(ctx context.Context, n int) (SendCost, error) {
+	name := fmt.Sprintf("broadcast, %d members", n)
+	rig, err := b.startBroadcastRig(ctx, broadcastRigOptions{owner: "bench-send-broadcast"})
+	if err != nil {
+		return SendCost{}, err
+	}
+	defer rig.stop()
+	seg := "followers:sc"
+	if _, err := fillSegmentTimed(ctx, rig.st, "send cost, "+name, seg, "scb", n); err != nil {
+		return SendCost{}, err
+	}
+	rig.meter.take()
+	progress("send cost, %s: broadcasting", name)
+	spec := service.BroadcastSpec{IdempotencyKey: "bench-send-broadcast-" + ulid.Make().String(), Segment: seg, Send: broadcastSend()}
+	bc, el, err := rig.run(ctx, spec, b.c.broadcast.timeout)
+	if err != nil {
+		return SendCost{}, err
+	}
+	if bc.Written != n {
+		return SendCost{}, fmt.Errorf("the broadcast wrote %d of %d (%d skipped, %d failed)", bc.Written, n, bc.Skipped, bc.Failed)
+	}
+	total, by := rig.meter.take()
+	r := SendCost{Case: name, Recipients: n, GatewayWCU: total.WCU / float64(n), GatewaySeconds: el.Seconds()}
+	r.GatewayTxnWCU, r.ByCall = perRecipient(by, n)
+	users := func(side string) []string {
+		us := make([]string, sendCostRecipients)
+		for i := range us {
+			// As long as the members' ids (segmentMembers: scb-NNNNNNN): the items' sizes match.
+			us[i] = fmt.Sprintf("sc%s-%07d", side, i)
+		}
+		return us
+	}
+	if err := b.rawCost(ctx, &r, broadcastSend(), "scp-0000000", "scb", users("r"), users("m")); err != nil {
+		return SendCost{}, err
+	}
+	return r, nil
 }
 
 // sendCost measures one case: users prefix-{gw,raw,min,probe}-N, each with an email
@@ -123,30 +182,35 @@ func (b *harness) sendCost(ctx context.Context, name, prefix string, in inbox.Se
 	}
 	gwSecs := time.Since(t0).Seconds()
 	total, by := meter.take()
-	r := SendCost{Case: name, Recipients: n, GatewayWCU: total.WCU / float64(n), GatewaySeconds: gwSecs, ByCall: map[string]Capacity{}}
-	for k, c := range by {
-		if strings.HasPrefix(k, "TransactWriteItems ") {
-			r.GatewayTxnWCU += c.WCU / float64(n)
-		}
-		r.ByCall[k] = Capacity{WCU: c.WCU / float64(n), RCU: c.RCU / float64(n), Calls: c.Calls}
+	r := SendCost{Case: name, Recipients: n, GatewayWCU: total.WCU / float64(n), GatewaySeconds: gwSecs}
+	r.GatewayTxnWCU, r.ByCall = perRecipient(by, n)
+	if err := b.rawCost(ctx, &r, in, probe, prefix, users("raw"), users("min")); err != nil {
+		return SendCost{}, err
 	}
-	// The raw loop: the recorded transaction, then its guard, notification, META and group.
+	return r, nil
+}
+
+// rawCost fills r's raw figures: one recipient's transaction of in, recorded from a real
+// service.Writer send to probe (who has what the case's recipients have), written again
+// for raw (sends of 100, a key each), then its guard, notification, META and group only
+// for floor; each user once.
+func (b *harness) rawCost(ctx context.Context, r *SendCost, in inbox.SendInput, probe, prefix string, raw, floorUsers []string) error {
 	tpl, err := b.recordRecipientTxnFor(ctx, in, probe, "k-"+prefix+"-recorded")
 	if err != nil {
-		return SendCost{}, err
+		return err
 	}
 	r.Transaction = tpl.describe()
 	rawMeter := &capacityMeter{}
-	raw := dynamodb.New(b.eng.db.Options(), rawMeter.option())
-	t0 = time.Now()
-	for i := 0; i < n; i += 100 {
-		if err := replayTxn(ctx, raw, tpl, users("raw")[i:min(i+100, n)], fmt.Sprintf("%s-raw-%d", prefix, i)); err != nil {
-			return SendCost{}, err
+	db := dynamodb.New(b.eng.db.Options(), rawMeter.option())
+	t0 := time.Now()
+	for i := 0; i < len(raw); i += 100 {
+		if err := replayTxn(ctx, db, tpl, raw[i:min(i+100, len(raw))], fmt.Sprintf("%s-raw-%d", prefix, i)); err != nil {
+			return err
 		}
 	}
 	r.RawSeconds = time.Since(t0).Seconds()
 	rc, _ := rawMeter.take()
-	r.RawWCU = rc.WCU / float64(n)
+	r.RawWCU = rc.WCU / float64(len(raw))
 	floor := *tpl
 	floor.in = &dynamodb.TransactWriteItemsInput{}
 	for i, a := range tpl.in.TransactItems {
@@ -158,12 +222,27 @@ func (b *harness) sendCost(ctx context.Context, name, prefix string, in inbox.Se
 			r.FloorDocWCU += w
 		}
 	}
-	if err := replayTxn(ctx, raw, &floor, users("min"), prefix+"-min"); err != nil {
-		return SendCost{}, err
+	if err := replayTxn(ctx, db, &floor, floorUsers, prefix+"-min"); err != nil {
+		return err
 	}
 	fc, _ := rawMeter.take()
-	r.FloorWCU = fc.WCU / float64(n)
-	return r, nil
+	r.FloorWCU = fc.WCU / float64(len(floorUsers))
+	return nil
+}
+
+// perRecipient divides the capacity by operation and partition kinds (capacityMeter's)
+// by the n recipients written, and returns the recipients' transactions' share: the
+// TransactWriteItems with a guard (partition kind IDEM) among their actions. The others
+// (a broadcast's page tasks, its scheduler's leases) are not a recipient's.
+func perRecipient(by map[string]Capacity, n int) (txn float64, out map[string]Capacity) {
+	out = make(map[string]Capacity, len(by))
+	for k, c := range by {
+		if op, kinds, _ := strings.Cut(k, " "); op == "TransactWriteItems" && slices.Contains(strings.Split(kinds, "+"), "IDEM") {
+			txn += c.WCU / float64(n)
+		}
+		out[k] = Capacity{WCU: c.WCU / float64(n), RCU: c.RCU / float64(n), Calls: c.Calls}
+	}
+	return txn, out
 }
 
 // gsiCount is how many of the table's global secondary indexes item is in: GSI1 when
