@@ -244,7 +244,7 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 		// Every tenant cached here follows the broker: another instance's announcement
 		// reaches this one's pages at once, not after MaxAge.
 		Watch: func(tenant string, changed func(int64)) func() {
-			sub := g.Broker.Subscribe(service.AnnouncementViewer(tenant), live.BadgeOnly())
+			sub := g.Broker.Subscribe(service.AnnouncementViewer(tenant), live.BadgeOnly(), live.Internal())
 			sub.OnChange(func() {
 				select {
 				case <-sub.BadgeChanged():
