@@ -656,7 +656,7 @@ func (x *AnnounceResult) Table() string {
 	fmt.Fprintln(&b, "| telling a tenant | users with inboxes | calls (by operation) | items written | WCU | RCU | time to visible |")
 	fmt.Fprintln(&b, "| --- | ---: | --- | ---: | ---: | ---: | --- |")
 	for _, c := range x.Writes {
-		fmt.Fprintf(&b, "| %s, median of %d | %d | %s | %.1f | %.1f | %.1f | create p50 %.1f ms; page shows it p50 %.1f ms on the same instance, %.1f ms (max %.0f ms) on another |\n",
+		fmt.Fprintf(&b, "| %s (%d measured; per announcement) | %d | %s | %.1f | %.1f | %.1f | create p50 %.1f ms; page shows it p50 %.1f ms on the same instance, %.1f ms (max %.0f ms) on another |\n",
 			c.Name, c.Count, c.TenantUsers, opCalls(c.Calls), c.ItemsWrite, c.WCU, c.RCU, c.CreateMs.P50, c.VisibleA.P50, c.VisibleB.P50, annMax(c.VisibleB))
 	}
 	br, ex := x.Broadcast, x.Extrapolated
