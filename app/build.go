@@ -240,20 +240,7 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 	// Announcements: stored once, merged into every inbox and badge from this instance's
 	// cache of each tenant's set (DESIGN.md "Announcements (v3)").
 	g.Announcements = service.NewAnnouncements(g.Store, service.AnnouncementOptions{Templates: g.Templates, Publisher: g.Broker,
-		Hash: store.AnnouncementHash, Now: clock.Now, MaxAge: cfg.AnnouncementCacheMaxAge,
-		// Every tenant cached here follows the broker: another instance's announcement
-		// reaches this one's pages at once, not after MaxAge.
-		Watch: func(tenant string, changed func(int64)) func() {
-			sub := g.Broker.Subscribe(service.AnnouncementViewer(tenant), live.BadgeOnly(), live.Internal())
-			sub.OnChange(func() {
-				select {
-				case <-sub.BadgeChanged():
-					changed(sub.Latest().Version)
-				default:
-				}
-			})
-			return sub.Close
-		}})
+		Hash: store.AnnouncementHash, Now: clock.Now, MaxAge: cfg.AnnouncementCacheMaxAge})
 	g.Store.UseAnnouncements(g.Announcements)
 	g.Announced = live.NewAnnounced(g.Broker, g.Announcements, log)
 	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,

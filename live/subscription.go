@@ -60,7 +60,6 @@ func BadgeOf(c inbox.Change) (b inbox.Badge, complete bool) {
 type Subscription struct {
 	mu        sync.Mutex
 	badgeOnly bool // no added queue (BadgeOnly)
-	internal  bool // the instance's own, not a client's (Internal): not counted
 	latest    inbox.Change
 	badge     chan struct{}
 	added     chan *inbox.Notification
@@ -88,10 +87,6 @@ type SubscribeOption func(*Subscription)
 // unreadCount subscriber needs nothing more, and saves the queue (about 0.6 KiB) and the
 // notifications it would hold.
 func BadgeOnly() SubscribeOption { return func(s *Subscription) { s.badgeOnly = true } }
-
-// Internal marks the subscription as the instance's own bookkeeping (an announcement
-// cache's watch of a tenant), not a client's: Subscribers does not count it.
-func Internal() SubscribeOption { return func(s *Subscription) { s.internal = true } }
 
 // WithEvents subscribes to the badge and to every inbox event (kind != EventNone, ADDED
 // included) on Events, de-duplicated (see the package's de-duplication rules), instead of

@@ -41,14 +41,6 @@ type AnnouncementOptions struct {
 	Tenants int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Watch, when set, follows one tenant's announcement changes (the broker's
-	// pseudo-viewer AnnouncementViewer, which every instance's creates and withdrawals and
-	// the relay publish to): it calls changed with each new sequence (0 for a resync: the
-	// set may have moved) until stop. The cache watches a tenant from its first read until
-	// it leaves the cache, so that a set cached here is invalidated at once when another
-	// instance changes it, not MaxAge later. Nil: only this instance's own changes and
-	// MaxAge (and live.Announced's refreshes of the tenants with badge subscribers) move it.
-	Watch func(tenant string, changed func(seq int64)) (stop func())
 }
 
 // Announcements is the announcement service of one instance: creating, reading and
@@ -66,9 +58,6 @@ type Announcements struct {
 	// invalidation of a newer sequence is not kept as fresh.
 	mu    sync.Mutex
 	stale map[string]int64 // tenant -> the newest sequence an invalidation announced
-	// watching are the tenants followed through Options.Watch, with their stop (nil while
-	// the watch is being set up).
-	watching map[string]func()
 }
 
 // cachedSet is one tenant's set as this instance read it, and when.
@@ -88,56 +77,8 @@ func NewAnnouncements(st AnnouncementStore, o AnnouncementOptions) *Announcement
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	a := &Announcements{st: st, o: o, stale: map[string]int64{}, watching: map[string]func(){}}
-	a.cache, _ = lru.NewWithEvict[string, *cachedSet](o.Tenants, func(tenant string, _ *cachedSet) { a.unwatch(tenant) })
-	return a
-}
-
-// watch starts following tenant's changes (Options.Watch), once.
-func (a *Announcements) watch(tenant string) {
-	if a.o.Watch == nil {
-		return
-	}
-	a.mu.Lock()
-	if _, ok := a.watching[tenant]; ok {
-		a.mu.Unlock()
-		return
-	}
-	a.watching[tenant] = nil
-	a.mu.Unlock()
-	stop := a.o.Watch(tenant, func(seq int64) { a.heard(tenant, seq) })
-	a.mu.Lock()
-	if _, ok := a.watching[tenant]; ok {
-		a.watching[tenant] = stop
-		stop = nil
-	}
-	a.mu.Unlock()
-	if stop != nil { // left the cache meanwhile
-		stop()
-	}
-}
-
-// unwatch stops following tenant (it left the cache).
-func (a *Announcements) unwatch(tenant string) {
-	a.mu.Lock()
-	stop, ok := a.watching[tenant]
-	delete(a.watching, tenant)
-	a.mu.Unlock()
-	if ok && stop != nil {
-		stop()
-	}
-}
-
-// heard takes a change of tenant's set published by any instance: the cached set older
-// than seq is read again by the next caller; a resync (seq 0) ages the cached set out.
-func (a *Announcements) heard(tenant string, seq int64) {
-	if seq > 0 {
-		a.Invalidate(tenant, seq)
-		return
-	}
-	if c, ok := a.cache.Peek(tenant); ok {
-		a.cache.Add(tenant, &cachedSet{set: c.set}) // read at the zero time: too old to serve
-	}
+	c, _ := lru.New[string, *cachedSet](o.Tenants)
+	return &Announcements{st: st, o: o, cache: c, stale: map[string]int64{}}
 }
 
 // AnnouncementViewer is the pseudo-viewer a tenant's announcement changes are published
@@ -181,8 +122,6 @@ func (a *Announcements) load(ctx context.Context, tenant string) (*inbox.Announc
 		// The read outlives one caller's cancellation: others wait on it.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		// Followed before the read: a change committed after it is heard.
-		a.watch(tenant)
 		at := a.o.Now()
 		set, err := a.st.LoadAnnouncements(rctx, tenant)
 		if err != nil {
