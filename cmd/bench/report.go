@@ -38,6 +38,7 @@ type Results struct {
 	Deliver   *DeliverResult   `json:"deliver,omitempty"`
 	E2E       *E2EResult       `json:"e2e,omitempty"`
 	Workflows *WorkflowsResult `json:"workflows,omitempty"`
+	Announce  *AnnounceResult  `json:"announce,omitempty"`
 }
 
 // Host describes the machine.
@@ -439,6 +440,9 @@ func (r *Results) Table() string {
 		b.WriteString(x.Table())
 	}
 	if x := r.E2E; x != nil {
+		b.WriteString(x.Table())
+	}
+	if x := r.Announce; x != nil {
 		b.WriteString(x.Table())
 	}
 	return b.String()

@@ -67,6 +67,10 @@ var scenarios = []scenario{
 		run: func(ctx context.Context, h *harness, r *Results) error {
 			return set(&r.Workflows)(h.workflowsScenario(ctx))
 		}},
+	{name: "announce", about: "19. an announcement to a whole tenant against a broadcast; reads with announcements; live fan-out",
+		run: func(ctx context.Context, h *harness, r *Results) error {
+			return set(&r.Announce)(h.announceScenario(ctx))
+		}},
 	{name: "abuse", about: "9. the attacks of issues 8 and 16 against the gateway binary", needs: needDataset,
 		run: func(ctx context.Context, h *harness, r *Results) error { return set(&r.Abuse)(h.abuseScenario(ctx)) }},
 }
