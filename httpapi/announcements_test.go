@@ -87,7 +87,9 @@ func stateOp(t *testing.T, s *testgw.Server, token, op string, ids ...string) (n
 }
 
 // annGlobalID is the Notification global id of tenant's announcement id in every inbox.
-func annGlobalID(id string) string { return inbox.GlobalID(inbox.TypeNotification, inbox.AnnouncementRef+id) }
+func annGlobalID(id string) string {
+	return inbox.GlobalID(inbox.TypeNotification, inbox.AnnouncementRef+id)
+}
 
 // An announcement sent through GraphQL by a service token is in the inbox and badge of
 // every user of its tenant (one who never received anything included) as a Notification
