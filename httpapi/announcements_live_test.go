@@ -1,0 +1,175 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/inboxgw/gateway/ddbtrace"
+	"github.com/inboxgw/gateway/internal/testgw"
+)
+
+// liveWithin is how soon every badge subscriber of the tenant must hear of an
+// announcement (DESIGN.md "Announcements (v3)": within 2 s).
+const liveWithin = 2 * time.Second
+
+// badgeSub is one WebSocket client with one badge subscription.
+type badgeSub struct {
+	c     *testgw.WSClient
+	count bool // subscription { unreadCount } rather than { badge { unread } }
+}
+
+// subscribeBadge opens a connection as token on s with a badge subscription (unreadCount
+// when count) and returns it once its first value came (want).
+func subscribeBadge(ctx context.Context, t *testing.T, s *testgw.Server, token string, count bool, want int) *badgeSub {
+	t.Helper()
+	b := &badgeSub{c: s.WithT(t).DialWS(ctx, "graphql-transport-ws"), count: count}
+	b.c.Init(token)
+	if count {
+		b.c.Subscribe("b", `subscription { unreadCount }`)
+	} else {
+		b.c.Subscribe("b", `subscription { badge { unread } }`)
+	}
+	if got := b.next(); got != want {
+		t.Fatalf("first value %d, want %d", got, want)
+	}
+	return b
+}
+
+// next is the subscription's next value.
+func (b *badgeSub) next() int {
+	if b.count {
+		return b.c.NextCount("b")
+	}
+	var d struct {
+		Badge struct {
+			Unread int `json:"unread"`
+		} `json:"badge"`
+	}
+	b.c.NextData("b", &d)
+	return d.Badge.Unread
+}
+
+// expect waits for the subscription's next value, which must be want and come within
+// liveWithin of since.
+func (b *badgeSub) expect(t *testing.T, what string, since time.Time, want int) {
+	t.Helper()
+	got := b.next()
+	if took := time.Since(since); took > liveWithin {
+		t.Errorf("%s: the value came %v after the change, want within %v", what, took.Round(time.Millisecond), liveWithin)
+	}
+	if got != want {
+		t.Fatalf("%s: value %d, want %d", what, got, want)
+	}
+}
+
+// withdraw withdraws announcement id with svc.
+func withdraw(t *testing.T, s *testgw.Server, svc, id string) {
+	t.Helper()
+	s.WithT(t).MustData(svc, `mutation($id: ID!) { withdrawAnnouncement(id: $id) { id } }`, map[string]any{"id": id}, nil)
+}
+
+// Every badge and unreadCount subscriber of the tenant gets the exact new value within
+// 2 s of an announcement's creation and again of its withdrawal (a user with
+// notifications of their own and one without); a subscriber of another tenant gets
+// nothing (their next value is their own next notification's).
+func TestAnnouncementReachesBadgeSubscribersLive(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc, globexSvc := s.ServiceToken("acme", "svc"), s.ServiceToken("globex", "svc")
+	s.Seed(svc, "alice", 2)
+	alice := subscribeBadge(ctx, t, s, s.Token("acme", "alice"), false, 2)
+	carol := subscribeBadge(ctx, t, s, s.Token("acme", "carol"), true, 0)
+	bob := subscribeBadge(ctx, t, s, s.Token("globex", "bob"), false, 0)
+
+	start := time.Now()
+	ann := sendAnnouncement(t, s, svc, "live-1", "Live")
+	alice.expect(t, "alice after the announcement", start, 3)
+	carol.expect(t, "carol after the announcement", start, 1)
+
+	start = time.Now()
+	withdraw(t, s, svc, ann.Announcement.ID)
+	alice.expect(t, "alice after the withdrawal", start, 2)
+	carol.expect(t, "carol after the withdrawal", start, 0)
+
+	// globex's bob heard nothing of acme's announcements: his next value is his own.
+	s.Seed(globexSvc, "bob", 1)
+	if got := bob.next(); got != 1 {
+		t.Fatalf("bob's next value %d, want 1 (his own notification)", got)
+	}
+	// And carol's per-user state counts live: she reads an announcement, her badge drops.
+	start = time.Now()
+	ann = sendAnnouncement(t, s, svc, "live-2", "Live again")
+	carol.expect(t, "carol after the second announcement", start, 1)
+	if notFound, u := stateOp(t, s, s.Token("acme", "carol"), "markRead", annGlobalID(ann.Announcement.ID)); len(notFound) != 0 || u != 0 {
+		t.Fatalf("carol's markRead: notFound %v unread %d", notFound, u)
+	}
+	carol.expect(t, "carol after her markRead", time.Now(), 0)
+}
+
+// Two instances over one broker (as Redis makes them): an announcement created on A
+// reaches every badge subscriber of the tenant on B within 2 s, and B reads the tenant's
+// set once for all of them (one Query, not one per subscriber), with no per-subscriber
+// read at all.
+func TestAnnouncementReachesTheOtherInstanceWithOneRead(t *testing.T) {
+	t.Parallel()
+	a := testgw.New(t)
+	recB := &ddbtrace.Recorder{}
+	b := testgw.NewWith(t, testgw.Options{Peer: a, SharedBroker: true, DynamoDB: []func(*dynamodb.Options){recB.Option()}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc := a.ServiceToken("acme", "svc")
+	a.Seed(svc, "u0", 1)
+	const n = 20
+	subs := make([]*badgeSub, n)
+	for i := range subs {
+		want := 0
+		if i == 0 {
+			want = 1
+		}
+		subs[i] = subscribeBadge(ctx, t, b, b.Token("acme", fmt.Sprintf("u%d", i)), i%2 == 1, want)
+	}
+	recB.Reset()
+	start := time.Now()
+	ann := sendAnnouncement(t, a, svc, "two-1", "Both")
+	for i, sub := range subs {
+		want := 1
+		if i == 0 {
+			want = 2
+		}
+		sub.expect(t, fmt.Sprintf("u%d on B after the announcement on A", i), start, want)
+	}
+	ops := recB.Ops()
+	slices.Sort(ops)
+	t.Logf("B's DynamoDB calls for the announcement (%d subscribers): %v", n, ops)
+	if recB.Count("Query") != 1 || len(ops) > 1 {
+		t.Errorf("B's DynamoDB calls for one announcement to %d subscribers: %v, want one Query", n, ops)
+	}
+
+	recB.Reset()
+	start = time.Now()
+	withdraw(t, a, svc, ann.Announcement.ID)
+	for i, sub := range subs {
+		want := 0
+		if i == 0 {
+			want = 1
+		}
+		sub.expect(t, fmt.Sprintf("u%d on B after the withdrawal on A", i), start, want)
+	}
+	ops = recB.Ops()
+	slices.Sort(ops)
+	t.Logf("B's DynamoDB calls for the withdrawal: %v", ops)
+	if recB.Count("Query") != 1 || len(ops) > 1 {
+		t.Errorf("B's DynamoDB calls for one withdrawal to %d subscribers: %v, want one Query", n, ops)
+	}
+	// B answers reads with the new set too.
+	if got := b.Unread(b.Token("acme", "u3")); got != 0 {
+		t.Fatalf("u3's unreadCount on B after the withdrawal: %d", got)
+	}
+}
