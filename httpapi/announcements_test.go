@@ -319,3 +319,162 @@ func TestAnnouncementReadsStayCheap(t *testing.T) {
 		want(t, user+": unreadCount", ops, "GetItem")
 	}
 }
+
+// The edges of an announcement in one user's inbox: one created after the user's
+// markAllRead is unread; markAllRead by category leaves another category's announcement
+// unread; markAllSeen clears its unseen; the badge's categories count it; unreadOnly,
+// types and categories filter it as a notification; pages of a long inbox list it once;
+// snoozing one is refused (BAD_USER_INPUT) and changes nothing; a deleted one stays
+// deleted whatever state change names it later.
+func TestAnnouncementEdgesInOneInbox(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	svc := s.ServiceToken("acme", "svc")
+	alice := s.Token("acme", "alice")
+	s.Seed(svc, "alice", 12) // category issues
+	var all struct {
+		MarkAllRead struct {
+			UnreadCount int `json:"unreadCount"`
+		} `json:"markAllRead"`
+	}
+	s.MustData(alice, `mutation { markAllRead { unreadCount } }`, nil, &all)
+	if all.MarkAllRead.UnreadCount != 0 {
+		t.Fatalf("markAllRead: %+v", all)
+	}
+	ann := sendAnnouncement(t, s, svc, "after-all-read", "After") // category news
+	node := annGlobalID(ann.Announcement.ID)
+	s.Seed(svc, "alice", 12)
+	// unread: 12 own + the announcement, created after the watermark.
+	type badge struct {
+		Unread     int `json:"unread"`
+		Unseen     int `json:"unseen"`
+		Categories []struct {
+			Category string `json:"category"`
+			Unread   int    `json:"unread"`
+			Unseen   int    `json:"unseen"`
+		} `json:"categories"`
+	}
+	readBadge := func() badge {
+		t.Helper()
+		var d struct {
+			Viewer struct {
+				Badge       badge `json:"badge"`
+				UnreadCount int   `json:"unreadCount"`
+				UnseenCount int   `json:"unseenCount"`
+			} `json:"viewer"`
+		}
+		s.MustData(alice, `{ viewer { unreadCount unseenCount badge { unread unseen categories { category unread unseen } } } }`, nil, &d)
+		if d.Viewer.UnreadCount != d.Viewer.Badge.Unread || d.Viewer.UnseenCount != d.Viewer.Badge.Unseen {
+			t.Fatalf("unreadCount %d unseenCount %d, badge %+v", d.Viewer.UnreadCount, d.Viewer.UnseenCount, d.Viewer.Badge)
+		}
+		return d.Viewer.Badge
+	}
+	b := readBadge()
+	if b.Unread != 13 || len(b.Categories) != 2 || b.Categories[0].Category != "issues" || b.Categories[0].Unread != 12 ||
+		b.Categories[1].Category != "news" || b.Categories[1].Unread != 1 || b.Categories[1].Unseen != 1 {
+		t.Fatalf("badge after the announcement that followed markAllRead: %+v", b)
+	}
+	// Filters treat it as a notification of type product.update, category news.
+	filtered := func(filter string) []string {
+		t.Helper()
+		var d struct {
+			Viewer struct {
+				Inbox struct {
+					Nodes []struct {
+						ID string `json:"id"`
+					} `json:"nodes"`
+				} `json:"inbox"`
+			} `json:"viewer"`
+		}
+		s.MustData(alice, `{ viewer { inbox(first: 100, filter: `+filter+`) { nodes { id } } } }`, nil, &d)
+		var ids []string
+		for _, n := range d.Viewer.Inbox.Nodes {
+			ids = append(ids, n.ID)
+		}
+		return ids
+	}
+	if ids := filtered(`{categories: ["news"]}`); !slices.Equal(ids, []string{node}) {
+		t.Fatalf("categories news: %v", ids)
+	}
+	if ids := filtered(`{types: ["product.update"]}`); !slices.Equal(ids, []string{node}) {
+		t.Fatalf("types product.update: %v", ids)
+	}
+	if ids := filtered(`{categories: ["issues"]}`); len(ids) != 24 || slices.Contains(ids, node) {
+		t.Fatalf("categories issues: %d ids, announcement listed %v", len(ids), slices.Contains(ids, node))
+	}
+	if ids := filtered(`{unreadOnly: true}`); len(ids) != 13 || !slices.Contains(ids, node) {
+		t.Fatalf("unreadOnly: %d ids, announcement listed %v", len(ids), slices.Contains(ids, node))
+	}
+	// Pages of 5, forward: every notification once, the announcement among them.
+	var seen []string
+	after := ""
+	for range 10 {
+		var d struct {
+			Viewer struct {
+				Inbox struct {
+					Nodes []struct {
+						ID string `json:"id"`
+					} `json:"nodes"`
+					PageInfo struct {
+						HasNextPage bool   `json:"hasNextPage"`
+						EndCursor   string `json:"endCursor"`
+					} `json:"pageInfo"`
+				} `json:"inbox"`
+			} `json:"viewer"`
+		}
+		vars := map[string]any{}
+		if after != "" {
+			vars["after"] = after
+		}
+		s.MustData(alice, `query($after: String) { viewer { inbox(first: 5, after: $after) { nodes { id } pageInfo { hasNextPage endCursor } } } }`, vars, &d)
+		for _, n := range d.Viewer.Inbox.Nodes {
+			seen = append(seen, n.ID)
+		}
+		if !d.Viewer.Inbox.PageInfo.HasNextPage {
+			break
+		}
+		after = d.Viewer.Inbox.PageInfo.EndCursor
+	}
+	if full := filtered(`{}`); len(seen) != 25 || !slices.Equal(seen, full) {
+		t.Fatalf("pages of 5 listed %d (%v), one page of 100 %d (%v)", len(seen), seen, len(full), full)
+	}
+	if idx := slices.Index(seen, node); idx != 12 {
+		t.Fatalf("the announcement is at %d of the merged inbox, want 12 (after the 12 newer own)", idx)
+	}
+	// markAllRead of category issues leaves the news announcement unread.
+	s.MustData(alice, `mutation { markAllRead(filter: {categories: ["issues"]}) { unreadCount } }`, nil, &all)
+	if all.MarkAllRead.UnreadCount != 1 {
+		t.Fatalf("markAllRead of issues: unreadCount %d, want 1 (the announcement)", all.MarkAllRead.UnreadCount)
+	}
+	// markAllSeen clears its unseen, keeps it unread.
+	var seenB struct {
+		MarkAllSeen badge `json:"markAllSeen"`
+	}
+	s.MustData(alice, `mutation { markAllSeen { unread unseen categories { category unread unseen } } }`, nil, &seenB)
+	if seenB.MarkAllSeen.Unread != 1 || seenB.MarkAllSeen.Unseen != 0 {
+		t.Fatalf("markAllSeen: %+v", seenB.MarkAllSeen)
+	}
+	if b := readBadge(); b.Unread != 1 || b.Unseen != 0 {
+		t.Fatalf("badge after markAllSeen: %+v", b)
+	}
+	// Snoozing one is refused (archive it instead), and changes nothing.
+	s.ExpectError(alice, `mutation($ids: [ID!]!, $u: Time!) { snooze(ids: $ids, until: $u) { notFound } }`,
+		map[string]any{"ids": []string{node}, "u": time.Now().Add(time.Hour).Format(time.RFC3339)}, "BAD_USER_INPUT")
+	if b := readBadge(); b.Unread != 1 || b.Unseen != 0 {
+		t.Fatalf("badge after a refused snooze: %+v", b)
+	}
+	// Deleted stays deleted: later state changes of it are notFound and do not bring it back.
+	s.MustData(alice, `mutation($ids: [ID!]!) { deleteNotifications(ids: $ids) { deletedIds } }`, map[string]any{"ids": []string{node}}, nil)
+	for _, op := range []string{"markUnread", "unarchive", "markRead", "markSeen", "archive"} {
+		notFound, u := stateOp(t, s, alice, op, node)
+		if !slices.Equal(notFound, []string{node}) || u != 0 {
+			t.Fatalf("%s of a deleted announcement: notFound %v unread %d", op, notFound, u)
+		}
+	}
+	if b := readBadge(); b.Unread != 0 || b.Unseen != 0 || len(b.Categories) != 0 {
+		t.Fatalf("badge after the delete: %+v", b)
+	}
+	if ids := filtered(`{archived: INCLUDE}`); slices.Contains(ids, node) {
+		t.Fatalf("a deleted announcement is listed")
+	}
+}
