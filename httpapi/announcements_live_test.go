@@ -173,3 +173,47 @@ func TestAnnouncementReachesTheOtherInstanceWithOneRead(t *testing.T) {
 		t.Fatalf("u3's unreadCount on B after the withdrawal: %d", got)
 	}
 }
+
+// An announcement leaves every inbox and badge when it expires, without any write: a badge
+// subscriber gets the drop within 2 s of the expiry, reads agree, and its status is
+// expired.
+func TestAnnouncementExpiryReachesBadgeSubscribers(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc := s.ServiceToken("acme", "svc")
+	s.Seed(svc, "alice", 1)
+	aliceTok := s.Token("acme", "alice")
+	alice := subscribeBadge(ctx, t, s, aliceTok, false, 1)
+	carol := subscribeBadge(ctx, t, s, s.Token("acme", "carol"), true, 0)
+	expires := time.Now().Add(3 * time.Second)
+	var d struct {
+		SendAnnouncement annPayload `json:"sendAnnouncement"`
+	}
+	s.MustData(svc, sendAnnouncementMutation, map[string]any{"in": map[string]any{"idempotencyKey": "short", "type": "news",
+		"title": "Brief", "expiresAt": expires.Format(time.RFC3339Nano)}}, &d)
+	alice.expect(t, "alice after the announcement", expires.Add(-3*time.Second), 2)
+	carol.expect(t, "carol after the announcement", expires.Add(-3*time.Second), 1)
+	if n := s.Unread(aliceTok); n != 2 {
+		t.Fatalf("alice's unreadCount before the expiry: %d", n)
+	}
+	alice.expect(t, "alice at the expiry", expires, 1)
+	carol.expect(t, "carol at the expiry", expires, 0)
+	if n := s.Unread(aliceTok); n != 1 {
+		t.Fatalf("alice's unreadCount after the expiry: %d", n)
+	}
+	if nodes, _, _, _ := inboxOf(t, s, aliceTok, "INCLUDE"); len(nodes) != 1 || nodes[0].Kind != "PERSONAL" {
+		t.Fatalf("alice's inbox after the expiry: %+v", nodes)
+	}
+	var w struct {
+		WithdrawAnnouncement struct {
+			Status string `json:"status"`
+		} `json:"withdrawAnnouncement"`
+	}
+	// Withdrawing an expired one answers it (expired stays its status or becomes withdrawn).
+	s.MustData(svc, `mutation($id: ID!) { withdrawAnnouncement(id: $id) { status } }`, map[string]any{"id": d.SendAnnouncement.Announcement.ID}, &w)
+	if st := w.WithdrawAnnouncement.Status; st != "expired" && st != "withdrawn" {
+		t.Fatalf("status of the expired announcement: %q", st)
+	}
+}
