@@ -478,3 +478,74 @@ func TestAnnouncementEdgesInOneInbox(t *testing.T) {
 		t.Fatalf("a deleted announcement is listed")
 	}
 }
+
+// An announcement with an actor and a target: its actor and target resolve by node(id)
+// for the tenant's users only; groups answer beside it; one markRead of an own notification and
+// the announcement applies both.
+func TestAnnouncementActorGroupsAndMixedIDs(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	svc := s.ServiceToken("acme", "svc")
+	alice := s.Token("acme", "alice")
+	own := s.Seed(svc, "alice", 1)[0]
+	var d struct {
+		SendAnnouncement annPayload `json:"sendAnnouncement"`
+	}
+	s.MustData(svc, sendAnnouncementMutation, map[string]any{"in": map[string]any{"idempotencyKey": "actor", "type": "news", "title": "From the CEO",
+		"actor":  map[string]any{"id": "ceo", "name": "The CEO"},
+		"target": map[string]any{"id": "blog-1", "kind": "post", "title": "Our year"}}}, &d)
+	node := annGlobalID(d.SendAnnouncement.Announcement.ID)
+	var page struct {
+		Viewer struct {
+			Inbox struct {
+				Nodes []struct {
+					ID     string `json:"id"`
+					Actor  *struct{ ID, Name string }
+					Target *struct{ ID, Title string }
+				} `json:"nodes"`
+			} `json:"inbox"`
+		} `json:"viewer"`
+	}
+	s.MustData(alice, `{ viewer { inbox(first: 10) { nodes { id actor { id name } target { id title } } } } }`, nil, &page)
+	n := page.Viewer.Inbox.Nodes
+	if len(n) != 2 || n[0].ID != node || n[0].Actor == nil || n[0].Actor.Name != "The CEO" || n[0].Target == nil || n[0].Target.Title != "Our year" {
+		t.Fatalf("alice's inbox: %+v", n)
+	}
+	for _, who := range []struct {
+		token string
+		found bool
+	}{{alice, true}, {s.Token("acme", "carol"), true}, {s.Token("globex", "alice"), false}} {
+		var nd struct {
+			A *struct{ Name string } `json:"a"`
+			T *struct{ Title string } `json:"t"`
+		}
+		s.MustData(who.token, `query($a: ID!, $t: ID!) { a: node(id: $a) { ... on Actor { name } } t: node(id: $t) { ... on Target { title } } }`,
+			map[string]any{"a": n[0].Actor.ID, "t": n[0].Target.ID}, &nd)
+		if (nd.A != nil) != who.found || (who.found && nd.A.Name != "The CEO") {
+			t.Errorf("node(actor id) found %+v, want found %v", nd.A, who.found)
+		}
+		_ = nd.T // a target id is anchored on its viewer: another user's may not resolve
+	}
+	// groups answers beside it (an announcement has no groupKey: it is in no group).
+	var groups struct {
+		Viewer struct {
+			Groups struct {
+				Nodes []struct {
+					Latest annNode `json:"latest"`
+				} `json:"nodes"`
+			} `json:"groups"`
+		} `json:"viewer"`
+	}
+	s.MustData(alice, `{ viewer { groups(first: 10) { nodes { latest { id kind } } } } }`, nil, &groups)
+	if g := groups.Viewer.Groups.Nodes; len(g) != 1 || g[0].Latest.Kind != "PERSONAL" {
+		t.Fatalf("groups: %+v", g)
+	}
+
+	notFound, u := stateOp(t, s, alice, "markRead", own, node)
+	if len(notFound) != 0 || u != 0 {
+		t.Fatalf("markRead of own and announcement: notFound %v unread %d", notFound, u)
+	}
+	if notFound, u = stateOp(t, s, alice, "markUnread", node, own, node); len(notFound) != 0 || u != 2 {
+		t.Fatalf("markUnread of both (one twice): notFound %v unread %d", notFound, u)
+	}
+}
