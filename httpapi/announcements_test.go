@@ -516,7 +516,7 @@ func TestAnnouncementActorGroupsAndMixedIDs(t *testing.T) {
 		found bool
 	}{{alice, true}, {s.Token("acme", "carol"), true}, {s.Token("globex", "alice"), false}} {
 		var nd struct {
-			A *struct{ Name string } `json:"a"`
+			A *struct{ Name string }  `json:"a"`
 			T *struct{ Title string } `json:"t"`
 		}
 		s.MustData(who.token, `query($a: ID!, $t: ID!) { a: node(id: $a) { ... on Actor { name } } t: node(id: $t) { ... on Target { title } } }`,
