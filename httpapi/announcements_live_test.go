@@ -217,3 +217,45 @@ func TestAnnouncementExpiryReachesBadgeSubscribers(t *testing.T) {
 		t.Fatalf("status of the expired announcement: %q", st)
 	}
 }
+
+// A badge subscriber who joins a cold instance after the announcement counts it from its
+// first value; the user's own changes made on the other instance (a new notification, the
+// announcement read, a markAllRead, markUnread of it) reach it composed with the
+// announcement, exactly.
+func TestAnnouncementOwnChangesFromTheOtherInstanceComposeExactly(t *testing.T) {
+	t.Parallel()
+	a := testgw.New(t)
+	b := testgw.NewWith(t, testgw.Options{Peer: a, SharedBroker: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc := a.ServiceToken("acme", "svc")
+	ann := sendAnnouncement(t, a, svc, "cold", "Cold")
+	node := annGlobalID(ann.Announcement.ID)
+	aliceTok := a.Token("acme", "alice")
+	for _, count := range []bool{false, true} {
+		sub := subscribeBadge(ctx, t, b, aliceTok, count, 1)
+		start := time.Now()
+		own := a.Seed(svc, "alice", 1)[0]
+		sub.expect(t, "a notification sent on A", start, 2)
+		start = time.Now()
+		stateOp(t, a, aliceTok, "markRead", node)
+		sub.expect(t, "the announcement read on A", start, 1)
+		start = time.Now()
+		a.MustData(aliceTok, `mutation { markAllRead { unreadCount } }`, nil, nil)
+		sub.expect(t, "markAllRead on A", start, 0)
+		start = time.Now()
+		stateOp(t, a, aliceTok, "markUnread", node)
+		sub.expect(t, "the announcement unread on A", start, 1)
+		start = time.Now()
+		stateOp(t, a, aliceTok, "archive", node)
+		sub.expect(t, "the announcement archived on A", start, 0)
+		// Back to where the next round starts: the announcement unread, no own unread.
+		stateOp(t, a, aliceTok, "unarchive", node)
+		sub.expect(t, "the announcement unarchived on A", time.Now(), 1)
+		a.MustData(aliceTok, `mutation($ids: [ID!]!) { deleteNotifications(ids: $ids) { deletedIds } }`, map[string]any{"ids": []string{own}}, nil)
+		if n := b.Unread(aliceTok); n != 1 {
+			t.Fatalf("unreadCount on B: %d", n)
+		}
+		sub.c.Conn.CloseNow()
+	}
+}
