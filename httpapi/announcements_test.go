@@ -278,8 +278,9 @@ func TestAnnouncementThroughGraphQL(t *testing.T) {
 }
 
 // On a warm instance (the tenant's set cached), a badge with an announcement active is one
-// DynamoDB call (META) and a first page of the inbox at most two, for a user who never
-// received anything and for one with notifications.
+// DynamoDB call (META) and a page of the inbox at most two (the first, and the second with
+// the announcement on it), for a user who never received anything and for one with
+// notifications.
 func TestAnnouncementReadsStayCheap(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t)
@@ -293,6 +294,7 @@ func TestAnnouncementReadsStayCheap(t *testing.T) {
 	if _, data := g.ops(t, `mutation { sendAnnouncement(input: {idempotencyKey: "k", type: "news", title: "Hello"}) { announcement { id } } }`, nil); data == nil {
 		t.Fatal("no data")
 	}
+	g.seed(t, 20, "push", each, each) // newer than the announcement: it is on alice's second page
 	for _, user := range []string{"alice", "newcomer"} {
 		g.token = alice
 		if user != "alice" {
@@ -312,11 +314,25 @@ func TestAnnouncementReadsStayCheap(t *testing.T) {
 			t.Errorf("%s: first page: DynamoDB calls %v, want at most 2", user, ops)
 		}
 		b, _ := json.Marshal(data)
-		if !strings.Contains(string(b), `"kind":"ANNOUNCEMENT"`) {
-			t.Errorf("%s's first page has no announcement: %s", user, b)
+		if strings.Contains(string(b), `"kind":"ANNOUNCEMENT"`) != (user == "newcomer") {
+			t.Errorf("%s's first page: %s", user, b)
 		}
 		ops, _ = g.ops(t, `{ viewer { unreadCount } }`, nil)
 		want(t, user+": unreadCount", ops, "GetItem")
+		// The second page of alice's (the announcement is on it: it is older than 20 of hers).
+		if user == "alice" {
+			var end string
+			if pi, ok := data["viewer"].(map[string]any)["inbox"].(map[string]any)["pageInfo"].(map[string]any); ok {
+				end, _ = pi["endCursor"].(string)
+			}
+			ops, data = g.ops(t, `query($c: String) { viewer { inbox(first: 20, after: $c) { edges { node { id kind title actor { name } } } } } }`, map[string]any{"c": end})
+			if len(ops) > 2 {
+				t.Errorf("alice: second page: DynamoDB calls %v, want at most 2", ops)
+			}
+			if b, _ := json.Marshal(data); !strings.Contains(string(b), `"kind":"ANNOUNCEMENT"`) {
+				t.Errorf("alice's second page has no announcement: %s", b)
+			}
+		}
 	}
 }
 
