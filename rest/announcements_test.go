@@ -3,6 +3,7 @@ package rest_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,39 @@ func TestAnnouncementCapOfActiveOnes(t *testing.T) {
 	decode[gen.Announcement](t, call(t, s, http.MethodDelete, "/v1/announcements/"+first, svc, nil, nil), 200)
 	if a := announce(t, s, svc, "cap-over", announceBody("over")); a.Status != 202 {
 		t.Fatalf("after a withdrawal: %d %s", a.Status, a.Body)
+	}
+}
+
+// The service API's feed pages through an inbox with an announcement in the middle: every
+// item once, in the order of one long page, the announcement as "@ULID".
+func TestAnnouncementInFeedPages(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	svc := s.Token(tenant, "svc", rest.ScopeSend)
+	send := s.ServiceToken(tenant, "svc")
+	s.Seed(send, "alice", 5)
+	id := decode[gen.AnnouncementAccepted](t, announce(t, s, svc, "feed", announceBody("Mid")), 202).AnnouncementId
+	s.Seed(send, "alice", 5)
+	var full []string
+	for _, it := range feed(t, s, svc, "alice") {
+		full = append(full, it.Id)
+	}
+	if len(full) != 11 || full[5] != "@"+id {
+		t.Fatalf("one page: %v", full)
+	}
+	var paged []string
+	cursor := ""
+	for range 10 {
+		p := decode[gen.Feed](t, restPage(t, s, svc, "alice", cursor), 200)
+		for _, it := range p.Items {
+			paged = append(paged, it.Id)
+		}
+		if p.NextCursor == nil {
+			break
+		}
+		cursor = *p.NextCursor
+	}
+	if !slices.Equal(paged, full) {
+		t.Fatalf("pages of 2: %v, one page: %v", paged, full)
 	}
 }
