@@ -565,3 +565,57 @@ func TestAnnouncementActorGroupsAndMixedIDs(t *testing.T) {
 		t.Fatalf("markUnread of both (one twice): notFound %v unread %d", notFound, u)
 	}
 }
+
+// Backward pages (last/before) through an inbox with announcements among the user's own
+// notifications list every item once, in the order of one long page.
+func TestAnnouncementBackwardPages(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	svc := s.ServiceToken("acme", "svc")
+	alice := s.Token("acme", "alice")
+	s.Seed(svc, "alice", 4)
+	sendAnnouncement(t, s, svc, "b1", "First")
+	s.Seed(svc, "alice", 3)
+	sendAnnouncement(t, s, svc, "b2", "Second")
+	s.Seed(svc, "alice", 2)
+	full := s.InboxIDs(alice)
+	if len(full) != 11 {
+		t.Fatalf("one page: %d items", len(full))
+	}
+	type page struct {
+		Viewer struct {
+			Inbox struct {
+				Nodes []struct {
+					ID string `json:"id"`
+				} `json:"nodes"`
+				PageInfo struct {
+					HasPreviousPage bool   `json:"hasPreviousPage"`
+					StartCursor     string `json:"startCursor"`
+				} `json:"pageInfo"`
+			} `json:"inbox"`
+		} `json:"viewer"`
+	}
+	// From the end: the oldest 3, then the 3 before them, ...
+	var back []string
+	before := ""
+	for range 10 {
+		var p page
+		vars := map[string]any{}
+		if before != "" {
+			vars["before"] = before
+		}
+		s.MustData(alice, `query($before: String) { viewer { inbox(last: 3, before: $before) { nodes { id } pageInfo { hasPreviousPage startCursor } } } }`, vars, &p)
+		var ids []string
+		for _, n := range p.Viewer.Inbox.Nodes {
+			ids = append(ids, n.ID)
+		}
+		back = append(ids, back...)
+		if !p.Viewer.Inbox.PageInfo.HasPreviousPage {
+			break
+		}
+		before = p.Viewer.Inbox.PageInfo.StartCursor
+	}
+	if !slices.Equal(back, full) {
+		t.Fatalf("backward pages of 3: %v\none page: %v", back, full)
+	}
+}
