@@ -75,8 +75,9 @@ func withdraw(t *testing.T, s *testgw.Server, svc, id string) {
 
 // Every badge and unreadCount subscriber of the tenant gets the exact new value within
 // 2 s of an announcement's creation and again of its withdrawal (a user with
-// notifications of their own and one without); a subscriber of another tenant gets
-// nothing (their next value is their own next notification's).
+// notifications of their own and one without, over WebSocket and SSE); a subscriber of another tenant gets
+// nothing (their next value is their own next notification's). When the streams end, the
+// instance's watch of the tenants ends too.
 func TestAnnouncementReachesBadgeSubscribersLive(t *testing.T) {
 	t.Parallel()
 	s := testgw.New(t)
@@ -87,16 +88,34 @@ func TestAnnouncementReachesBadgeSubscribersLive(t *testing.T) {
 	alice := subscribeBadge(ctx, t, s, s.Token("acme", "alice"), false, 2)
 	carol := subscribeBadge(ctx, t, s, s.Token("acme", "carol"), true, 0)
 	bob := subscribeBadge(ctx, t, s, s.Token("globex", "bob"), false, 0)
+	sctx, scancel := context.WithCancel(ctx)
+	dave := s.SubscribeSSE(sctx, s.Token("acme", "dave"), `subscription { unreadCount }`)
+	if n := dave.NextCount(); n != 0 {
+		t.Fatalf("dave's first value over SSE: %d", n)
+	}
+	sseExpect := func(what string, since time.Time, want int) {
+		t.Helper()
+		n := dave.NextCount()
+		if took := time.Since(since); took > liveWithin {
+			t.Errorf("%s: the value came %v after the change, want within %v", what, took.Round(time.Millisecond), liveWithin)
+		}
+		if n != want {
+			t.Fatalf("%s: value %d, want %d", what, n, want)
+		}
+	}
 
 	start := time.Now()
 	ann := sendAnnouncement(t, s, svc, "live-1", "Live")
 	alice.expect(t, "alice after the announcement", start, 3)
 	carol.expect(t, "carol after the announcement", start, 1)
+	sseExpect("dave (SSE) after the announcement", start, 1)
 
 	start = time.Now()
 	withdraw(t, s, svc, ann.Announcement.ID)
 	alice.expect(t, "alice after the withdrawal", start, 2)
 	carol.expect(t, "carol after the withdrawal", start, 0)
+	sseExpect("dave (SSE) after the withdrawal", start, 0)
+	scancel()
 
 	// globex's bob heard nothing of acme's announcements: his next value is his own.
 	s.Seed(globexSvc, "bob", 1)
@@ -111,6 +130,12 @@ func TestAnnouncementReachesBadgeSubscribersLive(t *testing.T) {
 		t.Fatalf("carol's markRead: notFound %v unread %d", notFound, u)
 	}
 	carol.expect(t, "carol after her markRead", time.Now(), 0)
+
+	// Every stream gone, every tenant watch (and its broker subscription) goes too.
+	for _, b := range []*badgeSub{alice, carol, bob} {
+		b.c.Conn.CloseNow()
+	}
+	testgw.WaitFor(t, testgw.EventTimeout, "no subscription left on the broker", func() bool { return s.Broker.Subscribers() == 0 })
 }
 
 // Two instances over one broker (as Redis makes them): an announcement created on A
