@@ -284,3 +284,31 @@ func TestAnnouncementOwnChangesFromTheOtherInstanceComposeExactly(t *testing.T) 
 		sub.c.Conn.CloseNow()
 	}
 }
+
+// An instance without any live subscriber of the tenant still hears of the tenant's
+// announcements through the broker: an announcement created on A, and its withdrawal,
+// show in B's reads (badge and inbox) at once, not after the cache's 30 s backstop.
+func TestAnnouncementReadsOnTheOtherInstanceAreFresh(t *testing.T) {
+	t.Parallel()
+	a := testgw.New(t)
+	b := testgw.NewWith(t, testgw.Options{Peer: a, SharedBroker: true})
+	svc := a.ServiceToken("acme", "svc")
+	alice := a.Token("acme", "alice")
+	if n := b.Unread(alice); n != 0 { // B caches acme's (empty) set
+		t.Fatalf("unreadCount on B: %d", n)
+	}
+	start := time.Now()
+	ann := sendAnnouncement(t, a, svc, "fresh", "Fresh")
+	testgw.WaitFor(t, liveWithin, "B to count the announcement created on A", func() bool { return b.Unread(alice) == 1 })
+	t.Logf("B counted it %v after the create began", time.Since(start).Round(time.Millisecond))
+	if nodes, _, _, _ := inboxOf(t, b, alice, "EXCLUDE"); len(nodes) != 1 {
+		t.Fatalf("B's inbox: %+v", nodes)
+	}
+	start = time.Now()
+	withdraw(t, a, svc, ann.Announcement.ID)
+	testgw.WaitFor(t, liveWithin, "B to drop the announcement withdrawn on A", func() bool { return b.Unread(alice) == 0 })
+	t.Logf("B dropped it %v after the withdrawal began", time.Since(start).Round(time.Millisecond))
+	if nodes, _, _, _ := inboxOf(t, b, alice, "EXCLUDE"); len(nodes) != 0 {
+		t.Fatalf("B's inbox after the withdrawal: %+v", nodes)
+	}
+}

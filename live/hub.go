@@ -87,13 +87,17 @@ func (h *hub) subscribe(v inbox.Viewer, opts []SubscribeOption) *Subscription {
 	return s
 }
 
-// count returns how many subscriptions are registered.
+// count returns how many subscriptions are registered (those made Uncounted aside).
 func (h *hub) count() int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	n := 0
 	for _, m := range h.subs {
-		n += len(m)
+		for s := range m {
+			if !s.uncounted {
+				n++
+			}
+		}
 	}
 	return n
 }
