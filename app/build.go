@@ -240,10 +240,7 @@ func Build(ctx context.Context, cfg Config, deps Deps) (g *Gateway, err error) {
 	// Announcements: stored once, merged into every inbox and badge from this instance's
 	// cache of each tenant's set (DESIGN.md "Announcements (v3)").
 	g.Announcements = service.NewAnnouncements(g.Store, service.AnnouncementOptions{Templates: g.Templates, Publisher: g.Broker,
-		Hash: store.AnnouncementHash, Now: clock.Now, MaxAge: cfg.AnnouncementCacheMaxAge,
-		// Every instance that caches a tenant's set hears of its changes, live subscribers
-		// or not: a withdrawal leaves every inbox at once, not after MaxAge.
-		Follow: live.FollowAnnouncements(g.Broker)})
+		Hash: store.AnnouncementHash, Now: clock.Now, MaxAge: cfg.AnnouncementCacheMaxAge})
 	g.Store.UseAnnouncements(g.Announcements)
 	g.Announced = live.NewAnnounced(g.Broker, g.Announcements, log)
 	g.Service = service.New(g.Store, service.Options{Transactional: cfg.LaneTransactional, Bulk: cfg.LaneBulk,

@@ -197,10 +197,8 @@ func TestWebSocketDeadPeerIsDropped(t *testing.T) {
 			clk := clocktest.New()
 			g, h := newPeerGateway(t, clk)
 			conn := deadWSPeer(t, g, protocol)
-			// Two: the badge stream and the instance's watch of its tenant's announcements
-			// (live.Announced), which the stream joined.
 			waitUntil(t, 10*time.Second, "the subscription to start", func() bool {
-				return g.broker.Subscribers() == 2 && h.WebSockets() == 1
+				return g.broker.Subscribers() == 1 && h.WebSockets() == 1
 			})
 			if connGoroutines() == 0 {
 				t.Fatal("no goroutine of the connection found: connGoroutines counts nothing")
@@ -208,8 +206,8 @@ func TestWebSocketDeadPeerIsDropped(t *testing.T) {
 			armed(t, clk, 2)
 			clk.Advance(peerKeepAlive) // one interval of silence: a ping, no drop
 			armed(t, clk, 2)
-			if n, s := h.WebSockets(), g.broker.Subscribers(); n != 1 || s != 2 {
-				t.Fatalf("after one silent interval: %d connections, %d subscriptions; want 1 and 2", n, s)
+			if n, s := h.WebSockets(), g.broker.Subscribers(); n != 1 || s != 1 {
+				t.Fatalf("after one silent interval: %d connections, %d subscriptions; want 1 and 1", n, s)
 			}
 			clk.Advance(peerKeepAlive) // two: dropped
 			waitUntil(t, peerDropBound, "the silent peer to be dropped and its subscription released", func() bool {
@@ -262,10 +260,8 @@ func TestWebSocketQuietLivePeerStays(t *testing.T) {
 			}
 		}()
 	}
-	// Three: the two badge streams and the instance's watch of their tenant's
-	// announcements (live.Announced).
 	waitUntil(t, 10*time.Second, "both subscriptions to start", func() bool {
-		return g.broker.Subscribers() == 3 && h.WebSockets() == 2
+		return g.broker.Subscribers() == 2 && h.WebSockets() == 2
 	})
 	// Four intervals, each tick's pong back before the next: two silent intervals in a
 	// row would drop a connection, and the clock stands still while a pong travels.
@@ -276,8 +272,8 @@ func TestWebSocketQuietLivePeerStays(t *testing.T) {
 		ticksDone(t)
 	}
 	armed(t, clk, 4) // a dropped connection's timers are stopped before its tick ends
-	if n, s := h.WebSockets(), g.broker.Subscribers(); n != 2 || s != 3 {
-		t.Fatalf("after 4 keep-alive intervals: %d connections, %d subscriptions; want 2 and 3", n, s)
+	if n, s := h.WebSockets(), g.broker.Subscribers(); n != 2 || s != 2 {
+		t.Fatalf("after 4 keep-alive intervals: %d connections, %d subscriptions; want 2 and 2", n, s)
 	}
 }
 

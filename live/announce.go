@@ -239,22 +239,3 @@ func (a *Announced) Watched() int {
 	defer a.mu.Unlock()
 	return len(a.tenants)
 }
-
-// FollowAnnouncements returns the follower of tenants' announcement changes over broker
-// that service.AnnouncementOptions.Follow takes: for each tenant whose set an instance
-// caches, one subscription (Uncounted) to the tenant's pseudo-viewer, which calls changed
-// with each change's sequence (0 for a resync: it may have moved by any amount) on the
-// publisher's goroutine, until stop. It reads nothing: the next reader of the set does.
-func FollowAnnouncements(broker Subscriber) func(tenant string, changed func(seq int64)) (stop func()) {
-	return func(tenant string, changed func(seq int64)) func() {
-		sub := broker.Subscribe(inbox.Viewer{TenantID: tenant}, BadgeOnly(), Uncounted())
-		sub.OnChange(func() {
-			select {
-			case <-sub.BadgeChanged():
-				changed(sub.Latest().Version)
-			default:
-			}
-		})
-		return func() { go sub.Close() } // not under the publisher's lock
-	}
-}

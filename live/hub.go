@@ -87,17 +87,13 @@ func (h *hub) subscribe(v inbox.Viewer, opts []SubscribeOption) *Subscription {
 	return s
 }
 
-// count returns how many subscriptions are registered (those made Uncounted aside).
+// count returns how many subscriptions are registered.
 func (h *hub) count() int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	n := 0
 	for _, m := range h.subs {
-		for s := range m {
-			if !s.uncounted {
-				n++
-			}
-		}
+		n += len(m)
 	}
 	return n
 }

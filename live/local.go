@@ -62,8 +62,7 @@ func (b *Local) Subscribe(v inbox.Viewer, opts ...SubscribeOption) *Subscription
 	return b.h.subscribe(v, opts)
 }
 
-// Subscribers returns how many subscriptions are registered, Uncounted ones aside (for
-// tests and metrics).
+// Subscribers returns how many subscriptions are registered (for tests and metrics).
 func (b *Local) Subscribers() int { return b.h.count() }
 
 // Close does nothing: the local broker holds no connection.

@@ -175,8 +175,7 @@ func (b *Redis) Subscribe(v inbox.Viewer, opts ...SubscribeOption) *Subscription
 	return b.h.subscribe(v, opts)
 }
 
-// Subscribers returns how many subscriptions are registered, Uncounted ones aside (for
-// tests and metrics).
+// Subscribers returns how many subscriptions are registered (for tests and metrics).
 func (b *Redis) Subscribers() int { return b.h.count() }
 
 // Channels returns how many viewer channels the broker is subscribed to (or about to be).

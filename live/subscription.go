@@ -60,7 +60,6 @@ func BadgeOf(c inbox.Change) (b inbox.Badge, complete bool) {
 type Subscription struct {
 	mu        sync.Mutex
 	badgeOnly bool // no added queue (BadgeOnly)
-	uncounted bool // the process's own follower, not a client's stream (Uncounted)
 	latest    inbox.Change
 	badge     chan struct{}
 	added     chan *inbox.Notification
@@ -88,11 +87,6 @@ type SubscribeOption func(*Subscription)
 // unreadCount subscriber needs nothing more, and saves the queue (about 0.6 KiB) and the
 // notifications it would hold.
 func BadgeOnly() SubscribeOption { return func(s *Subscription) { s.badgeOnly = true } }
-
-// Uncounted marks a subscription the process keeps for itself (a cache's invalidation,
-// e.g. service.AnnouncementOptions.Follow), not a client's stream: Subscribers does not
-// count it. It is delivered to as any other.
-func Uncounted() SubscribeOption { return func(s *Subscription) { s.uncounted = true } }
 
 // WithEvents subscribes to the badge and to every inbox event (kind != EventNone, ADDED
 // included) on Events, de-duplicated (see the package's de-duplication rules), instead of

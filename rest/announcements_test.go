@@ -213,13 +213,3 @@ func TestAnnouncementInFeedPages(t *testing.T) {
 		t.Fatalf("pages of 2: %v, one page: %v", paged, full)
 	}
 }
-
-// warmAnnouncements reads tenant's announcement set on s once (one Query), as any first
-// read of the tenant on an instance does: a test that counts the calls of later requests
-// counts those of a warm instance.
-func warmAnnouncements(t *testing.T, s *testgw.Server, tenant string) {
-	t.Helper()
-	if _, err := s.Announcements.Announcements(t.Context(), tenant, false); err != nil {
-		t.Fatal(err)
-	}
-}

@@ -188,7 +188,6 @@ func TestAttackGraphQLDeliveriesCost(t *testing.T) {
 			t.Errorf("%s: %d Queries before the refusal", name, n)
 		}
 	}
-	warmAnnouncements(t, s, tenant)
 	rec.Reset()
 	var data struct {
 		Viewer struct {

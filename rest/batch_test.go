@@ -171,7 +171,6 @@ func TestBatchActivityActorsRideInThePage(t *testing.T) {
 				"batch": map[string]any{"key": fmt.Sprintf("post-%d", b), "window": "1h", "maxItems": 10}})
 		}
 	}
-	warmAnnouncements(t, s, tenant)
 	rec.Reset()
 	var d struct {
 		Viewer struct {

@@ -71,7 +71,6 @@ func TestGraphQLDeliveriesAreTheViewersOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	warmAnnouncements(t, s, tenant)
 	rec.Reset()
 	got := inboxDeliveries(t, s, s.Token(tenant, "alice"))
 	if len(got) != 1 || len(got[0]) != len(st.Channels) {

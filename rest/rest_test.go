@@ -51,8 +51,6 @@ func TestOpenAPIDocumentIsServedAndCoversEveryRoute(t *testing.T) {
 		"/v1/notifications/{id}/status":        {"get"},
 		"/v1/broadcasts":                       {"post"},
 		"/v1/broadcasts/{id}":                  {"delete", "get"},
-		"/v1/announcements":                    {"post"},
-		"/v1/announcements/{id}":               {"delete", "get"},
 		"/v1/segments/{id}/members":            {"put"},
 		"/v1/segments/{id}":                    {"get"},
 		"/v1/templates/{id}":                   {"get", "put"},

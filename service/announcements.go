@@ -41,12 +41,6 @@ type AnnouncementOptions struct {
 	Tenants int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Follow, when set, follows a tenant's announcement changes from every instance (the
-	// broker: live.FollowAnnouncements) while this instance caches the tenant's set,
-	// calling changed with each change's sequence (0: a resync, any change) until stop.
-	// Without it a change made on another instance reaches this one's reads only through
-	// a badge stream's watch of the tenant or after MaxAge.
-	Follow func(tenant string, changed func(seq int64)) (stop func())
 }
 
 // Announcements is the announcement service of one instance: creating, reading and
@@ -64,8 +58,6 @@ type Announcements struct {
 	// invalidation of a newer sequence is not kept as fresh.
 	mu    sync.Mutex
 	stale map[string]int64 // tenant -> the newest sequence an invalidation announced
-	// follows are the tenants followed (Follow): those cached, and those being loaded.
-	follows map[string]func()
 }
 
 // cachedSet is one tenant's set as this instance read it, and when.
@@ -85,58 +77,8 @@ func NewAnnouncements(st AnnouncementStore, o AnnouncementOptions) *Announcement
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	a := &Announcements{st: st, o: o, stale: map[string]int64{}, follows: map[string]func(){}}
-	// A tenant's set leaving the cache stops its follow.
-	a.cache, _ = lru.NewWithEvict[string, *cachedSet](o.Tenants, func(tenant string, _ *cachedSet) { a.unfollow(tenant) })
-	return a
-}
-
-// follow starts following tenant's changes (Follow), unless followed already. Follow is
-// called without a.mu: a change it delivers meanwhile (heard) takes a.mu.
-func (a *Announcements) follow(tenant string) {
-	if a.o.Follow == nil {
-		return
-	}
-	a.mu.Lock()
-	if _, ok := a.follows[tenant]; ok {
-		a.mu.Unlock()
-		return
-	}
-	a.follows[tenant] = nil // being set up
-	a.mu.Unlock()
-	stop := a.o.Follow(tenant, func(seq int64) { a.heard(tenant, seq) })
-	a.mu.Lock()
-	if cur, ok := a.follows[tenant]; ok && cur == nil {
-		a.follows[tenant] = stop
-		a.mu.Unlock()
-		return
-	}
-	a.mu.Unlock()
-	stop() // unfollowed while it was set up
-}
-
-// unfollow stops following tenant's changes.
-func (a *Announcements) unfollow(tenant string) {
-	a.mu.Lock()
-	stop := a.follows[tenant]
-	delete(a.follows, tenant)
-	a.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-}
-
-// heard takes a change of tenant's set published by any instance (on the publisher's
-// goroutine: it never reads). A resync (seq 0) ages the cached set out: the next reader
-// reads it again.
-func (a *Announcements) heard(tenant string, seq int64) {
-	if seq > 0 {
-		a.Invalidate(tenant, seq)
-		return
-	}
-	if c, ok := a.cache.Peek(tenant); ok {
-		a.cache.Add(tenant, &cachedSet{set: c.set}) // read at the zero time: older than MaxAge
-	}
+	c, _ := lru.New[string, *cachedSet](o.Tenants)
+	return &Announcements{st: st, o: o, cache: c, stale: map[string]int64{}}
 }
 
 // AnnouncementViewer is the pseudo-viewer a tenant's announcement changes are published
@@ -180,14 +122,9 @@ func (a *Announcements) load(ctx context.Context, tenant string) (*inbox.Announc
 		// The read outlives one caller's cancellation: others wait on it.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		// Followed before the read: a change committed after it began is heard.
-		a.follow(tenant)
 		at := a.o.Now()
 		set, err := a.st.LoadAnnouncements(rctx, tenant)
 		if err != nil {
-			if !a.cache.Contains(tenant) {
-				a.unfollow(tenant)
-			}
 			return nil, err
 		}
 		a.mu.Lock()
@@ -196,7 +133,6 @@ func (a *Announcements) load(ctx context.Context, tenant string) (*inbox.Announc
 		}
 		a.mu.Unlock()
 		a.cache.Add(tenant, &cachedSet{set: set, at: at})
-		a.follow(tenant) // again, should it have left the cache while this read ran
 		return set, nil
 	})
 	select {
