@@ -449,3 +449,86 @@ func TestRelayEventsOnceBesideTheWriter(t *testing.T) {
 		t.Fatalf("latest %+v, want badge %+v", c, wantBadge)
 	}
 }
+
+// recorder keeps every change published to it and hands it on.
+type recorder struct {
+	mu   sync.Mutex
+	got  []inbox.Change
+	next inbox.Publisher
+}
+
+func (r *recorder) Publish(ctx context.Context, c inbox.Change) {
+	r.mu.Lock()
+	r.got = append(r.got, c)
+	r.mu.Unlock()
+	r.next.Publish(ctx, c)
+}
+
+func (r *recorder) changes() []inbox.Change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// An announcement created and withdrawn by a gateway that published nothing (its answer
+// lost, say) reaches every instance through the relay: the tenant's SEQ record becomes
+// the tenant's change (the pseudo-viewer with no user, Kind EventAnnouncements, Version
+// the new sequence), which a badge stream's tenant watch (live.Announced) hears; the
+// announcement's own item and its idempotency guard publish nothing.
+func TestRelayAnnouncementSeqBecomesTheTenantsChange(t *testing.T) {
+	e := setup(t)
+	st := store.New(e.db, e.table, store.WithSweepWorkers(0))
+	t.Cleanup(st.Close)
+	anns := service.NewAnnouncements(st, service.AnnouncementOptions{Hash: store.AnnouncementHash}) // no publisher
+	tenant := inbox.Viewer{TenantID: "acme"}
+	sub := e.broker.Subscribe(tenant, live.BadgeOnly())
+	defer sub.Close()
+	rec := &recorder{next: e.broker}
+	r := relay.New(e.options("relay-a", rec))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.settle(t, r)
+
+	waitSeq := func(what string, seq int64) {
+		t.Helper()
+		e.until(t, maxPoll, 30, func() bool {
+			select {
+			case <-sub.BadgeChanged():
+			default:
+			}
+			return sub.Latest().Version >= seq
+		}, r)
+		if c := sub.Latest(); c.Version != seq || c.Viewer != tenant {
+			t.Fatalf("%s: the tenant's watch heard %+v, want its announcements at sequence %d", what, c, seq)
+		}
+		if !slices.ContainsFunc(rec.changes(), func(c inbox.Change) bool {
+			return c.Viewer == tenant && c.Kind == inbox.EventAnnouncements && c.Version == seq
+		}) {
+			t.Fatalf("%s: the relay published %+v, none the tenant's announcements at sequence %d", what, rec.changes(), seq)
+		}
+	}
+	a, created, err := anns.Create(context.Background(), "acme", service.CreateRequest{Input: inbox.AnnouncementInput{
+		IdempotencyKey: "k1", Type: "news", Title: "Hello"}})
+	if err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	waitSeq("created", 1)
+	if _, err := anns.Withdraw(context.Background(), "acme", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitSeq("withdrawn", 2)
+	for range 3 {
+		e.clk.Advance(maxPoll)
+		e.settle(t, r)
+	}
+	for _, c := range rec.changes() {
+		if c.Viewer.UserID == "" && (c.Kind != inbox.EventAnnouncements || c.Viewer.TenantID != "acme" || c.Version < 1 || c.Version > 2) {
+			t.Errorf("the relay published %+v for a tenant", c)
+		}
+		if c.Viewer.UserID != "" {
+			t.Errorf("the relay published %+v for a user: an announcement writes no user's item", c)
+		}
+	}
+}

@@ -106,8 +106,12 @@ type Options struct {
 	// and DynamoDB client (the table is Peer's: neither created nor dropped here) and the
 	// same configuration's secrets, as instances behind one load balancer are. Each has
 	// its own in-process broker: a change made on one reaches the other's subscriptions
-	// only through a shared broker, which the harness does not set up.
+	// only through a shared broker (SharedBroker). With DynamoDB options set, the peer has
+	// a client of its own on the same DynamoDB Local (its calls are seen by them alone).
 	Peer *Server
+	// SharedBroker, with Peer, makes the peer's broker this gateway's too: two instances
+	// over one pub/sub, as Redis makes them (each with its own caches and live streams).
+	SharedBroker bool
 }
 
 // logWriter forwards the server's log lines to t.Log until the test ends (a late line
@@ -171,7 +175,13 @@ func NewWith(t *testing.T, o Options) *Server {
 	switch {
 	case o.Peer != nil:
 		db = o.Peer.DB
+		if len(o.DynamoDB) > 0 {
+			db = dynlocaltest.Client(t, o.DynamoDB...)
+		}
 		broker = live.NewLocal()
+		if o.SharedBroker {
+			broker = o.Peer.Broker
+		}
 	case o.Metrics != nil:
 		db = app.LocalClient(dynlocaltest.Endpoint(t), append([]func(*dynamodb.Options){app.WithPooledHTTP(), o.Metrics.DynamoDB(), dynlocaltest.StreamOption(t)}, o.DynamoDB...)...)
 		broker = live.NewLocal(live.WithLagObserver(o.Metrics.ObservePublishLag))
