@@ -95,6 +95,10 @@ func (a *Announcement) Status(now time.Time) string {
 type AnnouncementSet struct {
 	Seq   int64
 	Items []*Announcement
+	// ReadAt is when the set was read (zero when not known): an announcement whose id is
+	// older than ReadAt by more than a create's lifetime and is not in Items is not active
+	// (a write that prunes the marks of inactive announcements relies on it).
+	ReadAt time.Time
 }
 
 // Active returns the announcements of s still active at now, newest first.

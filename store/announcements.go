@@ -46,6 +46,10 @@ const (
 	skAnnouncementGuard = "ANN"
 	// annMarkAttr + ULID is the META attribute holding a user's mark of an announcement.
 	annMarkAttr = "an#"
+	// annCommitWindow bounds how long after its id's time an announcement may commit
+	// (CreateAnnouncement refuses later): a set read more than this after an id's time,
+	// without it, proves it inactive, so its marks may be pruned (MarkAnnouncements).
+	annCommitWindow = 15 * time.Minute
 )
 
 // annPK is the partition of a tenant's announcements (AP29).
@@ -110,6 +114,10 @@ func (s *Store) CreateAnnouncement(ctx context.Context, tenantID string, in inbo
 		return nil, false, err
 	}
 	now := s.now()
+	if now.Sub(ulidTime(id)) > annCommitWindow/2 {
+		// A set read after annCommitWindow would take it for an inactive one.
+		return nil, false, inbox.Errorf(inbox.CodeUnavailable, "the announcement's create took too long; retry")
+	}
 	exp := in.ExpiresAt
 	if exp.IsZero() {
 		exp = now.Add(inbox.DefaultAnnouncementTTL)
@@ -281,7 +289,7 @@ func (s *Store) LoadAnnouncements(ctx context.Context, tenantID string) (*inbox.
 		},
 		ScanIndexForward: aws.Bool(false),
 	}
-	set := &inbox.AnnouncementSet{}
+	set := &inbox.AnnouncementSet{ReadAt: now}
 	for {
 		out, err := s.db.Query(ctx, in)
 		if err != nil {
@@ -464,7 +472,9 @@ func (s *Store) MarkAnnouncements(ctx context.Context, v inbox.Viewer, set *inbo
 			found = append(found, inbox.AnnouncementNotification(a, &one))
 		}
 		for id := range m.AnnMarks {
-			if set.Find(id, now) == nil {
+			// Only the marks of announcements set proves inactive: one created after set
+			// was read (by a cache that has not heard of it yet) keeps its mark.
+			if set.Find(id, now) == nil && !set.ReadAt.IsZero() && ulidTime(id).Before(set.ReadAt.Add(-annCommitWindow)) {
 				up.remove(annMarkAttr + id)
 			}
 		}
