@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,4 +142,139 @@ func slicesEqual(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestAnnouncementMarkAllHundredTwice: a user marks the tenant's 100 active announcements
+// read in one call (one GetItem and one UpdateItem of META), the tenant replaces all of
+// them, and the user marks the 100 new ones: one update sets 100 marks and removes the
+// 100 old ones, within DynamoDB's expression limits; then archives and deletes them all.
+func TestAnnouncementMarkAllHundredTwice(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New()
+	f := newFixture(t, store.WithClock(clk.Now))
+	a := announcer(f.s, clk.Now)
+	ctx := context.Background()
+	alice := f.viewer("alice")
+	fill := func(round string) []string {
+		ids := make([]string, inbox.MaxActiveAnnouncements)
+		for i := range ids {
+			clk.Advance(time.Millisecond)
+			ann, _, err := a.Create(ctx, f.tenant, service.CreateRequest{Input: inbox.AnnouncementInput{
+				IdempotencyKey: round + strings.Repeat("k", 200) + string(rune('a'+i%26)) + string(rune('a'+i/26)), Type: "news", Title: round}})
+			if err != nil {
+				t.Fatalf("%s %d: %v", round, i, err)
+			}
+			ids[i] = "@" + ann.ID
+		}
+		return ids
+	}
+	first := fill("one")
+	f.rec.Reset()
+	res, err := f.s.ApplyState(ctx, alice, inbox.StateChange{Op: inbox.OpRead, IDs: first})
+	if err != nil || res.Changed != 100 || res.Badge.Unread != 0 {
+		t.Fatalf("mark 100 read: changed %d badge %+v %v", res.Changed, res.Badge, err)
+	}
+	if ops := f.rec.Ops(); countOf(ops, "UpdateItem") != 1 || len(ops) > 3 {
+		t.Fatalf("marking 100 announcements: %v", ops)
+	}
+	for _, id := range first {
+		if _, err := a.Withdraw(ctx, f.tenant, id[1:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Hour)
+	second := fill("two")
+	for _, op := range []inbox.StateOp{inbox.OpRead, inbox.OpArchive} {
+		if res, err := f.s.ApplyState(ctx, alice, inbox.StateChange{Op: op, IDs: second}); err != nil || res.Changed != 100 {
+			t.Fatalf("%v of 100 after 100 withdrawn: %+v %v", op, res.Changed, err)
+		}
+	}
+	if got := f.annMarks(t, alice); len(got) != 100 {
+		t.Fatalf("META holds %d marks, want 100 (the withdrawn ones pruned)", len(got))
+	}
+	if res, err := f.s.Delete(ctx, alice, second); err != nil || len(res.DeletedIDs) != 100 || res.Badge.Unread != 0 {
+		t.Fatalf("delete 100: %d %+v %v", len(res.DeletedIDs), res.Badge, err)
+	}
+	if b := f.badge(t); b.Unread != 0 || b.Unseen != 0 {
+		t.Fatalf("badge %+v", b)
+	}
+}
+
+// TestAnnouncementCreateAndWithdrawWithLostAnswers: DynamoDB commits a create and a
+// withdrawal, and their answers are lost (every attempt's, then only the first's): the
+// caller's retry with the same key gets the first announcement back (no second one),
+// another instance sees exactly one, the change is published with the table's sequence,
+// and a withdrawal whose answer was lost is withdrawn once.
+func TestAnnouncementCreateAndWithdrawWithLostAnswers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	lose := 0 // how many TransactWriteItems answers to lose from now on
+	var mu sync.Mutex
+	j := newInjector(func(op string, _ int, _ any) (faultKind, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if op == "TransactWriteItems" && lose > 0 {
+			lose--
+			return lostAnswer, "InternalServerError"
+		}
+		return pass, ""
+	})
+	s := f.faulty(t, j)
+	pub := &recorder{}
+	a := service.NewAnnouncements(s, service.AnnouncementOptions{Hash: store.AnnouncementHash, Publisher: pub})
+	s.UseAnnouncements(a)
+	other := announcer(f.s, nil)
+	req := service.CreateRequest{Input: inbox.AnnouncementInput{IdempotencyKey: "lost", Type: "news", Title: "Once"}}
+
+	mu.Lock()
+	lose = 100 // every attempt of this call
+	mu.Unlock()
+	if _, _, err := a.Create(ctx, f.tenant, req); err == nil {
+		t.Fatal("every answer lost, the create succeeded")
+	} else if c := inbox.ErrorCode(err); c != inbox.CodeUnavailable && c != inbox.CodeThrottled {
+		t.Fatalf("lost answers: %v (code %q), want a retryable code", err, c)
+	}
+	mu.Lock()
+	lose = 1 // the retry's first attempt
+	mu.Unlock()
+	got, created, err := a.Create(ctx, f.tenant, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := other.Announcements(ctx, f.tenant, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Items) != 1 || set.Items[0].ID != got.ID || set.Seq != 1 {
+		t.Fatalf("after lost answers: %d announcements (seq %d), the replay answered %s (created %v)", len(set.Items), set.Seq, got.ID, created)
+	}
+	if cs := pub.take(); len(cs) == 0 || cs[len(cs)-1].Version != 1 || cs[len(cs)-1].Kind != inbox.EventAnnouncements {
+		t.Fatalf("published %+v, want the tenant's sequence 1", cs)
+	}
+	if c, _ := a.Announcements(ctx, f.tenant, false); len(c.Active(time.Now())) != 1 {
+		t.Fatalf("the instance's cache: %+v", c)
+	}
+	if b, err := f.s.Badge(ctx, f.viewer("zoe")); err != nil || b.Unread != 1 {
+		t.Fatalf("badge %+v %v", b, err)
+	}
+
+	mu.Lock()
+	lose = 1
+	mu.Unlock()
+	w, err := a.Withdraw(ctx, f.tenant, got.ID)
+	if err != nil || w.WithdrawnAt == nil {
+		t.Fatalf("withdraw with a lost answer: %+v %v", w, err)
+	}
+	other = announcer(f.s, nil) // another instance, its first read
+	set, err = other.Announcements(ctx, f.tenant, true)
+	if err != nil || len(set.Items) != 0 || set.Seq != 2 {
+		t.Fatalf("after the withdrawal: %+v (seq %d) %v, want none at seq 2", set.Items, set.Seq, err)
+	}
+	if cs := pub.take(); len(cs) == 0 || cs[len(cs)-1].Version != 2 {
+		t.Fatalf("published %+v, want sequence 2", cs)
+	}
+	if b, err := f.s.Badge(ctx, f.viewer("zoe")); err != nil || b.Unread != 0 {
+		t.Fatalf("badge after the withdrawal %+v %v", b, err)
+	}
 }
