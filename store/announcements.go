@@ -107,10 +107,17 @@ func (it *announcementItem) announcement(tenant string) *inbox.Announcement {
 // the content for the idempotency key. A replay of the key with the same hash answers the
 // announcement written first (created false); with another hash, CONFLICT.
 //
-// Errors: CONFLICT for a reused key; errSeqMoved (retry after reading the set again) when
+// Errors: BAD_USER_INPUT for a category or actions a notification could not have;
+// CONFLICT for a reused key; errSeqMoved (retry after reading the set again) when
 // another create or withdraw committed since the read; THROTTLED/UNAVAILABLE as any write.
 func (s *Store) CreateAnnouncement(ctx context.Context, tenantID string, in inbox.AnnouncementInput, id, hash string, seq int64) (a *inbox.Announcement, created bool, err error) {
 	if err := inbox.CheckID("tenant", tenantID); err != nil {
+		return nil, false, err
+	}
+	// A notification's rules for its category and actions (inbox.AnnouncementInput.Validate
+	// checks the rest): a label of 1..100 characters and an absolute http(s) URL, never a
+	// javascript: link rendered in every inbox of the tenant.
+	if err := s.checkSendV2(inbox.SendInput{Category: in.Category, Actions: in.Actions}); err != nil {
 		return nil, false, err
 	}
 	now := s.now()

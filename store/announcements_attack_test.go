@@ -278,3 +278,55 @@ func TestAnnouncementCreateAndWithdrawWithLostAnswers(t *testing.T) {
 		t.Fatalf("badge after the withdrawal %+v %v", b, err)
 	}
 }
+
+// TestAnnouncementHostileContentRefused: an announcement reaches every inbox of the
+// tenant, so it is held to a notification's rules at least: actions need a label of
+// 1..100 characters and an absolute http(s) URL (a javascript: link would run in every
+// user's inbox UI), a category is an id of at most 64 bytes (markAllRead takes no other);
+// expiresAt is in the future and at most a year ahead. Nothing is written for a refusal.
+func TestAnnouncementHostileContentRefused(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New()
+	f := newFixture(t, store.WithClock(clk.Now))
+	a := announcer(f.s, clk.Now)
+	ctx := context.Background()
+	ok := inbox.Action{Label: "Open", URL: "https://example.com/x"}
+	for name, in := range map[string]inbox.AnnouncementInput{
+		"javascript action":   {Actions: []inbox.Action{{Label: "Open", URL: "javascript:alert(document.cookie)"}}},
+		"relative action":     {Actions: []inbox.Action{ok, {Label: "Open", URL: "/settings"}}},
+		"empty label":         {Actions: []inbox.Action{{Label: "", URL: ok.URL}}},
+		"huge label":          {Actions: []inbox.Action{{Label: strings.Repeat("x", 101), URL: ok.URL}}},
+		"huge url":            {Actions: []inbox.Action{{Label: "x", URL: "https://example.com/" + strings.Repeat("x", 2048)}}},
+		"six actions":         {Actions: []inbox.Action{ok, ok, ok, ok, ok, ok}},
+		"category with #":     {Category: "a#b"},
+		"category control":    {Category: "a\x00b"},
+		"category 65 bytes":   {Category: strings.Repeat("c", 65)},
+		"expires now":         {ExpiresAt: clk.Now()},
+		"expires in the past": {ExpiresAt: clk.Now().Add(-time.Hour)},
+		"expires past a year": {ExpiresAt: clk.Now().Add(inbox.MaxAnnouncementTTL + time.Second)},
+		"no title nor body":   {Title: "-"},
+		"huge body":           {Body: strings.Repeat("b", inbox.MaxPayloadBytes+1)},
+		"control in key":      {IdempotencyKey: "k\x01"},
+	} {
+		in.Type = "news"
+		if in.Title == "" {
+			in.Title = "t"
+		} else if in.Title == "-" {
+			in.Title = ""
+		}
+		if in.IdempotencyKey == "" {
+			in.IdempotencyKey = "hostile-" + strings.ReplaceAll(name, " ", "-")
+		}
+		if _, _, err := a.Create(ctx, f.tenant, service.CreateRequest{Input: in}); inbox.ErrorCode(err) != inbox.CodeBadUserInput {
+			t.Errorf("%s: %v, want BAD_USER_INPUT", name, err)
+		}
+	}
+	if set, err := f.s.LoadAnnouncements(ctx, f.tenant); err != nil || len(set.Items) != 0 || set.Seq != 0 {
+		t.Fatalf("refusals wrote %+v (seq %d) %v", set.Items, set.Seq, err)
+	}
+	edge := inbox.AnnouncementInput{IdempotencyKey: "edge", Type: "news", Title: "t", Category: strings.Repeat("c", 64),
+		Actions: []inbox.Action{ok, ok, ok, ok, ok}, ExpiresAt: clk.Now().Add(inbox.MaxAnnouncementTTL)}
+	if _, created, err := a.Create(ctx, f.tenant, service.CreateRequest{Input: edge}); err != nil || !created {
+		t.Fatalf("the edges allowed: %v %v", created, err)
+	}
+}
