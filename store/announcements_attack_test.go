@@ -330,3 +330,74 @@ func TestAnnouncementHostileContentRefused(t *testing.T) {
 		t.Fatalf("the edges allowed: %v %v", created, err)
 	}
 }
+
+// TestAnnouncementForgedIDsAcrossTenants: ids naming another tenant's announcement, or
+// garbage after "@", in a state change (mixed with the user's own and repeated), a
+// delete, node resolution, GET and DELETE of the announcement: nothing of the other
+// tenant is shown or changed, the user's own ids are applied, every forged one is not
+// found; and an idempotency key used by one tenant is free in another.
+func TestAnnouncementForgedIDsAcrossTenants(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := announcer(f.s, nil)
+	ctx := context.Background()
+	req := func(title string) service.CreateRequest {
+		return service.CreateRequest{Input: inbox.AnnouncementInput{IdempotencyKey: "same-key", Type: "news", Title: title}}
+	}
+	theirs, created, err := a.Create(ctx, "rival", req("Rival's"))
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	ours, created, err := a.Create(ctx, f.tenant, req("Ours, other content, same key"))
+	if err != nil || !created || ours.ID == theirs.ID {
+		t.Fatalf("the same key in another tenant: %+v %v %v", ours, created, err)
+	}
+	own := f.send(t, 1, "mention", "alice")[0]
+	alice := f.viewer("alice")
+	forged := []string{"@" + theirs.ID, "@", "@@x", "@" + theirs.ID, "@garbage", "@" + strings.ToLower(theirs.ID), own, own, "@" + ours.ID}
+	res, err := f.s.ApplyState(ctx, alice, inbox.StateChange{Op: inbox.OpRead, IDs: forged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nodeIDs(res.Notifications); !slicesEqual(got, []string{own, "@" + ours.ID}) {
+		t.Fatalf("found %v", got)
+	}
+	for _, n := range res.Notifications {
+		if n.Title == "Rival's" {
+			t.Fatalf("the rival's announcement leaked: %+v", n)
+		}
+	}
+	if len(res.NotFound) != 5 || res.Badge.Unread != 0 {
+		t.Fatalf("not found %v (want the 5 forged ones), badge %+v", res.NotFound, res.Badge)
+	}
+	del, err := f.s.Delete(ctx, alice, []string{"@" + theirs.ID, "@", "@@"})
+	if err != nil || len(del.DeletedIDs) != 0 || len(del.NotFound) != 3 {
+		t.Fatalf("delete of forged ids: %+v %v", del, err)
+	}
+	if marks := f.annMarks(t, alice); !slicesEqual(marks, []string{ours.ID}) {
+		t.Fatalf("alice's META marks %v, want only her tenant's", marks)
+	}
+	refs := []inbox.NodeRef{{Notification: "@" + theirs.ID}, {Notification: "@"}, {Notification: "@@x"}, {Notification: "@" + ours.ID},
+		{Notification: "@" + theirs.ID, Profile: inbox.ProfileRef{ID: "x"}}}
+	nodes, err := f.s.Nodes(ctx, alice, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		if got := n.Notification != nil || n.Actor != nil || n.Target != nil; got != (i == 3) {
+			t.Fatalf("node %q: %+v", refs[i].Notification, n)
+		}
+	}
+	if _, err := a.Get(ctx, f.tenant, theirs.ID); inbox.ErrorCode(err) != inbox.CodeNotFound {
+		t.Fatalf("GET of the rival's id: %v", err)
+	}
+	if _, err := a.Withdraw(ctx, f.tenant, theirs.ID); inbox.ErrorCode(err) != inbox.CodeNotFound {
+		t.Fatalf("DELETE of the rival's id: %v", err)
+	}
+	if got, err := a.Get(ctx, "rival", theirs.ID); err != nil || got.WithdrawnAt != nil {
+		t.Fatalf("the rival's announcement after: %+v %v", got, err)
+	}
+	if b, err := f.s.Badge(ctx, inbox.Viewer{TenantID: "rival", UserID: "alice"}); err != nil || b.Unread != 1 {
+		t.Fatalf("the rival's alice: %+v %v", b, err)
+	}
+}
