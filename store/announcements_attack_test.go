@@ -306,6 +306,8 @@ func TestAnnouncementHostileContentRefused(t *testing.T) {
 		"expires past a year": {ExpiresAt: clk.Now().Add(inbox.MaxAnnouncementTTL + time.Second)},
 		"no title nor body":   {Title: "-"},
 		"huge body":           {Body: strings.Repeat("b", inbox.MaxPayloadBytes+1)},
+		"huge actor name":     {Actor: &inbox.Actor{ActorID: "x", Name: strings.Repeat("n", 420<<10)}},
+		"huge target url":     {Target: &inbox.Target{TargetID: "x", Kind: "k", URL: "https://e.com/" + strings.Repeat("u", inbox.MaxAnnouncementProfileField)}},
 		"control in key":      {IdempotencyKey: "k\x01"},
 	} {
 		in.Type = "news"
