@@ -246,7 +246,7 @@ func (s *Store) Announcement(ctx context.Context, tenantID, id string) (*inbox.A
 // WithdrawAnnouncement withdraws announcement id of tenantID: it leaves every inbox (and
 // every badge) at once. One transaction: the item's withdrawnAt and the sequence's ADD 1.
 // Withdrawing one already withdrawn changes nothing (changed false). NOT_FOUND when there is
-// no such announcement.
+// no such announcement. The item's TTL becomes a week after the withdrawal.
 func (s *Store) WithdrawAnnouncement(ctx context.Context, tenantID, id string) (a *inbox.Announcement, changed bool, err error) {
 	a, err = s.Announcement(ctx, tenantID, id)
 	if err != nil || a.WithdrawnAt != nil {
@@ -255,10 +255,14 @@ func (s *Store) WithdrawAnnouncement(ctx context.Context, tenantID, id string) (
 	now := s.now()
 	k := itemKey{annPK(tenantID), skAnnouncementPrefix + id}
 	var t txn
+	// TTL a week after the withdrawal, not after the expiry (up to a year ahead): every
+	// set load reads the tenant's withdrawn items until TTL removes them.
+	ttl := min(a.ExpiresAt.Unix(), now.Unix()) + int64(ttlGrace/time.Second)
 	t.add(k, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: k.av(),
-		UpdateExpression:          aws.String("SET withdrawnAt = :w"),
-		ConditionExpression:       aws.String("attribute_exists(pk) AND attribute_not_exists(withdrawnAt)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":w": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)}}}})
+		UpdateExpression:    aws.String("SET withdrawnAt = :w, expiresAt = :ttl"),
+		ConditionExpression: aws.String("attribute_exists(pk) AND attribute_not_exists(withdrawnAt)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":w": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
+			":ttl": &types.AttributeValueMemberN{Value: strconv.FormatInt(ttl, 10)}}}})
 	bump := s.seqBump(tenantID, 0)
 	bump.Update.ConditionExpression = nil
 	t.add(itemKey{annPK(tenantID), skAnnouncementSeq}, bump)

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -401,5 +402,42 @@ func TestAnnouncementForgedIDsAcrossTenants(t *testing.T) {
 	}
 	if b, err := f.s.Badge(ctx, inbox.Viewer{TenantID: "rival", UserID: "alice"}); err != nil || b.Unread != 1 {
 		t.Fatalf("the rival's alice: %+v %v", b, err)
+	}
+}
+
+// TestAnnouncementWithdrawnLeavesWithinAWeek: a tenant that creates year-long
+// announcements and withdraws them (staying under the cap of active ones) must not make
+// every set load read its withdrawn items for a year: a withdrawn item's TTL is a week
+// after the withdrawal.
+func TestAnnouncementWithdrawnLeavesWithinAWeek(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New()
+	f := newFixture(t, store.WithClock(clk.Now))
+	a := announcer(f.s, clk.Now)
+	ctx := context.Background()
+	ann, _, err := a.Create(ctx, f.tenant, service.CreateRequest{Input: inbox.AnnouncementInput{IdempotencyKey: "year",
+		Type: "news", Title: "t", ExpiresAt: clk.Now().Add(inbox.MaxAnnouncementTTL)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Withdraw(ctx, f.tenant, ann.ID); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(f.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "T#" + f.tenant + "#ANN"},
+			"sk": &types.AttributeValueMemberS{Value: "A#" + ann.ID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl, _ := out.Item["expiresAt"].(*types.AttributeValueMemberN)
+	if ttl == nil {
+		t.Fatalf("no TTL on %v", out.Item)
+	}
+	if limit := clk.Now().Add(8 * 24 * time.Hour).Unix(); ttl.Value > fmt.Sprint(limit) || len(ttl.Value) != len(fmt.Sprint(limit)) {
+		t.Fatalf("withdrawn item's TTL %s, want at most %d (a week after the withdrawal)", ttl.Value, limit)
+	}
+	if got, err := a.Get(ctx, f.tenant, ann.ID); err != nil || got.Status(clk.Now()) != "withdrawn" {
+		t.Fatalf("GET after: %+v %v", got, err)
 	}
 }
