@@ -75,7 +75,8 @@ type announcementItem struct {
 	ExpireAt    int64        `dynamodbav:"expireAt"`
 	WithdrawnAt int64        `dynamodbav:"withdrawnAt,omitempty"`
 	InputHash   string       `dynamodbav:"inputHash,omitempty"`
-	// TTL (epoch seconds) removes the item a week after it expired.
+	// TTL (epoch seconds) removes the item a week after it expired, or a week after its
+	// withdrawal (WithdrawAnnouncement).
 	TTL int64 `dynamodbav:"expiresAt"`
 }
 

@@ -441,3 +441,40 @@ func TestAnnouncementWithdrawnLeavesWithinAWeek(t *testing.T) {
 		t.Fatalf("GET after: %+v %v", got, err)
 	}
 }
+
+// TestAnnouncementMarkThrottled: a mark of announcements whose META update is throttled
+// (every attempt) ends THROTTLED with nothing written; once DynamoDB takes writes again
+// the same call applies exactly once.
+func TestAnnouncementMarkThrottled(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var mu sync.Mutex
+	throttle := true
+	j := newInjector(func(op string, _ int, _ any) (faultKind, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if op == "UpdateItem" && throttle {
+			return fail, "ProvisionedThroughputExceededException"
+		}
+		return pass, ""
+	})
+	s := f.faulty(t, j)
+	a := announcer(s, nil)
+	ctx := context.Background()
+	id := announce(t, a, f.tenant, "news", "Throttled")
+	alice := f.viewer("alice")
+	ch := inbox.StateChange{Op: inbox.OpArchive, IDs: []string{"@" + id}}
+	if _, err := s.ApplyState(ctx, alice, ch); inbox.ErrorCode(err) != inbox.CodeThrottled {
+		t.Fatalf("throttled mark: %v (code %q), want THROTTLED", err, inbox.ErrorCode(err))
+	}
+	if marks := f.annMarks(t, alice); len(marks) != 0 {
+		t.Fatalf("a throttled mark wrote %v", marks)
+	}
+	mu.Lock()
+	throttle = false
+	mu.Unlock()
+	res, err := s.ApplyState(ctx, alice, ch)
+	if err != nil || res.Changed != 1 || res.Badge.Unread != 0 {
+		t.Fatalf("after: %+v %v", res, err)
+	}
+}
