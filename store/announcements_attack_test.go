@@ -478,3 +478,31 @@ func TestAnnouncementMarkThrottled(t *testing.T) {
 		t.Fatalf("after: %+v %v", res, err)
 	}
 }
+
+// TestAnnouncementBogusInvalidationDoesNotDisableTheCache: a tenant change announcing a
+// sequence the table never reached (a forged or corrupt broker message) makes the next
+// read load the set, and that load, begun after the change came, proves it wrong: the
+// reads after it are served from the cache again (before: every page and badge of the
+// tenant cost a Query forever).
+func TestAnnouncementBogusInvalidationDoesNotDisableTheCache(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New()
+	f := newFixture(t, store.WithClock(clk.Now))
+	a := announcer(f.s, clk.Now)
+	ctx := context.Background()
+	announce(t, a, f.tenant, "", "One")
+	a.Invalidate(f.tenant, 1<<60)
+	clk.Advance(time.Millisecond) // the load begins after the change came
+	if _, err := a.Announcements(ctx, f.tenant, false); err != nil {
+		t.Fatal(err)
+	}
+	f.rec.Reset()
+	for range 3 {
+		if set, err := a.Announcements(ctx, f.tenant, false); err != nil || len(set.Items) != 1 {
+			t.Fatalf("%+v %v", set, err)
+		}
+	}
+	if n := countOf(f.rec.Ops(), "Query"); n != 0 {
+		t.Fatalf("%d Queries for 3 reads after a bogus invalidation was disproved, want 0 (cached)", n)
+	}
+}
