@@ -43,6 +43,10 @@ const AnnouncementRef = "@"
 // user's META may hold a mark for each.
 const MaxActiveAnnouncements = 100
 
+// MaxAnnouncementProfileField is the most bytes of each display field (name, avatar URL,
+// URL, title) of an announcement's actor and target.
+const MaxAnnouncementProfileField = 2048
+
 // DefaultAnnouncementTTL is how long an announcement stays when no expiresAt is given;
 // MaxAnnouncementTTL the furthest expiresAt may lie.
 const (
@@ -95,6 +99,10 @@ func (a *Announcement) Status(now time.Time) string {
 type AnnouncementSet struct {
 	Seq   int64
 	Items []*Announcement
+	// ReadAt is when the set was read (zero when not known): an announcement whose id is
+	// older than ReadAt by more than a create's lifetime and is not in Items is not active
+	// (a write that prunes the marks of inactive announcements relies on it).
+	ReadAt time.Time
 }
 
 // Active returns the announcements of s still active at now, newest first.
@@ -429,7 +437,8 @@ type AnnouncementInput struct {
 	ExpiresAt time.Time
 }
 
-// Validate checks in at now: the key, a type, ids, sizes (as a send's), actions, and an
+// Validate checks in at now: the key, a type, ids, sizes (as a send's, and the actor's and
+// target's fields at most MaxAnnouncementProfileField bytes each), actions, and an
 // expiry in the future and at most MaxAnnouncementTTL ahead. BAD_USER_INPUT otherwise.
 func (in AnnouncementInput) Validate(now time.Time) error {
 	s := SendInput{IdempotencyKey: in.IdempotencyKey, Recipients: []string{"-"}, Type: in.Type, Category: in.Category,
@@ -442,6 +451,20 @@ func (in AnnouncementInput) Validate(now time.Time) error {
 	}
 	if len(in.Actions) > MaxActions {
 		return Errorf(CodeBadUserInput, "at most %d actions", MaxActions)
+	}
+	// The actor and target are kept on the announcement's one item (at most 400 KB, read
+	// by every set load and cached by every instance): their display fields are bounded.
+	var prof []string
+	if a := in.Actor; a != nil {
+		prof = append(prof, a.Name, a.AvatarURL, a.URL)
+	}
+	if t := in.Target; t != nil {
+		prof = append(prof, t.Title, t.URL)
+	}
+	for _, f := range prof {
+		if len(f) > MaxAnnouncementProfileField {
+			return Errorf(CodeBadUserInput, "an actor's or target's name, title and URLs must be at most %d bytes each", MaxAnnouncementProfileField)
+		}
 	}
 	if !in.ExpiresAt.IsZero() {
 		if !in.ExpiresAt.After(now) {

@@ -183,7 +183,7 @@ func (a *Announced) heardLocked(w *tenantWatch, seq int64) {
 	// Version 0 is a resync (Redis came back): read the set again all the same.
 	if seq == 0 {
 		w.resync = true
-	} else if seq <= w.seq {
+	} else if seq <= w.seq && !w.running {
 		return // the relay's copy of a change heard already
 	}
 	w.seq = max(w.seq, seq)
@@ -207,7 +207,7 @@ func (a *Announced) refresh(w *tenantWatch) {
 		if seq == 0 || force {
 			seq = -1 // a resync: read it whatever the cached sequence
 		}
-		_, err := a.sets.Refresh(ctx, w.tenant, seq)
+		set, err := a.sets.Refresh(ctx, w.tenant, seq)
 		cancel()
 		if err != nil {
 			if failures == 0 {
@@ -227,6 +227,15 @@ func (a *Announced) refresh(w *tenantWatch) {
 			continue
 		}
 		failures = 0
+		a.mu.Lock()
+		if set != nil && seq > set.Seq && w.seq == seq {
+			// The read, begun after the change was heard, is the table's: a sequence it
+			// did not reach was bogus (forged or corrupt on the broker). Forget it, or
+			// every real change below it would be taken for one heard already. A change
+			// heard meanwhile set again, so it is read in the next round.
+			w.seq = set.Seq
+		}
+		a.mu.Unlock()
 		a.recomposeAll(w)
 		a.mu.Lock()
 		a.armLocked(w)

@@ -57,9 +57,16 @@ type Announcements struct {
 	// mu orders a load's result against Invalidate: a load that began before an
 	// invalidation of a newer sequence is not kept as fresh.
 	mu    sync.Mutex
-	stale map[string]int64 // tenant -> the newest sequence an invalidation announced
+	stale map[string]staleMark // tenant -> the newest sequence an invalidation announced
 	// resyncAt: a set read before it is stale (InvalidateAll: changes may have been missed).
 	resyncAt time.Time
+}
+
+// staleMark is the newest sequence an invalidation announced for a tenant, and when it
+// came: a (strongly consistent) load begun after it that reads less proves it wrong.
+type staleMark struct {
+	seq int64
+	at  time.Time
 }
 
 // cachedSet is one tenant's set as this instance read it, and when.
@@ -80,7 +87,7 @@ func NewAnnouncements(st AnnouncementStore, o AnnouncementOptions) *Announcement
 		o.Now = time.Now
 	}
 	c, _ := lru.New[string, *cachedSet](o.Tenants)
-	return &Announcements{st: st, o: o, cache: c, stale: map[string]int64{}}
+	return &Announcements{st: st, o: o, cache: c, stale: map[string]staleMark{}}
 }
 
 // AnnouncementViewer is the pseudo-viewer a tenant's announcement changes are published
@@ -115,7 +122,7 @@ func (a *Announcements) Cached(tenant string) *inbox.AnnouncementSet {
 func (a *Announcements) isStale(tenant string, c *cachedSet) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.stale[tenant] > c.set.Seq || c.at.Before(a.resyncAt)
+	return a.stale[tenant].seq > c.set.Seq || c.at.Before(a.resyncAt)
 }
 
 // InvalidateAll makes every cached set stale (each is read again by its next caller;
@@ -139,7 +146,10 @@ func (a *Announcements) load(ctx context.Context, tenant string) (*inbox.Announc
 			return nil, err
 		}
 		a.mu.Lock()
-		if a.stale[tenant] <= set.Seq {
+		// An invalidation is published after its commit: a load begun after it came reads
+		// its sequence at least, so one announcing more than that load read is bogus (a
+		// forged or corrupt broker message) and must not make every read a Query forever.
+		if st := a.stale[tenant]; st.seq <= set.Seq || at.After(st.at) {
 			delete(a.stale, tenant)
 		}
 		a.mu.Unlock()
@@ -162,8 +172,8 @@ func (a *Announcements) load(ctx context.Context, tenant string) (*inbox.Announc
 // again by the next caller. It returns whether the cached set was older.
 func (a *Announcements) Invalidate(tenant string, seq int64) bool {
 	a.mu.Lock()
-	if seq > a.stale[tenant] {
-		a.stale[tenant] = seq
+	if seq > a.stale[tenant].seq {
+		a.stale[tenant] = staleMark{seq: seq, at: a.o.Now()}
 	}
 	a.mu.Unlock()
 	c, ok := a.cache.Peek(tenant)

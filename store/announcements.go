@@ -46,6 +46,10 @@ const (
 	skAnnouncementGuard = "ANN"
 	// annMarkAttr + ULID is the META attribute holding a user's mark of an announcement.
 	annMarkAttr = "an#"
+	// annCommitWindow bounds how long after its id's time an announcement may commit
+	// (CreateAnnouncement refuses later): a set read more than this after an id's time,
+	// without it, proves it inactive, so its marks may be pruned (MarkAnnouncements).
+	annCommitWindow = 15 * time.Minute
 )
 
 // annPK is the partition of a tenant's announcements (AP29).
@@ -71,7 +75,8 @@ type announcementItem struct {
 	ExpireAt    int64        `dynamodbav:"expireAt"`
 	WithdrawnAt int64        `dynamodbav:"withdrawnAt,omitempty"`
 	InputHash   string       `dynamodbav:"inputHash,omitempty"`
-	// TTL (epoch seconds) removes the item a week after it expired.
+	// TTL (epoch seconds) removes the item a week after it expired, or a week after its
+	// withdrawal (WithdrawAnnouncement).
 	TTL int64 `dynamodbav:"expiresAt"`
 }
 
@@ -103,13 +108,24 @@ func (it *announcementItem) announcement(tenant string) *inbox.Announcement {
 // the content for the idempotency key. A replay of the key with the same hash answers the
 // announcement written first (created false); with another hash, CONFLICT.
 //
-// Errors: CONFLICT for a reused key; errSeqMoved (retry after reading the set again) when
+// Errors: BAD_USER_INPUT for a category or actions a notification could not have;
+// CONFLICT for a reused key; errSeqMoved (retry after reading the set again) when
 // another create or withdraw committed since the read; THROTTLED/UNAVAILABLE as any write.
 func (s *Store) CreateAnnouncement(ctx context.Context, tenantID string, in inbox.AnnouncementInput, id, hash string, seq int64) (a *inbox.Announcement, created bool, err error) {
 	if err := inbox.CheckID("tenant", tenantID); err != nil {
 		return nil, false, err
 	}
+	// A notification's rules for its category and actions (inbox.AnnouncementInput.Validate
+	// checks the rest): a label of 1..100 characters and an absolute http(s) URL, never a
+	// javascript: link rendered in every inbox of the tenant.
+	if err := s.checkSendV2(inbox.SendInput{Category: in.Category, Actions: in.Actions}); err != nil {
+		return nil, false, err
+	}
 	now := s.now()
+	if now.Sub(ulidTime(id)) > annCommitWindow/2 {
+		// A set read after annCommitWindow would take it for an inactive one.
+		return nil, false, inbox.Errorf(inbox.CodeUnavailable, "the announcement's create took too long; retry")
+	}
 	exp := in.ExpiresAt
 	if exp.IsZero() {
 		exp = now.Add(inbox.DefaultAnnouncementTTL)
@@ -231,7 +247,7 @@ func (s *Store) Announcement(ctx context.Context, tenantID, id string) (*inbox.A
 // WithdrawAnnouncement withdraws announcement id of tenantID: it leaves every inbox (and
 // every badge) at once. One transaction: the item's withdrawnAt and the sequence's ADD 1.
 // Withdrawing one already withdrawn changes nothing (changed false). NOT_FOUND when there is
-// no such announcement.
+// no such announcement. The item's TTL becomes a week after the withdrawal.
 func (s *Store) WithdrawAnnouncement(ctx context.Context, tenantID, id string) (a *inbox.Announcement, changed bool, err error) {
 	a, err = s.Announcement(ctx, tenantID, id)
 	if err != nil || a.WithdrawnAt != nil {
@@ -240,10 +256,14 @@ func (s *Store) WithdrawAnnouncement(ctx context.Context, tenantID, id string) (
 	now := s.now()
 	k := itemKey{annPK(tenantID), skAnnouncementPrefix + id}
 	var t txn
+	// TTL a week after the withdrawal, not after the expiry (up to a year ahead): every
+	// set load reads the tenant's withdrawn items until TTL removes them.
+	ttl := min(a.ExpiresAt.Unix(), now.Unix()) + int64(ttlGrace/time.Second)
 	t.add(k, types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.table), Key: k.av(),
-		UpdateExpression:          aws.String("SET withdrawnAt = :w"),
-		ConditionExpression:       aws.String("attribute_exists(pk) AND attribute_not_exists(withdrawnAt)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":w": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)}}}})
+		UpdateExpression:    aws.String("SET withdrawnAt = :w, expiresAt = :ttl"),
+		ConditionExpression: aws.String("attribute_exists(pk) AND attribute_not_exists(withdrawnAt)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":w": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
+			":ttl": &types.AttributeValueMemberN{Value: strconv.FormatInt(ttl, 10)}}}})
 	bump := s.seqBump(tenantID, 0)
 	bump.Update.ConditionExpression = nil
 	t.add(itemKey{annPK(tenantID), skAnnouncementSeq}, bump)
@@ -281,7 +301,7 @@ func (s *Store) LoadAnnouncements(ctx context.Context, tenantID string) (*inbox.
 		},
 		ScanIndexForward: aws.Bool(false),
 	}
-	set := &inbox.AnnouncementSet{}
+	set := &inbox.AnnouncementSet{ReadAt: now}
 	for {
 		out, err := s.db.Query(ctx, in)
 		if err != nil {
@@ -464,7 +484,9 @@ func (s *Store) MarkAnnouncements(ctx context.Context, v inbox.Viewer, set *inbo
 			found = append(found, inbox.AnnouncementNotification(a, &one))
 		}
 		for id := range m.AnnMarks {
-			if set.Find(id, now) == nil {
+			// Only the marks of announcements set proves inactive: one created after set
+			// was read (by a cache that has not heard of it yet) keeps its mark.
+			if set.Find(id, now) == nil && !set.ReadAt.IsZero() && ulidTime(id).Before(set.ReadAt.Add(-annCommitWindow)) {
 				up.remove(annMarkAttr + id)
 			}
 		}
