@@ -312,3 +312,87 @@ func TestAnnouncementReadsOnTheOtherInstanceAreFresh(t *testing.T) {
 		t.Fatalf("B's inbox after the withdrawal: %+v", nodes)
 	}
 }
+
+// A tab's inboxEvents stream hears of the tenant's announcements as of its own
+// notifications: ADDED (the announcement's node id, unread, its kind, the badge counting
+// it), the user's markRead of it as READ, its withdrawal as DELETED, each with the exact
+// badge and within 2 s; another tenant's stream hears nothing of them.
+func TestAnnouncementsReachInboxEvents(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc := s.ServiceToken("acme", "svc")
+	s.Seed(svc, "erin", 1)
+	type event struct {
+		InboxEvents struct {
+			Kind            string   `json:"kind"`
+			NotificationIDs []string `json:"notificationIds"`
+			Notification    *struct {
+				ID    string `json:"id"`
+				Kind  string `json:"kind"`
+				Title string `json:"title"`
+				Read  bool   `json:"read"`
+			} `json:"notification"`
+			Badge struct {
+				Unread int `json:"unread"`
+			} `json:"badge"`
+		} `json:"inboxEvents"`
+	}
+	const q = `subscription { inboxEvents { kind notificationIds notification { id kind title read } badge { unread } } }`
+	open := func(token string) *testgw.WSClient {
+		c := s.WithT(t).DialWS(ctx, "graphql-transport-ws")
+		c.Init(token)
+		c.Subscribe("e", q)
+		return c
+	}
+	erin, bob := open(s.Token("acme", "erin")), open(s.Token("globex", "bob"))
+	// The streams are live once a change of erin's own arrives on hers.
+	s.Seed(svc, "erin", 1)
+	var e event
+	erin.NextData("e", &e)
+	if e.InboxEvents.Kind != "ADDED" || e.InboxEvents.Badge.Unread != 2 {
+		t.Fatalf("erin's own notification: %+v", e.InboxEvents)
+	}
+	next := func(what string, since time.Time) event {
+		t.Helper()
+		var e event
+		erin.NextData("e", &e)
+		if took := time.Since(since); took > liveWithin {
+			t.Errorf("%s: the event came %v after the change, want within %v", what, took.Round(time.Millisecond), liveWithin)
+		}
+		return e
+	}
+
+	start := time.Now()
+	ann := sendAnnouncement(t, s, svc, "events-1", "Scheduled maintenance")
+	gid := annGlobalID(ann.Announcement.ID)
+	e = next("the announcement", start)
+	if ev := e.InboxEvents; ev.Kind != "ADDED" || !slices.Equal(ev.NotificationIDs, []string{gid}) || ev.Notification == nil ||
+		ev.Notification.ID != gid || ev.Notification.Kind != "ANNOUNCEMENT" || ev.Notification.Read ||
+		ev.Notification.Title != "Scheduled maintenance" || ev.Badge.Unread != 3 {
+		t.Fatalf("the announcement's event: %+v (notification %+v)", ev, ev.Notification)
+	}
+
+	start = time.Now()
+	if notFound, u := stateOp(t, s, s.Token("acme", "erin"), "markRead", gid); len(notFound) != 0 || u != 2 {
+		t.Fatalf("erin's markRead: notFound %v unread %d", notFound, u)
+	}
+	if ev := next("erin's markRead", start).InboxEvents; ev.Kind != "READ" || !slices.Equal(ev.NotificationIDs, []string{gid}) || ev.Badge.Unread != 2 {
+		t.Fatalf("markRead's event: %+v", ev)
+	}
+
+	start = time.Now()
+	withdraw(t, s, svc, ann.Announcement.ID)
+	if ev := next("the withdrawal", start).InboxEvents; ev.Kind != "DELETED" || !slices.Equal(ev.NotificationIDs, []string{gid}) || ev.Badge.Unread != 2 {
+		t.Fatalf("the withdrawal's event: %+v", ev)
+	}
+
+	// globex's bob heard nothing of acme's announcement: his first event is his own.
+	s.Seed(s.ServiceToken("globex", "svc"), "bob", 1)
+	var be event
+	bob.NextData("e", &be)
+	if ev := be.InboxEvents; ev.Kind != "ADDED" || ev.Notification == nil || ev.Notification.Kind != "PERSONAL" || ev.Badge.Unread != 1 {
+		t.Fatalf("bob's first event: %+v", ev)
+	}
+}

@@ -118,3 +118,77 @@ func TestAnnouncementReachesEveryBadgeStreamWithOneRead(t *testing.T) {
 	none(t, added)
 	none(t, other)
 }
+
+// TestAnnouncementsAreInboxEvents: an inboxEvents stream gets an announcement created
+// while it runs as ADDED (id "@<ULID>", the announcement unread, the badge counting it),
+// its withdrawal as DELETED and another's expiry as EXPIRED, each with the exact badge;
+// the stream reads the user's badge once, when it does not yet know it, and after a change
+// that carried the badge whole it reads nothing.
+func TestAnnouncementsAreInboxEvents(t *testing.T) {
+	b := live.NewLocal()
+	sets := &fakeSets{cached: &inbox.AnnouncementSet{}}
+	v := inbox.Viewer{TenantID: "acme", UserID: "ua"}
+	store := &fakeBadges{b: inbox.Badge{Unread: 2, Unseen: 2, Version: 1, Marks: &inbox.AnnouncementMarks{}}}
+	st := live.Streams{Broker: b, Read: store.read, Ann: live.NewAnnounced(b, sets, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := live.OpenEvents(ctx, st, v, func(e live.Event) live.Event { return e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenantChange := func(seq int64) {
+		b.Publish(ctx, inbox.Change{Viewer: inbox.Viewer{TenantID: "acme"}, Kind: inbox.EventAnnouncements, Version: seq})
+	}
+
+	now := time.Now().UTC()
+	a := &inbox.Announcement{ID: "01KANNOUNCEMENTA0000000000", TenantID: "acme", Type: "news", Title: "Maintenance",
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	sets.put(&inbox.AnnouncementSet{Seq: 1, Items: []*inbox.Announcement{a}})
+	tenantChange(1)
+	e := recv(t, ch)
+	if e.Kind != inbox.EventAdded || len(e.IDs) != 1 || e.IDs[0] != "@"+a.ID || e.Notification == nil ||
+		e.Notification.Kind != inbox.KindAnnouncement || e.Notification.Read || e.Badge.Unread != 3 {
+		t.Fatalf("announcement created: %+v", e)
+	}
+	if n := store.readCount(); n != 1 {
+		t.Fatalf("%d badge reads for the first announcement event, want 1 (the user's badge was not known)", n)
+	}
+
+	// A change of the user's that carries the badge whole: its event, then what it taught.
+	b.Publish(ctx, inbox.Change{Viewer: v, Kind: inbox.EventRead, IDs: []string{"01KOWN000000000000000000000"}, Version: 2,
+		Badge: inbox.Badge{Unread: 1, Unseen: 1, Version: 2, Marks: &inbox.AnnouncementMarks{}}})
+	if e := recv(t, ch); e.Kind != inbox.EventRead || e.Badge.Unread != 2 {
+		t.Fatalf("read: %+v", e)
+	}
+
+	c := &inbox.Announcement{ID: "01KANNOUNCEMENTC0000000000", TenantID: "acme", Type: "news", Title: "Soon over",
+		CreatedAt: now.Add(time.Millisecond), ExpiresAt: now.Add(time.Hour)}
+	sets.put(&inbox.AnnouncementSet{Seq: 2, Items: []*inbox.Announcement{c, a}})
+	tenantChange(2)
+	if e := recv(t, ch); e.Kind != inbox.EventAdded || e.IDs[0] != "@"+c.ID || e.Badge.Unread != 3 {
+		t.Fatalf("second announcement: %+v", e)
+	}
+
+	withdrawn := *a
+	wt := time.Now().UTC()
+	withdrawn.WithdrawnAt = &wt
+	expired := *c
+	expired.ExpiresAt = now.Add(-time.Second)
+	sets.put(&inbox.AnnouncementSet{Seq: 3, Items: []*inbox.Announcement{&expired, &withdrawn}})
+	tenantChange(3)
+	got := map[inbox.EventKind]live.Event{}
+	for range 2 {
+		e := recv(t, ch)
+		got[e.Kind] = e
+	}
+	if e := got[inbox.EventDeleted]; len(e.IDs) != 1 || e.IDs[0] != "@"+a.ID || e.Badge.Unread != 1 {
+		t.Fatalf("withdrawn: %+v (events %+v)", e, got)
+	}
+	if e := got[inbox.EventExpired]; len(e.IDs) != 1 || e.IDs[0] != "@"+c.ID || e.Badge.Unread != 1 {
+		t.Fatalf("expired: %+v (events %+v)", e, got)
+	}
+	if n := store.readCount(); n != 1 {
+		t.Fatalf("%d badge reads after four announcement events, want still 1", n)
+	}
+	none(t, ch)
+}

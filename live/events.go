@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 type Event struct {
 	Kind inbox.EventKind
 	// IDs are the ULIDs of the notifications the event concerns (empty for ALL_READ and
-	// ALL_SEEN).
+	// ALL_SEEN); an announcement's is "@<ULID>" (inbox.AnnouncementRef), its global id's key.
 	IDs []string
 	// Notification is the notification added (ADDED only).
 	Notification *inbox.Notification
@@ -36,12 +37,29 @@ var errEventsSlow = inbox.Errorf(inbox.CodeSlowConsumer,
 // complete badge (Version 0: a send, the stream relay) gets one read from the store; such
 // reads are retried with backoff and keep the events' order (later events wait). The
 // channel closes when ctx ends.
+//
+// The tenant's announcements (st.Ann) are events too: one created while the stream runs
+// is ADDED (its notification as the user first sees it: unread, unseen), one that leaves
+// every inbox is DELETED when withdrawn and EXPIRED when its time ran out, each with the
+// id "@<ULID>". They come from the tenant's watch (Announced), whose one read of the set
+// per instance serves every stream; their badge composes the user's own badge as the
+// stream last knew it (from the changes it carried), so an announcement costs a stream no
+// read unless the stream has not yet learnt the user's badge or a change since left it
+// unknown (a re-read hint): then one read, in order like any other.
 func OpenEvents[T any](ctx context.Context, st Streams, v inbox.Viewer, conv func(Event) T) (<-chan T, error) {
 	sub := st.Broker.Subscribe(v, WithEvents())
 	f := &eventFeed[T]{st: st, v: v, ctx: ctx, sub: sub, conv: conv, log: st.log(), sig: signalOf(ctx),
 		out: make(chan T, EventBuffer), since: time.Now().Add(-addedSkew)}
 	f.sig.bind()
 	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
+	if st.Ann != nil {
+		f.known = map[string]struct{}{}
+		for _, a := range st.Ann.sets.Cached(v.TenantID).Active(st.Ann.now()) {
+			f.known[a.ID] = struct{}{}
+		}
+		st.Ann.join(v.TenantID, f)
+		context.AfterFunc(ctx, func() { st.Ann.leave(v.TenantID, f) })
+	}
 	sub.OnChange(f.onChange)
 	return f.out, nil
 }
@@ -59,18 +77,37 @@ type eventFeed[T any] struct {
 	since time.Time
 
 	mu      sync.Mutex     // orders the moves from sub to pending to out
-	pending []inbox.Change // taken from sub, not yet on out (waiting behind a read)
+	pending []pendingEvent // taken from sub (or the tenant's watch), not yet on out
 	reading bool           // a goroutine is reading a badge for pending[0]
 	done    bool
+
+	// known are the ids of the tenant's announcements active when the stream began or
+	// streamed since (bounded by the set: at most MaxActiveAnnouncements and the ones
+	// leaving). own is the user's own badge as of ownVer (0: not known), taken from the
+	// changes and reads the stream saw; hints counts the changes that left it unknown, so
+	// that a read begun before one does not make it known again.
+	known  map[string]struct{}
+	own    inbox.Badge
+	ownVer int64
+	hints  uint64
+}
+
+// pendingEvent is a change waiting for its turn; ann marks an announcement's event, whose
+// badge is the stream's own badge at its turn, composed.
+type pendingEvent struct {
+	c   inbox.Change
+	ann bool
 }
 
 // onChange moves the subscription's events to the stream.
 func (f *eventFeed[T]) onChange() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	// A badge signal means nothing here: every event brings its own badge.
+	// A badge signal brings no event (every event brings its own badge), but it tells
+	// what the user's own badge is now, for the announcements' events.
 	select {
 	case <-f.sub.BadgeChanged():
+		f.learnLocked(f.sub.Latest())
 	default:
 	}
 	for !f.done {
@@ -83,7 +120,7 @@ func (f *eventFeed[T]) onChange() {
 				f.overflowLocked()
 				return
 			}
-			f.pending = append(f.pending, c)
+			f.pending = append(f.pending, pendingEvent{c: c})
 			continue
 		default:
 		}
@@ -98,25 +135,105 @@ func (f *eventFeed[T]) onChange() {
 	f.flushLocked()
 }
 
+// learnLocked takes the user's own badge from change c when c carries it whole and newer
+// than the one known; a change that does not (a re-read hint, a count alone) makes it
+// unknown. f.mu is held.
+func (f *eventFeed[T]) learnLocked(c inbox.Change) {
+	b, complete := BadgeOf(c)
+	// A badge without the user's announcement marks cannot be composed with announcements.
+	complete = complete && (ownOf(b).Marks != nil || !f.st.Ann.active(f.v.TenantID))
+	switch {
+	case complete && c.Version > f.ownVer:
+		f.own, f.ownVer = ownOf(b), c.Version
+	case !complete:
+		f.ownVer = 0
+		f.hints++
+	}
+}
+
+// recompose takes the tenant's announcement set as it changed: an announcement active
+// and new to the stream (created after it began) is ADDED, one known that is no longer
+// active is DELETED (withdrawn) or EXPIRED. Called by the tenant's watch.
+func (f *eventFeed[T]) recompose() {
+	ann := f.st.Ann
+	set := ann.sets.Cached(f.v.TenantID)
+	if set == nil {
+		return
+	}
+	now := ann.now()
+	active := set.Active(now)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id := range f.known {
+		if slices.ContainsFunc(active, func(a *inbox.Announcement) bool { return a.ID == id }) {
+			continue
+		}
+		delete(f.known, id)
+		kind := inbox.EventDeleted
+		if i := slices.IndexFunc(set.Items, func(a *inbox.Announcement) bool { return a.ID == id }); i >= 0 &&
+			set.Items[i].WithdrawnAt == nil && !now.Before(set.Items[i].ExpiresAt) {
+			kind = inbox.EventExpired
+		}
+		if !f.queueLocked(pendingEvent{c: inbox.Change{Viewer: f.v, Kind: kind, IDs: []string{inbox.AnnouncementRef + id}}, ann: true}) {
+			return
+		}
+	}
+	for _, a := range slices.Backward(active) { // oldest first
+		if _, ok := f.known[a.ID]; ok {
+			continue
+		}
+		f.known[a.ID] = struct{}{}
+		if a.CreatedAt.Before(f.since) {
+			continue
+		}
+		n := inbox.AnnouncementNotification(a, nil)
+		if !f.queueLocked(pendingEvent{c: inbox.Change{Viewer: f.v, Kind: inbox.EventAdded,
+			IDs: []string{inbox.AnnouncementRef + a.ID}, Notification: n}, ann: true}) {
+			return
+		}
+	}
+	f.flushLocked()
+}
+
+// queueLocked appends e to the pending events; false when the stream ended or just
+// overflowed. f.mu is held.
+func (f *eventFeed[T]) queueLocked(e pendingEvent) bool {
+	if f.done {
+		return false
+	}
+	if len(f.pending) >= EventBuffer {
+		f.overflowLocked()
+		return false
+	}
+	f.pending = append(f.pending, e)
+	return true
+}
+
 // flushLocked sends the pending events whose badge is known, in order, up to the first
 // that needs a read, for which it starts the reader. f.mu is held.
 func (f *eventFeed[T]) flushLocked() {
 	for !f.done && !f.reading && len(f.pending) > 0 {
-		c := f.pending[0]
-		b, complete := BadgeOf(c)
+		e := f.pending[0]
+		var b inbox.Badge
+		complete := false
+		if e.ann {
+			b, complete = f.own, f.ownVer > 0
+		} else {
+			b, complete = BadgeOf(e.c)
+		}
 		if !complete {
 			f.reading = true
-			go f.read()
+			go f.read(f.hints)
 			return
 		}
 		f.pending = f.pending[1:]
-		f.sendLocked(c, b)
+		f.sendLocked(e.c, b)
 	}
 }
 
 // read reads the badge for pending[0], sends it and whatever follows it, and repeats
-// while the head of the queue needs a read.
-func (f *eventFeed[T]) read() {
+// while the head of the queue needs a read. hints is f.hints when the read began.
+func (f *eventFeed[T]) read(hints uint64) {
 	b, err := f.st.readUntilOK(f.ctx, f.v, "inboxEvents")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -124,14 +241,20 @@ func (f *eventFeed[T]) read() {
 	if err != nil || f.done || len(f.pending) == 0 {
 		return
 	}
-	c := f.pending[0]
+	if hints == f.hints && b.Version >= f.ownVer {
+		f.own, f.ownVer = ownOf(b), max(b.Version, 1)
+	}
+	e := f.pending[0]
 	f.pending = f.pending[1:]
-	f.sendLocked(c, b)
+	f.sendLocked(e.c, b)
 	f.flushLocked()
 }
 
 // sendLocked puts c's event with badge b on the channel; a full channel ends the stream.
 func (f *eventFeed[T]) sendLocked(c inbox.Change, b inbox.Badge) {
+	if b.Version > f.ownVer && c.Version == b.Version && (ownOf(b).Marks != nil || !f.st.Ann.active(f.v.TenantID)) {
+		f.own, f.ownVer = ownOf(b), b.Version
+	}
 	e := Event{Kind: c.Kind, IDs: c.IDs, Badge: f.st.Ann.compose(f.v.TenantID, ownOf(b))}
 	if c.Kind == inbox.EventAdded {
 		e.Notification = c.Notification

@@ -262,3 +262,9 @@ func TestUnreadViewUsesTheCount(t *testing.T) {
 		t.Fatalf("%d reads, want only the first", store.reads)
 	}
 }
+
+func (f *fakeBadges) readCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
+}

@@ -504,9 +504,11 @@ func (s *Store) MarkAnnouncements(ctx context.Context, v inbox.Viewer, set *inbo
 	if del {
 		kind = inbox.EventDeleted
 	}
+	// The event names each announcement as the user's inbox does ("@<ULID>": its global
+	// id's key), never as a bare ULID, which would name a notification of the user's own.
 	refs := make([]string, len(act))
 	for i, a := range act {
-		refs[i] = a.ID
+		refs[i] = inbox.AnnouncementRef + a.ID
 	}
 	s.publish(ctx, inbox.Change{Viewer: v, UnreadCount: b.Unread, Version: m.Version, Badge: b, Kind: kind, IDs: refs})
 	return found, changed, notFound, b, nil
