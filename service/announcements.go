@@ -58,6 +58,10 @@ type Announcements struct {
 	// invalidation of a newer sequence is not kept as fresh.
 	mu    sync.Mutex
 	stale map[string]staleMark // tenant -> the newest sequence an invalidation announced
+	// inflight counts the loads of each tenant running (a.mu): an invalidation of a tenant
+	// neither cached nor loading has nothing to make stale and is not kept, so that stale
+	// holds only tenants this instance reads, however many tenants the fleet announces to.
+	inflight map[string]int
 	// resyncAt: a set read before it is stale (InvalidateAll: changes may have been missed).
 	resyncAt time.Time
 }
@@ -87,7 +91,7 @@ func NewAnnouncements(st AnnouncementStore, o AnnouncementOptions) *Announcement
 		o.Now = time.Now
 	}
 	c, _ := lru.New[string, *cachedSet](o.Tenants)
-	return &Announcements{st: st, o: o, cache: c, stale: map[string]staleMark{}}
+	return &Announcements{st: st, o: o, cache: c, stale: map[string]staleMark{}, inflight: map[string]int{}}
 }
 
 // AnnouncementViewer is the pseudo-viewer a tenant's announcement changes are published
@@ -140,19 +144,27 @@ func (a *Announcements) load(ctx context.Context, tenant string) (*inbox.Announc
 		// The read outlives one caller's cancellation: others wait on it.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
+		a.mu.Lock()
+		a.inflight[tenant]++
 		at := a.o.Now()
+		a.mu.Unlock()
 		set, err := a.st.LoadAnnouncements(rctx, tenant)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.inflight[tenant]--; a.inflight[tenant] <= 0 {
+			delete(a.inflight, tenant)
+		}
 		if err != nil {
 			return nil, err
 		}
-		a.mu.Lock()
 		// An invalidation is published after its commit: a load begun after it came reads
 		// its sequence at least, so one announcing more than that load read is bogus (a
 		// forged or corrupt broker message) and must not make every read a Query forever.
 		if st := a.stale[tenant]; st.seq <= set.Seq || at.After(st.at) {
 			delete(a.stale, tenant)
 		}
-		a.mu.Unlock()
+		// Added under a.mu: an invalidation either finds the set cached or the load still
+		// counted in flight, never neither.
 		a.cache.Add(tenant, &cachedSet{set: set, at: at})
 		return set, nil
 	})
@@ -172,12 +184,29 @@ func (a *Announcements) load(ctx context.Context, tenant string) (*inbox.Announc
 // again by the next caller. It returns whether the cached set was older.
 func (a *Announcements) Invalidate(tenant string, seq int64) bool {
 	a.mu.Lock()
-	if seq > a.stale[tenant].seq {
+	c, ok := a.cache.Peek(tenant)
+	if (ok || a.inflight[tenant] > 0) && seq > a.stale[tenant].seq {
 		a.stale[tenant] = staleMark{seq: seq, at: a.o.Now()}
+		if len(a.stale) > a.o.Tenants {
+			// Marks of tenants the cache evicted since: nothing left for them to guard.
+			for t := range a.stale {
+				if a.inflight[t] == 0 && !a.cache.Contains(t) {
+					delete(a.stale, t)
+				}
+			}
+		}
 	}
 	a.mu.Unlock()
-	c, ok := a.cache.Peek(tenant)
 	return !ok || c.set.Seq < seq
+}
+
+// StaleMarks returns how many tenants have an invalidation recorded that no load has
+// answered yet (bounded by the cache's tenants and the loads running; for tests and
+// metrics).
+func (a *Announcements) StaleMarks() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.stale)
 }
 
 // Refresh reads tenant's set again when seq is newer than the cached one (for a live

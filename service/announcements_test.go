@@ -73,3 +73,65 @@ func TestAnnouncementCacheReadsOncePerChange(t *testing.T) {
 		t.Fatalf("cached %+v", got)
 	}
 }
+
+// gatedStore is a setStore whose loads wait for the test's gate once entered.
+type gatedStore struct {
+	setStore
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (s *gatedStore) LoadAnnouncements(ctx context.Context, tenant string) (*inbox.AnnouncementSet, error) {
+	s.mu.Lock()
+	set := s.set
+	s.loads++
+	s.mu.Unlock()
+	s.entered <- struct{}{}
+	<-s.gate
+	return set, nil
+}
+
+// TestAnnouncementInvalidationsOfOtherTenantsAreNotKept: every instance hears every
+// tenant's announcement changes; those of tenants it neither caches nor is reading leave
+// nothing behind (a fleet of many tenants would grow the stale marks without bound), while
+// an invalidation that comes during a read of an uncached tenant still makes that read's
+// older set stale.
+func TestAnnouncementInvalidationsOfOtherTenantsAreNotKept(t *testing.T) {
+	clk := clocktest.New()
+	st := &gatedStore{setStore: setStore{set: &inbox.AnnouncementSet{Seq: 1}}, entered: make(chan struct{}), gate: make(chan struct{})}
+	a := service.NewAnnouncements(st, service.AnnouncementOptions{Now: clk.Now, MaxAge: time.Hour, Tenants: 8})
+	for i := range 50 {
+		a.Invalidate("tenant"+string(rune('a'+i%26))+string(rune('a'+i/26)), 7)
+	}
+	if n := a.StaleMarks(); n != 0 {
+		t.Fatalf("%d stale marks kept for tenants never read here, want 0", n)
+	}
+
+	ctx := context.Background()
+	done := make(chan *inbox.AnnouncementSet)
+	go func() {
+		set, err := a.Announcements(ctx, "acme", false)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- set
+	}()
+	<-st.entered // the read of seq 1 runs
+	clk.Advance(time.Millisecond)
+	a.Invalidate("acme", 2) // a create committed meanwhile
+	st.mu.Lock()
+	st.set = &inbox.AnnouncementSet{Seq: 2}
+	st.mu.Unlock()
+	close(st.gate)
+	if set := <-done; set.Seq != 1 {
+		t.Fatalf("the first read answered seq %d", set.Seq)
+	}
+	go func() { <-st.entered }()
+	set, err := a.Announcements(ctx, "acme", false)
+	if err != nil || set.Seq != 2 {
+		t.Fatalf("after the invalidation during the read: seq %d, %v; want the set read again (2)", set.Seq, err)
+	}
+	if n := a.StaleMarks(); n != 0 {
+		t.Fatalf("%d stale marks after the read answered them", n)
+	}
+}
