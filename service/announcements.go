@@ -335,15 +335,29 @@ func (a *Announcements) Withdraw(ctx context.Context, tenant, id string) (*inbox
 // republish reads tenant's set (one Query) and publishes its sequence (changed). A failed
 // read publishes nothing: MaxAge and the stream relay are the backstops.
 // The read is its own (not one shared with a load begun before the commit).
+// It counts as a load in flight (a.inflight): an invalidation that comes while it runs is
+// kept, so the set it caches is stale when the invalidation named a newer sequence.
 func (a *Announcements) republish(ctx context.Context, tenant string) {
+	a.mu.Lock()
+	a.inflight[tenant]++
 	at := a.o.Now()
+	a.mu.Unlock()
 	set, err := a.st.LoadAnnouncements(ctx, tenant)
+	a.mu.Lock()
+	if a.inflight[tenant]--; a.inflight[tenant] <= 0 {
+		delete(a.inflight, tenant)
+	}
 	if err != nil {
+		a.mu.Unlock()
 		return
+	}
+	if st := a.stale[tenant]; st.seq <= set.Seq || at.After(st.at) {
+		delete(a.stale, tenant)
 	}
 	if c, ok := a.cache.Peek(tenant); !ok || c.set.Seq < set.Seq {
 		a.cache.Add(tenant, &cachedSet{set: set, at: at})
 	}
+	a.mu.Unlock()
 	a.changed(ctx, tenant, set.Seq)
 }
 
