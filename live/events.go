@@ -85,11 +85,15 @@ type eventFeed[T any] struct {
 	// streamed since (bounded by the set: at most MaxActiveAnnouncements and the ones
 	// leaving). own is the user's own badge as of ownVer (0: not known), taken from the
 	// changes and reads the stream saw; hints counts the changes that left it unknown, so
-	// that a read begun before one does not make it known again.
+	// that a read begun before one does not make it known again. seen is the newest
+	// version the stream saw (known or not, ownVer at most): a hint makes the badge
+	// unknown, not older, so a change not newer than seen (the relay's late copy of an
+	// earlier write) never becomes it again.
 	known  map[string]struct{}
 	own    inbox.Badge
 	ownVer int64
 	hints  uint64
+	seen   int64
 }
 
 // pendingEvent is a change waiting for its turn; ann marks an announcement's event, whose
@@ -143,12 +147,13 @@ func (f *eventFeed[T]) learnLocked(c inbox.Change) {
 	// A badge without the user's announcement marks cannot be composed with announcements.
 	complete = complete && (ownOf(b).Marks != nil || !f.st.Ann.active(f.v.TenantID))
 	switch {
-	case complete && c.Version > f.ownVer:
+	case complete && c.Version > f.seen:
 		f.own, f.ownVer = ownOf(b), c.Version
 	case !complete:
 		f.ownVer = 0
 		f.hints++
 	}
+	f.seen = max(f.seen, c.Version)
 }
 
 // recompose takes the tenant's announcement set as it changed: an announcement active
@@ -244,6 +249,7 @@ func (f *eventFeed[T]) read(hints uint64) {
 	if hints == f.hints && b.Version >= f.ownVer {
 		f.own, f.ownVer = ownOf(b), max(b.Version, 1)
 	}
+	f.seen = max(f.seen, b.Version)
 	e := f.pending[0]
 	f.pending = f.pending[1:]
 	f.sendLocked(e.c, b)
@@ -252,9 +258,10 @@ func (f *eventFeed[T]) read(hints uint64) {
 
 // sendLocked puts c's event with badge b on the channel; a full channel ends the stream.
 func (f *eventFeed[T]) sendLocked(c inbox.Change, b inbox.Badge) {
-	if b.Version > f.ownVer && c.Version == b.Version && (ownOf(b).Marks != nil || !f.st.Ann.active(f.v.TenantID)) {
+	if b.Version > f.seen && c.Version == b.Version && (ownOf(b).Marks != nil || !f.st.Ann.active(f.v.TenantID)) {
 		f.own, f.ownVer = ownOf(b), b.Version
 	}
+	f.seen = max(f.seen, c.Version)
 	e := Event{Kind: c.Kind, IDs: c.IDs, Badge: f.st.Ann.compose(f.v.TenantID, ownOf(b))}
 	if c.Kind == inbox.EventAdded {
 		e.Notification = c.Notification

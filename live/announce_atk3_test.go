@@ -1,0 +1,62 @@
+package live_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/inboxgw/gateway/inbox"
+	"github.com/inboxgw/gateway/live"
+)
+
+// TestAnnouncementEventBadgeIgnoresAnOlderChangeAfterAHint: once a re-read hint (a
+// broker's resync, a writer that sends no badge) left the user's own badge unknown, a
+// change older than the badge the stream already knew (the stream relay's late copy of
+// an earlier META write) must not become the badge an announcement's event composes: the
+// event counts the user's own badge as committed (read), not as it was two writes ago.
+func TestAnnouncementEventBadgeIgnoresAnOlderChangeAfterAHint(t *testing.T) {
+	b := live.NewLocal()
+	now := time.Now().UTC()
+	a := &inbox.Announcement{ID: "01KANNOUNCEMENTA0000000000", TenantID: "acme", Type: "news", Title: "First",
+		CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)}
+	sets := &fakeSets{cached: &inbox.AnnouncementSet{Seq: 1, Items: []*inbox.Announcement{a}}}
+	v := inbox.Viewer{TenantID: "acme", UserID: "ua"}
+	marks := func() *inbox.AnnouncementMarks { return &inbox.AnnouncementMarks{} }
+	store := &fakeBadges{b: inbox.Badge{Unread: 1, Unseen: 1, Version: 5, Marks: marks()}}
+	st := live.Streams{Broker: b, Read: store.read, Ann: live.NewAnnounced(b, sets, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := live.OpenEvents(ctx, st, v, func(e live.Event) live.Event { return e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two marks of the user's: v4 (2 unread of their own), v5 (1); each event brings its badge.
+	for _, c := range []struct {
+		id     string
+		unread int
+		ver    int64
+	}{{"01KOWN000000000000000000001", 2, 4}, {"01KOWN000000000000000000002", 1, 5}} {
+		b.Publish(ctx, inbox.Change{Viewer: v, Kind: inbox.EventRead, IDs: []string{c.id}, Version: c.ver, UnreadCount: c.unread,
+			Badge: inbox.Badge{Unread: c.unread, Unseen: c.unread, Version: c.ver, Marks: marks()}})
+		if e := recv(t, ch); e.Kind != inbox.EventRead || e.Badge.Unread != c.unread+1 {
+			t.Fatalf("read v%d: %+v", c.ver, e)
+		}
+	}
+	// The broker lost and regained its connection: re-read.
+	b.Publish(ctx, inbox.Change{Viewer: v})
+	// The relay's copy of the v4 META record, late.
+	b.Publish(ctx, inbox.Change{Viewer: v, Version: 4, UnreadCount: 2, Badge: inbox.Badge{Unread: 2, Unseen: 2, Version: 4, Marks: marks()}})
+
+	c := &inbox.Announcement{ID: "01KANNOUNCEMENTC0000000000", TenantID: "acme", Type: "news", Title: "Second",
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	sets.put(&inbox.AnnouncementSet{Seq: 2, Items: []*inbox.Announcement{c, a}})
+	b.Publish(ctx, inbox.Change{Viewer: inbox.Viewer{TenantID: "acme"}, Kind: inbox.EventAnnouncements, Version: 2})
+	e := recv(t, ch)
+	if e.Kind != inbox.EventAdded || e.IDs[0] != "@"+c.ID {
+		t.Fatalf("the second announcement: %+v", e)
+	}
+	if e.Badge.Unread != 3 || e.Badge.Version != 5 {
+		t.Fatalf("the second announcement's badge: unread %d (own v%d), want 3 (1 of the user's own as of v5, 2 announcements)",
+			e.Badge.Unread, e.Badge.Version)
+	}
+}
