@@ -117,6 +117,12 @@ func (a *Announced) active(tenant string) bool {
 	return set != nil && len(set.Active(a.now())) > 0
 }
 
+// cold reports whether tenant's set is not cached here (nothing to compose a badge with:
+// the store's read of the badge composes it, and caches the set).
+func (a *Announced) cold(tenant string) bool {
+	return a != nil && a.sets.Cached(tenant) == nil
+}
+
 // join registers f as a badge stream of tenant: the first of a tenant subscribes to its
 // announcement changes.
 func (a *Announced) join(tenant string, f recomposer) {

@@ -225,6 +225,9 @@ func (f *eventFeed[T]) flushLocked() {
 			b, complete = f.own, f.ownVer > 0
 		} else {
 			b, complete = BadgeOf(e.c)
+			// The tenant's set not cached here (a fresh instance; evicted): the change's own
+			// badge cannot be composed, the store's read composes it (and caches the set).
+			complete = complete && !f.st.Ann.cold(f.v.TenantID)
 		}
 		if !complete {
 			f.reading = true
@@ -263,6 +266,9 @@ func (f *eventFeed[T]) sendLocked(c inbox.Change, b inbox.Badge) {
 	}
 	f.seen = max(f.seen, c.Version)
 	e := Event{Kind: c.Kind, IDs: c.IDs, Badge: f.st.Ann.compose(f.v.TenantID, ownOf(b))}
+	if b.Own != nil && f.st.Ann.cold(f.v.TenantID) {
+		e.Badge = b // composed by the store's read with a set no longer cached here
+	}
 	if c.Kind == inbox.EventAdded {
 		e.Notification = c.Notification
 	}
