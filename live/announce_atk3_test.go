@@ -60,3 +60,77 @@ func TestAnnouncementEventBadgeIgnoresAnOlderChangeAfterAHint(t *testing.T) {
 			e.Badge.Unread, e.Badge.Version)
 	}
 }
+
+// hookSets is a fakeSets that runs hook (once) right after the next Cached call took its
+// value: what another goroutine does in between (the tenant watch's refresh).
+type hookSets struct {
+	fakeSets
+	hook func()
+}
+
+func (h *hookSets) Cached(tenant string) *inbox.AnnouncementSet {
+	set := h.fakeSets.Cached(tenant)
+	h.mu.Lock()
+	f := h.hook
+	h.hook = nil
+	h.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return set
+}
+
+func (h *hookSets) arm(f func()) {
+	h.mu.Lock()
+	h.hook = f
+	h.mu.Unlock()
+}
+
+// TestAnnouncementCreatedWhileAnEventsStreamOpensIsNotMissed: an announcement whose
+// refresh lands between the stream taking the tenant's set (the announcements it knows)
+// and joining the tenant's watch (which recomposes the streams joined) reaches the stream
+// as ADDED all the same, and its withdrawal as DELETED; it was neither, the stream
+// having known nothing of it.
+func TestAnnouncementCreatedWhileAnEventsStreamOpensIsNotMissed(t *testing.T) {
+	b := live.NewLocal()
+	sets := &hookSets{fakeSets: fakeSets{cached: &inbox.AnnouncementSet{}}}
+	mark := inbox.Badge{Unread: 0, Version: 1, Marks: &inbox.AnnouncementMarks{}}
+	st := live.Streams{Broker: b, Read: (&fakeBadges{b: mark}).read, Ann: live.NewAnnounced(b, sets, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conv := func(e live.Event) live.Event { return e }
+	first, err := live.OpenEvents(ctx, st, inbox.Viewer{TenantID: "acme", UserID: "ub"}, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	a := &inbox.Announcement{ID: "01KANNOUNCEMENTA0000000000", TenantID: "acme", Type: "news", Title: "Racing",
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	sets.arm(func() {
+		sets.put(&inbox.AnnouncementSet{Seq: 1, Items: []*inbox.Announcement{a}})
+		b.Publish(ctx, inbox.Change{Viewer: inbox.Viewer{TenantID: "acme"}, Kind: inbox.EventAnnouncements, Version: 1})
+		if e := recv(t, first); e.Kind != inbox.EventAdded { // the refresh recomposed the streams joined
+			t.Errorf("first stream: %+v", e)
+		}
+	})
+	second, err := live.OpenEvents(ctx, st, inbox.Viewer{TenantID: "acme", UserID: "ua"}, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-second:
+		if e.Kind != inbox.EventAdded || e.IDs[0] != "@"+a.ID {
+			t.Fatalf("second stream: %+v", e)
+		}
+	case <-time.After(2 * time.Second):
+		sets.put(&inbox.AnnouncementSet{Seq: 2})
+		b.Publish(ctx, inbox.Change{Viewer: inbox.Viewer{TenantID: "acme"}, Kind: inbox.EventAnnouncements, Version: 2})
+		recv(t, first) // DELETED there
+		select {
+		case e := <-second:
+			t.Fatalf("the announcement created as the second stream opened never came as ADDED; then: %+v", e)
+		case <-time.After(time.Second):
+			t.Fatal("the announcement created as the second stream opened never came, neither ADDED nor DELETED")
+		}
+	}
+}
