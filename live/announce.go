@@ -123,6 +123,18 @@ func (a *Announced) cold(tenant string) bool {
 	return a != nil && a.sets.Cached(tenant) == nil
 }
 
+// warm reads tenant's set when it is not cached here (a stream must know the
+// announcements active when it began, or their withdrawal or expiry would be news to
+// nobody). A failed read is logged: the stream then learns the set at its next change.
+func (a *Announced) warm(ctx context.Context, tenant string) {
+	if !a.cold(tenant) {
+		return
+	}
+	if _, err := a.sets.Refresh(ctx, tenant, 0); err != nil {
+		a.log.Warn("announcements: read the tenant's set for a new stream", "err", err)
+	}
+}
+
 // join registers f as a badge stream of tenant: the first of a tenant subscribes to its
 // announcement changes.
 func (a *Announced) join(tenant string, f recomposer) {
@@ -138,6 +150,10 @@ func (a *Announced) join(tenant string, f recomposer) {
 			w.sub = a.broker.Subscribe(inbox.Viewer{TenantID: tenant}, BadgeOnly())
 			w.sub.OnChange(func() { a.heard(w) })
 		}
+		a.armLocked(w)
+	} else if w.timer == nil {
+		// The watch began before the set was cached here (a stream that reads nothing):
+		// arm its expiry now that it may be.
 		a.armLocked(w)
 	}
 	w.feeds[f] = struct{}{}

@@ -134,3 +134,33 @@ func TestAnnouncementCreatedWhileAnEventsStreamOpensIsNotMissed(t *testing.T) {
 		}
 	}
 }
+
+// TestAnnouncementExpiryReachesAnEventsStreamJoiningAColdWatch: the tenant's watch began
+// with a notificationAdded stream on an instance that had not read the set (no expiry to
+// arm); an inboxEvents stream that joins it once the set is cached hears of an
+// announcement's expiry (EXPIRED) at its time, not at the tenant's next change.
+func TestAnnouncementExpiryReachesAnEventsStreamJoiningAColdWatch(t *testing.T) {
+	b := live.NewLocal()
+	sets := &fakeSets{}
+	st := live.Streams{Broker: b, Read: (&fakeBadges{b: inbox.Badge{Version: 1, Marks: &inbox.AnnouncementMarks{}}}).read,
+		Ann: live.NewAnnounced(b, sets, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	v := inbox.Viewer{TenantID: "acme", UserID: "ua"}
+	if _, err := live.OpenAdded(ctx, st, v); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	a := &inbox.Announcement{ID: "01KANNOUNCEMENTA0000000000", TenantID: "acme", Type: "news", Title: "Brief",
+		CreatedAt: now.Add(-time.Minute), ExpiresAt: now.Add(300 * time.Millisecond)}
+	sets.mu.Lock()
+	sets.cached = &inbox.AnnouncementSet{Seq: 1, Items: []*inbox.Announcement{a}} // read by a page of the tenant's
+	sets.mu.Unlock()
+	ch, err := live.OpenEvents(ctx, st, v, func(e live.Event) live.Event { return e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := recv(t, ch); e.Kind != inbox.EventExpired || e.IDs[0] != "@"+a.ID {
+		t.Fatalf("at the expiry: %+v", e)
+	}
+}

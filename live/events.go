@@ -53,6 +53,7 @@ func OpenEvents[T any](ctx context.Context, st Streams, v inbox.Viewer, conv fun
 	f.sig.bind()
 	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
 	if st.Ann != nil {
+		st.Ann.warm(ctx, v.TenantID)
 		f.known = map[string]struct{}{}
 		for _, a := range st.Ann.sets.Cached(v.TenantID).Active(st.Ann.now()) {
 			f.known[a.ID] = struct{}{}
