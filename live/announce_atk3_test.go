@@ -61,18 +61,24 @@ func TestAnnouncementEventBadgeIgnoresAnOlderChangeAfterAHint(t *testing.T) {
 	}
 }
 
-// hookSets is a fakeSets that runs hook (once) right after the next Cached call took its
-// value: what another goroutine does in between (the tenant watch's refresh).
+// hookSets is a fakeSets that runs hook (once) right after a Cached call took its value,
+// after skip calls: what another goroutine does in between (the tenant watch's refresh).
 type hookSets struct {
 	fakeSets
 	hook func()
+	skip int
 }
 
 func (h *hookSets) Cached(tenant string) *inbox.AnnouncementSet {
 	set := h.fakeSets.Cached(tenant)
 	h.mu.Lock()
-	f := h.hook
-	h.hook = nil
+	var f func()
+	if h.hook != nil {
+		if h.skip == 0 {
+			f, h.hook = h.hook, nil
+		}
+		h.skip--
+	}
 	h.mu.Unlock()
 	if f != nil {
 		f()
@@ -80,9 +86,9 @@ func (h *hookSets) Cached(tenant string) *inbox.AnnouncementSet {
 	return set
 }
 
-func (h *hookSets) arm(f func()) {
+func (h *hookSets) arm(skip int, f func()) {
 	h.mu.Lock()
-	h.hook = f
+	h.hook, h.skip = f, skip
 	h.mu.Unlock()
 }
 
@@ -106,7 +112,9 @@ func TestAnnouncementCreatedWhileAnEventsStreamOpensIsNotMissed(t *testing.T) {
 	now := time.Now().UTC()
 	a := &inbox.Announcement{ID: "01KANNOUNCEMENTA0000000000", TenantID: "acme", Type: "news", Title: "Racing",
 		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
-	sets.arm(func() {
+	// OpenEvents looks at the cached set twice: is it cached (else it reads it), then the
+	// announcements active; the refresh lands after the second.
+	sets.arm(1, func() {
 		sets.put(&inbox.AnnouncementSet{Seq: 1, Items: []*inbox.Announcement{a}})
 		b.Publish(ctx, inbox.Change{Viewer: inbox.Viewer{TenantID: "acme"}, Kind: inbox.EventAnnouncements, Version: 1})
 		if e := recv(t, first); e.Kind != inbox.EventAdded { // the refresh recomposed the streams joined
