@@ -123,13 +123,11 @@ func (a *Announced) cold(tenant string) bool {
 	return a != nil && a.sets.Cached(tenant) == nil
 }
 
-// warm reads tenant's set when it is not cached here (a stream must know the
+// warm reads tenant's set, not cached here, for a new stream (a stream must know the
 // announcements active when it began, or their withdrawal or expiry would be news to
-// nobody). A failed read is logged: the stream then learns the set at its next change.
+// nobody; join arms the watch's expiry with it). A failed read is logged: the stream then
+// learns the set at the tenant's next change.
 func (a *Announced) warm(ctx context.Context, tenant string) {
-	if !a.cold(tenant) {
-		return
-	}
 	if _, err := a.sets.Refresh(ctx, tenant, 0); err != nil {
 		a.log.Warn("announcements: read the tenant's set for a new stream", "err", err)
 	}

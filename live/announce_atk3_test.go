@@ -172,3 +172,25 @@ func TestAnnouncementExpiryReachesAnEventsStreamJoiningAColdWatch(t *testing.T) 
 		t.Fatalf("at the expiry: %+v", e)
 	}
 }
+
+// TestAnnouncementExpiryReachesAnEventsStreamOpenedCold: an inboxEvents stream opened on
+// an instance that has not read the tenant's set (it reads it for the stream) hears of
+// the expiry of an announcement active when it began (EXPIRED) at its time.
+func TestAnnouncementExpiryReachesAnEventsStreamOpenedCold(t *testing.T) {
+	b := live.NewLocal()
+	now := time.Now().UTC()
+	a := &inbox.Announcement{ID: "01KANNOUNCEMENTA0000000000", TenantID: "acme", Type: "news", Title: "Brief",
+		CreatedAt: now.Add(-time.Minute), ExpiresAt: now.Add(300 * time.Millisecond)}
+	sets := &fakeSets{table: &inbox.AnnouncementSet{Seq: 1, Items: []*inbox.Announcement{a}}}
+	st := live.Streams{Broker: b, Read: (&fakeBadges{b: inbox.Badge{Version: 1, Marks: &inbox.AnnouncementMarks{}}}).read,
+		Ann: live.NewAnnounced(b, sets, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := live.OpenEvents(ctx, st, inbox.Viewer{TenantID: "acme", UserID: "ua"}, func(e live.Event) live.Event { return e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := recv(t, ch); e.Kind != inbox.EventExpired || e.IDs[0] != "@"+a.ID {
+		t.Fatalf("at the expiry: %+v", e)
+	}
+}

@@ -53,7 +53,12 @@ func OpenEvents[T any](ctx context.Context, st Streams, v inbox.Viewer, conv fun
 	f.sig.bind()
 	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
 	if st.Ann != nil {
-		st.Ann.warm(ctx, v.TenantID)
+		if st.Ann.cold(v.TenantID) {
+			// An instance that has not read the tenant's set (fresh, or it was evicted): the
+			// stream must know the announcements active as it begins, or their withdrawal
+			// or expiry would be news to it. One read per tenant and instance.
+			st.Ann.warm(ctx, v.TenantID)
+		}
 		f.known = map[string]struct{}{}
 		for _, a := range st.Ann.sets.Cached(v.TenantID).Active(st.Ann.now()) {
 			f.known[a.ID] = struct{}{}
