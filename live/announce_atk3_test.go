@@ -2,6 +2,7 @@ package live_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -193,4 +194,47 @@ func TestAnnouncementExpiryReachesAnEventsStreamOpenedCold(t *testing.T) {
 	if e := recv(t, ch); e.Kind != inbox.EventExpired || e.IDs[0] != "@"+a.ID {
 		t.Fatalf("at the expiry: %+v", e)
 	}
+}
+
+// TestAnnouncementDeletedByTheUserIsNotDeletedAgain: a user who deleted an announcement
+// from their inbox got its DELETED event then; its withdrawal (or expiry) later removes
+// nothing more from their inbox, and their stream gets no second DELETED for it.
+func TestAnnouncementDeletedByTheUserIsNotDeletedAgain(t *testing.T) {
+	b := live.NewLocal()
+	now := time.Now().UTC()
+	a := &inbox.Announcement{ID: "01KANNOUNCEMENTA0000000000", TenantID: "acme", Type: "news", Title: "Gone",
+		CreatedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)}
+	sets := &fakeSets{cached: &inbox.AnnouncementSet{Seq: 1, Items: []*inbox.Announcement{a}}}
+	v := inbox.Viewer{TenantID: "acme", UserID: "ua"}
+	deleted := &inbox.AnnouncementMarks{ByID: map[string]inbox.AnnouncementMark{a.ID: {Deleted: true}}}
+	st := live.Streams{Broker: b, Read: (&fakeBadges{b: inbox.Badge{Version: 2, Marks: deleted}}).read, Ann: live.NewAnnounced(b, sets, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := live.OpenEvents(ctx, st, v, func(e live.Event) live.Event { return e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The user's delete (store.MarkAnnouncements): its event names the announcement "@<ULID>".
+	b.Publish(ctx, inbox.Change{Viewer: v, Kind: inbox.EventDeleted, IDs: []string{"@" + a.ID}, Version: 2,
+		Badge: inbox.Badge{Version: 2, Marks: deleted}})
+	if e := recv(t, ch); e.Kind != inbox.EventDeleted || e.IDs[0] != "@"+a.ID || e.Badge.Unread != 0 {
+		t.Fatalf("the user's delete: %+v", e)
+	}
+	sets.put(&inbox.AnnouncementSet{Seq: 2})
+	b.Publish(ctx, inbox.Change{Viewer: inbox.Viewer{TenantID: "acme"}, Kind: inbox.EventAnnouncements, Version: 2})
+	if testWaitRead(sets, 1) {
+		none(t, ch)
+	}
+}
+
+// testWaitRead waits (5 s at most) until sets was read n times, and reports whether it was.
+func testWaitRead(sets *fakeSets, n int) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for sets.readCount() < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return true
 }

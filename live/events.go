@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,6 +135,15 @@ func (f *eventFeed[T]) onChange() {
 				return
 			}
 			f.pending = append(f.pending, pendingEvent{c: c})
+			if c.Kind == inbox.EventDeleted {
+				// The user deleted announcements from their inbox (for good): their
+				// withdrawal or expiry later removes nothing more, no second DELETED.
+				for _, id := range c.IDs {
+					if ann, ok := strings.CutPrefix(id, inbox.AnnouncementRef); ok {
+						delete(f.known, ann)
+					}
+				}
+			}
 			continue
 		default:
 		}
