@@ -79,3 +79,42 @@ func TestInboxEventsOnAColdInstanceHearOfAWithdrawal(t *testing.T) {
 		t.Fatalf("alice's event on B: %+v", ev)
 	}
 }
+
+// A user who deleted an announcement from their inbox hears of its DELETED once: its
+// withdrawal later sends their inboxEvents stream nothing (the next event is their own).
+func TestInboxEventsDeleteOfAnAnnouncementComesOnce(t *testing.T) {
+	t.Parallel()
+	s := testgw.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc := s.ServiceToken("acme", "svc")
+	erinTok := s.Token("acme", "erin")
+	c := s.WithT(t).DialWS(ctx, "graphql-transport-ws")
+	c.Init(erinTok)
+	c.Subscribe("e", `subscription { inboxEvents { kind notificationIds notification { kind } } }`)
+	testgw.WaitFor(t, testgw.EventTimeout, "erin's stream", func() bool { return s.Broker.Subscribers() == 1 })
+	type event struct {
+		InboxEvents struct {
+			Kind            string   `json:"kind"`
+			NotificationIDs []string `json:"notificationIds"`
+			Notification    *struct {
+				Kind string `json:"kind"`
+			} `json:"notification"`
+		} `json:"inboxEvents"`
+	}
+	ann := sendAnnouncement(t, s, svc, "deleted-once", "Delete me")
+	gid := annGlobalID(ann.Announcement.ID)
+	var e event
+	if c.NextData("e", &e); e.InboxEvents.Kind != "ADDED" || e.InboxEvents.NotificationIDs[0] != gid {
+		t.Fatalf("the announcement: %+v", e.InboxEvents)
+	}
+	s.MustData(erinTok, `mutation($ids: [ID!]!) { deleteNotifications(ids: $ids) { deletedIds } }`, map[string]any{"ids": []string{gid}}, nil)
+	if c.NextData("e", &e); e.InboxEvents.Kind != "DELETED" || e.InboxEvents.NotificationIDs[0] != gid {
+		t.Fatalf("erin's delete: %+v", e.InboxEvents)
+	}
+	withdraw(t, s, svc, ann.Announcement.ID)
+	s.Seed(svc, "erin", 1)
+	if c.NextData("e", &e); e.InboxEvents.Kind != "ADDED" || e.InboxEvents.Notification == nil || e.InboxEvents.Notification.Kind != "PERSONAL" {
+		t.Fatalf("after the withdrawal, erin's next event: %+v (want her own notification's ADDED)", e.InboxEvents)
+	}
+}
