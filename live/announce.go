@@ -258,7 +258,9 @@ func (a *Announced) refresh(w *tenantWatch) {
 		a.mu.Unlock()
 		a.recomposeAll(w)
 		a.mu.Lock()
-		a.armLocked(w)
+		if a.tenants[w.tenant] == w {
+			a.armLocked(w) // not for a watch that ended meanwhile: its timer would outlive it
+		}
 		if !w.again {
 			w.running = false
 			a.mu.Unlock()

@@ -238,3 +238,36 @@ func testWaitRead(sets *fakeSets, n int) bool {
 	}
 	return true
 }
+
+// TestAnnouncementCreatedWhileAnAddedStreamOpensIsNotMissed: the same race for
+// notificationAdded: an announcement whose refresh lands between the stream taking the
+// tenant's set and joining the tenant's watch is streamed to it all the same.
+func TestAnnouncementCreatedWhileAnAddedStreamOpensIsNotMissed(t *testing.T) {
+	b := live.NewLocal()
+	sets := &hookSets{fakeSets: fakeSets{cached: &inbox.AnnouncementSet{}}}
+	st := live.Streams{Broker: b, Read: (&fakeBadges{b: inbox.Badge{Version: 1, Marks: &inbox.AnnouncementMarks{}}}).read,
+		Ann: live.NewAnnounced(b, sets, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, err := live.OpenAdded(ctx, st, inbox.Viewer{TenantID: "acme", UserID: "ub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	a := &inbox.Announcement{ID: "01KANNOUNCEMENTA0000000000", TenantID: "acme", Type: "news", Title: "Racing",
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	sets.arm(0, func() { // as the second stream takes the set
+		sets.put(&inbox.AnnouncementSet{Seq: 1, Items: []*inbox.Announcement{a}})
+		b.Publish(ctx, inbox.Change{Viewer: inbox.Viewer{TenantID: "acme"}, Kind: inbox.EventAnnouncements, Version: 1})
+		if n := recv(t, first); n.ID != a.ID { // the refresh recomposed the streams joined
+			t.Errorf("first stream: %+v", n)
+		}
+	})
+	second, err := live.OpenAdded(ctx, st, inbox.Viewer{TenantID: "acme", UserID: "ua"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := recv(t, second); n.ID != a.ID || n.Kind != inbox.KindAnnouncement {
+		t.Fatalf("second stream: %+v", n)
+	}
+}

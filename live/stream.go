@@ -275,6 +275,9 @@ func OpenAdded(ctx context.Context, st Streams, v inbox.Viewer) (<-chan *inbox.N
 		}
 		st.Ann.join(v.TenantID, f)
 		context.AfterFunc(ctx, func() { st.Ann.leave(v.TenantID, f) })
+		// A refresh of the watch between the set taken above and the join recomposed the
+		// streams joined, not this one: compare once with the set now cached.
+		f.recompose()
 	}
 	sub.OnChange(f.onChange)
 	return f.out, nil
