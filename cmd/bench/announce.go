@@ -493,11 +493,12 @@ func (b *harness) annReads(ctx context.Context, a *annInstance) ([]AnnounceRead,
 		side := func(rq []loadRequest) func() (window, error) {
 			return func() (window, error) { return b.gatewayWindow(ctx, a.gw.url, b.c.concurrency, half, rq) }
 		}
-		withSide := side(with)
+		withSide, withoutSide := side(with), side(without)
 		if q.query == inboxQuery && b.c.annCPUProfile != "" {
 			withSide = profiledOnce(b.c.annCPUProfile, withSide)
+			withoutSide = profiledOnce(b.c.annCPUProfile+".without", withoutSide)
 		}
-		ws, wos, err := inHalves(withSide, side(without))
+		ws, wos, err := inHalves(withSide, withoutSide)
 		if err != nil {
 			return nil, err
 		}
