@@ -268,3 +268,47 @@ func TestRoundTripsPageWithAnnouncements(t *testing.T) {
 		t.Fatalf("%d edges, %d announcements; want 13 and 3", len(edges), anns)
 	}
 }
+
+// A first page's BatchGetItem reads the profiles of the notifications the page shows, not
+// of those the announcements merged in pushed off it (issue 21 item 7): 3 announcements
+// on top of a page of 5 leave 2 notifications, 4 profiles (each its own actor and target).
+func TestRoundTripsPageWithAnnouncementsReadsShownProfiles(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t)
+	g.seed(t, 10, "issues.opened", each, each)
+	for i := range 3 {
+		_, _, err := g.srv2.Announcements.Create(context.Background(), "acme", service.CreateRequest{Input: inbox.AnnouncementInput{
+			IdempotencyKey: fmt.Sprintf("ann-%d", i), Type: "announcement", Title: fmt.Sprintf("a%d", i),
+			Actor: &inbox.Actor{ActorID: "team", Name: "The team"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.srv2.WarmAnnouncements("acme")
+	g.rec.KeepInputs()
+
+	ops, data := g.ops(t, `{ viewer { unreadCount inbox(first: 5) { edges { node { kind actor { name } target { title } } } } } }`, nil)
+	want(t, "first page of 5 with 3 announcements", ops, "Query", "BatchGetItem")
+	var keys []string
+	for _, r := range g.rec.Requests() {
+		if in, ok := r.Input.(*dynamodb.BatchGetItemInput); ok {
+			for _, ka := range in.RequestItems {
+				for _, k := range ka.Keys {
+					keys = append(keys, fmt.Sprint(k["pk"]))
+				}
+			}
+		}
+	}
+	if len(keys) != 4 {
+		t.Errorf("the page's BatchGetItem read %d profiles, want the 4 of the 2 notifications shown", len(keys))
+	}
+	edges := data["viewer"].(map[string]any)["inbox"].(map[string]any)["edges"].([]any)
+	var names []string
+	for _, e := range edges {
+		n := e.(map[string]any)["node"].(map[string]any)
+		names = append(names, fmt.Sprint(n["kind"], " ", n["actor"].(map[string]any)["name"]))
+	}
+	if wantNames := []string{"ANNOUNCEMENT The team", "ANNOUNCEMENT The team", "ANNOUNCEMENT The team", "PERSONAL Actor x9", "PERSONAL Actor x8"}; !slices.Equal(names, wantNames) {
+		t.Fatalf("page = %v, want %v", names, wantNames)
+	}
+}
