@@ -37,6 +37,7 @@ type gateway struct {
 	broker *live.Local
 	db     *dynamodb.Client
 	table  string
+	srv2   *testgw.Server
 }
 
 // send writes in through the send loop over the gateway's store, publishing to its
@@ -93,7 +94,7 @@ func newGatewayWith(t *testing.T, s gatewaySetup) *gateway {
 		t.Fatal(err)
 	}
 	tok := srv.Token("acme", "alice")
-	return &gateway{srv: srv.HTTP, h: srv.Handler, st: srv.Store, rec: rec, token: tok, v: srv.Verifier, broker: srv.Broker, db: srv.DB, table: srv.Table}
+	return &gateway{srv: srv.HTTP, h: srv.Handler, st: srv.Store, rec: rec, token: tok, v: srv.Verifier, broker: srv.Broker, db: srv.DB, table: srv.Table, srv2: srv}
 }
 
 // ops runs a GraphQL request and returns the DynamoDB operations it caused, sorted.
@@ -224,5 +225,90 @@ func TestRoundTrips101DistinctProfiles(t *testing.T) {
 	}
 	if len(edges) != n || len(seen) != 2*n {
 		t.Fatalf("%d edges, %d distinct actors and targets", len(edges), len(seen))
+	}
+}
+
+// A page with announcements costs what one without does: the announcements carry their
+// actor and target (Notification.Embedded), so the page's profile prefetch leaves them
+// out instead of reading profiles that are never written (issue 21 item 7: that read was
+// a second BatchGetItem, after the page's, on every page that showed an announcement).
+func TestRoundTripsPageWithAnnouncements(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t)
+	g.seed(t, 5, "issues.opened", mod(3), mod(2))
+	for i := range 3 {
+		_, _, err := g.srv2.Announcements.Create(context.Background(), "acme", service.CreateRequest{Input: inbox.AnnouncementInput{
+			IdempotencyKey: fmt.Sprintf("ann-%d", i), Type: "announcement", Title: fmt.Sprintf("a%d", i),
+			Actor:  &inbox.Actor{ActorID: "team", Name: "The team", AvatarURL: "https://a.example/team"},
+			Target: &inbox.Target{Kind: "release", TargetID: fmt.Sprintf("r%d", i), Title: fmt.Sprintf("Release %d", i), URL: "https://t.example/r"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.seed(t, 5, "issues.opened", mod(3), mod(2))
+	g.srv2.WarmAnnouncements("acme")
+
+	ops, data := g.ops(t, `{ viewer { unreadCount inbox(first: 20) { edges { node { kind title actor { name avatarUrl } target { title url } } } } } }`, nil)
+	want(t, "first page with 3 announcements: one Query and one BatchGetItem, as without", ops, "Query", "BatchGetItem")
+	edges := data["viewer"].(map[string]any)["inbox"].(map[string]any)["edges"].([]any)
+	anns := 0
+	for _, e := range edges {
+		n := e.(map[string]any)["node"].(map[string]any)
+		if n["kind"] != inbox.KindAnnouncement {
+			continue
+		}
+		anns++
+		a, tg := n["actor"].(map[string]any), n["target"].(map[string]any)
+		if a["name"] != "The team" || a["avatarUrl"] != "https://a.example/team" || tg["title"] != "Release "+n["title"].(string)[1:] {
+			t.Fatalf("announcement %v: its own actor and target were not rendered", n)
+		}
+	}
+	if len(edges) != 13 || anns != 3 {
+		t.Fatalf("%d edges, %d announcements; want 13 and 3", len(edges), anns)
+	}
+}
+
+// A first page's BatchGetItem reads the profiles of the notifications the page shows, not
+// of those the announcements merged in pushed off it (issue 21 item 7): 3 announcements
+// on top of a page of 5 leave 2 notifications, 4 profiles (each its own actor and target).
+func TestRoundTripsPageWithAnnouncementsReadsShownProfiles(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t)
+	g.seed(t, 10, "issues.opened", each, each)
+	for i := range 3 {
+		_, _, err := g.srv2.Announcements.Create(context.Background(), "acme", service.CreateRequest{Input: inbox.AnnouncementInput{
+			IdempotencyKey: fmt.Sprintf("ann-%d", i), Type: "announcement", Title: fmt.Sprintf("a%d", i),
+			Actor: &inbox.Actor{ActorID: "team", Name: "The team"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.srv2.WarmAnnouncements("acme")
+	g.rec.KeepInputs()
+
+	ops, data := g.ops(t, `{ viewer { unreadCount inbox(first: 5) { edges { node { kind actor { name } target { title } } } } } }`, nil)
+	want(t, "first page of 5 with 3 announcements", ops, "Query", "BatchGetItem")
+	var keys []string
+	for _, r := range g.rec.Requests() {
+		if in, ok := r.Input.(*dynamodb.BatchGetItemInput); ok {
+			for _, ka := range in.RequestItems {
+				for _, k := range ka.Keys {
+					keys = append(keys, fmt.Sprint(k["pk"]))
+				}
+			}
+		}
+	}
+	if len(keys) != 4 {
+		t.Errorf("the page's BatchGetItem read %d profiles, want the 4 of the 2 notifications shown", len(keys))
+	}
+	edges := data["viewer"].(map[string]any)["inbox"].(map[string]any)["edges"].([]any)
+	var names []string
+	for _, e := range edges {
+		n := e.(map[string]any)["node"].(map[string]any)
+		names = append(names, fmt.Sprint(n["kind"], " ", n["actor"].(map[string]any)["name"]))
+	}
+	if wantNames := []string{"ANNOUNCEMENT The team", "ANNOUNCEMENT The team", "ANNOUNCEMENT The team", "PERSONAL Actor x9", "PERSONAL Actor x8"}; !slices.Equal(names, wantNames) {
+		t.Fatalf("page = %v, want %v", names, wantNames)
 	}
 }

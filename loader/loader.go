@@ -420,8 +420,9 @@ func (b *BadgeShare) Await(ctx context.Context) (count int, ok bool) {
 // actor and target resolvers of those notifications answer from the cache at once instead
 // of waiting for a batch window. Missing profiles are primed as nil. Refs this operation
 // already has (primed, being prefetched by another resolver, or asked of the dataloader)
-// are not read again, so aliases of one page or node prefetch once. Without loaders in
-// ctx it does nothing.
+// are not read again, so aliases of one page or node prefetch once. Notifications that
+// carry their actor and target (an announcement's, Notification.Embedded) are skipped:
+// their actor and target resolvers read no profile. Without loaders in ctx it does nothing.
 func Prefetch(ctx context.Context, src ProfileSource, tenantID string, ns []*inbox.Notification) error {
 	l := For(ctx)
 	if l == nil || len(ns) == 0 {
@@ -444,7 +445,9 @@ func Prefetch(ctx context.Context, src ProfileSource, tenantID string, ns []*inb
 		refs = append(refs, r)
 	}
 	for _, n := range ns {
-		if n == nil {
+		if n == nil || n.Embedded != nil {
+			// An announcement carries its actor and target: no profile of them is
+			// ever written, so reading them would be a call for nothing.
 			continue
 		}
 		add(inbox.ProfileRef{ID: n.ActorID})

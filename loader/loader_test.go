@@ -97,6 +97,27 @@ func TestPrefetchPrimesTheCache(t *testing.T) {
 	}
 }
 
+// An announcement's notification carries its actor and target: Prefetch reads the
+// profiles of the others only.
+func TestPrefetchSkipsEmbedded(t *testing.T) {
+	src := &countingSource{}
+	ctx := loader.With(context.Background(), loader.New(src, "acme"))
+	ann := &inbox.Notification{ActorID: "team", TargetKind: "release", TargetID: "r1", Kind: inbox.KindAnnouncement,
+		Embedded: &inbox.Embedded{Actor: &inbox.Actor{ActorID: "team"}, Target: &inbox.Target{Kind: "release", TargetID: "r1"}}}
+	if err := loader.Prefetch(ctx, src, "acme", []*inbox.Notification{ann}); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.batches) != 0 {
+		t.Fatalf("batches = %v, want none for an announcement", src.batches)
+	}
+	if err := loader.Prefetch(ctx, src, "acme", []*inbox.Notification{ann, {ActorID: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.batches) != 1 || len(src.batches[0]) != 1 || src.batches[0][0].ID != "a" {
+		t.Fatalf("batches = %v, want one of the personal notification's actor", src.batches)
+	}
+}
+
 // Concurrent callers of one key share one read; a failed read is not kept.
 func TestOnceSharesOneReadAndForgetsFailures(t *testing.T) {
 	ctx := loader.With(context.Background(), loader.New(&countingSource{}, "acme"))

@@ -156,9 +156,6 @@ func (r *notificationResolver) Actor(ctx context.Context, obj *inbox.Notificatio
 	if obj.Embedded != nil {
 		return embeddedActor(obj), nil
 	}
-	if obj.Embedded != nil {
-		return embeddedActor(obj), nil
-	}
 	p, err := r.profile(ctx, inbox.ProfileRef{ID: obj.ActorID})
 	if err != nil || p == nil || p.Actor == nil {
 		return nil, err

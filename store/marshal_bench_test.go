@@ -84,7 +84,9 @@ func BenchmarkBuildPage(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		p := st.buildPage(benchViewer, append([]*notificationItem(nil), items...), metaItem{UnreadCount: 3}, pageArgs{ix: IndexInbox, want: 20})
+		pg := pageArgs{ix: IndexInbox, want: 20, now: time.Now()}
+		meta := metaItem{UnreadCount: 3}
+		p := st.buildPage(benchViewer, pg.entries(append([]*notificationItem(nil), items...), &meta), meta, pg)
 		sinkNotif = p.Edges[0].Node
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -190,10 +191,12 @@ func (s *Store) Inbox(ctx context.Context, v inbox.Viewer, q inbox.PageQuery) (*
 	return s.finishPage(ctx, v, ix, q, items, meta, deferMeta, want, backward, after != "", before != "", start)
 }
 
-// finishPage builds the page of items (in Query order, up to want+1). When q asks for
-// profiles it first reads the actors and targets of the page's notifications (and, with
-// q.ActivityProfiles, their activities' actors; those not in the shared profile cache) and, when readMeta, v's META, all in ONE BatchGetItem:
-// the notifications' read and seen states are derived once META is in hand.
+// finishPage builds the page of items (in Query order, up to want+1) with the tenant's
+// announcements merged in. When q asks for profiles it first reads the actors and
+// targets of the page's notifications (and, with q.ActivityProfiles, their activities'
+// actors; those not in the shared profile cache) and, when readMeta, v's META, all in ONE
+// BatchGetItem: the notifications' read and seen states are derived once META is in hand.
+// The announcements carry their own actors and targets: none is read for them.
 func (s *Store) finishPage(ctx context.Context, v inbox.Viewer, ix CursorIndex, q inbox.PageQuery, items []*notificationItem, meta metaItem,
 	readMeta bool, want int, backward, hasAfter, hasBefore bool, start string) (*inbox.Page, error) {
 	// The tenant's announcements (from the instance's cache: no call in the usual case)
@@ -202,18 +205,32 @@ func (s *Store) finishPage(ctx context.Context, v inbox.Viewer, ix CursorIndex, 
 	if err != nil {
 		return nil, err
 	}
-	pg := pageArgs{ix: ix, q: q, want: want, backward: backward, hasAfter: hasAfter, hasBefore: hasBefore, start: start, set: set}
+	pg := pageArgs{ix: ix, q: q, want: want, backward: backward, hasAfter: hasAfter, hasBefore: hasBefore, start: start, set: set, now: s.now()}
 	if !q.Profiles {
-		return s.buildPage(v, items, meta, pg), nil
+		return s.buildPage(v, pg.entries(items, &meta), meta, pg), nil
 	}
 	var keys []itemKey
 	metaKey := itemKey{userPK(v), skMeta}
+	// The profiles read are those of the items the page shows. With META in hand the
+	// page is merged now, and only its own notifications' profiles are read (the
+	// announcements it shows carry theirs, and take the place of items read past them).
+	// Without, the marks that decide which announcements show come in the batch: the
+	// first want items in Query order are read, the page keeps at most those.
+	var entries []pageEntry
+	shown := items[:min(want, len(items))]
 	if readMeta {
 		keys = append(keys, metaKey)
+	} else {
+		entries = pg.entries(items, &meta)
+		shown = make([]*notificationItem, 0, len(shown))
+		for _, e := range entries[:min(want, len(entries))] {
+			if e.it != nil {
+				shown = append(shown, e.it)
+			}
+		}
 	}
 	pb := s.newProfileBatch(v.TenantID)
-	// buildPage keeps the first want items in Query order: only theirs are read.
-	for _, it := range items[:min(want, len(items))] {
+	for _, it := range shown {
 		keys = pb.want(inbox.ProfileRef{ID: it.ActorID}, keys)
 		if q.ActivityProfiles {
 			for _, a := range it.Activities {
@@ -239,7 +256,10 @@ func (s *Store) finishPage(ctx context.Context, v inbox.Viewer, ix CursorIndex, 
 	if err != nil {
 		return nil, err
 	}
-	p := s.buildPage(v, items, meta, pg)
+	if readMeta {
+		entries = pg.entries(items, &meta)
+	}
+	p := s.buildPage(v, entries, meta, pg)
 	p.Profiles = profiles
 	return p, nil
 }
@@ -330,7 +350,8 @@ func pageFilter(q inbox.PageQuery, names map[string]string, values map[string]ty
 
 // pageArgs are what buildPage needs of the page asked: the list, the query, the size,
 // the direction and cursors (start is the cursor's ULID the Query started after, "" for
-// none), and the tenant's announcement set to merge (nil: none).
+// none), the tenant's announcement set to merge (nil: none) and the time the page is
+// built at (the announcements active then are merged and counted).
 type pageArgs struct {
 	ix                            CursorIndex
 	q                             inbox.PageQuery
@@ -338,18 +359,29 @@ type pageArgs struct {
 	backward, hasAfter, hasBefore bool
 	start                         string
 	set                           *inbox.AnnouncementSet
+	now                           time.Time
 }
 
-// buildPage merges the tenant's announcements visible to the page into items (in Query
-// order, up to want+1), trims them to want, orders them newest first and fills the Relay
-// page info: moving forward, hasNextPage says more entries follow and hasPreviousPage
-// that a cursor was given (entries exist before it); backward, the mirror image. Cursors
-// are v's, in list ix: an announcement's position is its ULID, as a notification's. The
-// badge count is v's own counters with the announcements added (inbox.ComposeBadge).
-func (s *Store) buildPage(v inbox.Viewer, items []*notificationItem, meta metaItem, pg pageArgs) *inbox.Page {
-	now := s.now()
+// entries merges the tenant's announcements visible to the page (as v sees them under
+// meta's marks) into items (in Query order, up to want+1): the page's entries, at most
+// want+1, in Query order (mergeAnnouncements).
+func (pg *pageArgs) entries(items []*notificationItem, meta *metaItem) []pageEntry {
+	var marks *inbox.AnnouncementMarks
+	if pg.set != nil {
+		marks = meta.marks()
+	}
+	return mergeAnnouncements(items, pg.set, marks, pg.q, pg.start, pg.backward, pg.want, pg.now)
+}
+
+// buildPage builds the page of entries (pg.entries: in Query order, up to want+1): it
+// trims them to want, orders them newest first and fills the Relay page info: moving
+// forward, hasNextPage says more entries follow and hasPreviousPage that a cursor was
+// given (entries exist before it); backward, the mirror image. Cursors are v's, in list
+// ix: an announcement's position is its ULID, as a notification's. The badge count is v's
+// own counters with the announcements added (inbox.ComposeBadge).
+func (s *Store) buildPage(v inbox.Viewer, entries []pageEntry, meta metaItem, pg pageArgs) *inbox.Page {
+	now := pg.now
 	b := meta.badge()
-	entries := mergeAnnouncements(items, pg.set, b.Marks, pg.q, pg.start, pg.backward, pg.want, now)
 	more := len(entries) > pg.want
 	if more {
 		entries = entries[:pg.want]

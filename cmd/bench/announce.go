@@ -290,16 +290,47 @@ func (b *harness) announceScenario(ctx context.Context) (*AnnounceResult, error)
 	}
 	res := &AnnounceResult{Engine: b.eng.name, WriteUsers: annWriteUsers}
 
+	parts := strings.Split(b.c.annParts, ",")
+	if slices.Contains(parts, "a") {
+		if err := b.annWrites(ctx, instA, instB, res); err != nil {
+			return nil, err
+		}
+	}
+	if slices.Contains(parts, "b") {
+		reads, err := b.annReads(ctx, instA)
+		if err != nil {
+			return nil, err
+		}
+		res.Reads = reads
+		res.ReadsNote = fmt.Sprintf("%d users per tenant, %d notifications each (same sends in both tenants); the tenant with announcements has %d active, created between the sends (so the first page mixes both); "+
+			"measured through HTTP+GraphQL on instance A from a child process at concurrency %d, %s a side in halves with, without, without, with",
+			annPageUsers, annPageSends, annActive, b.c.concurrency, b.c.duration)
+	}
+	if slices.Contains(parts, "c") {
+		// c, d. Live fan-out and memory.
+		for _, s := range annSubscriberCounts {
+			l, err := b.annLive(ctx, instA, instB, s)
+			if err != nil {
+				return nil, err
+			}
+			res.Live = append(res.Live, l)
+		}
+	}
+	return res, nil
+}
+
+// annWrites measures part a: the broadcast and the announcements' cost and time to visible.
+func (b *harness) annWrites(ctx context.Context, instA, instB *annInstance, res *AnnounceResult) error {
 	// a. The broadcast to annWriteUsers members of the bench tenant.
 	bops := &opCounter{}
 	rig, err := b.startBroadcastRig(ctx, broadcastRigOptions{owner: "bench-announce", clientOptions: []func(*dynamodb.Options){bops.option()}})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	seg := "announce:all"
 	if _, err := fillSegmentTimed(ctx, rig.st, "announce", seg, "au", annWriteUsers); err != nil {
 		rig.stop()
-		return nil, err
+		return err
 	}
 	rig.meter.take()
 	bops.take()
@@ -310,7 +341,7 @@ func (b *harness) announceScenario(ctx context.Context) (*AnnounceResult, error)
 	bcalls, bitems := bops.take()
 	rig.stop()
 	if err != nil {
-		return nil, fmt.Errorf("broadcast: %w", err)
+		return fmt.Errorf("broadcast: %w", err)
 	}
 	if bc.Written != annWriteUsers {
 		res.Notes = append(res.Notes, fmt.Sprintf("the broadcast wrote %d of %d recipients", bc.Written, annWriteUsers))
@@ -337,30 +368,11 @@ func (b *harness) announceScenario(ctx context.Context) (*AnnounceResult, error)
 	}{{"ann-empty", "nobody", 0}, {tenant, "au-0000000", bc.Written}} {
 		c, err := b.annCost(ctx, instA, instB, t.tenant, t.user, t.users)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		res.Writes = append(res.Writes, c)
 	}
-
-	// b. Reads with and without announcements.
-	reads, err := b.annReads(ctx, instA)
-	if err != nil {
-		return nil, err
-	}
-	res.Reads = reads
-	res.ReadsNote = fmt.Sprintf("%d users per tenant, %d notifications each (same sends in both tenants); the tenant with announcements has %d active, created between the sends (so the first page mixes both); "+
-		"measured through HTTP+GraphQL on instance A from a child process at concurrency %d, %s a side in halves with, without, without, with",
-		annPageUsers, annPageSends, annActive, b.c.concurrency, b.c.duration)
-
-	// c, d. Live fan-out and memory.
-	for _, s := range annSubscriberCounts {
-		l, err := b.annLive(ctx, instA, instB, s)
-		if err != nil {
-			return nil, err
-		}
-		res.Live = append(res.Live, l)
-	}
-	return res, nil
+	return nil
 }
 
 // annCost creates annWriteRepeats announcements in tenantID on instance A and measures
@@ -481,7 +493,12 @@ func (b *harness) annReads(ctx context.Context, a *annInstance) ([]AnnounceRead,
 		side := func(rq []loadRequest) func() (window, error) {
 			return func() (window, error) { return b.gatewayWindow(ctx, a.gw.url, b.c.concurrency, half, rq) }
 		}
-		ws, wos, err := inHalves(side(with), side(without))
+		withSide, withoutSide := side(with), side(without)
+		if q.query == inboxQuery && b.c.annCPUProfile != "" {
+			withSide = profiledOnce(b.c.annCPUProfile, withSide)
+			withoutSide = profiledOnce(b.c.annCPUProfile+".without", withoutSide)
+		}
+		ws, wos, err := inHalves(withSide, withoutSide)
 		if err != nil {
 			return nil, err
 		}
@@ -492,6 +509,23 @@ func (b *harness) annReads(ctx context.Context, a *annInstance) ([]AnnounceRead,
 		res = append(res, r)
 	}
 	return res, nil
+}
+
+// profiledOnce is side with a CPU profile of its first run written to file.
+func profiledOnce(file string, side func() (window, error)) func() (window, error) {
+	done := false
+	return func() (window, error) {
+		if done {
+			return side()
+		}
+		done = true
+		stop, err := startProfiles(file, "")
+		if err != nil {
+			return window{}, err
+		}
+		w, err := side()
+		return w, errors.Join(err, stop())
+	}
 }
 
 // annSub is one live badge subscriber: its stream, drained by its hook (no goroutine).
@@ -653,45 +687,64 @@ func (x *AnnounceResult) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## 19. announce: a tenant-wide announcement, stored once, against a broadcast\n\n")
 	fmt.Fprintf(&b, "Engine: %s. Write units as DynamoDB Local reports them (ReturnConsumedCapacity INDEXES).\n\n", x.Engine)
-	fmt.Fprintln(&b, "| telling a tenant | users with inboxes | calls (by operation) | items written | WCU | RCU | time to visible |")
-	fmt.Fprintln(&b, "| --- | ---: | --- | ---: | ---: | ---: | --- |")
+	if len(x.Writes) > 0 {
+		x.writesTable(&b)
+	}
+	if len(x.Reads) > 0 {
+		x.readsTable(&b)
+	}
+	if len(x.Live) > 0 {
+		x.liveTable(&b)
+	}
+	for _, n := range x.Notes {
+		fmt.Fprintf(&b, "\nNote: %s.\n", n)
+	}
+	return b.String()
+}
+
+// writesTable renders part a.
+func (x *AnnounceResult) writesTable(b *strings.Builder) {
+	fmt.Fprintln(b, "| telling a tenant | users with inboxes | calls (by operation) | items written | WCU | RCU | time to visible |")
+	fmt.Fprintln(b, "| --- | ---: | --- | ---: | ---: | ---: | --- |")
 	for _, c := range x.Writes {
-		fmt.Fprintf(&b, "| %s (%d measured; per announcement) | %d | %s | %.1f | %.1f | %.1f | create p50 %.1f ms; page shows it p50 %.1f ms on the same instance, %.1f ms (max %.0f ms) on another |\n",
+		fmt.Fprintf(b, "| %s (%d measured; per announcement) | %d | %s | %.1f | %.1f | %.1f | create p50 %.1f ms; page shows it p50 %.1f ms on the same instance, %.1f ms (max %.0f ms) on another |\n",
 			c.Name, c.Count, c.TenantUsers, opCalls(c.Calls), c.ItemsWrite, c.WCU, c.RCU, c.CreateMs.P50, c.VisibleA.P50, c.VisibleB.P50, annMax(c.VisibleB))
 	}
 	br, ex := x.Broadcast, x.Extrapolated
-	fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.0f | %.0f | %.1f s until the last recipient was written |\n", br.Name, br.TenantUsers, opCalls(br.Calls), br.ItemsWrite, br.WCU, br.RCU, br.Seconds)
-	fmt.Fprintf(&b, "| **%s** | %d | %s | %.0f | %.0f | %.0f | %.0f s (%.1f min) at this run's rate on DynamoDB Local |\n\n", ex.Name, ex.TenantUsers, opCalls(ex.Calls), ex.ItemsWrite, ex.WCU, ex.RCU, ex.Seconds, ex.Seconds/60)
-	fmt.Fprintf(&b, "The 1,000,000-user broadcast is **extrapolated** from the %d measured recipients (its cost per recipient × 1,000,000), not measured. "+
+	fmt.Fprintf(b, "| %s | %d | %s | %.0f | %.0f | %.0f | %.1f s until the last recipient was written |\n", br.Name, br.TenantUsers, opCalls(br.Calls), br.ItemsWrite, br.WCU, br.RCU, br.Seconds)
+	fmt.Fprintf(b, "| **%s** | %d | %s | %.0f | %.0f | %.0f | %.0f s (%.1f min) at this run's rate on DynamoDB Local |\n\n", ex.Name, ex.TenantUsers, opCalls(ex.Calls), ex.ItemsWrite, ex.WCU, ex.RCU, ex.Seconds, ex.Seconds/60)
+	fmt.Fprintf(b, "The 1,000,000-user broadcast is **extrapolated** from the %d measured recipients (its cost per recipient × 1,000,000), not measured. "+
 		"The announcement's cost does not depend on the tenant's size: it is measured in a tenant with no users and in one where %d users have inboxes.\n\n", x.WriteUsers, x.WriteUsers)
-	fmt.Fprintf(&b, "Reads with and without announcements (%s):\n\n", x.ReadsNote)
-	fmt.Fprintln(&b, "| read | p50 ms with / without | ratio (goal ≤ 1.1) | p99 ms with / without | req/s with / without | DynamoDB calls/request with / without |")
-	fmt.Fprintln(&b, "| --- | ---: | ---: | ---: | ---: | --- |")
+}
+
+// readsTable renders part b.
+func (x *AnnounceResult) readsTable(b *strings.Builder) {
+	fmt.Fprintf(b, "Reads with and without announcements (%s):\n\n", x.ReadsNote)
+	fmt.Fprintln(b, "| read | p50 ms with / without | ratio (goal ≤ 1.1) | p99 ms with / without | req/s with / without | DynamoDB calls/request with / without |")
+	fmt.Fprintln(b, "| --- | ---: | ---: | ---: | ---: | --- |")
 	for _, r := range x.Reads {
-		fmt.Fprintf(&b, "| %s | %.2f / %.2f | %.2f (%s) | %.2f / %.2f | %.0f / %.0f | %s / %s |\n", r.Name, r.With.Latency.P50, r.Without.Latency.P50, r.P50Ratio, yes(r.Goal),
+		fmt.Fprintf(b, "| %s | %.2f / %.2f | %.2f (%s) | %.2f / %.2f | %.0f / %.0f | %s / %s |\n", r.Name, r.With.Latency.P50, r.Without.Latency.P50, r.P50Ratio, yes(r.Goal),
 			r.With.Latency.P99, r.Without.Latency.P99, r.With.ReqPerSec, r.Without.ReqPerSec, calls(r.With.Cost), calls(r.Without.Cost))
 	}
-	if len(x.Reads) > 0 {
-		fmt.Fprintf(&b, "\nCheck: %s.\n", x.Reads[0].Check)
-	}
-	fmt.Fprintln(&b, "\nLive fan-out: S `badge` subscribers (live.OpenBadge, FullView) of one tenant on instance A, opened through the live package's API with a StreamHook each (no WebSocket, no goroutine per subscriber); "+
+	fmt.Fprintf(b, "\nCheck: %s.\n", x.Reads[0].Check)
+}
+
+// liveTable renders parts c and d.
+func (x *AnnounceResult) liveTable(b *strings.Builder) {
+	fmt.Fprintln(b, "\nLive fan-out: S `badge` subscribers (live.OpenBadge, FullView) of one tenant on instance A, opened through the live package's API with a StreamHook each (no WebSocket, no goroutine per subscriber); "+
 		"each announcement created on instance B (same local broker); delivery = Create's start to the subscriber's stream holding the new exact unread count. Heap per subscriber: HeapInuse after a GC, opened minus before, over S (the live layer's state, not a connection's).")
-	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "| subscribers | open s | round | delivery p50 ms | p99 ms | missed / wrong | instance A's DynamoDB calls | heap KiB/subscriber (goal ≤ 16) |")
-	fmt.Fprintln(&b, "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| subscribers | open s | round | delivery p50 ms | p99 ms | missed / wrong | instance A's DynamoDB calls | heap KiB/subscriber (goal ≤ 16) |")
+	fmt.Fprintln(b, "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
 	for _, l := range x.Live {
 		for i, r := range l.Rounds {
 			mem := ""
 			if i == 0 {
 				mem = fmt.Sprintf("%.2f (live %.2f; %s)", l.HeapKiBPerSub, l.LiveKiBPerSub, yes(l.GoalMemory))
 			}
-			fmt.Fprintf(&b, "| %d | %.1f | %d | %.1f | %.1f | %d / %d | %s (%.1f RCU) | %s |\n", l.Subscribers, l.OpenSeconds, i+1, r.Latency.P50, r.Latency.P99, r.Missed, r.Wrong, opCalls(r.Calls), r.RCU, mem)
+			fmt.Fprintf(b, "| %d | %.1f | %d | %.1f | %.1f | %d / %d | %s (%.1f RCU) | %s |\n", l.Subscribers, l.OpenSeconds, i+1, r.Latency.P50, r.Latency.P99, r.Missed, r.Wrong, opCalls(r.Calls), r.RCU, mem)
 		}
 	}
-	for _, n := range x.Notes {
-		fmt.Fprintf(&b, "\nNote: %s.\n", n)
-	}
-	return b.String()
 }
 
 func annMax(l Latency) float64 { return l.P99 } // with 5 samples p99 is the largest

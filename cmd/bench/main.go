@@ -75,6 +75,11 @@ type config struct {
 	wfJoins        int
 	wfWindow       time.Duration
 	only           string
+	// annParts is -announce-parts: the parts of scenario 19 to run (of a, b, c; c
+	// includes d); annCPUProfile is -announce-cpuprofile: a CPU profile of part b's
+	// first page with announcements (its first half).
+	annParts      string
+	annCPUProfile string
 }
 
 func main() {
@@ -96,6 +101,8 @@ func main() {
 	flag.IntVar(&c.sendRecips, "send-recipients", 100, "recipients of each send in the send-throughput scenario")
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.json, latest.md and a dated copy")
 	flag.StringVar(&c.skipScenario, "skip", "", "comma-separated scenarios to skip, of: "+scenarioNames(scenarios))
+	flag.StringVar(&c.annParts, "announce-parts", "a,b,c", "announce scenario: comma-separated parts to run, of a (cost and time to visible, with the broadcast), b (reads with and without announcements), c (live fan-out and heap, parts c and d)")
+	flag.StringVar(&c.annCPUProfile, "announce-cpuprofile", "", "write a CPU profile of this process (the gateway) during the first half of scenario 19's first page with announcements to this file, and of its first half without to FILE.without (go tool pprof -diff_base FILE.without FILE)")
 	flag.StringVar(&c.only, "only", "", "comma-separated scenarios to run, all others skipped (the complement of -skip; e.g. -only deliver,e2e); the data set is seeded only when a scenario run reads it")
 	flag.IntVar(&c.cacheSize, "profile-cache-size", 10000, "shared profile cache size of the cache scenario's gateway (store.WithProfileCache)")
 	flag.DurationVar(&c.cacheTTL, "profile-cache-ttl", 30*time.Second, "shared profile cache TTL of the cache scenario's gateway")
