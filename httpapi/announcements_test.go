@@ -515,17 +515,25 @@ func TestAnnouncementActorGroupsAndMixedIDs(t *testing.T) {
 		Viewer struct {
 			Inbox struct {
 				Nodes []struct {
-					ID     string `json:"id"`
-					Actor  *struct{ ID, Name string }
-					Target *struct{ ID, Title string }
+					ID         string `json:"id"`
+					Actor      *struct{ ID, Name string }
+					Target     *struct{ ID, Title string }
+					Activities []struct {
+						Actor *struct{ ID, Name string }
+					} `json:"activities"`
 				} `json:"nodes"`
 			} `json:"inbox"`
 		} `json:"viewer"`
 	}
-	s.MustData(alice, `{ viewer { inbox(first: 10) { nodes { id actor { id name } target { id title } } } } }`, nil, &page)
+	s.MustData(alice, `{ viewer { inbox(first: 10) { nodes { id actor { id name } target { id title } activities { actor { id name } } } } } }`, nil, &page)
 	n := page.Viewer.Inbox.Nodes
 	if len(n) != 2 || n[0].ID != node || n[0].Actor == nil || n[0].Actor.Name != "The CEO" || n[0].Target == nil || n[0].Target.Title != "Our year" {
 		t.Fatalf("alice's inbox: %+v", n)
+	}
+	// Its one activity is itself: the same actor, by the same id (no profile item exists
+	// for an announcement's actor; it came back null before).
+	if a := n[0].Activities; len(a) != 1 || a[0].Actor == nil || *a[0].Actor != *n[0].Actor {
+		t.Fatalf("the announcement's activities: %+v, want one with actor %+v", a, *n[0].Actor)
 	}
 	for _, who := range []struct {
 		token string

@@ -49,6 +49,10 @@ type Activity struct {
 	// Via is the notification the API shows the activity on (its actor's id is anchored
 	// on it, as Actor.Via); "" in storage.
 	Via string `json:"-"`
+	// Actor is the activity's actor as the notification carries it (an announcement's
+	// own, Notification.Embedded: no profile item exists for it); nil when the actor is
+	// the profile ActorID names. Never stored.
+	Actor *Actor `json:"-"`
 }
 
 // BatchJoin is one recipient's send into a batch (the store's JoinBatch): the guard of

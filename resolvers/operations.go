@@ -720,12 +720,18 @@ func activities(n *inbox.Notification, first *int) ([]*inbox.Activity, error) {
 		limit = *first
 	}
 	src := n.Activities
-	if n.ActivityCount == 0 {
+	via := n.ID
+	switch {
+	case n.Embedded != nil:
+		// An announcement: its one activity's actor is its own, anchored on "@<ULID>".
+		src = []inbox.Activity{{ActorID: n.ActorID, Actor: embeddedActor(n), Data: n.Payload, CreatedAt: n.CreatedAt}}
+		via = inbox.AnnouncementRef + n.ID
+	case n.ActivityCount == 0:
 		src = []inbox.Activity{{ActorID: n.ActorID, Data: n.Payload, CreatedAt: n.CreatedAt}}
 	}
 	out := make([]*inbox.Activity, 0, min(limit, len(src)))
 	for _, a := range src[:min(limit, len(src))] {
-		a.Via = n.ID
+		a.Via = via
 		out = append(out, &a)
 	}
 	return out, nil

@@ -18,7 +18,10 @@ import (
 )
 
 func (r *activityResolver) Actor(ctx context.Context, obj *inbox.Activity) (*inbox.Actor, error) {
-	if obj.ActorID == "" {
+	if obj.Actor != nil {
+		return obj.Actor, nil // an announcement's own (anchored by activities)
+	}
+	if obj.ActorID == "" || obj.Via != "" && obj.Via[0] == inbox.AnnouncementRef[0] {
 		return nil, nil
 	}
 	p, err := r.profile(ctx, inbox.ProfileRef{ID: obj.ActorID})
