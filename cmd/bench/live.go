@@ -63,6 +63,8 @@ type liveConfig struct {
 	redisServer   string
 	dialWorkers   int
 	events        int // inboxEvents rounds (0 skips the measurement)
+	// heapProfile is -live-heapprofile: a file-name prefix ("" writes no profile).
+	heapProfile string
 }
 
 func (lc liveConfig) sizes() ([]int, error) {
@@ -561,6 +563,13 @@ func (b *harness) liveRun(ctx context.Context, broker string, S int, subGW, mutG
 	r.GoroutinesAtRest = runtime.NumGoroutine()
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	profile := ""
+	if lc.heapProfile != "" {
+		profile = fmt.Sprintf("%s-%s-%d", lc.heapProfile, broker, S)
+		if err := writeProfile("heap", profile+".heap.base", 0); err != nil {
+			return r, err
+		}
+	}
 
 	progress("live %s: connecting %d subscribers (child process, %d dialing at a time)", broker, S, lc.dialWorkers)
 	spec := liveSpec{Mode: "steady", SubURL: wsURL(subGW.url), MutURL: mutGW.url, Users: users, SenderToken: sender,
@@ -593,6 +602,11 @@ func (b *harness) liveRun(ctx context.Context, broker string, S int, subGW, mutG
 		var ms2 runtime.MemStats
 		runtime.ReadMemStats(&ms2)
 		r.GoLiveHeapPerSubKiB = (float64(ms2.HeapAlloc) - float64(ms0.HeapAlloc)) / 1024 / n
+		if profile != "" {
+			if err := errors.Join(writeProfile("heap", profile+".heap", 0), writeProfile("goroutine", profile+".goroutines", 1)); err != nil {
+				progress("live %s: profile: %v", broker, err)
+			}
+		}
 		progress("live %s: RSS %.1f -> %.1f MiB (%.1f KiB/subscriber; after a GC %.1f MiB, %.1f KiB/subscriber), goroutines %d -> %d; %s of %.0f mutations/s",
 			broker, r.RSSAtRestMiB, r.RSSConnectedMiB, r.RSSPerSubKiB, r.RSSConnectedAfterGCMiB, r.RSSPerSubAfterGCKiB,
 			r.GoroutinesAtRest, r.GoroutinesConnected, lc.duration, lc.rate)
