@@ -394,6 +394,11 @@ func (b *harness) settle(quiet, limit time.Duration) {
 
 func (b *harness) liveScenario(ctx context.Context) (*LiveResult, error) {
 	lc := b.c.live
+	if lc.heapProfile != "" {
+		// One sample per 4 KiB allocated from now on: the default rate (one per 512 KiB)
+		// leaves a few samples of each per-subscriber allocation site, too few to count.
+		runtime.MemProfileRate = 4096
+	}
 	sizes, err := lc.sizes()
 	if err != nil {
 		return nil, err
@@ -603,6 +608,10 @@ func (b *harness) liveRun(ctx context.Context, broker string, S int, subGW, mutG
 		runtime.ReadMemStats(&ms2)
 		r.GoLiveHeapPerSubKiB = (float64(ms2.HeapAlloc) - float64(ms0.HeapAlloc)) / 1024 / n
 		if profile != "" {
+			progress("live %s: after a GC, KiB/subscriber: heap in use %.2f (live %.2f), stacks %.2f, spans %.2f, GC metadata %.2f, other runtime %.2f, heap idle not returned %.2f",
+				broker, perSub(ms2.HeapInuse, ms0.HeapInuse, n), perSub(ms2.HeapAlloc, ms0.HeapAlloc, n), perSub(ms2.StackInuse, ms0.StackInuse, n),
+				perSub(ms2.MSpanInuse, ms0.MSpanInuse, n), perSub(ms2.GCSys, ms0.GCSys, n), perSub(ms2.OtherSys, ms0.OtherSys, n),
+				perSub(ms2.HeapIdle-ms2.HeapReleased, ms0.HeapIdle-ms0.HeapReleased, n))
 			if err := errors.Join(writeProfile("heap", profile+".heap", 0), writeProfile("goroutine", profile+".goroutines", 1)); err != nil {
 				progress("live %s: profile: %v", broker, err)
 			}
@@ -1213,4 +1222,9 @@ func liveBurst(spec liveSpec) (*liveBurstOut, error) {
 	}
 	out.Correct = out.FastLast == final && out.SlowLast == final && out.StoreFinal == final
 	return out, nil
+}
+
+// perSub is (after - before) / n in KiB.
+func perSub(after, before uint64, n float64) float64 {
+	return (float64(after) - float64(before)) / 1024 / n
 }
