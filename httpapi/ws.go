@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -70,7 +69,7 @@ const (
 	closeReasonInvalidMessage = "Invalid message received"
 
 	// wsReadBuffer and wsWriteBuffer size a connection's socket buffers (see smallBuffers).
-	wsReadBuffer  = 512
+	wsReadBuffer  = 32
 	wsWriteBuffer = 512
 	// MaxOperationsPerConnection bounds the operations one connection runs at once; a
 	// subscribe past it gets an error (BAD_REQUEST) and the connection goes on. A page
@@ -123,7 +122,8 @@ func (t *wsTransport) Supports(r *http.Request) bool { return isWebSocketUpgrade
 func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	heard := new(atomic.Int64) // the connection's lastHeard; pongs arrive through the reader
 	heard.Store(t.clock.Now().UnixNano())
-	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
+	sb := &smallBuffers{ResponseWriter: w}
+	ws, err := websocket.Accept(sb, r, &websocket.AcceptOptions{
 		Subprotocols:   []string{subprotocolTransportWS, subprotocolGraphQLWS},
 		OriginPatterns: t.origins,
 		// Any pong, the answer to keepAliveTick's ping or an unsolicited one, shows the
@@ -139,14 +139,14 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	// Operations need none of its values (the claims come with connection_init), and not
 	// deriving from it lets net/http's per-request contexts go.
 	ctx, cancel := context.WithCancel(metrics.WithTransport(context.Background(), metrics.TransportWebSocket))
-	c := &wsConn{t: t, ws: ws, exec: exec, ctx: ctx, cancel: cancel, lastHeard: heard,
+	c := &wsConn{t: t, ws: ws, conn: sb.conn, exec: exec, ctx: ctx, cancel: cancel, lastHeard: heard,
 		legacy: ws.Subprotocol() != subprotocolTransportWS, ops: map[string]*wsOp{}}
 	if !t.reg.add(c) {
 		cancel()
 		_ = ws.Close(CloseGoingAway, closeReasonShuttingDown)
 		return
 	}
-	context.AfterFunc(ctx, t.metrics.ConnectionOpened(metrics.TransportWebSocket)) // teardown cancels ctx
+	c.closed = t.metrics.ConnectionOpened(metrics.TransportWebSocket) // teardown calls it
 	if t.initTimeout > 0 {
 		c.mu.Lock()
 		c.initTimer = t.clock.AfterFunc(t.initTimeout, func() {
@@ -162,18 +162,25 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	go c.run()
 }
 
-// smallBuffers hands the WebSocket library a hijacked connection with 512-byte read and write
-// buffers instead of net/http's 4 KiB ones, which it would otherwise keep for the
-// connection's life: 7 KiB of every idle subscriber. Protocol messages are small (a
-// subscribe is a few hundred bytes, a badge frame under 100); a bigger one takes a few
-// more reads or writes.
-type smallBuffers struct{ http.ResponseWriter }
+// smallBuffers hands the WebSocket library a hijacked connection with a 32-byte read
+// buffer and a 512-byte write buffer instead of net/http's 4 KiB ones, which it would
+// otherwise keep for the connection's life: 7.5 KiB of every idle subscriber. The read
+// buffer holds a frame's header (at most 14 bytes) and a small control frame; a payload
+// longer than what is buffered is read straight into the message (bufio reads past its
+// buffer), so a message costs one read more than with a big buffer, and subscribers
+// send few. Protocol messages out are small (a badge frame is under 100 bytes); a bigger
+// one takes a few more writes. It keeps the hijacked net.Conn (conn) for write deadlines.
+type smallBuffers struct {
+	http.ResponseWriter
+	conn net.Conn
+}
 
-func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (s *smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(s.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
+	s.conn = conn
 	// Bytes the client sent right behind its handshake are already in net/http's reader:
 	// the new reader starts with them buffered (coder/websocket carries over what is
 	// buffered, golang/go#32314).
@@ -196,6 +203,8 @@ func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 type wsConn struct {
 	t      *wsTransport
 	ws     *websocket.Conn
+	conn   net.Conn // under ws: send sets its write deadline
+	closed func()   // counts the connection closed (metrics), called by teardown
 	exec   graphql.GraphExecutor
 	legacy bool // graphql-ws (subscriptions-transport-ws), not graphql-transport-ws
 	ctx    context.Context
@@ -203,6 +212,9 @@ type wsConn struct {
 	// lastHeard is when the peer was last heard from (UnixNano): a message read, or a
 	// WebSocket pong. keepAliveTick drops a peer silent for wsPeerDeadlineIntervals.
 	lastHeard *atomic.Int64
+
+	// writeMu is held by send around a message's write and its deadline.
+	writeMu sync.Mutex
 
 	mu      sync.Mutex
 	inited  bool            // connection_init received
@@ -775,17 +787,30 @@ func (c *wsConn) sendConnectionError(message string) {
 	c.send(wsMessage{Type: "connection_error", Payload: b})
 }
 
-// send writes one message. A write that fails or times out ends the connection.
+// send writes one message. A write that fails or times out (wsWriteTimeout) ends the
+// connection.
+//
+// The timeout is the socket's write deadline, set and cleared around the write under
+// writeMu (so that a later send cannot extend it), not a context: the WebSocket library
+// keeps the context of a message's write until the next one, and a context with a
+// deadline is a timer that the runtime keeps for a while after it was stopped, both for
+// every subscriber of thousands.
 func (c *wsConn) send(m wsMessage) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		c.t.log.ErrorContext(c.ctx, "websocket: encode message", "err", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, wsWriteTimeout)
-	err = c.ws.Write(ctx, websocket.MessageText, b)
-	cancel()
-	if err != nil && !errors.Is(err, context.Canceled) {
+	c.writeMu.Lock()
+	if c.ctx.Err() != nil {
+		c.writeMu.Unlock()
+		return // torn down: the socket is closed
+	}
+	_ = c.conn.SetWriteDeadline(time.Now().Add(wsWriteTimeout))
+	err = c.ws.Write(context.Background(), websocket.MessageText, b)
+	_ = c.conn.SetWriteDeadline(time.Time{})
+	c.writeMu.Unlock()
+	if err != nil {
 		_ = c.ws.CloseNow()
 	}
 }
@@ -839,6 +864,7 @@ func (c *wsConn) teardown() {
 	c.mu.Unlock()
 	c.cancel()
 	_ = c.ws.CloseNow()
+	c.closed()
 	c.t.reg.done(c)
 }
 
