@@ -70,7 +70,7 @@ const (
 
 	// wsReadBuffer and wsWriteBuffer size a connection's socket buffers (see smallBuffers).
 	wsReadBuffer  = 32
-	wsWriteBuffer = 512
+	wsWriteBuffer = 256
 	// MaxOperationsPerConnection bounds the operations one connection runs at once; a
 	// subscribe past it gets an error (BAD_REQUEST) and the connection goes on. A page
 	// needs a handful; thousands on one socket are a client bug or an attack (each costs
@@ -163,13 +163,14 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 }
 
 // smallBuffers hands the WebSocket library a hijacked connection with a 32-byte read
-// buffer and a 512-byte write buffer instead of net/http's 4 KiB ones, which it would
-// otherwise keep for the connection's life: 7.5 KiB of every idle subscriber. The read
+// buffer and a 256-byte write buffer instead of net/http's 4 KiB ones, which it would
+// otherwise keep for the connection's life: 7.7 KiB of every idle subscriber. The read
 // buffer holds a frame's header (at most 14 bytes) and a small control frame; a payload
 // longer than what is buffered is read straight into the message (bufio reads past its
 // buffer), so a message costs one read more than with a big buffer, and subscribers
-// send few. Protocol messages out are small (a badge frame is under 100 bytes); a bigger
-// one takes a few more writes. It keeps the hijacked net.Conn (conn) for write deadlines.
+// send few. Protocol messages out are small (a badge frame is under 100 bytes, an
+// unreadCount one under 70); a bigger one takes one write more. It keeps the hijacked
+// net.Conn (conn) for write deadlines.
 type smallBuffers struct {
 	http.ResponseWriter
 	conn net.Conn
@@ -631,6 +632,7 @@ func (op *wsOp) run(payload json.RawMessage) {
 	ctx = live.WithStreamHook(ctx, &op.hook)
 	responses, rctx := c.exec.DispatchOperation(ctx, rc)
 	if rc.Operation.Operation == ast.Subscription && op.hook.Bound() {
+		leanOperationContext(rc) // before the flusher may read it
 		c.mu.Lock()
 		op.responses, op.rctx, op.dispatched = responses, rctx, true
 		c.enqueueLocked(op)
@@ -646,6 +648,22 @@ func (op *wsOp) run(payload json.RawMessage) {
 		op.sendNext(resp)
 	}
 	op.finish()
+}
+
+// leanOperationContext drops what an operation context holds only for its dispatch, as a
+// subscription keeps it for its life (once per subscriber of thousands): the complexity
+// extension's statistics (a map) and gqlgen's cache of collected fields (another; the first
+// event that needs an entry fills it again). Every exported field but Stats is kept, and
+// Stats' timings.
+func leanOperationContext(rc *graphql.OperationContext) {
+	*rc = graphql.OperationContext{
+		RawQuery: rc.RawQuery, Variables: rc.Variables, OperationName: rc.OperationName, Doc: rc.Doc,
+		Extensions: rc.Extensions, Headers: rc.Headers, Operation: rc.Operation,
+		DisableIntrospection: rc.DisableIntrospection, RecoverFunc: rc.RecoverFunc,
+		ResolverMiddleware: rc.ResolverMiddleware, RootResolverMiddleware: rc.RootResolverMiddleware,
+		Stats: graphql.Stats{OperationStart: rc.Stats.OperationStart, Read: rc.Stats.Read,
+			Parsing: rc.Stats.Parsing, Validation: rc.Stats.Validation},
+	}
 }
 
 // ready is the hook's Ready: one more value is waiting on the stream.

@@ -41,7 +41,7 @@ func OpenEvents[T any](ctx context.Context, st Streams, v inbox.Viewer, conv fun
 	f := &eventFeed[T]{st: st, v: v, ctx: ctx, sub: sub, conv: conv, log: st.log(), sig: signalOf(ctx),
 		out: make(chan T, EventBuffer), since: time.Now().Add(-addedSkew)}
 	f.sig.bind()
-	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
+	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig, nil)
 	sub.OnChange(f.onChange)
 	return f.out, nil
 }
