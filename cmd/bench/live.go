@@ -903,6 +903,10 @@ func liveSteady(spec liveSpec, dec *json.Decoder, enc *json.Encoder) error {
 					continue
 				}
 				subs[i] = s
+				// Read from now on: the WebSocket library answers the gateway's pings only
+				// while it reads, and the gateway drops a peer silent for two keep-alive
+				// intervals (30 s), which connecting many may take.
+				go func() { _ = s.read(0) }()
 			}
 		}()
 	}
@@ -915,7 +919,6 @@ func liveSteady(spec liveSpec, dec *json.Decoder, enc *json.Encoder) error {
 	for _, s := range subs {
 		if s != nil {
 			live = append(live, s)
-			go func() { _ = s.read(0) }()
 		}
 	}
 	ready.Connected = len(live)
