@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,7 +141,7 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	// deriving from it lets net/http's per-request contexts go.
 	ctx, cancel := context.WithCancel(metrics.WithTransport(context.Background(), metrics.TransportWebSocket))
 	c := &wsConn{t: t, ws: ws, conn: sb.conn, exec: exec, ctx: ctx, cancel: cancel, lastHeard: heard,
-		legacy: ws.Subprotocol() != subprotocolTransportWS, ops: map[string]*wsOp{}}
+		legacy: ws.Subprotocol() != subprotocolTransportWS}
 	if !t.reg.add(c) {
 		cancel()
 		_ = ws.Close(CloseGoingAway, closeReasonShuttingDown)
@@ -221,9 +222,11 @@ type wsConn struct {
 	inited  bool            // connection_init received
 	opCtx   context.Context // ctx with the verified claims, once acknowledged
 	closing bool
-	expired bool             // the token expired (closing too)
-	ops     map[string]*wsOp // running operations by id
-	queue   []*wsOp          // subscriptions with events to write
+	expired bool // the token expired (closing too)
+	// ops are the running operations (ids unique; at most MaxOperationsPerConnection, so
+	// a slice searched costs less than a map, per connection of thousands).
+	ops   []*wsOp
+	queue []*wsOp // subscriptions with events to write
 	// starting counts operations in run: being read and dispatched, and queries and
 	// mutations until their result is written.
 	starting    sync.WaitGroup
@@ -377,7 +380,9 @@ func (c *wsConn) init(payload json.RawMessage) {
 		c.mu.Unlock()
 		return
 	}
-	c.opCtx = auth.WithClaims(c.ctx, claims)
+	// Not a child of c.ctx: a cancellable parent would get a map of its children and a
+	// channel, for each connection of thousands; teardown cancels the operations itself.
+	c.opCtx = auth.WithClaims(context.WithoutCancel(c.ctx), claims)
 	if !claims.ValidUntil.IsZero() {
 		// The connection ends with its token (exp plus the verifier's leeway, as on every
 		// request): 4403 "token expired".
@@ -436,8 +441,10 @@ func (c *wsConn) keepAliveTick() {
 		c.send(wsMessage{Type: "ping"})
 	}
 	// Ping waits for its pong (OnPongReceived records it); this timer goroutine does the
-	// waiting, for at most the deadline, and ends with the connection.
-	ctx, cancel := context.WithTimeout(c.ctx, wsPeerDeadlineIntervals*c.t.keepAlive)
+	// waiting, for at most the deadline, and ends with the connection (Ping returns when
+	// the socket closes). Not derived from c.ctx, which would keep a map of its children
+	// for the connection's life.
+	ctx, cancel := context.WithTimeout(context.Background(), wsPeerDeadlineIntervals*c.t.keepAlive)
 	defer cancel()
 	_ = c.ws.Ping(ctx)
 }
@@ -519,14 +526,14 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 		c.invalid("an operation needs an id")
 		return
 	}
-	if old, dup := c.ops[id]; dup {
+	if old := c.opLocked(id); old != nil {
 		if !c.legacy {
 			c.mu.Unlock()
 			c.closeWith(CloseSubscriberExists, closeReasonSubscriberDupe)
 			return
 		}
 		// subscriptions-transport-ws replaces the operation of a reused id.
-		delete(c.ops, id)
+		c.removeOpLocked(old)
 		old.cancel()
 	} else if len(c.ops) >= MaxOperationsPerConnection {
 		c.mu.Unlock()
@@ -537,7 +544,7 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 	op := &wsOp{c: c, id: id}
 	op.ctx, op.cancel = context.WithCancel(c.opCtx)
 	op.hook.Ready = op.ready
-	c.ops[id] = op
+	c.ops = append(c.ops, op)
 	c.starting.Add(1) // under c.mu, before expire (which sets closing under it) can Wait
 	c.mu.Unlock()
 	go func() {
@@ -550,7 +557,7 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 // is sent for its id (graphql-ws: a complete).
 func (c *wsConn) stop(id string) {
 	c.mu.Lock()
-	op := c.ops[id]
+	op := c.opLocked(id)
 	c.mu.Unlock()
 	if op == nil {
 		return
@@ -575,8 +582,9 @@ type wsOp struct {
 	sendMu sync.Mutex
 
 	// Under c.mu:
-	responses  graphql.ResponseHandler // set once dispatched
-	rctx       context.Context         // the context the responses are read with
+	responses  graphql.ResponseHandler   // set once dispatched
+	rctx       context.Context           // the context the responses are read with
+	rc         *graphql.OperationContext // in rctx (a dispatched subscription's)
 	dispatched bool
 	// subscription: the operation is a subscription (known once parsed), which the
 	// token's expiry ends at once instead of draining.
@@ -634,7 +642,7 @@ func (op *wsOp) run(payload json.RawMessage) {
 	if rc.Operation.Operation == ast.Subscription && op.hook.Bound() {
 		leanOperationContext(rc) // before the flusher may read it
 		c.mu.Lock()
-		op.responses, op.rctx, op.dispatched = responses, rctx, true
+		op.responses, op.rctx, op.rc, op.dispatched = responses, rctx, rc, true
 		c.enqueueLocked(op)
 		c.mu.Unlock()
 		return
@@ -678,7 +686,7 @@ func (op *wsOp) ready() {
 // enqueueLocked queues a dispatched operation with pending values and starts the flusher
 // when it is not running. c.mu is held.
 func (c *wsConn) enqueueLocked(op *wsOp) {
-	if !op.dispatched || op.pending == 0 || op.queued || c.ops[op.id] != op {
+	if !op.dispatched || op.pending == 0 || op.queued || !c.runningLocked(op) {
 		return
 	}
 	op.queued = true
@@ -707,7 +715,7 @@ func (c *wsConn) flush() {
 		op.queued = false
 		n := op.pending
 		op.pending = 0
-		current := c.ops[op.id] == op
+		current := c.runningLocked(op)
 		c.mu.Unlock()
 		if !current {
 			continue // the client completed it, or the connection ended
@@ -720,7 +728,40 @@ func (c *wsConn) flush() {
 			}
 			op.sendNext(resp)
 		}
+		// Rendering filled the operation context's caches again; only the flusher reads
+		// it now.
+		leanOperationContext(op.rc)
 	}
+}
+
+// opLocked returns the running operation id, or nil. c.mu is held.
+func (c *wsConn) opLocked(id string) *wsOp {
+	for _, op := range c.ops {
+		if op.id == id {
+			return op
+		}
+	}
+	return nil
+}
+
+// runningLocked reports whether op is still one of the connection's operations. c.mu is
+// held.
+func (c *wsConn) runningLocked(op *wsOp) bool {
+	return slices.Contains(c.ops, op)
+}
+
+// removeOpLocked removes op from the running operations and reports whether it was
+// there. c.mu is held.
+func (c *wsConn) removeOpLocked(op *wsOp) bool {
+	i := slices.Index(c.ops, op)
+	if i < 0 {
+		return false
+	}
+	last := len(c.ops) - 1
+	c.ops[i] = c.ops[last]
+	c.ops[last] = nil
+	c.ops = c.ops[:last]
+	return true
 }
 
 // running reports whether the operation is still the connection's under its id.
@@ -728,7 +769,7 @@ func (op *wsOp) running() bool {
 	c := op.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ops[op.id] == op
+	return c.runningLocked(op)
 }
 
 // finish ends an operation that ended on the server's side: complete, or error when its
@@ -761,10 +802,7 @@ func (op *wsOp) end(last func()) {
 	op.sendMu.Lock()
 	defer op.sendMu.Unlock()
 	c.mu.Lock()
-	mine := c.ops[op.id] == op
-	if mine {
-		delete(c.ops, op.id)
-	}
+	mine := c.removeOpLocked(op)
 	c.mu.Unlock()
 	op.cancel()
 	if mine && last != nil {
@@ -877,9 +915,13 @@ func (c *wsConn) teardown() {
 	c.mu.Lock()
 	c.closing = true
 	c.stopTimersLocked()
-	c.ops = map[string]*wsOp{}
+	ops := c.ops
+	c.ops = nil
 	c.queue = nil
 	c.mu.Unlock()
+	for _, op := range ops {
+		op.cancel() // their contexts do not derive from c.ctx (see init)
+	}
 	c.cancel()
 	_ = c.ws.CloseNow()
 	c.closed()
