@@ -542,8 +542,10 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 		return
 	}
 	op := &wsOp{c: c, id: id}
-	op.ctx, op.cancel = context.WithCancel(c.opCtx)
-	op.hook.Ready = op.ready
+	ctx, cancel := context.WithCancel(c.opCtx)
+	op.ctx = ctx
+	op.cancel = func() { cancel(); op.hook.Stop() } // nothing else cancels ctx
+	op.hook.Ready, op.hook.Stops = op.ready, true
 	c.ops = append(c.ops, op)
 	c.starting.Add(1) // under c.mu, before expire (which sets closing under it) can Wait
 	c.mu.Unlock()

@@ -109,7 +109,13 @@ func SameCounts(a, b inbox.Badge) bool {
 // newer one replaces it. The channel closes when ctx ends; the error is the first read's.
 func OpenBadge[T any](ctx context.Context, st Streams, v inbox.Viewer, view BadgeView[T]) (<-chan T, error) {
 	sub := st.Broker.Subscribe(v, BadgeOnly())
-	b, err := st.Read(ctx, v)
+	readCtx := ctx
+	if sig := signalOf(ctx); sig.stops() {
+		// Not a child of ctx (see StreamHook.Stops): a subscriber that leaves meanwhile
+		// waits for the read, which its own deadlines bound.
+		readCtx = context.WithoutCancel(ctx)
+	}
+	b, err := st.Read(readCtx, v)
 	if err != nil {
 		sub.Close()
 		return nil, err
@@ -382,9 +388,9 @@ func (f *addedFeed) overflowLocked() {
 // its tenant's announcement watch); unless the stream already ended (*done, under mu: a
 // stream ends itself on a slow consumer), it marks it done and closes out, then tells the
 // transport; the broker subscription is closed either way. It takes no goroutine
-// (context.AfterFunc, one for all of it).
+// (context.AfterFunc, one for all of it, or the hook's Stop: streamSignal.afterEnd).
 func endWith[T any](ctx context.Context, mu *sync.Mutex, done *bool, out chan T, sub *Subscription, sig streamSignal, leave func()) {
-	context.AfterFunc(ctx, func() {
+	sig.afterEnd(ctx, func() {
 		if leave != nil {
 			leave()
 		}
