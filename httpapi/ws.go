@@ -37,7 +37,7 @@ import (
 // the per-response dataloaders apply as on every other transport).
 //
 // It is written for many idle subscribers: a connection holds one goroutine (its reader)
-// and the socket's two 4 KiB buffers, whatever its number of subscriptions. A subscription
+// and small socket buffers (smallBuffers), whatever its number of subscriptions. A subscription
 // holds no goroutine: its stream signals through a live.StreamHook when a value is
 // waiting, and the connection's flusher, a goroutine that exists only while there is
 // something to write, renders and writes it. Timers (init timeout, keep-alive, token
