@@ -486,10 +486,7 @@ func (c *wsConn) expire() {
 	case <-time.After(c.t.drain):
 	}
 	c.mu.Lock()
-	ops := make([]*wsOp, 0, len(c.ops))
-	for _, op := range c.ops {
-		ops = append(ops, op)
-	}
+	ops := slices.Clone(c.ops)
 	c.mu.Unlock()
 	if c.legacy {
 		c.sendConnectionError(closeReasonTokenExpired)
