@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,7 +37,7 @@ import (
 // the per-response dataloaders apply as on every other transport).
 //
 // It is written for many idle subscribers: a connection holds one goroutine (its reader)
-// and the socket's two 4 KiB buffers, whatever its number of subscriptions. A subscription
+// and small socket buffers (smallBuffers), whatever its number of subscriptions. A subscription
 // holds no goroutine: its stream signals through a live.StreamHook when a value is
 // waiting, and the connection's flusher, a goroutine that exists only while there is
 // something to write, renders and writes it. Timers (init timeout, keep-alive, token
@@ -70,8 +70,8 @@ const (
 	closeReasonInvalidMessage = "Invalid message received"
 
 	// wsReadBuffer and wsWriteBuffer size a connection's socket buffers (see smallBuffers).
-	wsReadBuffer  = 512
-	wsWriteBuffer = 512
+	wsReadBuffer  = 32
+	wsWriteBuffer = 256
 	// MaxOperationsPerConnection bounds the operations one connection runs at once; a
 	// subscribe past it gets an error (BAD_REQUEST) and the connection goes on. A page
 	// needs a handful; thousands on one socket are a client bug or an attack (each costs
@@ -123,7 +123,8 @@ func (t *wsTransport) Supports(r *http.Request) bool { return isWebSocketUpgrade
 func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	heard := new(atomic.Int64) // the connection's lastHeard; pongs arrive through the reader
 	heard.Store(t.clock.Now().UnixNano())
-	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
+	sb := &smallBuffers{ResponseWriter: w}
+	ws, err := websocket.Accept(sb, r, &websocket.AcceptOptions{
 		Subprotocols:   []string{subprotocolTransportWS, subprotocolGraphQLWS},
 		OriginPatterns: t.origins,
 		// Any pong, the answer to keepAliveTick's ping or an unsolicited one, shows the
@@ -139,14 +140,14 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	// Operations need none of its values (the claims come with connection_init), and not
 	// deriving from it lets net/http's per-request contexts go.
 	ctx, cancel := context.WithCancel(metrics.WithTransport(context.Background(), metrics.TransportWebSocket))
-	c := &wsConn{t: t, ws: ws, exec: exec, ctx: ctx, cancel: cancel, lastHeard: heard,
-		legacy: ws.Subprotocol() != subprotocolTransportWS, ops: map[string]*wsOp{}}
+	c := &wsConn{t: t, ws: ws, conn: sb.conn, exec: exec, ctx: ctx, cancel: cancel, lastHeard: heard,
+		legacy: ws.Subprotocol() != subprotocolTransportWS}
 	if !t.reg.add(c) {
 		cancel()
 		_ = ws.Close(CloseGoingAway, closeReasonShuttingDown)
 		return
 	}
-	context.AfterFunc(ctx, t.metrics.ConnectionOpened(metrics.TransportWebSocket)) // teardown cancels ctx
+	c.closed = t.metrics.ConnectionOpened(metrics.TransportWebSocket) // teardown calls it
 	if t.initTimeout > 0 {
 		c.mu.Lock()
 		c.initTimer = t.clock.AfterFunc(t.initTimeout, func() {
@@ -162,18 +163,26 @@ func (t *wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	go c.run()
 }
 
-// smallBuffers hands the WebSocket library a hijacked connection with 512-byte read and write
-// buffers instead of net/http's 4 KiB ones, which it would otherwise keep for the
-// connection's life: 7 KiB of every idle subscriber. Protocol messages are small (a
-// subscribe is a few hundred bytes, a badge frame under 100); a bigger one takes a few
-// more reads or writes.
-type smallBuffers struct{ http.ResponseWriter }
+// smallBuffers hands the WebSocket library a hijacked connection with a 32-byte read
+// buffer and a 256-byte write buffer instead of net/http's 4 KiB ones, which it would
+// otherwise keep for the connection's life: 7.7 KiB of every idle subscriber. The read
+// buffer holds a frame's header (at most 14 bytes) and a small control frame; a payload
+// longer than what is buffered is read straight into the message (bufio reads past its
+// buffer), so a message costs one read more than with a big buffer, and subscribers
+// send few. Protocol messages out are small (a badge frame is under 100 bytes, an
+// unreadCount one under 70); a bigger one takes one write more. It keeps the hijacked
+// net.Conn (conn) for write deadlines.
+type smallBuffers struct {
+	http.ResponseWriter
+	conn net.Conn
+}
 
-func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (s *smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(s.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
+	s.conn = conn
 	// Bytes the client sent right behind its handshake are already in net/http's reader:
 	// the new reader starts with them buffered (coder/websocket carries over what is
 	// buffered, golang/go#32314).
@@ -196,6 +205,8 @@ func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 type wsConn struct {
 	t      *wsTransport
 	ws     *websocket.Conn
+	conn   net.Conn // under ws: send sets its write deadline
+	closed func()   // counts the connection closed (metrics), called by teardown
 	exec   graphql.GraphExecutor
 	legacy bool // graphql-ws (subscriptions-transport-ws), not graphql-transport-ws
 	ctx    context.Context
@@ -204,13 +215,18 @@ type wsConn struct {
 	// WebSocket pong. keepAliveTick drops a peer silent for wsPeerDeadlineIntervals.
 	lastHeard *atomic.Int64
 
+	// writeMu is held by send around a message's write and its deadline.
+	writeMu sync.Mutex
+
 	mu      sync.Mutex
 	inited  bool            // connection_init received
 	opCtx   context.Context // ctx with the verified claims, once acknowledged
 	closing bool
-	expired bool             // the token expired (closing too)
-	ops     map[string]*wsOp // running operations by id
-	queue   []*wsOp          // subscriptions with events to write
+	expired bool // the token expired (closing too)
+	// ops are the running operations (ids unique; at most MaxOperationsPerConnection, so
+	// a slice searched costs less than a map, per connection of thousands).
+	ops   []*wsOp
+	queue []*wsOp // subscriptions with events to write
 	// starting counts operations in run: being read and dispatched, and queries and
 	// mutations until their result is written.
 	starting    sync.WaitGroup
@@ -364,7 +380,9 @@ func (c *wsConn) init(payload json.RawMessage) {
 		c.mu.Unlock()
 		return
 	}
-	c.opCtx = auth.WithClaims(c.ctx, claims)
+	// Not a child of c.ctx: a cancellable parent would get a map of its children and a
+	// channel, for each connection of thousands; teardown cancels the operations itself.
+	c.opCtx = auth.WithClaims(context.WithoutCancel(c.ctx), claims)
 	if !claims.ValidUntil.IsZero() {
 		// The connection ends with its token (exp plus the verifier's leeway, as on every
 		// request): 4403 "token expired".
@@ -423,8 +441,10 @@ func (c *wsConn) keepAliveTick() {
 		c.send(wsMessage{Type: "ping"})
 	}
 	// Ping waits for its pong (OnPongReceived records it); this timer goroutine does the
-	// waiting, for at most the deadline, and ends with the connection.
-	ctx, cancel := context.WithTimeout(c.ctx, wsPeerDeadlineIntervals*c.t.keepAlive)
+	// waiting, for at most the deadline, and ends with the connection (Ping returns when
+	// the socket closes). Not derived from c.ctx, which would keep a map of its children
+	// for the connection's life.
+	ctx, cancel := context.WithTimeout(context.Background(), wsPeerDeadlineIntervals*c.t.keepAlive)
 	defer cancel()
 	_ = c.ws.Ping(ctx)
 }
@@ -466,10 +486,7 @@ func (c *wsConn) expire() {
 	case <-time.After(c.t.drain):
 	}
 	c.mu.Lock()
-	ops := make([]*wsOp, 0, len(c.ops))
-	for _, op := range c.ops {
-		ops = append(ops, op)
-	}
+	ops := slices.Clone(c.ops)
 	c.mu.Unlock()
 	if c.legacy {
 		c.sendConnectionError(closeReasonTokenExpired)
@@ -506,14 +523,14 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 		c.invalid("an operation needs an id")
 		return
 	}
-	if old, dup := c.ops[id]; dup {
+	if old := c.opLocked(id); old != nil {
 		if !c.legacy {
 			c.mu.Unlock()
 			c.closeWith(CloseSubscriberExists, closeReasonSubscriberDupe)
 			return
 		}
 		// subscriptions-transport-ws replaces the operation of a reused id.
-		delete(c.ops, id)
+		c.removeOpLocked(old)
 		old.cancel()
 	} else if len(c.ops) >= MaxOperationsPerConnection {
 		c.mu.Unlock()
@@ -522,9 +539,11 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 		return
 	}
 	op := &wsOp{c: c, id: id}
-	op.ctx, op.cancel = context.WithCancel(c.opCtx)
-	op.hook.Ready = op.ready
-	c.ops[id] = op
+	ctx, cancel := context.WithCancel(c.opCtx)
+	op.ctx = ctx
+	op.cancel = func() { cancel(); op.hook.Stop() } // nothing else cancels ctx
+	op.hook.Ready, op.hook.Stops = op.ready, true
+	c.ops = append(c.ops, op)
 	c.starting.Add(1) // under c.mu, before expire (which sets closing under it) can Wait
 	c.mu.Unlock()
 	go func() {
@@ -537,7 +556,7 @@ func (c *wsConn) start(id string, payload json.RawMessage) {
 // is sent for its id (graphql-ws: a complete).
 func (c *wsConn) stop(id string) {
 	c.mu.Lock()
-	op := c.ops[id]
+	op := c.opLocked(id)
 	c.mu.Unlock()
 	if op == nil {
 		return
@@ -562,8 +581,9 @@ type wsOp struct {
 	sendMu sync.Mutex
 
 	// Under c.mu:
-	responses  graphql.ResponseHandler // set once dispatched
-	rctx       context.Context         // the context the responses are read with
+	responses  graphql.ResponseHandler   // set once dispatched
+	rctx       context.Context           // the context the responses are read with
+	rc         *graphql.OperationContext // in rctx (a dispatched subscription's)
 	dispatched bool
 	// subscription: the operation is a subscription (known once parsed), which the
 	// token's expiry ends at once instead of draining.
@@ -619,8 +639,9 @@ func (op *wsOp) run(payload json.RawMessage) {
 	ctx = live.WithStreamHook(ctx, &op.hook)
 	responses, rctx := c.exec.DispatchOperation(ctx, rc)
 	if rc.Operation.Operation == ast.Subscription && op.hook.Bound() {
+		leanOperationContext(rc) // before the flusher may read it
 		c.mu.Lock()
-		op.responses, op.rctx, op.dispatched = responses, rctx, true
+		op.responses, op.rctx, op.rc, op.dispatched = responses, rctx, rc, true
 		c.enqueueLocked(op)
 		c.mu.Unlock()
 		return
@@ -636,6 +657,22 @@ func (op *wsOp) run(payload json.RawMessage) {
 	op.finish()
 }
 
+// leanOperationContext drops what an operation context holds only for its dispatch, as a
+// subscription keeps it for its life (once per subscriber of thousands): the complexity
+// extension's statistics (a map) and gqlgen's cache of collected fields (another; the first
+// event that needs an entry fills it again). Every exported field but Stats is kept, and
+// Stats' timings.
+func leanOperationContext(rc *graphql.OperationContext) {
+	*rc = graphql.OperationContext{
+		RawQuery: rc.RawQuery, Variables: rc.Variables, OperationName: rc.OperationName, Doc: rc.Doc,
+		Extensions: rc.Extensions, Headers: rc.Headers, Operation: rc.Operation,
+		DisableIntrospection: rc.DisableIntrospection, RecoverFunc: rc.RecoverFunc,
+		ResolverMiddleware: rc.ResolverMiddleware, RootResolverMiddleware: rc.RootResolverMiddleware,
+		Stats: graphql.Stats{OperationStart: rc.Stats.OperationStart, Read: rc.Stats.Read,
+			Parsing: rc.Stats.Parsing, Validation: rc.Stats.Validation},
+	}
+}
+
 // ready is the hook's Ready: one more value is waiting on the stream.
 func (op *wsOp) ready() {
 	c := op.c
@@ -648,7 +685,7 @@ func (op *wsOp) ready() {
 // enqueueLocked queues a dispatched operation with pending values and starts the flusher
 // when it is not running. c.mu is held.
 func (c *wsConn) enqueueLocked(op *wsOp) {
-	if !op.dispatched || op.pending == 0 || op.queued || c.ops[op.id] != op {
+	if !op.dispatched || op.pending == 0 || op.queued || !c.runningLocked(op) {
 		return
 	}
 	op.queued = true
@@ -677,7 +714,7 @@ func (c *wsConn) flush() {
 		op.queued = false
 		n := op.pending
 		op.pending = 0
-		current := c.ops[op.id] == op
+		current := c.runningLocked(op)
 		c.mu.Unlock()
 		if !current {
 			continue // the client completed it, or the connection ended
@@ -690,7 +727,40 @@ func (c *wsConn) flush() {
 			}
 			op.sendNext(resp)
 		}
+		// Rendering filled the operation context's caches again; only the flusher reads
+		// it now.
+		leanOperationContext(op.rc)
 	}
+}
+
+// opLocked returns the running operation id, or nil. c.mu is held.
+func (c *wsConn) opLocked(id string) *wsOp {
+	for _, op := range c.ops {
+		if op.id == id {
+			return op
+		}
+	}
+	return nil
+}
+
+// runningLocked reports whether op is still one of the connection's operations. c.mu is
+// held.
+func (c *wsConn) runningLocked(op *wsOp) bool {
+	return slices.Contains(c.ops, op)
+}
+
+// removeOpLocked removes op from the running operations and reports whether it was
+// there. c.mu is held.
+func (c *wsConn) removeOpLocked(op *wsOp) bool {
+	i := slices.Index(c.ops, op)
+	if i < 0 {
+		return false
+	}
+	last := len(c.ops) - 1
+	c.ops[i] = c.ops[last]
+	c.ops[last] = nil
+	c.ops = c.ops[:last]
+	return true
 }
 
 // running reports whether the operation is still the connection's under its id.
@@ -698,7 +768,7 @@ func (op *wsOp) running() bool {
 	c := op.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ops[op.id] == op
+	return c.runningLocked(op)
 }
 
 // finish ends an operation that ended on the server's side: complete, or error when its
@@ -731,10 +801,7 @@ func (op *wsOp) end(last func()) {
 	op.sendMu.Lock()
 	defer op.sendMu.Unlock()
 	c.mu.Lock()
-	mine := c.ops[op.id] == op
-	if mine {
-		delete(c.ops, op.id)
-	}
+	mine := c.removeOpLocked(op)
 	c.mu.Unlock()
 	op.cancel()
 	if mine && last != nil {
@@ -775,17 +842,30 @@ func (c *wsConn) sendConnectionError(message string) {
 	c.send(wsMessage{Type: "connection_error", Payload: b})
 }
 
-// send writes one message. A write that fails or times out ends the connection.
+// send writes one message. A write that fails or times out (wsWriteTimeout) ends the
+// connection.
+//
+// The timeout is the socket's write deadline, set and cleared around the write under
+// writeMu (so that a later send cannot extend it), not a context: the WebSocket library
+// keeps the context of a message's write until the next one, and a context with a
+// deadline is a timer that the runtime keeps for a while after it was stopped, both for
+// every subscriber of thousands.
 func (c *wsConn) send(m wsMessage) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		c.t.log.ErrorContext(c.ctx, "websocket: encode message", "err", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, wsWriteTimeout)
-	err = c.ws.Write(ctx, websocket.MessageText, b)
-	cancel()
-	if err != nil && !errors.Is(err, context.Canceled) {
+	c.writeMu.Lock()
+	if c.ctx.Err() != nil {
+		c.writeMu.Unlock()
+		return // torn down: the socket is closed
+	}
+	_ = c.conn.SetWriteDeadline(time.Now().Add(wsWriteTimeout))
+	err = c.ws.Write(context.Background(), websocket.MessageText, b)
+	_ = c.conn.SetWriteDeadline(time.Time{})
+	c.writeMu.Unlock()
+	if err != nil {
 		_ = c.ws.CloseNow()
 	}
 }
@@ -834,11 +914,16 @@ func (c *wsConn) teardown() {
 	c.mu.Lock()
 	c.closing = true
 	c.stopTimersLocked()
-	c.ops = map[string]*wsOp{}
+	ops := c.ops
+	c.ops = nil
 	c.queue = nil
 	c.mu.Unlock()
+	for _, op := range ops {
+		op.cancel() // their contexts do not derive from c.ctx (see init)
+	}
 	c.cancel()
 	_ = c.ws.CloseNow()
+	c.closed()
 	c.t.reg.done(c)
 }
 

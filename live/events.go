@@ -52,7 +52,7 @@ func OpenEvents[T any](ctx context.Context, st Streams, v inbox.Viewer, conv fun
 	f := &eventFeed[T]{st: st, v: v, ctx: ctx, sub: sub, conv: conv, log: st.log(), sig: signalOf(ctx),
 		out: make(chan T, EventBuffer), since: time.Now().Add(-addedSkew)}
 	f.sig.bind()
-	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
+	var leave func()
 	if st.Ann != nil {
 		if st.Ann.cold(v.TenantID) {
 			// An instance that has not read the tenant's set (fresh, or it was evicted): the
@@ -65,7 +65,10 @@ func OpenEvents[T any](ctx context.Context, st Streams, v inbox.Viewer, conv fun
 			f.known[a.ID] = struct{}{}
 		}
 		st.Ann.join(v.TenantID, f)
-		context.AfterFunc(ctx, func() { st.Ann.leave(v.TenantID, f) })
+		leave = func() { st.Ann.leave(v.TenantID, f) }
+	}
+	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig, leave)
+	if st.Ann != nil {
 		// A refresh of the watch between the set taken above and the join recomposed the
 		// streams joined, not this one: compare once with the set now cached.
 		f.recompose()

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/inboxgw/gateway/inbox"
@@ -10,22 +11,24 @@ import (
 // onFirst and onLast, when set, run (outside the lock) after a viewer gains its first
 // subscription or loses its last one; they must not block for long.
 type hub struct {
-	mu      sync.RWMutex
-	subs    map[inbox.Viewer]map[*Subscription]struct{}
+	mu sync.RWMutex
+	// subs are each viewer's subscriptions: a slice, not a set, as a viewer has a few
+	// (a map would cost about 130 bytes for each of thousands).
+	subs    map[inbox.Viewer][]*Subscription
 	onFirst func(inbox.Viewer)
 	onLast  func(inbox.Viewer)
 	lag     LagObserver // nil: lag is not measured
 }
 
 func newHub() *hub {
-	return &hub{subs: make(map[inbox.Viewer]map[*Subscription]struct{})}
+	return &hub{subs: make(map[inbox.Viewer][]*Subscription)}
 }
 
 // deliver hands c to every subscription of c.Viewer; it never blocks.
 func (h *hub) deliver(c inbox.Change) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for s := range h.subs[c.Viewer] {
+	for _, s := range h.subs[c.Viewer] {
 		s.deliver(c)
 	}
 }
@@ -35,13 +38,13 @@ func (h *hub) resync(v *inbox.Viewer) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if v != nil {
-		for s := range h.subs[*v] {
+		for _, s := range h.subs[*v] {
 			s.resync()
 		}
 		return
 	}
 	for _, m := range h.subs {
-		for s := range m {
+		for _, s := range m {
 			s.resync()
 		}
 	}
@@ -60,11 +63,15 @@ func (h *hub) subscribe(v inbox.Viewer, opts []SubscribeOption) *Subscription {
 	s.close = func() {
 		h.mu.Lock()
 		last := false
-		if m := h.subs[v]; m != nil {
-			delete(m, s)
-			if len(m) == 0 {
+		m := h.subs[v]
+		if i := slices.Index(m, s); i >= 0 {
+			end := len(m) - 1
+			m[i], m[end] = m[end], nil
+			if m = m[:end]; len(m) == 0 {
 				delete(h.subs, v)
 				last = true
+			} else {
+				h.subs[v] = m
 			}
 		}
 		h.mu.Unlock()
@@ -73,13 +80,8 @@ func (h *hub) subscribe(v inbox.Viewer, opts []SubscribeOption) *Subscription {
 		}
 	}
 	h.mu.Lock()
-	m := h.subs[v]
-	first := m == nil
-	if first {
-		m = make(map[*Subscription]struct{})
-		h.subs[v] = m
-	}
-	m[s] = struct{}{}
+	first := len(h.subs[v]) == 0
+	h.subs[v] = append(h.subs[v], s)
 	h.mu.Unlock()
 	if first && h.onFirst != nil {
 		h.onFirst(v)

@@ -109,7 +109,13 @@ func SameCounts(a, b inbox.Badge) bool {
 // newer one replaces it. The channel closes when ctx ends; the error is the first read's.
 func OpenBadge[T any](ctx context.Context, st Streams, v inbox.Viewer, view BadgeView[T]) (<-chan T, error) {
 	sub := st.Broker.Subscribe(v, BadgeOnly())
-	b, err := st.Read(ctx, v)
+	readCtx := ctx
+	if sig := signalOf(ctx); sig.stops() {
+		// Not a child of ctx (see StreamHook.Stops): a subscriber that leaves meanwhile
+		// waits for the read, which its own deadlines bound.
+		readCtx = context.WithoutCancel(ctx)
+	}
+	b, err := st.Read(readCtx, v)
 	if err != nil {
 		sub.Close()
 		return nil, err
@@ -120,11 +126,12 @@ func OpenBadge[T any](ctx context.Context, st Streams, v inbox.Viewer, view Badg
 	f.sig.bind()
 	f.out <- f.last
 	f.sig.ready()
-	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
+	var leave func()
 	if st.Ann != nil {
 		st.Ann.join(v.TenantID, f)
-		context.AfterFunc(ctx, func() { st.Ann.leave(v.TenantID, f) })
+		leave = func() { st.Ann.leave(v.TenantID, f) }
 	}
+	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig, leave)
 	sub.OnChange(f.onChange)
 	return f.out, nil
 }
@@ -265,7 +272,7 @@ func OpenAdded(ctx context.Context, st Streams, v inbox.Viewer) (<-chan *inbox.N
 	f := &addedFeed{sub: sub, log: st.log(), sig: signalOf(ctx), out: make(chan *inbox.Notification, NotificationBuffer),
 		since: time.Now().Add(-addedSkew), ann: st.Ann, tenant: v.TenantID}
 	f.sig.bind()
-	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig)
+	var leave func()
 	if st.Ann != nil {
 		f.known = map[string]struct{}{}
 		if set := st.Ann.sets.Cached(v.TenantID); set != nil {
@@ -274,7 +281,10 @@ func OpenAdded(ctx context.Context, st Streams, v inbox.Viewer) (<-chan *inbox.N
 			}
 		}
 		st.Ann.join(v.TenantID, f)
-		context.AfterFunc(ctx, func() { st.Ann.leave(v.TenantID, f) })
+		leave = func() { st.Ann.leave(v.TenantID, f) }
+	}
+	endWith(ctx, &f.mu, &f.done, f.out, sub, f.sig, leave)
+	if st.Ann != nil {
 		// A refresh of the watch between the set taken above and the join recomposed the
 		// streams joined, not this one: compare once with the set now cached.
 		f.recompose()
@@ -379,12 +389,16 @@ func (f *addedFeed) overflowLocked() {
 	go f.sub.Close() // not on the publisher's goroutine: it holds the broker's lock
 }
 
-// endWith ends a stream when ctx ends: unless it already ended (*done, under mu: a
-// stream ends itself on a slow consumer), it marks it done and closes out, then tells
-// the transport; the broker subscription is closed either way. It takes no goroutine
-// (context.AfterFunc).
-func endWith[T any](ctx context.Context, mu *sync.Mutex, done *bool, out chan T, sub *Subscription, sig streamSignal) {
-	context.AfterFunc(ctx, func() {
+// endWith ends a stream when ctx ends: leave (when not nil) runs first (the stream leaves
+// its tenant's announcement watch); unless the stream already ended (*done, under mu: a
+// stream ends itself on a slow consumer), it marks it done and closes out, then tells the
+// transport; the broker subscription is closed either way. It takes no goroutine
+// (context.AfterFunc, one for all of it, or the hook's Stop: streamSignal.afterEnd).
+func endWith[T any](ctx context.Context, mu *sync.Mutex, done *bool, out chan T, sub *Subscription, sig streamSignal, leave func()) {
+	sig.afterEnd(ctx, func() {
+		if leave != nil {
+			leave()
+		}
 		mu.Lock()
 		ended := *done
 		if !ended {

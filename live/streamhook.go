@@ -26,12 +26,34 @@ import (
 // any goroutine, before dispatch returns too; it must not block. A transport that sets a
 // hook also ends the operation's context when the connection's token expires (the
 // streams then keep no expiry timer of their own).
+//
+// A transport that sets Stops calls Stop right after it cancels the operation's context
+// (and the context ends in no other way): the streams then tie their end to Stop instead
+// of registering a context.AfterFunc, and their first read of the store does not derive
+// from the context, so that the operation's context, cancellable, gets no children (it
+// would keep a map of them, and a channel, for each subscriber of thousands).
 type StreamHook struct {
 	Ready func()
+	Stops bool
 
-	mu    sync.Mutex
-	bound bool
-	err   error
+	mu      sync.Mutex
+	bound   bool
+	err     error
+	stopped bool
+	onStop  []func()
+}
+
+// Stop runs what the streams opened with h do when their context ends, each on a
+// goroutine of its own (as context.AfterFunc does), once; it is for a transport that set
+// Stops. What a stream registers after Stop runs at once.
+func (h *StreamHook) Stop() {
+	h.mu.Lock()
+	fs := h.onStop
+	h.stopped, h.onStop = true, nil
+	h.mu.Unlock()
+	for _, f := range fs {
+		go f()
+	}
 }
 
 type streamHookKey struct{}
@@ -68,6 +90,26 @@ func HookFrom(ctx context.Context) *StreamHook {
 type streamSignal struct{ h *StreamHook }
 
 func signalOf(ctx context.Context) streamSignal { return streamSignal{HookFrom(ctx)} }
+
+// stops reports whether the transport calls the hook's Stop when ctx ends.
+func (s streamSignal) stops() bool { return s.h != nil && s.h.Stops }
+
+// afterEnd runs f (on a goroutine of its own) when the stream's context ends: through the
+// hook's Stop when the transport calls it, otherwise context.AfterFunc.
+func (s streamSignal) afterEnd(ctx context.Context, f func()) {
+	if !s.stops() {
+		context.AfterFunc(ctx, f)
+		return
+	}
+	s.h.mu.Lock()
+	if !s.h.stopped {
+		s.h.onStop = append(s.h.onStop, f)
+		s.h.mu.Unlock()
+		return
+	}
+	s.h.mu.Unlock()
+	go f()
+}
 
 func (s streamSignal) bind() {
 	if s.h != nil {

@@ -108,6 +108,7 @@ type wireActivity struct {
 	Data      json.RawMessage `json:"data,omitempty"`
 	CreatedAt time.Time       `json:"createdAt"`
 	Via       string          `json:"via,omitempty"`
+	Actor     *inbox.Actor    `json:"actor,omitempty"`
 }
 
 // wireAction is an inbox.Action on the wire.
@@ -132,7 +133,7 @@ func encodeChange(origin string, c inbox.Change) ([]byte, error) {
 		w.Notification.ActivityCount = n.ActivityCount
 		for _, a := range n.Activities {
 			w.Notification.Activities = append(w.Notification.Activities, wireActivity{ActorID: a.ActorID, ActorName: a.ActorName,
-				Data: json.RawMessage(a.Data), CreatedAt: a.CreatedAt, Via: a.Via})
+				Data: json.RawMessage(a.Data), CreatedAt: a.CreatedAt, Via: a.Via, Actor: a.Actor})
 		}
 	}
 	return json.Marshal(w)
@@ -162,7 +163,7 @@ func decodeChange(b []byte) (origin string, sent time.Time, c inbox.Change, err 
 		c.Notification.ActivityCount = n.ActivityCount
 		for _, a := range n.Activities {
 			c.Notification.Activities = append(c.Notification.Activities, inbox.Activity{ActorID: a.ActorID, ActorName: a.ActorName,
-				Data: inbox.JSON(a.Data), CreatedAt: a.CreatedAt, Via: a.Via})
+				Data: inbox.JSON(a.Data), CreatedAt: a.CreatedAt, Via: a.Via, Actor: a.Actor})
 		}
 	}
 	return w.Origin, sent, c, nil

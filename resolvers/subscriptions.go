@@ -28,6 +28,11 @@ func openStream[T any](ctx context.Context, clock clockwork.Clock, open func(ctx
 	if err != nil {
 		return nil, err
 	}
+	if live.HookFrom(ctx) != nil {
+		// The transport ends ctx when the token expires (see untilTokenExpiry): nothing
+		// to stop afterwards.
+		return open(ctx, v)
+	}
 	ctx, stop := untilTokenExpiry(ctx, clock)
 	ch, err := open(ctx, v)
 	if err != nil {

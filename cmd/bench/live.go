@@ -63,6 +63,8 @@ type liveConfig struct {
 	redisServer   string
 	dialWorkers   int
 	events        int // inboxEvents rounds (0 skips the measurement)
+	// heapProfile is -live-heapprofile: a file-name prefix ("" writes no profile).
+	heapProfile string
 }
 
 func (lc liveConfig) sizes() ([]int, error) {
@@ -392,6 +394,11 @@ func (b *harness) settle(quiet, limit time.Duration) {
 
 func (b *harness) liveScenario(ctx context.Context) (*LiveResult, error) {
 	lc := b.c.live
+	if lc.heapProfile != "" {
+		// One sample per 4 KiB allocated from now on: the default rate (one per 512 KiB)
+		// leaves a few samples of each per-subscriber allocation site, too few to count.
+		runtime.MemProfileRate = 4096
+	}
 	sizes, err := lc.sizes()
 	if err != nil {
 		return nil, err
@@ -561,6 +568,13 @@ func (b *harness) liveRun(ctx context.Context, broker string, S int, subGW, mutG
 	r.GoroutinesAtRest = runtime.NumGoroutine()
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	profile := ""
+	if lc.heapProfile != "" {
+		profile = fmt.Sprintf("%s-%s-%d", lc.heapProfile, broker, S)
+		if err := writeProfile("heap", profile+".heap.base", 0); err != nil {
+			return r, err
+		}
+	}
 
 	progress("live %s: connecting %d subscribers (child process, %d dialing at a time)", broker, S, lc.dialWorkers)
 	spec := liveSpec{Mode: "steady", SubURL: wsURL(subGW.url), MutURL: mutGW.url, Users: users, SenderToken: sender,
@@ -593,6 +607,15 @@ func (b *harness) liveRun(ctx context.Context, broker string, S int, subGW, mutG
 		var ms2 runtime.MemStats
 		runtime.ReadMemStats(&ms2)
 		r.GoLiveHeapPerSubKiB = (float64(ms2.HeapAlloc) - float64(ms0.HeapAlloc)) / 1024 / n
+		if profile != "" {
+			progress("live %s: after a GC, KiB/subscriber: heap in use %.2f (live %.2f), stacks %.2f, spans %.2f, GC metadata %.2f, other runtime %.2f, heap idle not returned %.2f",
+				broker, perSub(ms2.HeapInuse, ms0.HeapInuse, n), perSub(ms2.HeapAlloc, ms0.HeapAlloc, n), perSub(ms2.StackInuse, ms0.StackInuse, n),
+				perSub(ms2.MSpanInuse, ms0.MSpanInuse, n), perSub(ms2.GCSys, ms0.GCSys, n), perSub(ms2.OtherSys, ms0.OtherSys, n),
+				perSub(ms2.HeapIdle-ms2.HeapReleased, ms0.HeapIdle-ms0.HeapReleased, n))
+			if err := errors.Join(writeProfile("heap", profile+".heap", 0), writeProfile("goroutine", profile+".goroutines", 1)); err != nil {
+				progress("live %s: profile: %v", broker, err)
+			}
+		}
 		progress("live %s: RSS %.1f -> %.1f MiB (%.1f KiB/subscriber; after a GC %.1f MiB, %.1f KiB/subscriber), goroutines %d -> %d; %s of %.0f mutations/s",
 			broker, r.RSSAtRestMiB, r.RSSConnectedMiB, r.RSSPerSubKiB, r.RSSConnectedAfterGCMiB, r.RSSPerSubAfterGCKiB,
 			r.GoroutinesAtRest, r.GoroutinesConnected, lc.duration, lc.rate)
@@ -665,7 +688,7 @@ func runLiveChild(ctx context.Context, spec liveSpec, onReady func(liveReady)) (
 	}
 	enc := json.NewEncoder(stdin)
 	dec := json.NewDecoder(bufio.NewReader(stdout))
-	if err := enc.Encode(spec); err != nil {
+	if err := writeSpec(stdin, spec); err != nil {
 		return fail(err)
 	}
 	if spec.Mode == "steady" {
@@ -695,6 +718,33 @@ func runLiveChild(ctx context.Context, spec liveSpec, onReady func(liveReady)) (
 		out.Steady.Read = out.Read
 	}
 	return &out, nil
+}
+
+// writeSpec writes spec as one JSON object, its users one at a time: encoding/json keeps
+// its encoding buffers in a sync.Pool, and one of 19,000 users (megabytes) would stay in
+// this process (the gateway's) across the GC the after-GC figures are taken after.
+func writeSpec(w io.Writer, spec liveSpec) error {
+	users := spec.Users
+	spec.Users = nil
+	head, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	bw.Write(head[:len(head)-1]) // without its "}": a later "Users" overrides the null one
+	bw.WriteString(`,"Users":[`)
+	for i := range users {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		b, err := json.Marshal(&users[i])
+		if err != nil {
+			return err
+		}
+		bw.Write(b)
+	}
+	bw.WriteString("]}\n")
+	return bw.Flush()
 }
 
 // --- child side ---------------------------------------------------------------------
@@ -880,6 +930,10 @@ func liveSteady(spec liveSpec, dec *json.Decoder, enc *json.Encoder) error {
 					continue
 				}
 				subs[i] = s
+				// Read from now on: the WebSocket library answers the gateway's pings only
+				// while it reads, and the gateway drops a peer silent for two keep-alive
+				// intervals (30 s), which connecting many may take.
+				go func() { _ = s.read(0) }()
 			}
 		}()
 	}
@@ -892,7 +946,6 @@ func liveSteady(spec liveSpec, dec *json.Decoder, enc *json.Encoder) error {
 	for _, s := range subs {
 		if s != nil {
 			live = append(live, s)
-			go func() { _ = s.read(0) }()
 		}
 	}
 	ready.Connected = len(live)
@@ -1199,4 +1252,9 @@ func liveBurst(spec liveSpec) (*liveBurstOut, error) {
 	}
 	out.Correct = out.FastLast == final && out.SlowLast == final && out.StoreFinal == final
 	return out, nil
+}
+
+// perSub is (after - before) / n in KiB.
+func perSub(after, before uint64, n float64) float64 {
+	return (float64(after) - float64(before)) / 1024 / n
 }

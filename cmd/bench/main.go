@@ -121,6 +121,7 @@ func main() {
 	flag.DurationVar(&c.live.slowDelay, "live-slow-delay", 50*time.Millisecond, "live scenario: the slow subscriber's sleep after each frame")
 	flag.StringVar(&c.live.redisServer, "redis-server", "", "redis-server binary for the live scenario (default: from PATH)")
 	flag.IntVar(&c.live.dialWorkers, "live-dial-workers", 32, "live scenario: connections the client opens at a time")
+	flag.StringVar(&c.live.heapProfile, "live-heapprofile", "", "live scenario: write PREFIX-<broker>-<S>.heap (in-use heap with the subscribers connected, after a GC), its at-rest baseline .heap.base (go tool pprof -sample_index=inuse_space -base X.heap.base X.heap) and the goroutines' stacks .goroutines")
 	flag.IntVar(&c.relay.subscribers, "relay-subscribers", 200, "relay scenario: WebSocket subscribers (distinct users) on the gateway instance")
 	flag.IntVar(&c.relay.writes, "relay-writes", 100, "relay scenario: measured outside writes (TransactWriteItems straight into the table)")
 	flag.Float64Var(&c.relay.rate, "relay-rate", 10, "relay scenario: outside writes per second")

@@ -48,3 +48,13 @@ func startProfiles(cpu, mem string) (stop func() error, err error) {
 		return errors.Join(errs...)
 	}, nil
 }
+
+// writeProfile writes the named runtime/pprof profile to file (debug as for
+// pprof.Profile.WriteTo: 0 the binary format).
+func writeProfile(name, file string, debug int) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup(name).WriteTo(f, debug), f.Close())
+}

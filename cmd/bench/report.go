@@ -453,7 +453,7 @@ func (l *LiveResult) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## 7. live: `subscription { unreadCount }`\n\n")
 	fmt.Fprintf(&b, "Engine: %s. Transport: %s. Each subscriber is a distinct user seeded with %d unread notifications (seeding %.1fs). "+
-		"Load: %.0f mutations/s for %s to random subscribed users, %.0f%% sendNotification (one recipient), the rest markRead/markUnread; never two changes in flight for one user. RLIMIT_NOFILE %d.\n\n",
+		"Load: %.0f mutations/s for %s to random subscribed users, %.0f%% sendNotification (one recipient), the rest markRead/markUnread; never two changes in flight for one user. RLIMIT_NOFILE %d: a subscriber is a socket, so one gateway process holds fewer subscribers than that (issue 21's 50,000 on one instance need a higher limit than this machine allows).\n\n",
 		l.Engine, l.Transport, l.Notifications, l.SeedSeconds, l.Rate, l.Duration, 100*l.SendShare, l.RLimitNoFile)
 	fmt.Fprintf(&b, "Latency measured: %s.\n\n", l.Measures)
 	fmt.Fprintln(&b, "RSS KiB/subscriber is (connected − at rest) / S. The at-rest RSS is taken after a GC and a scavenge; the connected one twice: as the process stands once the connections settled (conservative: it counts the connections' garbage and the GC's headroom, GOGC 100 letting the heap reach twice its live size, at-rest heap included), and again after a GC and a scavenge, like the at-rest one. Go live heap is HeapAlloc after that GC.")
@@ -468,6 +468,8 @@ func (l *LiveResult) Table() string {
 			if r.GoalRSSAfterGCMet != nil {
 				goals += ", " + yes(*r.GoalRSSAfterGCMet) + " after a GC"
 			}
+			goals += "; ≤ 16 KiB/subscriber (issue 21): " + yes(r.Connected == r.Subscribers && r.RSSPerSubKiB <= 16) +
+				" as it stands, " + yes(r.Connected == r.Subscribers && r.RSSPerSubAfterGCKiB <= 16) + " after a GC"
 		}
 		fmt.Fprintf(&b, "| %s | %d (%d) | %.1f | %.1f → %.1f (%.1f) | %.1f / %.1f | %.1f (%.1f) | %.1f | %.2f | %d (%d) | %d / %d | %.2f | %.2f | %.2f / %.2f | %.2f / %.2f | %s |\n",
 			r.Broker, r.Subscribers, r.Connected, r.ConnectSeconds, r.RSSAtRestMiB, r.RSSConnectedMiB, r.RSSPeakLoadMiB,
