@@ -161,7 +161,13 @@ try {
     const b = await r.json();
     if (!b.data || b.data.sendNotification.accepted !== 1) fail('batched send: ' + JSON.stringify(b));
   }
-  await page.waitForFunction(`${items('#feed')}[0].querySelector('[part=title]').textContent === 'Ten comments'`, { timeout: 5000 });
+  try {
+    // page is a background tab since `other` opened: requestAnimationFrame (the default
+    // polling) barely runs there, so poll on an interval.
+    await page.waitForFunction(`${items('#feed')}[0].querySelector('[part=title]').textContent === 'Ten comments'`, { timeout: 5000, polling: 50 });
+  } catch (e) {
+    fail('the closed batch is not first in the feed; titles: ' + (await titles(page)).slice(0, 5).join(', '));
+  }
   const batchMeta = await page.evaluate(`${items('#feed')}[0].querySelector('[part=meta]').textContent`);
   if (!batchMeta.includes('Ann and 9 others')) fail('batched meta: ' + batchMeta);
 
