@@ -150,8 +150,15 @@ func newIDSource(r io.Reader) *idSource {
 	return &idSource{entropy: ulid.Monotonic(r, 0)}
 }
 
-// next returns a new ULID for time t, strictly greater than every id this source returned
-// and than after (a ULID string, or "").
+// next returns a new ULID for time t, strictly greater than after (a ULID string, or "")
+// and, unless after lies ahead of t, than every id this source returned.
+//
+// An after ahead of the clock (an inbox whose clock a batch's notification set to the
+// batch's planned close time, up to its window ahead) gets an id above it with fresh random
+// low bits, and the source stays where it was: stepping the shared source past it would put
+// every later id of the process, for every inbox, that far ahead of the clock, and with it
+// notifications' order and announcements' createdAt. Exactness never rests on this order
+// across inboxes: each write's condition on its inbox's META does.
 func (g *idSource) next(t time.Time, after string) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -162,11 +169,29 @@ func (g *idSource) next(t time.Time, after string) string {
 	}
 	if after != "" {
 		if a, err := ulid.ParseStrict(after); err == nil && id.Compare(a) <= 0 {
+			if a.Time() > ulid.Timestamp(t) {
+				return above(a).String()
+			}
 			id = increment(a)
 		}
 	}
 	g.last = id
 	return id.String()
+}
+
+// above returns a ULID greater than u in u's millisecond (or the next, on overflow): u plus
+// a random 32-bit step, so that two callers above the same u do not meet.
+func above(u ulid.ULID) ulid.ULID {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	step := uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3]) | 1
+	carry := step
+	for i := len(u) - 1; i >= 0 && carry > 0; i-- {
+		sum := uint64(u[i]) + carry&0xff
+		u[i] = byte(sum)
+		carry = carry>>8 + sum>>8
+	}
+	return u
 }
 
 // increment returns the ULID one above u (the 128-bit value plus one).
