@@ -133,6 +133,17 @@ func (a *Announced) warm(ctx context.Context, tenant string) {
 	}
 }
 
+// activeIDs returns the ids of tenant's announcements active in the cached set (none when
+// it is not cached): what a stream knows as it begins, so that only later ones are new to
+// it and only these can leave it.
+func (a *Announced) activeIDs(tenant string) map[string]struct{} {
+	ids := map[string]struct{}{}
+	for _, an := range a.sets.Cached(tenant).Active(a.now()) {
+		ids[an.ID] = struct{}{}
+	}
+	return ids
+}
+
 // join registers f as a badge stream of tenant: the first of a tenant subscribes to its
 // announcement changes.
 func (a *Announced) join(tenant string, f recomposer) {

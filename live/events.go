@@ -60,10 +60,7 @@ func OpenEvents[T any](ctx context.Context, st Streams, v inbox.Viewer, conv fun
 			// or expiry would be news to it. One read per tenant and instance.
 			st.Ann.warm(ctx, v.TenantID)
 		}
-		f.known = map[string]struct{}{}
-		for _, a := range st.Ann.sets.Cached(v.TenantID).Active(st.Ann.now()) {
-			f.known[a.ID] = struct{}{}
-		}
+		f.known = st.Ann.activeIDs(v.TenantID)
 		st.Ann.join(v.TenantID, f)
 		leave = func() { st.Ann.leave(v.TenantID, f) }
 	}

@@ -274,12 +274,7 @@ func OpenAdded(ctx context.Context, st Streams, v inbox.Viewer) (<-chan *inbox.N
 	f.sig.bind()
 	var leave func()
 	if st.Ann != nil {
-		f.known = map[string]struct{}{}
-		if set := st.Ann.sets.Cached(v.TenantID); set != nil {
-			for _, a := range set.Items {
-				f.known[a.ID] = struct{}{}
-			}
-		}
+		f.known = st.Ann.activeIDs(v.TenantID)
 		st.Ann.join(v.TenantID, f)
 		leave = func() { st.Ann.leave(v.TenantID, f) }
 	}
