@@ -33,14 +33,7 @@ func TestInboxEventsOnAColdInstanceCountAnnouncements(t *testing.T) {
 	if _, u := stateOp(t, a, aliceTok, "markRead", own[0]); u != 2 {
 		t.Fatalf("markRead on A answered unread %d, want 2", u)
 	}
-	var e struct {
-		InboxEvents struct {
-			Kind  string `json:"kind"`
-			Badge struct {
-				Unread int `json:"unread"`
-			} `json:"badge"`
-		} `json:"inboxEvents"`
-	}
+	var e inboxEventData
 	c.NextData("e", &e)
 	if e.InboxEvents.Kind != "READ" || e.InboxEvents.Badge.Unread != 2 {
 		t.Fatalf("alice's READ event on B: %+v, want unread 2 (1 of hers, 1 announcement)", e.InboxEvents)
@@ -65,15 +58,7 @@ func TestInboxEventsOnAColdInstanceHearOfAWithdrawal(t *testing.T) {
 	testgw.WaitFor(t, testgw.EventTimeout, "alice's stream on B", func() bool { return a.Broker.Subscribers() == 1 })
 
 	withdraw(t, a, svc, ann.Announcement.ID)
-	var e struct {
-		InboxEvents struct {
-			Kind            string   `json:"kind"`
-			NotificationIDs []string `json:"notificationIds"`
-			Badge           struct {
-				Unread int `json:"unread"`
-			} `json:"badge"`
-		} `json:"inboxEvents"`
-	}
+	var e inboxEventData
 	c.NextData("e", &e) // fails after testgw.EventTimeout
 	if ev := e.InboxEvents; ev.Kind != "DELETED" || len(ev.NotificationIDs) != 1 || ev.NotificationIDs[0] != annGlobalID(ann.Announcement.ID) || ev.Badge.Unread != 0 {
 		t.Fatalf("alice's event on B: %+v", ev)
@@ -93,18 +78,9 @@ func TestInboxEventsDeleteOfAnAnnouncementComesOnce(t *testing.T) {
 	c.Init(erinTok)
 	c.Subscribe("e", `subscription { inboxEvents { kind notificationIds notification { kind } } }`)
 	testgw.WaitFor(t, testgw.EventTimeout, "erin's stream", func() bool { return s.Broker.Subscribers() == 1 })
-	type event struct {
-		InboxEvents struct {
-			Kind            string   `json:"kind"`
-			NotificationIDs []string `json:"notificationIds"`
-			Notification    *struct {
-				Kind string `json:"kind"`
-			} `json:"notification"`
-		} `json:"inboxEvents"`
-	}
 	ann := sendAnnouncement(t, s, svc, "deleted-once", "Delete me")
 	gid := annGlobalID(ann.Announcement.ID)
-	var e event
+	var e inboxEventData
 	if c.NextData("e", &e); e.InboxEvents.Kind != "ADDED" || e.InboxEvents.NotificationIDs[0] != gid {
 		t.Fatalf("the announcement: %+v", e.InboxEvents)
 	}

@@ -324,21 +324,6 @@ func TestAnnouncementsReachInboxEvents(t *testing.T) {
 	defer cancel()
 	svc := s.ServiceToken("acme", "svc")
 	s.Seed(svc, "erin", 1)
-	type event struct {
-		InboxEvents struct {
-			Kind            string   `json:"kind"`
-			NotificationIDs []string `json:"notificationIds"`
-			Notification    *struct {
-				ID    string `json:"id"`
-				Kind  string `json:"kind"`
-				Title string `json:"title"`
-				Read  bool   `json:"read"`
-			} `json:"notification"`
-			Badge struct {
-				Unread int `json:"unread"`
-			} `json:"badge"`
-		} `json:"inboxEvents"`
-	}
 	const q = `subscription { inboxEvents { kind notificationIds notification { id kind title read } badge { unread } } }`
 	open := func(token string) *testgw.WSClient {
 		c := s.WithT(t).DialWS(ctx, "graphql-transport-ws")
@@ -349,14 +334,14 @@ func TestAnnouncementsReachInboxEvents(t *testing.T) {
 	erin, bob := open(s.Token("acme", "erin")), open(s.Token("globex", "bob"))
 	// The streams are live once a change of erin's own arrives on hers.
 	s.Seed(svc, "erin", 1)
-	var e event
+	var e inboxEventData
 	erin.NextData("e", &e)
 	if e.InboxEvents.Kind != "ADDED" || e.InboxEvents.Badge.Unread != 2 {
 		t.Fatalf("erin's own notification: %+v", e.InboxEvents)
 	}
-	next := func(what string, since time.Time) event {
+	next := func(what string, since time.Time) inboxEventData {
 		t.Helper()
-		var e event
+		var e inboxEventData
 		erin.NextData("e", &e)
 		if took := time.Since(since); took > liveWithin {
 			t.Errorf("%s: the event came %v after the change, want within %v", what, took.Round(time.Millisecond), liveWithin)
@@ -390,9 +375,27 @@ func TestAnnouncementsReachInboxEvents(t *testing.T) {
 
 	// globex's bob heard nothing of acme's announcement: his first event is his own.
 	s.Seed(s.ServiceToken("globex", "svc"), "bob", 1)
-	var be event
+	var be inboxEventData
 	bob.NextData("e", &be)
 	if ev := be.InboxEvents; ev.Kind != "ADDED" || ev.Notification == nil || ev.Notification.Kind != "PERSONAL" || ev.Badge.Unread != 1 {
 		t.Fatalf("bob's first event: %+v", ev)
 	}
+}
+
+// inboxEventData is the data of one `inboxEvents` frame, as the tests' subscriptions select
+// it (fields not selected stay zero).
+type inboxEventData struct {
+	InboxEvents struct {
+		Kind            string   `json:"kind"`
+		NotificationIDs []string `json:"notificationIds"`
+		Notification    *struct {
+			ID    string `json:"id"`
+			Kind  string `json:"kind"`
+			Title string `json:"title"`
+			Read  bool   `json:"read"`
+		} `json:"notification"`
+		Badge struct {
+			Unread int `json:"unread"`
+		} `json:"badge"`
+	} `json:"inboxEvents"`
 }
