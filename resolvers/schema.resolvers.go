@@ -21,7 +21,7 @@ func (r *activityResolver) Actor(ctx context.Context, obj *inbox.Activity) (*inb
 	if obj.Actor != nil {
 		return obj.Actor, nil // an announcement's own (anchored by activities)
 	}
-	if obj.ActorID == "" || obj.Via != "" && obj.Via[0] == inbox.AnnouncementRef[0] {
+	if obj.ActorID == "" {
 		return nil, nil
 	}
 	p, err := r.profile(ctx, inbox.ProfileRef{ID: obj.ActorID})
